@@ -1,0 +1,90 @@
+//! The engine's error type: every way loading a model, tokenizing, templating or running a
+//! forward pass can fail, with the fields a person needs to fix it.
+//!
+//! Nothing here panics on bad input; callers get one of these variants instead.
+
+use std::path::PathBuf;
+
+/// Errors raised by the model runtime.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// A model file or directory does not exist.
+    #[error("model file not found: {path} ({hint})")]
+    ModelNotFound {
+        /// The path that was looked up.
+        path: PathBuf,
+        /// What to do about it.
+        hint: String,
+    },
+    /// The file exists but is not a readable GGUF / safetensors model.
+    #[error("cannot read model {path}: {reason}")]
+    CorruptModel {
+        /// The model file.
+        path: PathBuf,
+        /// What was wrong with it.
+        reason: String,
+    },
+    /// The model's architecture is not one the engine implements.
+    #[error("unsupported model architecture {arch:?} in {path} (supported: llama, qwen2)")]
+    UnsupportedArchitecture {
+        /// The architecture named by the model.
+        arch: String,
+        /// The model file.
+        path: PathBuf,
+    },
+    /// A tensor uses a storage type the engine cannot compute with.
+    #[error("unsupported tensor type in {path}: {detail}")]
+    UnsupportedQuant {
+        /// The model file.
+        path: PathBuf,
+        /// Which tensor and which type.
+        detail: String,
+    },
+    /// A required hyper-parameter or tensor is absent from the model.
+    #[error("model {path} is missing {what}")]
+    MissingField {
+        /// The model file.
+        path: PathBuf,
+        /// The metadata key or tensor name.
+        what: String,
+    },
+    /// The tokenizer could not be built or used.
+    #[error("tokenizer error: {0}")]
+    Tokenizer(String),
+    /// The chat template failed to compile or render.
+    #[error("chat template error: {0}")]
+    ChatTemplate(String),
+    /// A request argument is out of range.
+    #[error("invalid {field}: {reason}")]
+    InvalidInput {
+        /// The offending parameter.
+        field: &'static str,
+        /// Why it was rejected, including the limit.
+        reason: String,
+    },
+    /// The prompt does not fit the model's context window.
+    #[error("prompt is {tokens} tokens but the model's context is {context} tokens")]
+    PromptTooLong {
+        /// Tokens in the prompt.
+        tokens: usize,
+        /// The model's context length.
+        context: usize,
+    },
+    /// The KV store and the batch disagree about a sequence (a caller bug, reported not panicked).
+    #[error("kv store: {0}")]
+    Kv(String),
+    /// A tensor operation failed.
+    #[error(transparent)]
+    Candle(#[from] candle_core::Error),
+    /// An I/O error on a model file.
+    #[error("i/o error on {path}: {source}")]
+    Io {
+        /// The file being read.
+        path: PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+}
+
+/// Result alias for the engine.
+pub type Result<T> = std::result::Result<T, EngineError>;

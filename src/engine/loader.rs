@@ -1,0 +1,124 @@
+//! Loading a model by path: a `.gguf` file or a safetensors checkpoint directory, with its
+//! tokenizer and chat template, onto a device.
+
+use std::path::{Path, PathBuf};
+
+use candle_core::Device;
+
+use super::chat_template::{ChatMessage, ChatTemplate};
+use super::error::{EngineError, Result};
+use super::gguf::GgufFile;
+use super::model::Model;
+use super::safetensors::SafetensorsModel;
+use super::tokenizer::TextTokenizer;
+
+/// Tokens that end an assistant turn in the chat formats we know, besides the model's eos id.
+const END_OF_TURN_TOKENS: &[&str] = &["<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end_of_text|>"];
+
+/// What to load.
+#[derive(Debug, Clone)]
+pub struct LoadOptions {
+    /// A `.gguf` file or a directory with `config.json` and `*.safetensors`.
+    pub model: PathBuf,
+    /// A `tokenizer.json` to use instead of the one the model carries.
+    pub tokenizer: Option<PathBuf>,
+    /// Where to run.
+    pub device: Device,
+}
+
+impl LoadOptions {
+    /// CPU, the model's own tokenizer.
+    pub fn cpu(model: impl Into<PathBuf>) -> Self {
+        Self { model: model.into(), tokenizer: None, device: Device::Cpu }
+    }
+}
+
+/// A model ready to run: weights, tokenizer, chat template.
+#[derive(Debug)]
+pub struct LoadedModel {
+    /// The forward pass.
+    pub model: Model,
+    /// Text ↔ ids.
+    pub tokenizer: TextTokenizer,
+    /// The model's chat template, if it has one.
+    pub chat_template: Option<ChatTemplate>,
+}
+
+impl LoadedModel {
+    /// Loads weights, tokenizer and template.
+    pub fn load(opts: &LoadOptions) -> Result<Self> {
+        let path = &opts.model;
+        if path.is_dir() {
+            Self::load_safetensors(path, opts)
+        } else {
+            Self::load_gguf(path, opts)
+        }
+    }
+
+    fn load_gguf(path: &Path, opts: &LoadOptions) -> Result<Self> {
+        let gguf = GgufFile::open(path)?;
+        let config = gguf.config()?;
+        let mut tokenizer = match &opts.tokenizer {
+            Some(t) => TextTokenizer::from_file(t, &[])?,
+            None => TextTokenizer::from_gguf(&gguf)?,
+        };
+        for t in END_OF_TURN_TOKENS {
+            tokenizer.add_eos(t);
+        }
+        let token_text = |id: Option<u32>| id.and_then(|i| tokenizer.token(i)).unwrap_or_default();
+        let chat_template = match gguf.metadata_str("tokenizer.chat_template") {
+            Some(src) => Some(ChatTemplate::new(src, &token_text(tokenizer.bos()), &token_text(tokenizer.eos().first().copied()))?),
+            None => None,
+        };
+        let weights = gguf.weights(&config, &opts.device)?;
+        let model = Model::new(config, weights, opts.device.clone())?;
+        Ok(Self { model, tokenizer, chat_template })
+    }
+
+    fn load_safetensors(dir: &Path, opts: &LoadOptions) -> Result<Self> {
+        let st = SafetensorsModel::open(dir)?;
+        let tokenizer_path = opts.tokenizer.clone().unwrap_or_else(|| dir.join("tokenizer.json"));
+        let tokenizer = TextTokenizer::from_file(&tokenizer_path, END_OF_TURN_TOKENS)?;
+        let chat_template = read_hf_chat_template(&dir.join("tokenizer_config.json"))?;
+        let weights = st.weights(&opts.device)?;
+        let model = Model::new(st.config().clone(), weights, opts.device.clone())?;
+        Ok(Self { model, tokenizer, chat_template })
+    }
+
+    /// Renders `messages` with the model's template, ending where the assistant speaks. Models
+    /// without a template get the messages' contents joined by blank lines.
+    pub fn render_chat(&self, messages: &[ChatMessage]) -> Result<String> {
+        match &self.chat_template {
+            Some(t) => t.render(messages, true),
+            None => Ok(messages.iter().map(|m| m.content.as_str()).collect::<Vec<_>>().join("\n\n")),
+        }
+    }
+}
+
+fn read_hf_chat_template(path: &Path) -> Result<Option<ChatTemplate>> {
+    let Ok(text) = std::fs::read_to_string(path) else { return Ok(None) };
+    let cfg: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| EngineError::CorruptModel { path: path.to_path_buf(), reason: e.to_string() })?;
+    let token = |k: &str| match &cfg[k] {
+        serde_json::Value::String(s) => s.clone(),
+        v => v["content"].as_str().unwrap_or_default().to_string(),
+    };
+    match cfg["chat_template"].as_str() {
+        Some(src) => Ok(Some(ChatTemplate::new(src, &token("bos_token"), &token("eos_token"))?)),
+        None => Ok(None),
+    }
+}
+
+/// Loads only the forward pass of a `.gguf` file or safetensors directory (no tokenizer needed).
+pub fn load_model(path: &Path, device: &Device) -> Result<Model> {
+    if path.is_dir() {
+        let st = SafetensorsModel::open(path)?;
+        let weights = st.weights(device)?;
+        Model::new(st.config().clone(), weights, device.clone())
+    } else {
+        let gguf = GgufFile::open(path)?;
+        let config = gguf.config()?;
+        let weights = gguf.weights(&config, device)?;
+        Model::new(config, weights, device.clone())
+    }
+}

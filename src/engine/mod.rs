@@ -1,0 +1,30 @@
+//! The model runtime: loading (GGUF, safetensors), tokenizer and chat template, our own batched
+//! forward pass over an external KV store, sampling, and the single-sequence generation loop.
+//!
+//! It knows nothing of HTTP or strategies; later the scheduler drives [`Model::forward`] for many
+//! requests at once through the paged KV store.
+
+mod chat_template;
+mod config;
+mod error;
+mod generate;
+mod gguf;
+mod kv;
+mod loader;
+mod model;
+mod safetensors;
+mod sampling;
+mod tokenizer;
+mod weights;
+
+pub use chat_template::{ChatMessage, ChatTemplate};
+pub use config::{Architecture, ModelConfig, RopeStyle};
+pub use error::{EngineError, Result};
+pub use generate::{encode_prompt, generate, FinishReason, Generation};
+pub use gguf::GgufFile;
+pub use kv::{ContiguousKvStore, KvStore, SeqId};
+pub use loader::{load_model, LoadOptions, LoadedModel};
+pub use model::{LogitsFor, Model, SeqChunk};
+pub use safetensors::SafetensorsModel;
+pub use sampling::{argmax, log_softmax, SampledToken, Sampler, SamplingParams, MAX_TOP_LOGPROBS};
+pub use tokenizer::TextTokenizer;

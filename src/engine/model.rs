@@ -1,0 +1,244 @@
+//! Our own decoder forward pass over a batch of sequences of different lengths.
+//!
+//! Unlike candle-transformers' `ModelWeights` (one sequence, KV cache inside the model), a
+//! [`Model`] is immutable and shared: the tokens of every sequence in a batch are packed into
+//! one `[tokens, hidden]` matrix for the projections and the MLP (one matmul per weight for the
+//! whole batch), and only attention runs per sequence, against keys and values held by an
+//! external [`KvStore`]. That is the shape continuous batching and shared-prefix KV need.
+//!
+//! Numerics follow llama.cpp / candle-transformers: RMSNorm, RoPE (interleaved for llama GGUF,
+//! halves otherwise), grouped-query attention with a causal mask, SiLU-gated MLP, f32 activations.
+
+use candle_core::{DType, Device, Tensor};
+
+use super::config::{ModelConfig, RopeStyle};
+use super::error::{EngineError, Result};
+use super::kv::{KvStore, SeqId};
+use super::weights::{LayerWeights, ModelWeights};
+
+/// New tokens of one sequence, to be appended at `start_pos` (which must equal what the KV store
+/// already holds for `seq`).
+#[derive(Debug, Clone, Copy)]
+pub struct SeqChunk<'a> {
+    /// The sequence these tokens extend.
+    pub seq: SeqId,
+    /// Token ids, at least one.
+    pub tokens: &'a [u32],
+    /// Position of `tokens[0]`.
+    pub start_pos: usize,
+}
+
+/// Which positions to return logits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogitsFor {
+    /// Only each sequence's last new position: `[vocab]` per sequence (decoding).
+    LastPosition,
+    /// Every new position: `[len, vocab]` per sequence (scoring a text, parity tests).
+    AllPositions,
+}
+
+/// A loaded decoder.
+#[derive(Debug, Clone)]
+pub struct Model {
+    config: ModelConfig,
+    weights: ModelWeights,
+    /// `[context, head_dim / 2]` tables.
+    cos: Tensor,
+    sin: Tensor,
+    device: Device,
+}
+
+impl Model {
+    pub(crate) fn new(config: ModelConfig, weights: ModelWeights, device: Device) -> Result<Self> {
+        let half = config.head_dim / 2;
+        // f32 arithmetic exactly as llama.cpp-derived references compute it: quantized
+        // activations turn a one-ulp difference in an angle into a visible logit difference.
+        let theta = config.rope_theta as f32;
+        let inv_freq: Vec<f32> =
+            (0..half).map(|i| 1f32 / theta.powf((2 * i) as f32 / config.head_dim as f32)).collect();
+        let inv_freq = Tensor::from_vec(inv_freq, (1, half), &device)?;
+        let positions = Tensor::arange(0u32, config.context_length as u32, &device)?
+            .to_dtype(DType::F32)?
+            .reshape((config.context_length, 1))?;
+        let angles = positions.matmul(&inv_freq)?;
+        Ok(Self { cos: angles.cos()?, sin: angles.sin()?, config, weights, device })
+    }
+
+    /// The model's hyper-parameters.
+    pub fn config(&self) -> &ModelConfig {
+        &self.config
+    }
+
+    /// The device the weights live on.
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// Runs one forward pass over every chunk in `batch` together, appending their keys and
+    /// values to `kv`, and returns logits per chunk in batch order.
+    ///
+    /// On error no sequence keeps positions from this call.
+    pub fn forward(&self, batch: &[SeqChunk<'_>], kv: &mut dyn KvStore, which: LogitsFor) -> Result<Vec<Tensor>> {
+        self.validate(batch, kv)?;
+        let result = self.forward_unchecked(batch, kv, which);
+        if result.is_err() {
+            for chunk in batch {
+                kv.truncate(chunk.seq, chunk.start_pos)?;
+            }
+        }
+        result
+    }
+
+    fn validate(&self, batch: &[SeqChunk<'_>], kv: &dyn KvStore) -> Result<()> {
+        if batch.is_empty() {
+            return Err(EngineError::InvalidInput { field: "batch", reason: "no sequences".into() });
+        }
+        let mut seen = std::collections::HashSet::new();
+        for chunk in batch {
+            if chunk.tokens.is_empty() {
+                return Err(EngineError::InvalidInput { field: "tokens", reason: format!("sequence {} has no tokens", chunk.seq) });
+            }
+            if !seen.insert(chunk.seq) {
+                return Err(EngineError::InvalidInput { field: "batch", reason: format!("sequence {} appears twice", chunk.seq) });
+            }
+            let end = chunk.start_pos + chunk.tokens.len();
+            if end > self.config.context_length {
+                return Err(EngineError::PromptTooLong { tokens: end, context: self.config.context_length });
+            }
+            let held = kv.seq_len(chunk.seq);
+            if held != chunk.start_pos {
+                return Err(EngineError::Kv(format!(
+                    "sequence {} starts at position {} but the store holds {held} positions",
+                    chunk.seq, chunk.start_pos
+                )));
+            }
+            if let Some(&bad) = chunk.tokens.iter().find(|&&t| t as usize >= self.config.vocab_size) {
+                return Err(EngineError::InvalidInput {
+                    field: "tokens",
+                    reason: format!("token id {bad} is outside the vocabulary of {}", self.config.vocab_size),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn forward_unchecked(&self, batch: &[SeqChunk<'_>], kv: &mut dyn KvStore, which: LogitsFor) -> Result<Vec<Tensor>> {
+        let ids: Vec<u32> = batch.iter().flat_map(|c| c.tokens.iter().copied()).collect();
+        let ids = Tensor::new(ids.as_slice(), &self.device)?;
+        let mut x = self.weights.embed.index_select(&ids, 0)?;
+        let eps = self.config.rms_norm_eps as f32;
+        for (layer_idx, layer) in self.weights.layers.iter().enumerate() {
+            let h = candle_nn::ops::rms_norm(&x, &layer.attn_norm, eps)?;
+            let attn = self.attention(layer_idx, layer, &h, batch, kv)?;
+            x = (x + attn)?;
+            let h = candle_nn::ops::rms_norm(&x, &layer.ffn_norm, eps)?;
+            let gate = candle_nn::ops::silu(&layer.gate_proj.forward(&h)?)?;
+            let up = layer.up_proj.forward(&h)?;
+            x = (x + layer.down_proj.forward(&(gate * up)?)?)?;
+        }
+        let mut offsets = Vec::with_capacity(batch.len());
+        let mut offset = 0;
+        for chunk in batch {
+            offsets.push(offset);
+            offset += chunk.tokens.len();
+        }
+        match which {
+            LogitsFor::LastPosition => {
+                let rows: Vec<u32> = batch.iter().zip(&offsets).map(|(c, o)| (o + c.tokens.len() - 1) as u32).collect();
+                let rows = Tensor::new(rows.as_slice(), &self.device)?;
+                let last = x.index_select(&rows, 0)?;
+                let logits = self.weights.lm_head.forward(&candle_nn::ops::rms_norm(&last, &self.weights.final_norm, eps)?)?;
+                (0..batch.len()).map(|i| Ok(logits.get(i)?)).collect()
+            }
+            LogitsFor::AllPositions => {
+                let logits = self.weights.lm_head.forward(&candle_nn::ops::rms_norm(&x, &self.weights.final_norm, eps)?)?;
+                batch.iter().zip(&offsets).map(|(c, &o)| Ok(logits.narrow(0, o, c.tokens.len())?)).collect()
+            }
+        }
+    }
+
+    /// Self-attention for every sequence of the batch; `h` is the normed `[tokens, hidden]`.
+    fn attention(
+        &self,
+        layer_idx: usize,
+        layer: &LayerWeights,
+        h: &Tensor,
+        batch: &[SeqChunk<'_>],
+        kv: &mut dyn KvStore,
+    ) -> Result<Tensor> {
+        let cfg = &self.config;
+        let (nh, nkv, d) = (cfg.num_heads, cfg.num_kv_heads, cfg.head_dim);
+        let q = layer.q_proj.forward(h)?;
+        let k = layer.k_proj.forward(h)?;
+        let v = layer.v_proj.forward(h)?;
+        let mut outputs = Vec::with_capacity(batch.len());
+        let mut offset = 0;
+        for chunk in batch {
+            let len = chunk.tokens.len();
+            let heads = |t: &Tensor, n: usize| -> Result<Tensor> {
+                Ok(t.narrow(0, offset, len)?.reshape((len, n, d))?.transpose(0, 1)?.contiguous()?)
+            };
+            let q_s = self.rope(&heads(&q, nh)?, chunk.start_pos)?;
+            let k_s = self.rope(&heads(&k, nkv)?, chunk.start_pos)?;
+            let v_s = heads(&v, nkv)?;
+            let (k_all, v_all) = kv.append(layer_idx, chunk.seq, &k_s, &v_s)?;
+            outputs.push(self.attend(&q_s, &k_all, &v_all, chunk.start_pos)?);
+            offset += len;
+        }
+        let y = Tensor::cat(&outputs, 0)?;
+        layer.o_proj.forward(&y)
+    }
+
+    /// `x`: `[heads, len, head_dim]` at positions `start..start+len`.
+    fn rope(&self, x: &Tensor, start: usize) -> Result<Tensor> {
+        let len = x.dim(1)?;
+        let cos = self.cos.narrow(0, start, len)?;
+        let sin = self.sin.narrow(0, start, len)?;
+        let x = x.unsqueeze(0)?;
+        let y = match self.config.rope_style {
+            RopeStyle::Interleaved => candle_nn::rotary_emb::rope_i(&x, &cos, &sin)?,
+            RopeStyle::Halves => candle_nn::rotary_emb::rope(&x, &cos, &sin)?,
+        };
+        Ok(y.squeeze(0)?)
+    }
+
+    /// Grouped-query attention of `q` `[nh, L, d]` over `k`, `v` `[nkv, T, d]`, where the `L`
+    /// queries sit at positions `start..start+L` and keys at `0..T`. Returns `[L, nh * d]`.
+    ///
+    /// Shapes and op order deliberately mirror llama.cpp / candle-transformers (kv heads
+    /// repeated, one batched matmul per head): SmolLM2's activations are quantized to 8 bits
+    /// before every projection, so a one-ulp difference here is amplified into visibly
+    /// different logits thirty layers later. The shared-prefix kernels replace this path.
+    fn attend(&self, q: &Tensor, k: &Tensor, v: &Tensor, start: usize) -> Result<Tensor> {
+        let cfg = &self.config;
+        let (nh, d) = (cfg.num_heads, cfg.head_dim);
+        let group = cfg.gqa_group();
+        let len = q.dim(1)?;
+        let total = k.dim(1)?;
+        let q = q.unsqueeze(0)?;
+        let k = repeat_kv(&k.unsqueeze(0)?, group)?;
+        let v = repeat_kv(&v.unsqueeze(0)?, group)?;
+        let scores = (q.matmul(&k.t()?)? / (d as f64).sqrt())?;
+        let scores = if len > 1 { scores.broadcast_add(&causal_mask(len, start, total, &self.device)?)? } else { scores };
+        let probs = candle_nn::ops::softmax_last_dim(&scores)?;
+        let y = probs.matmul(&v.contiguous()?)?; // [1, nh, len, d]
+        Ok(y.transpose(1, 2)?.reshape((len, nh * d))?)
+    }
+}
+
+/// `[b, nkv, T, d]` → `[b, nkv * group, T, d]`, head `h` reading kv head `h / group`.
+fn repeat_kv(x: &Tensor, group: usize) -> Result<Tensor> {
+    if group == 1 {
+        return Ok(x.clone());
+    }
+    let (b, nkv, t, d) = x.dims4()?;
+    Ok(Tensor::cat(&vec![x; group], 2)?.reshape((b, nkv * group, t, d))?)
+}
+
+/// Additive mask `[len, total]`: query `i` (position `start + i`) sees keys `0..=start + i`.
+fn causal_mask(len: usize, start: usize, total: usize, device: &Device) -> Result<Tensor> {
+    let mask: Vec<f32> = (0..len)
+        .flat_map(|i| (0..total).map(move |j| if j > start + i { f32::NEG_INFINITY } else { 0.0 }))
+        .collect();
+    Ok(Tensor::from_vec(mask, (len, total), device)?)
+}

@@ -1,0 +1,156 @@
+//! Loading a Hugging Face checkpoint directory: `config.json` plus one or more `*.safetensors`.
+//!
+//! Weights may be f32, f16 or bf16 on disk; they are converted to f32 for the CPU forward pass.
+//! Tensor names follow transformers' `LlamaForCausalLM` / `Qwen2ForCausalLM`. This module reads
+//! files only; it never fetches from a hub.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use candle_core::quantized::QMatMul;
+use candle_core::{DType, Device, Tensor};
+use serde::Deserialize;
+
+use super::config::{Architecture, ModelConfig, RopeStyle};
+use super::error::{EngineError, Result};
+use super::weights::{LayerWeights, Linear, ModelWeights};
+
+/// The subset of `config.json` the engine reads.
+#[derive(Debug, Deserialize)]
+struct HfConfig {
+    model_type: String,
+    vocab_size: usize,
+    hidden_size: usize,
+    intermediate_size: usize,
+    num_hidden_layers: usize,
+    num_attention_heads: usize,
+    num_key_value_heads: Option<usize>,
+    head_dim: Option<usize>,
+    rope_theta: Option<f64>,
+    rms_norm_eps: Option<f64>,
+    max_position_embeddings: Option<usize>,
+    #[serde(default)]
+    tie_word_embeddings: bool,
+}
+
+/// A checkpoint directory, its config parsed, tensors not yet read.
+#[derive(Debug)]
+pub struct SafetensorsModel {
+    dir: PathBuf,
+    config: ModelConfig,
+    tie_word_embeddings: bool,
+}
+
+impl SafetensorsModel {
+    /// Reads and validates `dir/config.json`.
+    pub fn open(dir: &Path) -> Result<Self> {
+        let config_path = dir.join("config.json");
+        let text = std::fs::read_to_string(&config_path).map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => EngineError::ModelNotFound {
+                path: config_path.clone(),
+                hint: "a safetensors model is a directory with config.json and *.safetensors".into(),
+            },
+            _ => EngineError::Io { path: config_path.clone(), source: e },
+        })?;
+        let hf: HfConfig = serde_json::from_str(&text)
+            .map_err(|e| EngineError::CorruptModel { path: config_path.clone(), reason: e.to_string() })?;
+        let architecture = Architecture::from_name(&hf.model_type)
+            .ok_or_else(|| EngineError::UnsupportedArchitecture { arch: hf.model_type.clone(), path: config_path.clone() })?;
+        let num_kv_heads = hf.num_key_value_heads.unwrap_or(hf.num_attention_heads);
+        let config = ModelConfig {
+            architecture,
+            vocab_size: hf.vocab_size,
+            hidden_size: hf.hidden_size,
+            intermediate_size: hf.intermediate_size,
+            num_layers: hf.num_hidden_layers,
+            num_heads: hf.num_attention_heads,
+            num_kv_heads,
+            head_dim: hf.head_dim.unwrap_or(hf.hidden_size / hf.num_attention_heads.max(1)),
+            rope_theta: hf.rope_theta.unwrap_or(10_000.0),
+            rope_style: RopeStyle::Halves,
+            rms_norm_eps: hf.rms_norm_eps.unwrap_or(1e-6),
+            context_length: hf.max_position_embeddings.unwrap_or(4096),
+        };
+        config.validate().map_err(|reason| EngineError::CorruptModel { path: config_path, reason })?;
+        Ok(Self { dir: dir.to_path_buf(), config, tie_word_embeddings: hf.tie_word_embeddings })
+    }
+
+    /// The parsed hyper-parameters.
+    pub fn config(&self) -> &ModelConfig {
+        &self.config
+    }
+
+    fn read_tensors(&self, device: &Device) -> Result<HashMap<String, Tensor>> {
+        let mut files: Vec<PathBuf> = std::fs::read_dir(&self.dir)
+            .map_err(|source| EngineError::Io { path: self.dir.clone(), source })?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "safetensors"))
+            .collect();
+        files.sort();
+        if files.is_empty() {
+            return Err(EngineError::ModelNotFound { path: self.dir.clone(), hint: "no *.safetensors file in the directory".into() });
+        }
+        let mut all = HashMap::new();
+        for file in files {
+            let tensors = candle_core::safetensors::load(&file, device)
+                .map_err(|e| EngineError::CorruptModel { path: file.clone(), reason: e.to_string() })?;
+            all.extend(tensors);
+        }
+        Ok(all)
+    }
+
+    /// Reads every tensor onto `device` as f32.
+    pub(crate) fn weights(&self, device: &Device) -> Result<ModelWeights> {
+        let mut tensors = self.read_tensors(device)?;
+        let mut take = |name: &str| -> Result<Tensor> {
+            let t = tensors.remove(name).ok_or_else(|| EngineError::MissingField {
+                path: self.dir.clone(),
+                what: format!("tensor {name}"),
+            })?;
+            match t.dtype() {
+                DType::F32 => Ok(t),
+                DType::F16 | DType::BF16 => Ok(t.to_dtype(DType::F32)?),
+                other => Err(EngineError::UnsupportedQuant {
+                    path: self.dir.clone(),
+                    detail: format!("tensor {name} has dtype {other:?}; supported: f32, f16, bf16"),
+                }),
+            }
+        };
+        let embed = take("model.embed_tokens.weight")?;
+        let final_norm = take("model.norm.weight")?;
+        let lm_head = if self.tie_word_embeddings {
+            embed.clone()
+        } else {
+            take("lm_head.weight")?
+        };
+        let qkv_bias = self.config.architecture.has_qkv_bias();
+        let mut layers = Vec::with_capacity(self.config.num_layers);
+        for i in 0..self.config.num_layers {
+            let p = format!("model.layers.{i}");
+            let mut linear = |name: &str, with_bias: bool| -> Result<Linear> {
+                let weight = QMatMul::Tensor(take(&format!("{p}.{name}.weight"))?);
+                let bias = if with_bias { Some(take(&format!("{p}.{name}.bias"))?) } else { None };
+                Ok(Linear::new(weight, bias))
+            };
+            let q_proj = linear("self_attn.q_proj", qkv_bias)?;
+            let k_proj = linear("self_attn.k_proj", qkv_bias)?;
+            let v_proj = linear("self_attn.v_proj", qkv_bias)?;
+            let o_proj = linear("self_attn.o_proj", false)?;
+            let gate_proj = linear("mlp.gate_proj", false)?;
+            let up_proj = linear("mlp.up_proj", false)?;
+            let down_proj = linear("mlp.down_proj", false)?;
+            layers.push(LayerWeights {
+                attn_norm: take(&format!("{p}.input_layernorm.weight"))?,
+                ffn_norm: take(&format!("{p}.post_attention_layernorm.weight"))?,
+                q_proj,
+                k_proj,
+                v_proj,
+                o_proj,
+                gate_proj,
+                up_proj,
+                down_proj,
+            });
+        }
+        Ok(ModelWeights { embed, layers, final_norm, lm_head: Linear::new(QMatMul::Tensor(lm_head), None) })
+    }
+}

@@ -1,0 +1,285 @@
+//! Choosing the next token from logits: greedy, temperature, top-k, top-p, min-p and repetition
+//! penalty, with a seeded ChaCha RNG so a seed replays a generation token for token.
+//!
+//! Every sample also reports what strategies need to judge it: the chosen token's logprob, the
+//! top alternatives and the entropy, all under the model's own distribution (the raw logits,
+//! before penalty, temperature or truncation), as OpenAI's and vLLM's `logprobs` do.
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+
+use super::error::{EngineError, Result};
+
+/// Most alternatives a caller may ask for per token (OpenAI's limit).
+pub const MAX_TOP_LOGPROBS: usize = 20;
+
+/// How to pick tokens. The defaults sample from the model's distribution unchanged.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SamplingParams {
+    /// 0 means greedy.
+    pub temperature: f64,
+    /// Keep the `k` most likely tokens; 0 disables.
+    pub top_k: usize,
+    /// Keep the smallest set whose probability reaches `p`; 1 disables.
+    pub top_p: f64,
+    /// Drop tokens less likely than `min_p` times the most likely one; 0 disables.
+    pub min_p: f64,
+    /// >1 discourages tokens already in the context; 1 disables.
+    pub repetition_penalty: f64,
+    /// RNG seed.
+    pub seed: u64,
+    /// Alternatives to report per token (at most [`MAX_TOP_LOGPROBS`]).
+    pub top_logprobs: usize,
+}
+
+impl Default for SamplingParams {
+    fn default() -> Self {
+        Self { temperature: 1.0, top_k: 0, top_p: 1.0, min_p: 0.0, repetition_penalty: 1.0, seed: 0, top_logprobs: 0 }
+    }
+}
+
+impl SamplingParams {
+    /// Greedy decoding.
+    pub fn greedy() -> Self {
+        Self { temperature: 0.0, ..Self::default() }
+    }
+
+    /// Checks every knob is in range; the error names the field and the limit.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |field: &'static str, reason: String| Err(EngineError::InvalidInput { field, reason });
+        if !self.temperature.is_finite() || self.temperature < 0.0 {
+            return bad("temperature", format!("{} must be a finite number >= 0", self.temperature));
+        }
+        if !(self.top_p > 0.0 && self.top_p <= 1.0) {
+            return bad("top_p", format!("{} must be in (0, 1]", self.top_p));
+        }
+        if !(0.0..1.0).contains(&self.min_p) {
+            return bad("min_p", format!("{} must be in [0, 1)", self.min_p));
+        }
+        if !self.repetition_penalty.is_finite() || self.repetition_penalty <= 0.0 {
+            return bad("repetition_penalty", format!("{} must be a finite number > 0", self.repetition_penalty));
+        }
+        if self.top_logprobs > MAX_TOP_LOGPROBS {
+            return bad("top_logprobs", format!("{} exceeds the limit of {MAX_TOP_LOGPROBS}", self.top_logprobs));
+        }
+        Ok(())
+    }
+}
+
+/// One chosen token and what the model thought of it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SampledToken {
+    /// The token id.
+    pub token: u32,
+    /// Its log-probability under the model.
+    pub logprob: f32,
+    /// The most likely tokens and their log-probabilities, best first.
+    pub top_logprobs: Vec<(u32, f32)>,
+    /// Entropy of the model's next-token distribution, in nats.
+    pub entropy: f32,
+}
+
+/// A seeded sampler for one sequence.
+#[derive(Debug, Clone)]
+pub struct Sampler {
+    params: SamplingParams,
+    rng: ChaCha8Rng,
+}
+
+impl Sampler {
+    /// Validates `params` and seeds the RNG.
+    pub fn new(params: SamplingParams) -> Result<Self> {
+        params.validate()?;
+        let rng = ChaCha8Rng::seed_from_u64(params.seed);
+        Ok(Self { params, rng })
+    }
+
+    /// The parameters in use.
+    pub fn params(&self) -> &SamplingParams {
+        &self.params
+    }
+
+    /// Picks the next token. `context` holds the tokens seen so far (for the repetition penalty).
+    pub fn sample(&mut self, logits: &[f32], context: &[u32]) -> Result<SampledToken> {
+        if logits.is_empty() {
+            return Err(EngineError::InvalidInput { field: "logits", reason: "empty".into() });
+        }
+        if logits.iter().any(|x| x.is_nan()) {
+            return Err(EngineError::InvalidInput { field: "logits", reason: "contain NaN".into() });
+        }
+        let log_probs = log_softmax(logits);
+        let entropy = -log_probs.iter().filter(|l| l.is_finite()).map(|&l| l.exp() * l).sum::<f32>();
+        let top_logprobs = top_n(&log_probs, self.params.top_logprobs);
+
+        let mut adjusted = logits.to_vec();
+        if self.params.repetition_penalty != 1.0 {
+            let penalty = self.params.repetition_penalty as f32;
+            let mut seen = context.to_vec();
+            seen.sort_unstable();
+            seen.dedup();
+            for t in seen {
+                if let Some(l) = adjusted.get_mut(t as usize) {
+                    *l = if *l > 0.0 { *l / penalty } else { *l * penalty };
+                }
+            }
+        }
+        let token = if self.params.temperature == 0.0 {
+            argmax(&adjusted)
+        } else {
+            self.draw(&adjusted)
+        };
+        Ok(SampledToken { token, logprob: log_probs[token as usize], top_logprobs, entropy })
+    }
+
+    fn draw(&mut self, logits: &[f32]) -> u32 {
+        let inv_t = 1.0 / self.params.temperature as f32;
+        let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let mut cands: Vec<(u32, f32)> =
+            logits.iter().enumerate().map(|(i, &l)| (i as u32, ((l - max) * inv_t).exp())).collect();
+        if self.params.top_k > 0 && self.params.top_k < cands.len() {
+            let k = self.params.top_k;
+            cands.select_nth_unstable_by(k - 1, |a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+            cands.truncate(k);
+        }
+        cands.sort_unstable_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        let total: f32 = cands.iter().map(|c| c.1).sum();
+        if self.params.top_p < 1.0 {
+            let target = self.params.top_p as f32 * total;
+            let mut acc = 0.0;
+            let mut keep = cands.len();
+            for (i, c) in cands.iter().enumerate() {
+                acc += c.1;
+                if acc >= target {
+                    keep = i + 1;
+                    break;
+                }
+            }
+            cands.truncate(keep);
+        }
+        if self.params.min_p > 0.0 {
+            let floor = self.params.min_p as f32 * cands[0].1;
+            cands.retain(|c| c.1 >= floor);
+        }
+        let total: f32 = cands.iter().map(|c| c.1).sum();
+        let mut u = self.rng.random::<f32>() * total;
+        for c in &cands {
+            if u < c.1 {
+                return c.0;
+            }
+            u -= c.1;
+        }
+        cands[cands.len() - 1].0
+    }
+}
+
+/// Index of the largest value; the lowest index wins ties.
+pub fn argmax(values: &[f32]) -> u32 {
+    let mut best = 0;
+    for (i, &v) in values.iter().enumerate() {
+        if v > values[best] {
+            best = i;
+        }
+    }
+    best as u32
+}
+
+/// Numerically stable `log(softmax(x))`.
+pub fn log_softmax(logits: &[f32]) -> Vec<f32> {
+    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let log_sum = logits.iter().map(|&l| (l - max).exp()).sum::<f32>().ln() + max;
+    logits.iter().map(|&l| l - log_sum).collect()
+}
+
+fn top_n(log_probs: &[f32], n: usize) -> Vec<(u32, f32)> {
+    if n == 0 {
+        return Vec::new();
+    }
+    let mut idx: Vec<(u32, f32)> = log_probs.iter().enumerate().map(|(i, &l)| (i as u32, l)).collect();
+    let n = n.min(idx.len());
+    idx.select_nth_unstable_by(n - 1, |a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    idx.truncate(n);
+    idx.sort_unstable_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    idx
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sampler(p: SamplingParams) -> Sampler {
+        match Sampler::new(p) {
+            Ok(s) => s,
+            Err(e) => panic!("valid params rejected: {e}"),
+        }
+    }
+
+    #[test]
+    fn greedy_picks_the_max_and_reports_its_logprob() -> Result<()> {
+        let mut s = sampler(SamplingParams { top_logprobs: 2, ..SamplingParams::greedy() });
+        let out = s.sample(&[0.0, 3.0, 1.0], &[])?;
+        assert_eq!(out.token, 1);
+        let lp = log_softmax(&[0.0, 3.0, 1.0]);
+        assert!((out.logprob - lp[1]).abs() < 1e-6);
+        assert_eq!(out.top_logprobs.iter().map(|t| t.0).collect::<Vec<_>>(), vec![1, 2]);
+        Ok(())
+    }
+
+    #[test]
+    fn same_seed_same_tokens_and_different_seeds_differ() -> Result<()> {
+        let logits: Vec<f32> = (0..50).map(|i| (i % 7) as f32 * 0.3).collect();
+        let run = |seed| -> Result<Vec<u32>> {
+            let mut s = sampler(SamplingParams { seed, ..SamplingParams::default() });
+            (0..64).map(|_| Ok(s.sample(&logits, &[])?.token)).collect()
+        };
+        assert_eq!(run(7)?, run(7)?);
+        assert_ne!(run(7)?, run(8)?);
+        Ok(())
+    }
+
+    #[test]
+    fn top_k_one_is_greedy_and_top_p_min_p_restrict_the_support() -> Result<()> {
+        let logits = [2.0, 1.9, -5.0, -6.0];
+        let mut k1 = sampler(SamplingParams { top_k: 1, seed: 3, ..SamplingParams::default() });
+        let mut p = sampler(SamplingParams { top_p: 0.9, seed: 3, ..SamplingParams::default() });
+        let mut m = sampler(SamplingParams { min_p: 0.5, seed: 3, ..SamplingParams::default() });
+        for _ in 0..200 {
+            assert_eq!(k1.sample(&logits, &[])?.token, 0);
+            assert!(p.sample(&logits, &[])?.token < 2);
+            assert!(m.sample(&logits, &[])?.token < 2);
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn repetition_penalty_moves_greedy_off_a_seen_token() -> Result<()> {
+        let mut s = sampler(SamplingParams { repetition_penalty: 2.0, ..SamplingParams::greedy() });
+        assert_eq!(s.sample(&[3.0, 2.0], &[0])?.token, 1);
+        Ok(())
+    }
+
+    #[test]
+    fn out_of_range_params_name_the_field() {
+        for (p, field) in [
+            (SamplingParams { temperature: -1.0, ..Default::default() }, "temperature"),
+            (SamplingParams { top_p: 0.0, ..Default::default() }, "top_p"),
+            (SamplingParams { min_p: 1.0, ..Default::default() }, "min_p"),
+            (SamplingParams { repetition_penalty: 0.0, ..Default::default() }, "repetition_penalty"),
+            (SamplingParams { top_logprobs: 21, ..Default::default() }, "top_logprobs"),
+        ] {
+            match Sampler::new(p) {
+                Err(EngineError::InvalidInput { field: f, .. }) => assert_eq!(f, field),
+                other => panic!("expected an error naming {field}, got {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn entropy_of_uniform_is_log_n() -> Result<()> {
+        let mut s = sampler(SamplingParams::greedy());
+        let out = s.sample(&[1.0; 8], &[])?;
+        assert!((out.entropy - (8f32).ln()).abs() < 1e-5);
+        Ok(())
+    }
+}

@@ -1,0 +1,8 @@
+//! Ponder: a test-time-scaling reasoning server.
+//!
+//! This crate is the service: the model runtime ([`engine`]), model locations ([`models`]), and
+//! (in later steps) the executor, backends, router and HTTP API. Strategies and verifiers live
+//! in their own crates and see the engine only through ports.
+
+pub mod engine;
+pub mod models;

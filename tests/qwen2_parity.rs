@@ -1,0 +1,112 @@
+//! Our forward pass on a tiny qwen2 checkpoint (random weights, written by the test as
+//! safetensors) against candle-transformers' `qwen2::ModelForCausalLM`: GQA, q/k/v biases,
+//! qwen2's RoPE theta, f32 and f16 files, tied and untied heads.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use candle_core::{DType, Device, Tensor};
+use candle_nn::VarBuilder;
+use candle_transformers::models::qwen2::{Config, ModelForCausalLM};
+use ponder::engine::{argmax, load_model, ContiguousKvStore, KvStore, LogitsFor, SeqChunk};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use crate::util::max_abs_diff;
+
+const VOCAB: usize = 96;
+const HIDDEN: usize = 64;
+const LAYERS: usize = 2;
+
+fn config_json(tie: bool) -> serde_json::Value {
+    serde_json::json!({
+        "model_type": "qwen2", "vocab_size": VOCAB, "hidden_size": HIDDEN, "intermediate_size": 112,
+        "num_hidden_layers": LAYERS, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "max_position_embeddings": 256, "sliding_window": 256, "max_window_layers": LAYERS,
+        "tie_word_embeddings": tie, "rope_theta": 1000000.0, "rms_norm_eps": 1e-6,
+        "use_sliding_window": false, "hidden_act": "silu"
+    })
+}
+
+/// Writes a random qwen2 checkpoint into `dir` and returns its tensors (as f32).
+fn write_checkpoint(dir: &Path, seed: u64, tie: bool, dtype: DType) -> HashMap<String, Tensor> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut tensor = |shape: &[usize], centre: f32, spread: f32| -> Tensor {
+        let n: usize = shape.iter().product();
+        let data: Vec<f32> = (0..n).map(|_| centre + rng.random_range(-spread..spread)).collect();
+        Tensor::from_vec(data, shape, &Device::Cpu).expect("tensor")
+    };
+    let (q, kv, inter) = (64, 32, 112);
+    let mut t = HashMap::new();
+    t.insert("model.embed_tokens.weight".to_string(), tensor(&[VOCAB, HIDDEN], 0.0, 1.0));
+    t.insert("model.norm.weight".to_string(), tensor(&[HIDDEN], 1.0, 0.1));
+    if !tie {
+        t.insert("lm_head.weight".to_string(), tensor(&[VOCAB, HIDDEN], 0.0, 0.2));
+    }
+    for i in 0..LAYERS {
+        let p = format!("model.layers.{i}");
+        for (name, rows, cols, bias) in [
+            ("self_attn.q_proj", q, HIDDEN, true),
+            ("self_attn.k_proj", kv, HIDDEN, true),
+            ("self_attn.v_proj", kv, HIDDEN, true),
+            ("self_attn.o_proj", HIDDEN, q, false),
+            ("mlp.gate_proj", inter, HIDDEN, false),
+            ("mlp.up_proj", inter, HIDDEN, false),
+            ("mlp.down_proj", HIDDEN, inter, false),
+        ] {
+            t.insert(format!("{p}.{name}.weight"), tensor(&[rows, cols], 0.0, 0.15));
+            if bias {
+                t.insert(format!("{p}.{name}.bias"), tensor(&[rows], 0.0, 0.3));
+            }
+        }
+        t.insert(format!("{p}.input_layernorm.weight"), tensor(&[HIDDEN], 1.0, 0.1));
+        t.insert(format!("{p}.post_attention_layernorm.weight"), tensor(&[HIDDEN], 1.0, 0.1));
+    }
+    let stored: HashMap<String, Tensor> =
+        t.into_iter().map(|(k, v)| (k, v.to_dtype(dtype).expect("cast"))).collect();
+    candle_core::safetensors::save(&stored, dir.join("model.safetensors")).expect("save");
+    std::fs::write(dir.join("config.json"), config_json(tie).to_string()).expect("config");
+    stored.into_iter().map(|(k, v)| (k, v.to_dtype(DType::F32).expect("cast"))).collect()
+}
+
+fn check_against_reference(tie: bool, dtype: DType) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tensors = write_checkpoint(dir.path(), 42, tie, dtype);
+    let cfg: Config = serde_json::from_value(config_json(tie)).expect("reference config");
+    let mut reference =
+        ModelForCausalLM::new(&cfg, VarBuilder::from_tensors(tensors, DType::F32, &Device::Cpu)).expect("reference");
+    let ours = load_model(dir.path(), &Device::Cpu).expect("our model");
+    let mut kv = ContiguousKvStore::new(LAYERS);
+
+    let prompt: Vec<u32> = vec![3, 17, 42, 5, 88, 1, 60, 23, 9];
+    let mut input = prompt.clone();
+    let mut pos = 0;
+    for step in 0..17 {
+        let ids = Tensor::new(input.as_slice(), &Device::Cpu).and_then(|t| t.unsqueeze(0)).expect("ids");
+        let expected: Vec<f32> = reference.forward(&ids, pos).and_then(|l| l.flatten_all()).and_then(|l| l.to_vec1()).expect("ref");
+        let got: Vec<f32> = ours
+            .forward(&[SeqChunk { seq: 0, tokens: &input, start_pos: kv.seq_len(0) }], &mut kv, LogitsFor::LastPosition)
+            .expect("forward")[0]
+            .to_vec1()
+            .expect("vec");
+        let diff = max_abs_diff(&got, &expected);
+        assert!(diff <= 1e-3, "tie={tie} {dtype:?} step {step}: max |Δlogit| = {diff}");
+        pos += input.len();
+        input = vec![argmax(&expected)];
+    }
+}
+
+#[test]
+fn qwen2_f32_untied_matches_candle_reference() {
+    check_against_reference(false, DType::F32);
+}
+
+#[test]
+fn qwen2_f16_tied_matches_candle_reference() {
+    check_against_reference(true, DType::F16);
+}
+
+#[test]
+fn qwen2_bf16_loads_and_matches_candle_reference() {
+    check_against_reference(false, DType::BF16);
+}

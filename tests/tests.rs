@@ -1,0 +1,12 @@
+//! Ponder's integration tests: one binary, one module per concern (ripgrep's layout).
+//!
+//! Tests that need the real default model fail with the setup command when it is missing;
+//! `bash .ci/run` installs it first.
+
+mod util;
+
+mod bad_input;
+mod cli;
+mod llama_parity;
+mod qwen2_parity;
+mod tokenizer;

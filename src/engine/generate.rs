@@ -78,10 +78,10 @@ pub fn encode_prompt(model: &LoadedModel, prompt: &str) -> Result<Vec<u32>> {
         return Err(EngineError::InvalidInput { field: "prompt", reason: "is empty".into() });
     }
     let mut ids = Vec::new();
-    // Models whose template does not write the bos token themselves get it here.
-    if let Some(bos) = model.tokenizer.bos() {
+    // Prepend bos when the model asks for it, unless the (templated) prompt already starts with it.
+    if let (true, Some(bos)) = (model.tokenizer.add_bos(), model.tokenizer.bos()) {
         let bos_text = model.tokenizer.token(bos).unwrap_or_default();
-        if model.chat_template.is_none() && !bos_text.is_empty() && !prompt.starts_with(&bos_text) {
+        if !prompt.starts_with(&bos_text) {
             ids.push(bos);
         }
     }

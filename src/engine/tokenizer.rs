@@ -31,6 +31,7 @@ const QWEN2_PATTERN: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{
 pub struct TextTokenizer {
     inner: Tokenizer,
     bos: Option<u32>,
+    add_bos: bool,
     eos: Vec<u32>,
 }
 
@@ -100,6 +101,8 @@ impl TextTokenizer {
         };
         let id = |k: &str| md.get(k).and_then(integer).and_then(|x| u32::try_from(x).ok());
         let bos = id("tokenizer.ggml.bos_token_id");
+        // llama.cpp's default for byte-level BPE vocabularies is not to prepend bos.
+        let add_bos = matches!(md.get("tokenizer.ggml.add_bos_token"), Some(Value::Bool(true)));
         let eos = id("tokenizer.ggml.eos_token_id");
         let vocab: serde_json::Map<String, Json> =
             tokens.iter().enumerate().map(|(i, t)| (t.clone(), json!(i))).collect();
@@ -126,14 +129,14 @@ impl TextTokenizer {
                       "ignore_merges": false, "vocab": vocab, "merges": merges},
         });
         let inner = Tokenizer::from_bytes(spec.to_string().as_bytes()).map_err(tok_err)?;
-        Ok(Self { inner, bos, eos: eos.into_iter().collect() })
+        Ok(Self { inner, bos, add_bos, eos: eos.into_iter().collect() })
     }
 
     /// Loads a Hugging Face `tokenizer.json`; `eos_names` are looked up as end-of-sequence tokens.
     pub fn from_file(path: &Path, eos_names: &[&str]) -> Result<Self> {
         let inner = Tokenizer::from_file(path).map_err(|e| EngineError::Tokenizer(format!("{}: {e}", path.display())))?;
         let eos = eos_names.iter().filter_map(|n| inner.token_to_id(n)).collect();
-        Ok(Self { inner, bos: None, eos })
+        Ok(Self { inner, bos: None, add_bos: false, eos })
     }
 
     /// Adds an end-of-sequence id (e.g. `<|im_end|>` for chat models).
@@ -168,6 +171,11 @@ impl TextTokenizer {
     /// Beginning-of-sequence id, if the model has one.
     pub fn bos(&self) -> Option<u32> {
         self.bos
+    }
+
+    /// Whether prompts should start with the bos token (GGUF `tokenizer.ggml.add_bos_token`).
+    pub fn add_bos(&self) -> bool {
+        self.add_bos
     }
 
     /// Ids that end generation.

@@ -1,0 +1,101 @@
+//! Kernel selection: the public [`KernelPath`] choice and the resolved `Kernel`, which pairs a
+//! path with the run-time proof that the CPU supports it and dispatches one tile to the scalar
+//! or SIMD implementation for a weight format.
+//!
+//! Invariant: every path computes bitwise the same result (the scalar one is the reference), so
+//! choosing a path is purely a speed decision.
+
+use super::quant::{QuantizedRows, Quantizer};
+use super::scalar;
+#[cfg(target_arch = "x86_64")]
+use super::x86;
+use super::QuantFormat;
+
+/// Which kernel implementation computes a matmul. All produce bitwise identical results.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KernelPath {
+    /// Portable scalar code; the reference.
+    Scalar,
+    /// AVX2 + F16C (`vpmaddubsw`), x86-64 only.
+    Avx2,
+    /// AVX-512 F/BW + VNNI (`vpdpbusd`), x86-64 only.
+    Avx512Vnni,
+}
+
+impl KernelPath {
+    /// Every path, fastest last.
+    pub const ALL: [KernelPath; 3] = [KernelPath::Scalar, KernelPath::Avx2, KernelPath::Avx512Vnni];
+
+    /// The fastest path this CPU supports.
+    pub fn best() -> Self {
+        Self::ALL
+            .into_iter()
+            .rev()
+            .find(|p| p.is_available())
+            .unwrap_or(KernelPath::Scalar)
+    }
+
+    /// Whether this CPU supports the path.
+    pub fn is_available(self) -> bool {
+        Kernel::resolve(self).is_some()
+    }
+}
+
+/// A resolved kernel: a path plus the proof that the CPU supports it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Kernel {
+    Scalar,
+    #[cfg(target_arch = "x86_64")]
+    Avx2(x86::Avx2),
+    #[cfg(target_arch = "x86_64")]
+    Avx512(x86::Avx512Vnni),
+}
+
+impl Kernel {
+    pub(crate) fn resolve(path: KernelPath) -> Option<Self> {
+        match path {
+            KernelPath::Scalar => Some(Kernel::Scalar),
+            #[cfg(target_arch = "x86_64")]
+            KernelPath::Avx2 => x86::Avx2::detect().map(Kernel::Avx2),
+            #[cfg(target_arch = "x86_64")]
+            KernelPath::Avx512Vnni => x86::Avx512Vnni::detect().map(Kernel::Avx512),
+            #[cfg(not(target_arch = "x86_64"))]
+            KernelPath::Avx2 | KernelPath::Avx512Vnni => None,
+        }
+    }
+
+    /// The activation quantizer that goes with this kernel (all are bitwise identical; the
+    /// scalar path stays pure scalar so that it is a self-contained reference).
+    pub(crate) fn quantizer(self) -> Quantizer {
+        match self {
+            Kernel::Scalar => Quantizer::Scalar,
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Avx2(t) => Quantizer::Avx2(t),
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Avx512(t) => Quantizer::Avx2(t.avx2()),
+        }
+    }
+
+    /// One tile (`nb` tile blocks) against all `m` rows into `out[r * TILE + j]`.
+    pub(crate) fn tile(
+        self,
+        format: QuantFormat,
+        tile: &[u8],
+        act: &QuantizedRows,
+        m: usize,
+        out: &mut [f32],
+    ) {
+        match (self, format) {
+            (Kernel::Scalar, QuantFormat::Q4_1) => scalar::q4_1_tile(tile, act, m, out),
+            (Kernel::Scalar, QuantFormat::Q8_0) => scalar::q8_0_tile(tile, act, m, out),
+            #[cfg(target_arch = "x86_64")]
+            (Kernel::Avx2(t), QuantFormat::Q4_1) => x86::q4_1_tile_avx2(t, tile, act, m, out),
+            #[cfg(target_arch = "x86_64")]
+            (Kernel::Avx2(t), QuantFormat::Q8_0) => x86::q8_0_tile_avx2(t, tile, act, m, out),
+            #[cfg(target_arch = "x86_64")]
+            (Kernel::Avx512(t), QuantFormat::Q4_1) => x86::q4_1_tile_avx512(t, tile, act, m, out),
+            #[cfg(target_arch = "x86_64")]
+            (Kernel::Avx512(t), QuantFormat::Q8_0) => x86::q8_0_tile_avx512(t, tile, act, m, out),
+        }
+    }
+}

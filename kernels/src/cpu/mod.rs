@@ -1,0 +1,21 @@
+//! CPU kernels: batch-invariant quantized matmul over GGML Q4_1 / Q8_0 weights.
+//!
+//! Layering, bottom up: `quant` (activation quantization, a mirror of candle-core 0.11.1),
+//! `layout` (GGML blocks to 16-column tiles), `scalar` (the reference kernels), `x86` (the
+//! AVX2 / AVX-512 VNNI kernels, the only unsafe code), `kernel` (path selection and dispatch),
+//! `parallel` (work sharing across threads), `matrix` (`QuantMatrix` and validation). Invariant across all of them: each output element is a pure function of one
+//! activation row and one weight row, computed bitwise as candle's `vec_dot_unopt` does.
+
+mod error;
+mod kernel;
+mod layout;
+mod matrix;
+mod parallel;
+mod quant;
+mod scalar;
+#[cfg(target_arch = "x86_64")]
+mod x86;
+
+pub use error::{KernelError, Result};
+pub use kernel::KernelPath;
+pub use matrix::{QuantFormat, QuantMatrix};

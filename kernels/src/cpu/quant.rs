@@ -1,0 +1,256 @@
+//! Activation quantization: f32 rows to the Q8_1 / Q8_0 blocks that candle-core 0.11.1 dots
+//! against Q4_1 / Q8_0 weights, stored struct-of-arrays for the SIMD kernels.
+//!
+//! Invariants:
+//! - Bitwise mirrors of `BlockQ8_1::from_float` and `BlockQ8_0::from_float` (candle-core 0.11.1
+//!   `quantized/k_quants.rs`, itself llama.cpp's `quantize_row_q8_1` / `quantize_row_q8_0`):
+//!   same f32 operations in the same order, same saturating `as i8` casts, the same `half`
+//!   f16 rounding, including Q8_1's `s = f16(sum) * d` computed as an f16 product.
+//! - Each row is quantized on its own, so a row's blocks never depend on the other rows (the
+//!   first half of batch invariance).
+//! - Scales are kept as the f32 value of the stored f16 (`f16::to_f32` is exact), which is all
+//!   `vec_dot_unopt` ever reads of them.
+
+use half::f16;
+
+#[cfg(target_arch = "x86_64")]
+use super::x86;
+
+/// Elements per quantization block (Q4_1, Q8_0 and Q8_1 alike).
+pub(crate) const QK: usize = 32;
+
+/// Which activation block type to produce.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ActFormat {
+    /// Q8_1: `d`, `s = f16(sum(q)) * d`, 32 i8 (the vec-dot type of Q4_1).
+    Q8_1,
+    /// Q8_0: `d`, 32 i8 (the vec-dot type of Q8_0).
+    Q8_0,
+}
+
+/// How to compute a block's `amax` and quants: all choices are bitwise identical.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Quantizer {
+    /// Plain Rust: the reference.
+    Scalar,
+    /// AVX2 (`x86::block_amax` / `x86::block_quants`).
+    #[cfg(target_arch = "x86_64")]
+    Avx2(x86::Avx2),
+}
+
+impl Quantizer {
+    fn amax(self, xs: &[f32; QK]) -> f32 {
+        match self {
+            Quantizer::Scalar => {
+                let mut amax = 0f32;
+                for &x in xs {
+                    amax = amax.max(x.abs());
+                }
+                amax
+            }
+            #[cfg(target_arch = "x86_64")]
+            Quantizer::Avx2(t) => x86::block_amax(t, xs),
+        }
+    }
+
+    /// `qs[j] = round(xs[j] * id) as i8`; returns `sum(qs)`.
+    fn quants(self, xs: &[f32; QK], id: f32, qs: &mut [i8; QK]) -> i32 {
+        match self {
+            Quantizer::Scalar => {
+                let mut sum = 0i32;
+                for (q, &x) in qs.iter_mut().zip(xs) {
+                    *q = f32::round(x * id) as i8;
+                    sum += *q as i32;
+                }
+                sum
+            }
+            #[cfg(target_arch = "x86_64")]
+            Quantizer::Avx2(t) => x86::block_quants(t, xs, id, qs),
+        }
+    }
+}
+
+/// One quantized activation block, with the scalars the kernels read next to its quants.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ActBlock {
+    /// The 32 quants.
+    pub(crate) qs: [i8; QK],
+    /// `f16::to_f32(block.d)`.
+    pub(crate) d: f32,
+    /// Q8_1: `f16::to_f32(block.s)`; Q8_0: 0 (unused).
+    pub(crate) s: f32,
+    /// `sum(qs)`, for the kernels that offset the weights by +128.
+    pub(crate) qsum: i32,
+}
+
+/// `m` quantized activation rows of `k` elements: row `r`, block `b` is `blocks[r * nb + b]`.
+#[derive(Debug, Clone)]
+pub(crate) struct QuantizedRows {
+    /// Blocks per row (`k / QK`).
+    pub(crate) nb: usize,
+    blocks: Vec<ActBlock>,
+}
+
+impl QuantizedRows {
+    /// Quantizes `m` rows of `x` (row-major, `k` a multiple of `QK`, `x.len() == m * k`).
+    pub(crate) fn quantize(
+        format: ActFormat,
+        quantizer: Quantizer,
+        x: &[f32],
+        m: usize,
+        k: usize,
+    ) -> Self {
+        let nb = k / QK;
+        let zero = ActBlock {
+            qs: [0; QK],
+            d: 0.0,
+            s: 0.0,
+            qsum: 0,
+        };
+        let mut blocks = vec![zero; m * nb];
+        let (xs, _) = x.as_chunks::<QK>();
+        for (xs, out) in xs.iter().zip(&mut blocks) {
+            quantize_block(format, quantizer, xs, out);
+        }
+        Self { nb, blocks }
+    }
+
+    /// Row `r`, block `b`.
+    #[inline]
+    pub(crate) fn block(&self, r: usize, b: usize) -> &ActBlock {
+        &self.blocks[r * self.nb + b]
+    }
+}
+
+/// One block as `BlockQ8_1::from_float` / `BlockQ8_0::from_float` (the non-NEON branch) does
+/// it. The two candle loops differ only in the order they visit elements, which nothing here
+/// depends on.
+fn quantize_block(format: ActFormat, quantizer: Quantizer, xs: &[f32; QK], out: &mut ActBlock) {
+    let amax = quantizer.amax(xs);
+    let d = amax / ((1 << 7) - 1) as f32;
+    let id = if d != 0f32 { 1. / d } else { 0. };
+    let d16 = f16::from_f32(d);
+    let sum = quantizer.quants(xs, id, &mut out.qs);
+    out.d = d16.to_f32();
+    out.qsum = sum;
+    out.s = match format {
+        // candle multiplies in f16 (`f16 * f16`, which `half` rounds through f32 back to f16).
+        ActFormat::Q8_1 => (f16::from_f32(sum as f32) * d16).to_f32(),
+        ActFormat::Q8_0 => 0.0,
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn q8_1_sum_matches_quants_and_scale_is_f16_product() {
+        let x: Vec<f32> = (0..64).map(|i| (i as f32 - 20.5) * 0.37).collect();
+        let rows = QuantizedRows::quantize(ActFormat::Q8_1, Quantizer::Scalar, &x, 1, 64);
+        for b in 0..2 {
+            let blk = rows.block(0, b);
+            let sum: i32 = blk.qs.iter().map(|&q| q as i32).sum();
+            assert_eq!(sum, blk.qsum);
+            let d16 = f16::from_f32(blk.d);
+            let s = (f16::from_f32(sum as f32) * d16).to_f32();
+            assert_eq!(s.to_bits(), blk.s.to_bits());
+        }
+        // The largest magnitude maps to +-127.
+        assert_eq!(
+            rows.block(0, 1).qs.iter().map(|q| q.unsigned_abs()).max(),
+            Some(127)
+        );
+    }
+
+    /// The AVX2 quantizer equals the scalar one bitwise on halfway cases, saturation, NaN,
+    /// infinities, signed zeros and subnormals, and on random blocks of many scales.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn avx2_quantizer_matches_scalar_on_edge_cases() {
+        let Some(avx2) = x86::Avx2::detect() else {
+            eprintln!("no AVX2: skipped");
+            return;
+        };
+        let simd = Quantizer::Avx2(avx2);
+        let edges = [
+            0.5,
+            -0.5,
+            1.5,
+            -1.5,
+            2.5,
+            -2.5,
+            0.49999997,
+            -0.49999997,
+            126.5,
+            -127.5,
+            127.49999,
+            -128.5,
+            128.0,
+            -129.0,
+            1e10,
+            -1e10,
+            f32::NAN,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            -0.0,
+            0.0,
+            1e-45,
+            -1e-40,
+            8388607.5,
+            -8388607.5,
+            16777215.0,
+            3.4e38,
+            -0.75,
+            0.75,
+            42.0,
+        ];
+        let mut blocks: Vec<[f32; QK]> = Vec::new();
+        let mut block = [0f32; QK];
+        for (i, e) in edges.iter().enumerate() {
+            block[i % QK] = *e;
+        }
+        blocks.push(block);
+        let mut state = 12345u32;
+        for scale in [1e-42f32, 1e-30, 1e-3, 1.0, 37.0, 1e20] {
+            for _ in 0..50 {
+                let mut b = [0f32; QK];
+                for x in &mut b {
+                    state = state.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+                    *x = ((state >> 8) as f32 / (1 << 24) as f32 - 0.5) * scale;
+                }
+                blocks.push(b);
+            }
+        }
+        for (i, xs) in blocks.iter().enumerate() {
+            assert_eq!(
+                simd.amax(xs).to_bits(),
+                Quantizer::Scalar.amax(xs).to_bits(),
+                "amax {i}"
+            );
+            for id in [
+                1.0,
+                0.0,
+                0.37,
+                127.0 / 3.0,
+                1e30,
+                f32::INFINITY,
+                Quantizer::Scalar.amax(xs),
+            ] {
+                let (mut a, mut b) = ([0i8; QK], [0i8; QK]);
+                let sums = (
+                    simd.quants(xs, id, &mut a),
+                    Quantizer::Scalar.quants(xs, id, &mut b),
+                );
+                assert_eq!((a, sums.0), (b, sums.1), "block {i} id {id}");
+            }
+        }
+    }
+
+    #[test]
+    fn zero_block_has_zero_scale_and_quants() {
+        let rows = QuantizedRows::quantize(ActFormat::Q8_0, Quantizer::Scalar, &[0.0; 32], 1, 32);
+        assert_eq!(rows.block(0, 0).d, 0.0);
+        assert!(rows.block(0, 0).qs.iter().all(|&q| q == 0));
+    }
+}

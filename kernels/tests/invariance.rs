@@ -1,0 +1,67 @@
+//! Batch invariance: a row's output is the same alone, in any batch, on any thread count.
+
+use ponder_kernels::{KernelPath, QuantFormat, QuantMatrix};
+
+use crate::common::{activations, assert_bitwise, random_matrix, rng, run};
+
+/// Each row of a 16-row batch equals that row computed alone (m = 1) and inside a 5-row batch.
+fn check_rows(w: &QuantMatrix, path: KernelPath, x: &[f32]) {
+    let (n, k) = (w.rows(), w.cols());
+    let batch = run(w, path, x, 16);
+    let five = run(w, path, &x[3 * k..8 * k], 5);
+    assert_bitwise(
+        &five,
+        &batch[3 * n..8 * n],
+        &format!("{path:?} rows 3..8 in m=5 vs m=16"),
+    );
+    for r in 0..16 {
+        let alone = run(w, path, &x[r * k..(r + 1) * k], 1);
+        assert_bitwise(
+            &alone,
+            &batch[r * n..(r + 1) * n],
+            &format!("{path:?} row {r} m=1 vs m=16"),
+        );
+    }
+}
+
+#[test]
+fn row_alone_equals_row_in_a_batch_of_16() {
+    let mut rng = rng(10);
+    // SmolLM2 shapes (parallel split) and small ones (one task, n below the thread count).
+    for (format, n, k) in [
+        (QuantFormat::Q4_1, 1536, 576),
+        (QuantFormat::Q4_1, 576, 1536),
+        (QuantFormat::Q4_1, 3, 32),
+        (QuantFormat::Q8_0, 4099, 576),
+        (QuantFormat::Q8_0, 2, 64),
+    ] {
+        let w = random_matrix(&mut rng, format, n, k);
+        let x = activations(&mut rng, 16, k);
+        for path in KernelPath::ALL.into_iter().filter(|p| p.is_available()) {
+            check_rows(&w, path, &x);
+        }
+    }
+}
+
+#[test]
+fn thread_count_does_not_change_results() {
+    let mut rng = rng(11);
+    for format in [QuantFormat::Q4_1, QuantFormat::Q8_0] {
+        let w = random_matrix(&mut rng, format, 1000, 576);
+        let x = activations(&mut rng, 6, 576);
+        let mut first: Option<Vec<f32>> = None;
+        for threads in [1, 2, 3, 7] {
+            let pool = match rayon::ThreadPoolBuilder::new().num_threads(threads).build() {
+                Ok(pool) => pool,
+                Err(e) => panic!("thread pool: {e}"),
+            };
+            let out = pool.install(|| run(&w, KernelPath::best(), &x, 6));
+            match &first {
+                None => first = Some(out),
+                Some(first) => {
+                    assert_bitwise(&out, first, &format!("{format:?} {threads} threads"))
+                }
+            }
+        }
+    }
+}

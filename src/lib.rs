@@ -5,4 +5,5 @@
 //! in their own crates and see the engine only through ports.
 
 pub mod engine;
+pub mod bench;
 pub mod models;

@@ -18,6 +18,43 @@ struct Cli {
 enum Command {
     /// Generate a reply to one prompt, streaming it to stdout.
     Generate(GenerateArgs),
+    /// Run a benchmark workload and print one JSON object.
+    Bench(BenchArgs),
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum Workload {
+    /// N samples from one prompt: the executor vs each sample on its own.
+    Nsample,
+    /// Two requests sharing a long system prompt.
+    PrefixReuse,
+}
+
+#[derive(clap::Args)]
+struct BenchArgs {
+    /// The workload.
+    workload: Workload,
+    /// Samples.
+    #[arg(long, default_value_t = 16)]
+    n: usize,
+    /// Prompt length in tokens.
+    #[arg(long, default_value_t = 512)]
+    prompt_tokens: usize,
+    /// New tokens per sample.
+    #[arg(long, default_value_t = 128)]
+    new_tokens: usize,
+    /// Tokens per KV block.
+    #[arg(long, default_value_t = 16)]
+    block_size: usize,
+    /// KV cache memory, e.g. 2GiB or 512MiB.
+    #[arg(long, default_value = "1GiB")]
+    kv_memory: bytesize::ByteSize,
+    /// Most tokens per forward pass (chunked prefill budget).
+    #[arg(long, default_value_t = 512)]
+    max_step_tokens: usize,
+    /// A .gguf file or safetensors directory [default: the installed SmolLM2].
+    #[arg(long, env = "PONDER_MODEL")]
+    model: Option<PathBuf>,
 }
 
 #[derive(clap::Args)]
@@ -67,12 +104,13 @@ fn main() -> anyhow::Result<()> {
         .init();
     match Cli::parse().command {
         Command::Generate(args) => run_generate(args),
+        Command::Bench(args) => run_bench(args),
     }
 }
 
 fn run_generate(args: GenerateArgs) -> anyhow::Result<()> {
     let model_path = args.model.unwrap_or_else(ponder::models::default_llm_path);
-    let opts = LoadOptions { model: model_path.clone(), tokenizer: args.tokenizer, device: candle_core::Device::Cpu };
+    let opts = LoadOptions { tokenizer: args.tokenizer, ..LoadOptions::cpu(model_path.clone()) };
     let model = LoadedModel::load(&opts).with_context(|| format!("loading {}", model_path.display()))?;
     let prompt = if args.raw {
         args.prompt
@@ -112,5 +150,25 @@ fn run_generate(args: GenerateArgs) -> anyhow::Result<()> {
         out.decode_secs,
         out.tokens_per_sec()
     );
+    Ok(())
+}
+
+fn run_bench(args: BenchArgs) -> anyhow::Result<()> {
+    let model_path = args.model.unwrap_or_else(ponder::models::default_llm_path);
+    let model = LoadedModel::load(&LoadOptions::cpu(model_path.clone()))
+        .with_context(|| format!("loading {}", model_path.display()))?;
+    let opts = ponder::bench::BenchOptions {
+        n: args.n,
+        prompt_tokens: args.prompt_tokens,
+        new_tokens: args.new_tokens,
+        block_size: args.block_size,
+        kv_memory: args.kv_memory.as_u64(),
+        max_step_tokens: args.max_step_tokens,
+    };
+    let json = match args.workload {
+        Workload::Nsample => serde_json::to_string_pretty(&ponder::bench::nsample(&model, &opts)?)?,
+        Workload::PrefixReuse => serde_json::to_string_pretty(&ponder::bench::prefix_reuse(&model, &opts)?)?,
+    };
+    println!("{json}");
     Ok(())
 }

@@ -98,9 +98,9 @@ fn one_batched_call_equals_sequences_one_by_one() {
             .collect();
         let logits = ours.forward(&chunks, &mut kv, LogitsFor::LastPosition).expect("batched forward");
         let mut next = Vec::new();
-        for (i, l) in logits.iter().enumerate() {
+        for (i, (l, alone)) in logits.iter().zip(&solo).enumerate() {
             let l: Vec<f32> = l.to_vec1().expect("vec");
-            let diff = max_abs_diff(&l, &solo[i][step]);
+            let diff = max_abs_diff(&l, &alone[step]);
             assert!(diff <= TOLERANCE, "sequence {i} step {step}: batched vs solo max |Δlogit| = {diff}");
             next.push(vec![argmax(&l)]);
         }

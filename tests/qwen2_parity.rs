@@ -8,7 +8,7 @@ use std::path::Path;
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
 use candle_transformers::models::qwen2::{Config, ModelForCausalLM};
-use ponder::engine::{argmax, load_model, ContiguousKvStore, KvStore, LogitsFor, SeqChunk};
+use ponder::engine::{argmax, load_model, MatmulImpl, ContiguousKvStore, KvStore, LogitsFor, SeqChunk};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -75,7 +75,7 @@ fn check_against_reference(tie: bool, dtype: DType) {
     let cfg: Config = serde_json::from_value(config_json(tie)).expect("reference config");
     let mut reference =
         ModelForCausalLM::new(&cfg, VarBuilder::from_tensors(tensors, DType::F32, &Device::Cpu)).expect("reference");
-    let ours = load_model(dir.path(), &Device::Cpu).expect("our model");
+    let ours = load_model(dir.path(), &Device::Cpu, MatmulImpl::default()).expect("our model");
     let mut kv = ContiguousKvStore::new(LAYERS);
 
     let prompt: Vec<u32> = vec![3, 17, 42, 5, 88, 1, 60, 23, 9];

@@ -7,6 +7,7 @@ mod util;
 
 mod bad_input;
 mod cli;
+mod executor;
 mod gguf_quant_types;
 mod llama_parity;
 mod qwen2_parity;

@@ -8,6 +8,7 @@
 //!
 //! Knows only tensors: no scheduling, no strategies.
 
+pub mod attention;
 mod cpu;
 
 pub use cpu::{KernelError, KernelPath, QuantFormat, QuantMatrix, Result};

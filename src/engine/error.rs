@@ -73,6 +73,9 @@ pub enum EngineError {
     /// The KV store and the batch disagree about a sequence (a caller bug, reported not panicked).
     #[error("kv store: {0}")]
     Kv(String),
+    /// A CPU kernel rejected its arguments.
+    #[error(transparent)]
+    Kernel(#[from] ponder_kernels::KernelError),
     /// A tensor operation failed.
     #[error(transparent)]
     Candle(#[from] candle_core::Error),

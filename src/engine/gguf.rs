@@ -15,7 +15,9 @@ use candle_core::Device;
 
 use super::config::{Architecture, ModelConfig, RopeStyle};
 use super::error::{EngineError, Result};
-use super::weights::{LayerWeights, Linear, ModelWeights};
+use super::loader::MatmulImpl;
+use super::weights::{LayerWeights, Linear, ModelWeights, Projection};
+use ponder_kernels::{QuantFormat, QuantMatrix};
 
 /// Tensor storage types the engine computes with.
 const SUPPORTED_TYPES: &[GgmlDType] = &[
@@ -170,7 +172,7 @@ impl GgufFile {
     }
 
     /// Reads every tensor of the decoder onto `device`.
-    pub(crate) fn weights(&self, config: &ModelConfig, device: &Device) -> Result<ModelWeights> {
+    pub(crate) fn weights(&self, config: &ModelConfig, device: &Device, matmul: MatmulImpl) -> Result<ModelWeights> {
         let file = File::open(&self.path).map_err(|source| EngineError::Io { path: self.path.clone(), source })?;
         let mut reader = BufReader::new(file);
         let mut tensor = |name: &str| -> Result<QTensor> {
@@ -193,7 +195,7 @@ impl GgufFile {
         let mut layers = Vec::with_capacity(config.num_layers);
         for i in 0..config.num_layers {
             let mut linear = |name: &str, with_bias: bool| -> Result<Linear> {
-                let weight = QMatMul::from_qtensor(tensor(&format!("blk.{i}.{name}.weight"))?)?;
+                let weight = projection(tensor(&format!("blk.{i}.{name}.weight"))?, matmul)?;
                 let bias = if with_bias {
                     Some(tensor(&format!("blk.{i}.{name}.bias"))?.dequantize(device)?)
                 } else {
@@ -221,6 +223,22 @@ impl GgufFile {
                 down_proj,
             });
         }
-        Ok(ModelWeights { embed, layers, final_norm, lm_head: Linear::new(QMatMul::from_qtensor(lm_head)?, None) })
+        Ok(ModelWeights { embed, layers, final_norm, lm_head: Linear::new(projection(lm_head, matmul)?, None) })
+    }
+}
+
+/// Our SIMD kernel for CPU Q4_1 / Q8_0 matrices, candle's q-matmul for everything else.
+fn projection(q: QTensor, matmul: MatmulImpl) -> Result<Projection> {
+    let format = match (matmul, q.dtype()) {
+        (MatmulImpl::Ponder, GgmlDType::Q4_1) => Some(QuantFormat::Q4_1),
+        (MatmulImpl::Ponder, GgmlDType::Q8_0) => Some(QuantFormat::Q8_0),
+        _ => None,
+    };
+    match (format, q.device().is_cpu(), q.shape().dims()) {
+        (Some(format), true, &[rows, cols]) => {
+            let bytes = q.data()?.into_owned();
+            Ok(Projection::Kernel(QuantMatrix::from_ggml_bytes(format, rows, cols, bytes)?))
+        }
+        _ => Ok(Projection::Candle(QMatMul::from_qtensor(q)?)),
     }
 }

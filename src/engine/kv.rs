@@ -1,34 +1,55 @@
 //! The KV store port of the forward pass, and its simplest implementation.
 //!
-//! The forward pass never owns KV memory: it asks a [`KvStore`] to append the keys and values
-//! of new positions and to hand back everything a sequence may attend to. That is the seam the
-//! paged, radix-indexed store plugs into (a sequence there is a block table; `append` writes
-//! into its last blocks and `read` gathers them). [`ContiguousKvStore`] keeps one growing tensor
-//! per sequence and layer: correct, simple, and the reference the paged store is tested against.
+//! The forward pass never owns KV memory. Once per call it tells the store which tokens are
+//! being appended ([`KvStore::begin_step`]); then, layer by layer, it hands the store the new
+//! queries, keys and values ([`LayerChunk`]) and the store writes the keys/values and returns
+//! attention outputs ([`KvStore::attend`]). Attention belongs to the store because the memory
+//! layout decides the algorithm: [`ContiguousKvStore`] keeps one growing tensor per sequence
+//! and layer and attends with candle ops (the reference path, bit-compatible with
+//! candle-transformers); the paged store attends over block tables with the shared-prefix kernel.
 
 use std::collections::HashMap;
 
 use candle_core::Tensor;
 
+use super::attention::{contiguous_attention, AttentionShape};
 use super::error::{EngineError, Result};
+use super::model::SeqChunk;
 
 /// Identifies one sequence (one branch of one request) in a KV store.
 pub type SeqId = u64;
 
-/// Where the forward pass keeps keys and values.
+/// One sequence's new positions in one layer, after RoPE.
+#[derive(Debug, Clone, Copy)]
+pub struct LayerChunk<'a> {
+    /// The sequence.
+    pub seq: SeqId,
+    /// Position of the first new token.
+    pub start_pos: usize,
+    /// Queries `[num_heads, len, head_dim]`.
+    pub q: &'a Tensor,
+    /// Keys `[num_kv_heads, len, head_dim]`.
+    pub k: &'a Tensor,
+    /// Values `[num_kv_heads, len, head_dim]`.
+    pub v: &'a Tensor,
+}
+
+/// Where the forward pass keeps keys and values, and how it attends over them.
 ///
-/// Tensors are `[kv_heads, positions, head_dim]`. Required: [`seq_len`](KvStore::seq_len),
-/// [`append`](KvStore::append), [`truncate`](KvStore::truncate), [`fork`](KvStore::fork) and
-/// [`release`](KvStore::release).
+/// Required: every method. A forward call is `begin_step` once, then `attend` once per layer in
+/// order; on any error the model calls `truncate(seq, start_pos)` for each sequence of the call.
 pub trait KvStore {
-    /// Positions stored for `seq` in every layer (0 for an unknown sequence).
+    /// Positions stored (or reserved by the current step) for `seq`; 0 for an unknown sequence.
     fn seq_len(&self, seq: SeqId) -> usize;
 
-    /// Appends `k`, `v` at the end of `seq` in `layer` and returns the sequence's whole keys and
-    /// values in that layer, new positions included.
-    fn append(&mut self, layer: usize, seq: SeqId, k: &Tensor, v: &Tensor) -> Result<(Tensor, Tensor)>;
+    /// Reserves room for every chunk's tokens before layer 0 runs.
+    fn begin_step(&mut self, chunks: &[SeqChunk<'_>]) -> Result<()>;
 
-    /// Drops positions `len..` of `seq` in every layer (used to roll back a failed step).
+    /// Stores the chunks' keys and values for `layer` and returns, per chunk, the attention
+    /// output `[len, num_heads * head_dim]` of its queries over all of its positions.
+    fn attend(&mut self, layer: usize, chunks: &[LayerChunk<'_>], shape: &AttentionShape) -> Result<Vec<Tensor>>;
+
+    /// Drops positions `len..` of `seq` in every layer (rolls back a failed step).
     fn truncate(&mut self, seq: SeqId, len: usize) -> Result<()>;
 
     /// Makes `child` a copy of `parent`'s positions (cheap where the store shares memory).
@@ -54,13 +75,6 @@ impl ContiguousKvStore {
     fn layer_len(entry: &Option<(Tensor, Tensor)>) -> usize {
         entry.as_ref().map_or(0, |(k, _)| k.dims().get(1).copied().unwrap_or(0))
     }
-}
-
-impl KvStore for ContiguousKvStore {
-    fn seq_len(&self, seq: SeqId) -> usize {
-        // A position counts once every layer holds it.
-        self.seqs.get(&seq).map_or(0, |layers| layers.iter().map(Self::layer_len).min().unwrap_or(0))
-    }
 
     fn append(&mut self, layer: usize, seq: SeqId, k: &Tensor, v: &Tensor) -> Result<(Tensor, Tensor)> {
         if layer >= self.num_layers {
@@ -74,6 +88,27 @@ impl KvStore for ContiguousKvStore {
         };
         layers[layer] = Some((k_all.clone(), v_all.clone()));
         Ok((k_all, v_all))
+    }
+}
+
+impl KvStore for ContiguousKvStore {
+    fn seq_len(&self, seq: SeqId) -> usize {
+        // A position counts once every layer holds it.
+        self.seqs.get(&seq).map_or(0, |layers| layers.iter().map(Self::layer_len).min().unwrap_or(0))
+    }
+
+    fn begin_step(&mut self, _chunks: &[SeqChunk<'_>]) -> Result<()> {
+        Ok(())
+    }
+
+    fn attend(&mut self, layer: usize, chunks: &[LayerChunk<'_>], shape: &AttentionShape) -> Result<Vec<Tensor>> {
+        chunks
+            .iter()
+            .map(|c| {
+                let (k_all, v_all) = self.append(layer, c.seq, c.k, c.v)?;
+                contiguous_attention(shape, c.q, &k_all, &v_all, c.start_pos)
+            })
+            .collect()
     }
 
     fn truncate(&mut self, seq: SeqId, len: usize) -> Result<()> {

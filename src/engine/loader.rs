@@ -2,6 +2,7 @@
 //! tokenizer and chat template, onto a device.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use candle_core::Device;
 
@@ -24,20 +25,32 @@ pub struct LoadOptions {
     pub tokenizer: Option<PathBuf>,
     /// Where to run.
     pub device: Device,
+    /// Which implementation multiplies quantized weights.
+    pub matmul: MatmulImpl,
+}
+
+/// Who multiplies GGUF Q4_1 / Q8_0 weights on CPU.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum MatmulImpl {
+    /// Our batch-invariant SIMD kernel (the default; needed for batch-independent sampling).
+    #[default]
+    Ponder,
+    /// candle's q-matmul everywhere (for A/B comparisons against candle-transformers).
+    Candle,
 }
 
 impl LoadOptions {
     /// CPU, the model's own tokenizer.
     pub fn cpu(model: impl Into<PathBuf>) -> Self {
-        Self { model: model.into(), tokenizer: None, device: Device::Cpu }
+        Self { model: model.into(), tokenizer: None, device: Device::Cpu, matmul: MatmulImpl::default() }
     }
 }
 
 /// A model ready to run: weights, tokenizer, chat template.
 #[derive(Debug)]
 pub struct LoadedModel {
-    /// The forward pass.
-    pub model: Model,
+    /// The forward pass (shared with schedulers and benchmarks).
+    pub model: Arc<Model>,
     /// Text ↔ ids.
     pub tokenizer: TextTokenizer,
     /// The model's chat template, if it has one.
@@ -70,8 +83,8 @@ impl LoadedModel {
             Some(src) => Some(ChatTemplate::new(src, &token_text(tokenizer.bos()), &token_text(tokenizer.eos().first().copied()))?),
             None => None,
         };
-        let weights = gguf.weights(&config, &opts.device)?;
-        let model = Model::new(config, weights, opts.device.clone())?;
+        let weights = gguf.weights(&config, &opts.device, opts.matmul)?;
+        let model = Arc::new(Model::new(config, weights, opts.device.clone())?);
         Ok(Self { model, tokenizer, chat_template })
     }
 
@@ -81,7 +94,7 @@ impl LoadedModel {
         let tokenizer = TextTokenizer::from_file(&tokenizer_path, END_OF_TURN_TOKENS)?;
         let chat_template = read_hf_chat_template(&dir.join("tokenizer_config.json"))?;
         let weights = st.weights(&opts.device)?;
-        let model = Model::new(st.config().clone(), weights, opts.device.clone())?;
+        let model = Arc::new(Model::new(st.config().clone(), weights, opts.device.clone())?);
         Ok(Self { model, tokenizer, chat_template })
     }
 
@@ -110,7 +123,7 @@ fn read_hf_chat_template(path: &Path) -> Result<Option<ChatTemplate>> {
 }
 
 /// Loads only the forward pass of a `.gguf` file or safetensors directory (no tokenizer needed).
-pub fn load_model(path: &Path, device: &Device) -> Result<Model> {
+pub fn load_model(path: &Path, device: &Device, matmul: MatmulImpl) -> Result<Model> {
     if path.is_dir() {
         let st = SafetensorsModel::open(path)?;
         let weights = st.weights(device)?;
@@ -118,7 +131,7 @@ pub fn load_model(path: &Path, device: &Device) -> Result<Model> {
     } else {
         let gguf = GgufFile::open(path)?;
         let config = gguf.config()?;
-        let weights = gguf.weights(&config, device)?;
+        let weights = gguf.weights(&config, device, matmul)?;
         Model::new(config, weights, device.clone())
     }
 }

@@ -4,27 +4,35 @@
 //! It knows nothing of HTTP or strategies; later the scheduler drives [`Model::forward`] for many
 //! requests at once through the paged KV store.
 
+mod attention;
 mod chat_template;
 mod config;
 mod error;
+mod executor;
 mod generate;
 mod gguf;
 mod kv;
 mod loader;
 mod model;
+mod paged_kv;
 mod safetensors;
+mod scheduler;
 mod sampling;
 mod tokenizer;
 mod weights;
 
+pub use attention::AttentionShape;
 pub use chat_template::{ChatMessage, ChatTemplate};
 pub use config::{Architecture, ModelConfig, RopeStyle};
 pub use error::{EngineError, Result};
+pub use executor::{Executor, GroupHandle};
 pub use generate::{encode_prompt, generate, FinishReason, Generation};
 pub use gguf::GgufFile;
-pub use kv::{ContiguousKvStore, KvStore, SeqId};
-pub use loader::{load_model, LoadOptions, LoadedModel};
+pub use kv::{ContiguousKvStore, KvStore, LayerChunk, SeqId};
+pub use loader::{load_model, LoadOptions, LoadedModel, MatmulImpl};
 pub use model::{LogitsFor, Model, SeqChunk};
+pub use paged_kv::{bytes_per_block, PagedKvStore};
 pub use safetensors::SafetensorsModel;
+pub use scheduler::{Event, GroupRequest, Scheduler, SchedulerConfig, SchedulerCounters, SeqFinish};
 pub use sampling::{argmax, log_softmax, SampledToken, Sampler, SamplingParams, MAX_TOP_LOGPROBS};
 pub use tokenizer::TextTokenizer;

@@ -13,7 +13,8 @@ use candle_core::{DType, Device, Tensor};
 
 use super::config::{ModelConfig, RopeStyle};
 use super::error::{EngineError, Result};
-use super::kv::{KvStore, SeqId};
+use super::attention::AttentionShape;
+use super::kv::{KvStore, LayerChunk, SeqId};
 use super::weights::{LayerWeights, ModelWeights};
 
 /// New tokens of one sequence, to be appended at `start_pos` (which must equal what the KV store
@@ -123,6 +124,7 @@ impl Model {
     }
 
     fn forward_unchecked(&self, batch: &[SeqChunk<'_>], kv: &mut dyn KvStore, which: LogitsFor) -> Result<Vec<Tensor>> {
+        kv.begin_step(batch)?;
         let ids: Vec<u32> = batch.iter().flat_map(|c| c.tokens.iter().copied()).collect();
         let ids = Tensor::new(ids.as_slice(), &self.device)?;
         let mut x = self.weights.embed.index_select(&ids, 0)?;
@@ -166,12 +168,12 @@ impl Model {
         batch: &[SeqChunk<'_>],
         kv: &mut dyn KvStore,
     ) -> Result<Tensor> {
-        let cfg = &self.config;
-        let (nh, nkv, d) = (cfg.num_heads, cfg.num_kv_heads, cfg.head_dim);
+        let shape = self.attention_shape();
+        let (nh, nkv, d) = (shape.num_heads, shape.num_kv_heads, shape.head_dim);
         let q = layer.q_proj.forward(h)?;
         let k = layer.k_proj.forward(h)?;
         let v = layer.v_proj.forward(h)?;
-        let mut outputs = Vec::with_capacity(batch.len());
+        let mut per_seq = Vec::with_capacity(batch.len());
         let mut offset = 0;
         for chunk in batch {
             let len = chunk.tokens.len();
@@ -180,13 +182,22 @@ impl Model {
             };
             let q_s = self.rope(&heads(&q, nh)?, chunk.start_pos)?;
             let k_s = self.rope(&heads(&k, nkv)?, chunk.start_pos)?;
-            let v_s = heads(&v, nkv)?;
-            let (k_all, v_all) = kv.append(layer_idx, chunk.seq, &k_s, &v_s)?;
-            outputs.push(self.attend(&q_s, &k_all, &v_all, chunk.start_pos)?);
+            per_seq.push((q_s, k_s, heads(&v, nkv)?));
             offset += len;
         }
+        let chunks: Vec<LayerChunk<'_>> = batch
+            .iter()
+            .zip(&per_seq)
+            .map(|(c, (q, k, v))| LayerChunk { seq: c.seq, start_pos: c.start_pos, q, k, v })
+            .collect();
+        let outputs = kv.attend(layer_idx, &chunks, &shape)?;
         let y = Tensor::cat(&outputs, 0)?;
         layer.o_proj.forward(&y)
+    }
+
+    /// Heads and head size, as the KV store needs them.
+    pub fn attention_shape(&self) -> AttentionShape {
+        AttentionShape { num_heads: self.config.num_heads, num_kv_heads: self.config.num_kv_heads, head_dim: self.config.head_dim }
     }
 
     /// `x`: `[heads, len, head_dim]` at positions `start..start+len`.
@@ -201,44 +212,4 @@ impl Model {
         };
         Ok(y.squeeze(0)?)
     }
-
-    /// Grouped-query attention of `q` `[nh, L, d]` over `k`, `v` `[nkv, T, d]`, where the `L`
-    /// queries sit at positions `start..start+L` and keys at `0..T`. Returns `[L, nh * d]`.
-    ///
-    /// Shapes and op order deliberately mirror llama.cpp / candle-transformers (kv heads
-    /// repeated, one batched matmul per head): SmolLM2's activations are quantized to 8 bits
-    /// before every projection, so a one-ulp difference here is amplified into visibly
-    /// different logits thirty layers later. The shared-prefix kernels replace this path.
-    fn attend(&self, q: &Tensor, k: &Tensor, v: &Tensor, start: usize) -> Result<Tensor> {
-        let cfg = &self.config;
-        let (nh, d) = (cfg.num_heads, cfg.head_dim);
-        let group = cfg.gqa_group();
-        let len = q.dim(1)?;
-        let total = k.dim(1)?;
-        let q = q.unsqueeze(0)?;
-        let k = repeat_kv(&k.unsqueeze(0)?, group)?;
-        let v = repeat_kv(&v.unsqueeze(0)?, group)?;
-        let scores = (q.matmul(&k.t()?)? / (d as f64).sqrt())?;
-        let scores = if len > 1 { scores.broadcast_add(&causal_mask(len, start, total, &self.device)?)? } else { scores };
-        let probs = candle_nn::ops::softmax_last_dim(&scores)?;
-        let y = probs.matmul(&v.contiguous()?)?; // [1, nh, len, d]
-        Ok(y.transpose(1, 2)?.reshape((len, nh * d))?)
-    }
-}
-
-/// `[b, nkv, T, d]` → `[b, nkv * group, T, d]`, head `h` reading kv head `h / group`.
-fn repeat_kv(x: &Tensor, group: usize) -> Result<Tensor> {
-    if group == 1 {
-        return Ok(x.clone());
-    }
-    let (b, nkv, t, d) = x.dims4()?;
-    Ok(Tensor::cat(&vec![x; group], 2)?.reshape((b, nkv * group, t, d))?)
-}
-
-/// Additive mask `[len, total]`: query `i` (position `start + i`) sees keys `0..=start + i`.
-fn causal_mask(len: usize, start: usize, total: usize, device: &Device) -> Result<Tensor> {
-    let mask: Vec<f32> = (0..len)
-        .flat_map(|i| (0..total).map(move |j| if j > start + i { f32::NEG_INFINITY } else { 0.0 }))
-        .collect();
-    Ok(Tensor::from_vec(mask, (len, total), device)?)
 }

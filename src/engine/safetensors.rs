@@ -13,7 +13,7 @@ use serde::Deserialize;
 
 use super::config::{Architecture, ModelConfig, RopeStyle};
 use super::error::{EngineError, Result};
-use super::weights::{LayerWeights, Linear, ModelWeights};
+use super::weights::{LayerWeights, Linear, ModelWeights, Projection};
 
 /// The subset of `config.json` the engine reads.
 #[derive(Debug, Deserialize)]
@@ -128,7 +128,7 @@ impl SafetensorsModel {
         for i in 0..self.config.num_layers {
             let p = format!("model.layers.{i}");
             let mut linear = |name: &str, with_bias: bool| -> Result<Linear> {
-                let weight = QMatMul::Tensor(take(&format!("{p}.{name}.weight"))?);
+                let weight = Projection::Candle(QMatMul::Tensor(take(&format!("{p}.{name}.weight"))?));
                 let bias = if with_bias { Some(take(&format!("{p}.{name}.bias"))?) } else { None };
                 Ok(Linear::new(weight, bias))
             };
@@ -151,6 +151,6 @@ impl SafetensorsModel {
                 down_proj,
             });
         }
-        Ok(ModelWeights { embed, layers, final_norm, lm_head: Linear::new(QMatMul::Tensor(lm_head), None) })
+        Ok(ModelWeights { embed, layers, final_norm, lm_head: Linear::new(Projection::Candle(QMatMul::Tensor(lm_head)), None) })
     }
 }

@@ -1,29 +1,50 @@
 //! The tensors of a decoder, whatever file they came from.
 //!
-//! Projections are [`QMatMul`]s: quantized GGUF blocks stay quantized and are multiplied by
-//! candle's CPU (or CUDA) q-matmul; dense safetensors weights use the `QMatMul::Tensor` variant,
-//! so the forward pass has one code path. Norm weights and the embedding table are dense f32.
+//! Projections stay in their file's format. On CPU, Q4_1 and Q8_0 GGUF matrices run on our own
+//! batch-invariant SIMD kernel ([`QuantMatrix`]: bitwise equal to candle's generic Q4_1 path,
+//! several times faster, and a row's result never depends on what it is batched with); other
+//! quantized types use candle's q-matmul, and dense safetensors weights the `QMatMul::Tensor`
+//! variant. Norm weights and the embedding table are dense f32.
 
 use candle_core::quantized::QMatMul;
 use candle_core::{Module, Tensor};
+use ponder_kernels::QuantMatrix;
 
 use super::error::Result;
+
+/// The weight of a projection.
+#[derive(Debug, Clone)]
+pub(crate) enum Projection {
+    /// Candle's matmul (dense, or quantized types our kernel does not cover).
+    Candle(QMatMul),
+    /// Our CPU kernel.
+    Kernel(QuantMatrix),
+}
 
 /// A projection `y = x Wᵀ (+ b)`.
 #[derive(Debug, Clone)]
 pub(crate) struct Linear {
-    weight: QMatMul,
+    weight: Projection,
     bias: Option<Tensor>,
 }
 
 impl Linear {
-    pub(crate) fn new(weight: QMatMul, bias: Option<Tensor>) -> Self {
+    pub(crate) fn new(weight: Projection, bias: Option<Tensor>) -> Self {
         Self { weight, bias }
     }
 
     /// `x`: `[tokens, in]` → `[tokens, out]`.
     pub(crate) fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        let y = self.weight.forward(x)?;
+        let y = match &self.weight {
+            Projection::Candle(w) => w.forward(x)?,
+            Projection::Kernel(w) => {
+                let (rows, _) = x.dims2()?;
+                let input: Vec<f32> = x.flatten_all()?.to_vec1()?;
+                let mut out = vec![0f32; rows * w.rows()];
+                w.matmul(&input, rows, &mut out)?;
+                Tensor::from_vec(out, (rows, w.rows()), x.device())?
+            }
+        };
         Ok(match &self.bias {
             Some(b) => y.broadcast_add(b)?,
             None => y,

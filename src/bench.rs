@@ -1,0 +1,222 @@
+//! `ponder bench`: workloads that measure the executor against a baseline run in the same
+//! process, printed as one JSON object a script can compare.
+//!
+//! - `nsample`: N samples of T new tokens from one P-token prompt, through the continuous-
+//!   batching scheduler (prompt prefilled once, branches forked) and naively (each sample alone:
+//!   own prefill, no sharing, one after another).
+//! - `prefix-reuse`: two requests sharing a long system prompt; how much of the second's prompt
+//!   is computed.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde::Serialize;
+
+use crate::engine::{
+    ChatMessage, EngineError, Event, GroupRequest, LoadedModel, Model, PagedKvStore, Result, SamplingParams, Scheduler,
+    SchedulerConfig,
+};
+
+/// Options shared by the workloads.
+#[derive(Debug, Clone)]
+pub struct BenchOptions {
+    /// Samples.
+    pub n: usize,
+    /// Prompt length in tokens.
+    pub prompt_tokens: usize,
+    /// New tokens per sample.
+    pub new_tokens: usize,
+    /// Tokens per KV block.
+    pub block_size: usize,
+    /// KV memory in bytes.
+    pub kv_memory: u64,
+    /// Scheduler step budget.
+    pub max_step_tokens: usize,
+}
+
+/// The `nsample` result.
+#[derive(Debug, Serialize)]
+pub struct NSampleReport {
+    /// Workload name.
+    pub workload: &'static str,
+    /// Samples.
+    pub n: usize,
+    /// Prompt tokens.
+    pub prompt_tokens: usize,
+    /// New tokens per sample.
+    pub new_tokens: usize,
+    /// Wall time through the scheduler.
+    pub wall_s: f64,
+    /// Wall time of the naive baseline.
+    pub naive_wall_s: f64,
+    /// `wall_s / naive_wall_s`.
+    pub wall_ratio: f64,
+    /// Generated tokens per second through the scheduler (all samples).
+    pub tokens_per_s: f64,
+    /// Decode tokens per second of one sequence alone (naive run, prefill excluded).
+    pub single_stream_tokens_per_s: f64,
+    /// `tokens_per_s / single_stream_tokens_per_s`.
+    pub aggregate_speedup: f64,
+    /// Prompt tokens run through the model by the scheduler.
+    pub prefill_tokens_computed: u64,
+    /// Prompt tokens served from cached blocks.
+    pub prefill_tokens_reused: u64,
+    /// Most KV blocks referenced at once.
+    pub peak_kv_blocks: u64,
+    /// Shared prompt blocks plus each branch's own tail.
+    pub ideal_kv_blocks: u64,
+    /// Forward passes the scheduler ran.
+    pub forward_passes: u64,
+    /// Naive prefill seconds per sample.
+    pub naive_prefill_s: f64,
+}
+
+/// The `prefix-reuse` result.
+#[derive(Debug, Serialize)]
+pub struct PrefixReuseReport {
+    /// Workload name.
+    pub workload: &'static str,
+    /// Tokens of the shared system prompt (rendered).
+    pub system_prompt_tokens: usize,
+    /// First request's prompt tokens and how many it computed.
+    pub first_prompt_tokens: usize,
+    /// Prefill tokens computed for the first request.
+    pub first_prefill_computed: u64,
+    /// Second request's prompt tokens.
+    pub second_prompt_tokens: usize,
+    /// Prefill tokens computed for the second request.
+    pub second_prefill_computed: u64,
+    /// Prefill tokens of the second request served from cache.
+    pub second_prefill_reused: u64,
+    /// Tokens per block.
+    pub block_size: usize,
+}
+
+/// A prompt of exactly `len` tokens of ordinary text.
+fn prompt_of_len(model: &LoadedModel, len: usize) -> Result<Vec<u32>> {
+    let text = "Ponder answers reasoning questions by spending test-time compute wisely: it samples many \
+                branches, scores them with verifiers and stops when the evidence is in. ";
+    let unit = model.tokenizer.encode(text)?;
+    if unit.is_empty() || len == 0 {
+        return Err(EngineError::InvalidInput { field: "prompt_tokens", reason: "must be at least 1".into() });
+    }
+    Ok(unit.iter().copied().cycle().take(len).collect())
+}
+
+fn scheduler(model: &Arc<Model>, opts: &BenchOptions) -> Result<Scheduler> {
+    let store = PagedKvStore::with_memory(model.config(), opts.kv_memory, opts.block_size)?;
+    Ok(Scheduler::new(Arc::clone(model), store, SchedulerConfig { max_step_tokens: opts.max_step_tokens, ..SchedulerConfig::default() }))
+}
+
+fn samples(n: usize) -> Vec<SamplingParams> {
+    (0..n).map(|i| SamplingParams { temperature: 0.8, seed: 1000 + i as u64, ..SamplingParams::default() }).collect()
+}
+
+/// Runs `nsample`.
+pub fn nsample(loaded: &LoadedModel, opts: &BenchOptions) -> Result<NSampleReport> {
+    let model = &loaded.model;
+    let prompt = prompt_of_len(loaded, opts.prompt_tokens)?;
+    let request = |samples: Vec<SamplingParams>| GroupRequest {
+        prompt: prompt.clone(),
+        samples,
+        max_new_tokens: opts.new_tokens,
+        stop_tokens: Vec::new(), // every sample generates exactly new_tokens
+        priority: 0,
+    };
+
+    // Ponder: one group, prompt prefilled once, N branches decoded together.
+    let mut sched = scheduler(model, opts)?;
+    let t0 = Instant::now();
+    sched.submit(request(samples(opts.n)))?;
+    let events = sched.run_to_completion()?;
+    let wall_s = t0.elapsed().as_secs_f64();
+    let generated = events.iter().filter(|e| matches!(e, Event::Token { .. })).count();
+    let counters = sched.counters();
+
+    // Naive: each sample alone with its own store (own prefill), one after another.
+    let mut naive_wall_s = 0.0;
+    let mut naive_prefill_s = 0.0;
+    let mut decode_s = 0.0;
+    let mut decode_tokens = 0usize;
+    for sample in samples(opts.n) {
+        let mut alone = scheduler(model, opts)?;
+        let t0 = Instant::now();
+        alone.submit(request(vec![sample]))?;
+        let mut first = None;
+        while !alone.is_idle() {
+            let ev = alone.step()?;
+            if first.is_none() && ev.iter().any(|e| matches!(e, Event::Token { .. })) {
+                first = Some(t0.elapsed().as_secs_f64());
+            }
+            decode_tokens += ev.iter().filter(|e| matches!(e, Event::Token { .. })).count();
+        }
+        let total = t0.elapsed().as_secs_f64();
+        let prefill = first.unwrap_or(total);
+        naive_wall_s += total;
+        naive_prefill_s += prefill;
+        decode_s += total - prefill;
+        decode_tokens -= 1; // the first token came with the prefill
+    }
+    let bs = opts.block_size as u64;
+    let (p, t, n) = (opts.prompt_tokens as u64, opts.new_tokens as u64, opts.n as u64);
+    let tokens_per_s = generated as f64 / wall_s;
+    let single = if decode_s > 0.0 { decode_tokens as f64 / decode_s } else { 0.0 };
+    Ok(NSampleReport {
+        workload: "nsample",
+        n: opts.n,
+        prompt_tokens: opts.prompt_tokens,
+        new_tokens: opts.new_tokens,
+        wall_s,
+        naive_wall_s,
+        wall_ratio: wall_s / naive_wall_s,
+        tokens_per_s,
+        single_stream_tokens_per_s: single,
+        aggregate_speedup: if single > 0.0 { tokens_per_s / single } else { 0.0 },
+        prefill_tokens_computed: counters.prefill_tokens_computed,
+        prefill_tokens_reused: counters.prefill_tokens_reused,
+        peak_kv_blocks: counters.peak_blocks_used,
+        ideal_kv_blocks: p / bs + n * (p % bs + t).div_ceil(bs),
+        forward_passes: counters.forward_passes,
+        naive_prefill_s: naive_prefill_s / opts.n as f64,
+    })
+}
+
+/// Runs `prefix-reuse`: the same long system prompt, two different questions, one after the other.
+pub fn prefix_reuse(loaded: &LoadedModel, opts: &BenchOptions) -> Result<PrefixReuseReport> {
+    let system: String = std::iter::repeat_n(
+        "You are a careful mathematician. Think step by step, check each step, and put the final answer in \\boxed{}. ",
+        12,
+    )
+    .collect();
+    let render = |q: &str| -> Result<Vec<u32>> {
+        loaded.tokenizer.encode(&loaded.render_chat(&[ChatMessage::new("system", &system), ChatMessage::new("user", q)])?)
+    };
+    let system_prompt_tokens = loaded.tokenizer.encode(&loaded.render_chat(&[ChatMessage::new("system", &system)])?)?.len();
+    let model = &loaded.model;
+    let first = render("What is 17 * 23?")?;
+    let second = render("How many primes are below 30?")?;
+    let mut sched = scheduler(model, opts)?;
+    let one = |prompt: &Vec<u32>| GroupRequest {
+        prompt: prompt.clone(),
+        samples: vec![SamplingParams::greedy()],
+        max_new_tokens: 4,
+        stop_tokens: Vec::new(),
+        priority: 0,
+    };
+    sched.submit(one(&first))?;
+    sched.run_to_completion()?;
+    let after_first = sched.counters();
+    sched.submit(one(&second))?;
+    sched.run_to_completion()?;
+    let after_second = sched.counters();
+    Ok(PrefixReuseReport {
+        workload: "prefix-reuse",
+        system_prompt_tokens,
+        first_prompt_tokens: first.len(),
+        first_prefill_computed: after_first.prefill_tokens_computed,
+        second_prompt_tokens: second.len(),
+        second_prefill_computed: after_second.prefill_tokens_computed - after_first.prefill_tokens_computed,
+        second_prefill_reused: after_second.prefill_tokens_reused - after_first.prefill_tokens_reused,
+        block_size: opts.block_size,
+    })
+}

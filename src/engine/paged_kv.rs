@@ -1,0 +1,213 @@
+//! The paged KV store: keys and values in fixed-size blocks shared between sequences, attended
+//! block by block with the shared-prefix kernel.
+//!
+//! Bookkeeping (block pool, radix prefix index, copy-on-write) is `ponder-kvcache`'s; this
+//! module owns only the f32 memory the blocks name and the glue to the attention kernel. Memory
+//! layout per layer: `[num_blocks, block_size, num_kv_heads, head_dim]`, keys and values apart.
+//! A fork costs nothing here; the first divergent append copies at most one partial block.
+
+use std::collections::HashMap;
+
+use candle_core::Tensor;
+use ponder_kernels::attention::{paged_attention, AttentionParams, PagedKv, SeqQueries};
+use ponder_kvcache::{KvCacheConfig, KvCacheManager, KvCacheStats, Slot};
+
+use super::attention::AttentionShape;
+use super::config::ModelConfig;
+use super::error::{EngineError, Result};
+use super::kv::{KvStore, LayerChunk, SeqId};
+use super::model::SeqChunk;
+
+fn kv_err(e: impl std::fmt::Display) -> EngineError {
+    EngineError::Kv(e.to_string())
+}
+
+/// Block memory plus its bookkeeping.
+#[derive(Debug)]
+pub struct PagedKvStore {
+    cache: KvCacheManager,
+    shape: AttentionShape,
+    /// Floats in one block of one layer (keys or values).
+    block_floats: usize,
+    keys: Vec<Vec<f32>>,
+    values: Vec<Vec<f32>>,
+    /// Slots reserved by the current step, per sequence, in token order.
+    step_slots: HashMap<SeqId, Vec<Slot>>,
+    blocks_read: u64,
+    block_reads_saved: u64,
+}
+
+/// Bytes one block costs across all layers (keys and values, f32).
+pub fn bytes_per_block(config: &ModelConfig, block_size: usize) -> u64 {
+    (2 * config.num_layers * block_size * config.num_kv_heads * config.head_dim * std::mem::size_of::<f32>()) as u64
+}
+
+impl PagedKvStore {
+    /// A store of `num_blocks` blocks of `block_size` tokens for `config`'s model.
+    pub fn new(config: &ModelConfig, block_size: usize, num_blocks: usize) -> Result<Self> {
+        let cache = KvCacheManager::new(KvCacheConfig { block_size, num_blocks }).map_err(kv_err)?;
+        let block_floats = block_size * config.num_kv_heads * config.head_dim;
+        // One zeroed allocation per layer (not clones of one): the OS hands out zero pages
+        // lazily, so an unused pool costs address space, not time.
+        let layer = || vec![0f32; num_blocks * block_floats];
+        Ok(Self {
+            cache,
+            shape: AttentionShape { num_heads: config.num_heads, num_kv_heads: config.num_kv_heads, head_dim: config.head_dim },
+            block_floats,
+            keys: (0..config.num_layers).map(|_| layer()).collect(),
+            values: (0..config.num_layers).map(|_| layer()).collect(),
+            step_slots: HashMap::new(),
+            blocks_read: 0,
+            block_reads_saved: 0,
+        })
+    }
+
+    /// As many blocks as fit in `bytes`.
+    pub fn with_memory(config: &ModelConfig, bytes: u64, block_size: usize) -> Result<Self> {
+        let cfg = KvCacheConfig::from_memory(bytes, bytes_per_block(config, block_size), block_size).map_err(kv_err)?;
+        Self::new(config, block_size, cfg.num_blocks)
+    }
+
+    /// Starts `seq` for `prompt`, reusing cached prompt blocks; returns how many leading tokens
+    /// are already cached (the caller computes `prompt[returned..]` from that position).
+    pub fn open(&mut self, seq: SeqId, prompt: &[u32]) -> Result<usize> {
+        self.cache.open(seq, prompt).map_err(kv_err)
+    }
+
+    /// Bookkeeping counters.
+    pub fn stats(&self) -> KvCacheStats {
+        self.cache.stats()
+    }
+
+    /// Key/value blocks the attention kernel loaded, and loads saved by sharing, since creation.
+    pub fn attention_reads(&self) -> (u64, u64) {
+        (self.blocks_read, self.block_reads_saved)
+    }
+
+    /// Blocks appending `n_tokens` to `seq` would allocate.
+    pub fn blocks_needed(&self, seq: SeqId, n_tokens: usize) -> usize {
+        self.cache.blocks_needed(seq, n_tokens)
+    }
+
+    /// Blocks allocatable now (free plus evictable cached blocks).
+    pub fn available_blocks(&self) -> usize {
+        self.cache.available_blocks()
+    }
+
+    /// Tokens per block.
+    pub fn block_size(&self) -> usize {
+        self.cache.block_size()
+    }
+
+    fn copy_block(&mut self, src: u32, dst: u32, tokens: usize) {
+        let n = tokens * self.shape.num_kv_heads * self.shape.head_dim;
+        let (s, d) = (src as usize * self.block_floats, dst as usize * self.block_floats);
+        for layer in self.keys.iter_mut().chain(self.values.iter_mut()) {
+            layer.copy_within(s..s + n, d);
+        }
+    }
+
+    /// Writes `[nkv, len, d]` rows of `t` into the given slots of `layer_mem`.
+    fn write_rows(layer_mem: &mut [f32], shape: &AttentionShape, block_size: usize, slots: &[Slot], t: &Tensor) -> Result<()> {
+        let (nkv, d) = (shape.num_kv_heads, shape.head_dim);
+        // [len, nkv, d] so each token's heads are contiguous, as in block memory.
+        let rows: Vec<f32> = t.transpose(0, 1)?.contiguous()?.flatten_all()?.to_vec1()?;
+        let token_floats = nkv * d;
+        if rows.len() != slots.len() * token_floats {
+            return Err(EngineError::Kv(format!("{} slots reserved for {} floats of keys", slots.len(), rows.len())));
+        }
+        for (slot, row) in slots.iter().zip(rows.chunks_exact(token_floats)) {
+            let at = (slot.block as usize * block_size + slot.offset) * token_floats;
+            layer_mem[at..at + token_floats].copy_from_slice(row);
+        }
+        Ok(())
+    }
+}
+
+impl KvStore for PagedKvStore {
+    fn seq_len(&self, seq: SeqId) -> usize {
+        self.cache.seq_len(seq)
+    }
+
+    fn begin_step(&mut self, chunks: &[SeqChunk<'_>]) -> Result<()> {
+        self.step_slots.clear();
+        for chunk in chunks {
+            if self.cache.block_table(chunk.seq).is_none() {
+                self.cache.open(chunk.seq, &[]).map_err(kv_err)?;
+            }
+            let appended = self.cache.append(chunk.seq, chunk.tokens).map_err(kv_err)?;
+            for c in appended.copies {
+                self.copy_block(c.src, c.dst, c.tokens);
+            }
+            self.step_slots.insert(chunk.seq, appended.slots);
+        }
+        Ok(())
+    }
+
+    fn attend(&mut self, layer: usize, chunks: &[LayerChunk<'_>], shape: &AttentionShape) -> Result<Vec<Tensor>> {
+        if layer >= self.keys.len() {
+            return Err(EngineError::Kv(format!("layer {layer} out of range (store has {})", self.keys.len())));
+        }
+        let block_size = self.cache.block_size();
+        for c in chunks {
+            let slots = self
+                .step_slots
+                .get(&c.seq)
+                .ok_or_else(|| EngineError::Kv(format!("sequence {} has no slots reserved this step", c.seq)))?;
+            Self::write_rows(&mut self.keys[layer], shape, block_size, slots, c.k)?;
+            Self::write_rows(&mut self.values[layer], shape, block_size, slots, c.v)?;
+        }
+        let queries: Vec<Vec<f32>> = chunks
+            .iter()
+            .map(|c| Ok(c.q.transpose(0, 1)?.contiguous()?.flatten_all()?.to_vec1::<f32>()?))
+            .collect::<Result<_>>()?;
+        let mut seqs = Vec::with_capacity(chunks.len());
+        for (c, q) in chunks.iter().zip(&queries) {
+            let block_table = self
+                .cache
+                .block_table(c.seq)
+                .ok_or_else(|| EngineError::Kv(format!("unknown sequence {}", c.seq)))?;
+            seqs.push(SeqQueries { q, block_table, start_pos: c.start_pos });
+        }
+        let row = shape.num_heads * shape.head_dim;
+        let total: usize = queries.iter().map(Vec::len).sum();
+        let mut out = vec![0f32; total];
+        let kv = PagedKv {
+            k: &self.keys[layer],
+            v: &self.values[layer],
+            block_size,
+            num_kv_heads: shape.num_kv_heads,
+            head_dim: shape.head_dim,
+        };
+        let params = AttentionParams { num_heads: shape.num_heads, scale: 1.0 / (shape.head_dim as f32).sqrt() };
+        let stats = paged_attention(&kv, &seqs, &params, &mut out).map_err(kv_err)?;
+        self.blocks_read += stats.kv_blocks_read as u64;
+        self.block_reads_saved += stats.shared_block_reads_saved as u64;
+        let device = chunks.first().map(|c| c.q.device().clone()).unwrap_or(candle_core::Device::Cpu);
+        let mut outputs = Vec::with_capacity(chunks.len());
+        let mut offset = 0;
+        for q in &queries {
+            let len = q.len() / row;
+            outputs.push(Tensor::from_slice(&out[offset..offset + q.len()], (len, row), &device)?);
+            offset += q.len();
+        }
+        Ok(outputs)
+    }
+
+    fn truncate(&mut self, seq: SeqId, len: usize) -> Result<()> {
+        self.step_slots.remove(&seq);
+        if self.cache.block_table(seq).is_some() {
+            self.cache.truncate(seq, len).map_err(kv_err)?;
+        }
+        Ok(())
+    }
+
+    fn fork(&mut self, parent: SeqId, child: SeqId) -> Result<()> {
+        self.cache.fork(parent, child).map_err(kv_err)
+    }
+
+    fn release(&mut self, seq: SeqId) {
+        self.step_slots.remove(&seq);
+        self.cache.release(seq);
+    }
+}

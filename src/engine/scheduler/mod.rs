@@ -1,0 +1,244 @@
+//! Continuous batching over the paged KV store: every live sequence advances in one forward
+//! pass per step, new sequences join between steps, finished ones leave.
+//!
+//! Owns the sequences' states and the store; the caller (an actor thread, a benchmark, a test)
+//! calls [`Scheduler::step`] in a loop and reads the events. Per step: every decoding sequence
+//! contributes one token; the remaining token budget goes to prefill chunks of waiting
+//! sequences (chunked prefill, so a long prompt never stalls decoding). A sequence group (one
+//! prompt, N samples) prefills its prompt once and forks N branches that share its blocks.
+//! When the pool cannot hold a step, the lowest-priority running sequences are preempted (their
+//! blocks freed, their tokens recomputed later) instead of failing. Sampling uses each
+//! sequence's own seeded RNG and the kernels are batch-invariant, so a sequence's tokens do not
+//! depend on what it was batched with, forked from, or whether it was preempted.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use super::error::{EngineError, Result};
+use super::generate::FinishReason;
+use super::kv::{KvStore, SeqId};
+use super::model::{LogitsFor, Model, SeqChunk};
+use super::paged_kv::PagedKvStore;
+use super::sampling::{SampledToken, Sampler, SamplingParams};
+
+/// Limits of one step.
+#[derive(Debug, Clone, Copy)]
+pub struct SchedulerConfig {
+    /// Most tokens (decode + prefill) in one forward pass.
+    pub max_step_tokens: usize,
+    /// Most sequences decoding at once.
+    pub max_running: usize,
+}
+
+impl Default for SchedulerConfig {
+    fn default() -> Self {
+        Self { max_step_tokens: 512, max_running: 256 }
+    }
+}
+
+/// A prompt to continue `samples.len()` times.
+#[derive(Debug, Clone)]
+pub struct GroupRequest {
+    /// Prompt token ids (at least one).
+    pub prompt: Vec<u32>,
+    /// One sampling configuration (seed included) per branch.
+    pub samples: Vec<SamplingParams>,
+    /// Most new tokens per branch.
+    pub max_new_tokens: usize,
+    /// Tokens that end a branch.
+    pub stop_tokens: Vec<u32>,
+    /// Higher runs first and is preempted last.
+    pub priority: i32,
+}
+
+/// What a step produced.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub enum Event {
+    /// A branch generated a token.
+    Token {
+        /// The branch.
+        seq: SeqId,
+        /// The token and its logprobs.
+        token: SampledToken,
+    },
+    /// A branch finished.
+    Finished {
+        /// The branch.
+        seq: SeqId,
+        /// Why.
+        reason: SeqFinish,
+    },
+}
+
+/// Why a branch ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SeqFinish {
+    /// Stop token or length.
+    Done(FinishReason),
+    /// Cancelled by the caller.
+    Cancelled,
+}
+
+/// Counters for tests, metrics and benchmarks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct SchedulerCounters {
+    /// Prompt (and recomputed) tokens run through the model.
+    pub prefill_tokens_computed: u64,
+    /// Prompt tokens served from cached blocks.
+    pub prefill_tokens_reused: u64,
+    /// Tokens sampled.
+    pub tokens_generated: u64,
+    /// Forward passes.
+    pub forward_passes: u64,
+    /// Sequences preempted for lack of blocks.
+    pub preemptions: u64,
+    /// Most blocks referenced at once.
+    pub peak_blocks_used: u64,
+}
+
+#[derive(Debug)]
+enum Phase {
+    /// Tokens `computed..` still need a forward pass before sampling can continue.
+    Prefill,
+    /// One token per step.
+    Decode,
+}
+
+#[derive(Debug)]
+struct Sequence {
+    /// Prompt plus generated tokens.
+    tokens: Vec<u32>,
+    /// Positions present in the KV store.
+    computed: usize,
+    generated: usize,
+    phase: Phase,
+    /// `None` for a group's prompt sequence, which forks its branches instead of sampling.
+    sampler: Option<Sampler>,
+    /// Branches to fork once the prompt is computed: (id, sampler).
+    branches: Vec<(SeqId, Sampler)>,
+    max_new_tokens: usize,
+    stop_tokens: Arc<Vec<u32>>,
+    priority: i32,
+    /// Admission order, for tie-breaking priorities (older first).
+    arrival: u64,
+    running: bool,
+    cancelled: bool,
+}
+
+/// The continuous-batching loop's state.
+#[derive(Debug)]
+pub struct Scheduler {
+    model: Arc<Model>,
+    store: PagedKvStore,
+    config: SchedulerConfig,
+    seqs: BTreeMap<SeqId, Sequence>,
+    waiting: VecDeque<SeqId>,
+    next_id: SeqId,
+    arrivals: u64,
+    counters: SchedulerCounters,
+    /// Events raised between steps (cancelled branches that never started).
+    pending: Vec<Event>,
+}
+
+impl Scheduler {
+    /// A scheduler over `model` with `store` as its KV memory.
+    pub fn new(model: Arc<Model>, store: PagedKvStore, config: SchedulerConfig) -> Self {
+        Self { model, store, config, seqs: BTreeMap::new(), waiting: VecDeque::new(), next_id: 1, arrivals: 0, counters: SchedulerCounters::default(), pending: Vec::new() }
+    }
+
+    /// Counters so far.
+    pub fn counters(&self) -> SchedulerCounters {
+        self.counters
+    }
+
+    /// The KV store (for its block statistics).
+    pub fn store(&self) -> &PagedKvStore {
+        &self.store
+    }
+
+    /// Whether nothing is queued or running.
+    pub fn is_idle(&self) -> bool {
+        self.seqs.is_empty()
+    }
+
+    /// Queues a prompt and its branches; returns the branches' ids in `samples` order.
+    ///
+    /// Rejected at admission, with nothing queued: an empty prompt, no samples, a request that
+    /// cannot fit the context, or one that needs more blocks than the whole pool.
+    pub fn submit(&mut self, req: GroupRequest) -> Result<Vec<SeqId>> {
+        if req.prompt.is_empty() {
+            return Err(EngineError::InvalidInput { field: "prompt", reason: "is empty".into() });
+        }
+        if req.samples.is_empty() || req.max_new_tokens == 0 {
+            return Err(EngineError::InvalidInput { field: "samples", reason: "need at least one sample of at least one token".into() });
+        }
+        let context = self.model.config().context_length;
+        if req.prompt.len() + req.max_new_tokens > context {
+            return Err(EngineError::PromptTooLong { tokens: req.prompt.len() + req.max_new_tokens, context });
+        }
+        let block_size = self.store.block_size();
+        let total_blocks = self.store.stats().total_blocks;
+        // The prompt's blocks are shared; each branch needs its own tail.
+        let prompt_blocks = req.prompt.len().div_ceil(block_size);
+        let branch_blocks = (req.prompt.len() % block_size + req.max_new_tokens).div_ceil(block_size);
+        let needed = prompt_blocks + req.samples.len() * branch_blocks;
+        if needed > total_blocks {
+            return Err(EngineError::InvalidInput {
+                field: "kv memory",
+                reason: format!("request needs {needed} KV blocks but the pool has {total_blocks}; lower n or max_tokens, or raise --kv-memory"),
+            });
+        }
+        let samplers = req.samples.into_iter().map(Sampler::new).collect::<Result<Vec<_>>>()?;
+        let stop_tokens = Arc::new(req.stop_tokens);
+        let parent = self.alloc_id();
+        let branches: Vec<(SeqId, Sampler)> = samplers.into_iter().map(|s| (self.alloc_id(), s)).collect();
+        let ids = branches.iter().map(|b| b.0).collect();
+        let arrival = self.arrivals;
+        self.arrivals += 1;
+        self.seqs.insert(
+            parent,
+            Sequence {
+                tokens: req.prompt,
+                computed: 0,
+                generated: 0,
+                phase: Phase::Prefill,
+                sampler: None,
+                branches,
+                max_new_tokens: req.max_new_tokens,
+                stop_tokens,
+                priority: req.priority,
+                arrival,
+                running: false,
+                cancelled: false,
+            },
+        );
+        self.waiting.push_back(parent);
+        Ok(ids)
+    }
+
+    /// Cancels a branch; its blocks are freed at the next step.
+    pub fn cancel(&mut self, seq: SeqId) {
+        if let Some(s) = self.seqs.get_mut(&seq) {
+            s.cancelled = true;
+        }
+        // A branch not yet forked lives in its parent's list.
+        for s in self.seqs.values_mut() {
+            let before = s.branches.len();
+            s.branches.retain(|(id, _)| *id != seq);
+            if s.branches.len() != before {
+                self.pending.push(Event::Finished { seq, reason: SeqFinish::Cancelled });
+            }
+        }
+    }
+
+    fn alloc_id(&mut self) -> SeqId {
+        let id = self.next_id;
+        self.next_id += 1;
+        id
+    }
+}
+
+mod step;

@@ -1,0 +1,223 @@
+//! One scheduler step: retire, admit, plan a batch that fits the pool (preempting if it must),
+//! run one forward pass, sample, fork groups' branches.
+
+use super::*;
+
+/// A planned piece of work: `len` tokens of `seq` starting at its `computed` position.
+#[derive(Debug, Clone, Copy)]
+struct Planned {
+    seq: SeqId,
+    len: usize,
+    prefill: bool,
+}
+
+impl Scheduler {
+    /// Runs one forward pass over every live sequence and returns what happened.
+    pub fn step(&mut self) -> Result<Vec<Event>> {
+        let mut events = std::mem::take(&mut self.pending);
+        self.retire_cancelled(&mut events);
+        self.admit();
+        let plan = self.plan()?;
+        if plan.is_empty() {
+            return Ok(events);
+        }
+        let chunks: Vec<SeqChunk<'_>> = plan
+            .iter()
+            .map(|p| {
+                let s = &self.seqs[&p.seq];
+                SeqChunk { seq: p.seq, tokens: &s.tokens[s.computed..s.computed + p.len], start_pos: s.computed }
+            })
+            .collect();
+        let logits = self.model.forward(&chunks, &mut self.store, LogitsFor::LastPosition)?;
+        self.counters.forward_passes += 1;
+        let used = self.store.stats().used_blocks as u64;
+        self.counters.peak_blocks_used = self.counters.peak_blocks_used.max(used);
+        for (p, logits) in plan.iter().zip(logits) {
+            if p.prefill {
+                self.counters.prefill_tokens_computed += p.len as u64;
+            }
+            let Some(s) = self.seqs.get_mut(&p.seq) else { continue };
+            s.computed += p.len;
+            if s.computed < s.tokens.len() {
+                continue; // more prefill chunks to come
+            }
+            let logits: Vec<f32> = logits.to_vec1()?;
+            if s.sampler.is_some() {
+                s.phase = Phase::Decode;
+                self.sample_into(p.seq, &logits, &mut events)?;
+            } else {
+                self.fork_branches(p.seq, &logits, &mut events)?;
+            }
+        }
+        Ok(events)
+    }
+
+    /// Steps until every sequence has finished, collecting the events.
+    pub fn run_to_completion(&mut self) -> Result<Vec<Event>> {
+        let mut all = Vec::new();
+        while !self.is_idle() {
+            all.extend(self.step()?);
+        }
+        all.append(&mut self.pending);
+        Ok(all)
+    }
+
+    fn retire_cancelled(&mut self, events: &mut Vec<Event>) {
+        let done: Vec<SeqId> = self
+            .seqs
+            .iter()
+            .filter(|(_, s)| s.cancelled || (s.sampler.is_none() && s.branches.is_empty()))
+            .map(|(id, _)| *id)
+            .collect();
+        for id in done {
+            if let Some(s) = self.seqs.remove(&id) {
+                if s.cancelled {
+                    events.push(Event::Finished { seq: id, reason: SeqFinish::Cancelled });
+                }
+            }
+            self.store.release(id);
+            self.waiting.retain(|w| *w != id);
+        }
+    }
+
+    fn admit(&mut self) {
+        let running = self.seqs.values().filter(|s| s.running).count();
+        let mut slots = self.config.max_running.saturating_sub(running);
+        while slots > 0 {
+            let Some(id) = self.waiting.pop_front() else { break };
+            let Some(s) = self.seqs.get_mut(&id) else { continue };
+            // Admit only what can take its first prefill chunk now; otherwise a preempted
+            // sequence would be re-admitted and preempted again every step.
+            let first_chunk = s.tokens.len().min(self.config.max_step_tokens);
+            if self.store.available_blocks() < first_chunk.div_ceil(self.store.block_size()) + 1 {
+                self.waiting.push_front(id);
+                break;
+            }
+            // Reuse cached prompt blocks; an error here just means "not now".
+            match self.store.open(id, &s.tokens) {
+                Ok(reused) => {
+                    s.computed = reused;
+                    s.running = true;
+                    self.counters.prefill_tokens_reused += reused as u64;
+                    slots -= 1;
+                }
+                Err(_) => {
+                    self.waiting.push_front(id);
+                    break;
+                }
+            }
+        }
+    }
+
+    /// Decode tokens first, then prefill chunks within the step's token budget; preempts until
+    /// the plan fits the pool.
+    fn plan(&mut self) -> Result<Vec<Planned>> {
+        loop {
+            let mut order: Vec<(&SeqId, &Sequence)> = self.seqs.iter().filter(|(_, s)| s.running).collect();
+            order.sort_by_key(|(_, s)| (std::cmp::Reverse(s.priority), s.arrival, matches!(s.phase, Phase::Prefill)));
+            let mut budget = self.config.max_step_tokens;
+            let mut plan = Vec::new();
+            for (id, s) in order.iter().filter(|(_, s)| matches!(s.phase, Phase::Decode)) {
+                if budget == 0 {
+                    break;
+                }
+                plan.push(Planned { seq: **id, len: s.tokens.len() - s.computed, prefill: false });
+                budget -= 1;
+            }
+            for (id, s) in order.iter().filter(|(_, s)| matches!(s.phase, Phase::Prefill)) {
+                if budget == 0 {
+                    break;
+                }
+                let len = (s.tokens.len() - s.computed).min(budget);
+                plan.push(Planned { seq: **id, len, prefill: true });
+                budget -= len;
+            }
+            let needed: usize = plan.iter().map(|p| self.store.blocks_needed(p.seq, p.len)).sum();
+            if needed <= self.store.available_blocks() {
+                return Ok(plan);
+            }
+            if !self.preempt_one() {
+                return Err(EngineError::Kv(format!(
+                    "the KV pool cannot hold one step: {needed} blocks needed, {} available",
+                    self.store.available_blocks()
+                )));
+            }
+        }
+    }
+
+    /// Frees the lowest-priority, latest-arrived running sequence; its tokens are recomputed
+    /// when it is admitted again.
+    fn preempt_one(&mut self) -> bool {
+        let running = self.seqs.iter().filter(|(_, s)| s.running).count();
+        if running <= 1 {
+            return false;
+        }
+        let victim = self
+            .seqs
+            .iter()
+            .filter(|(_, s)| s.running)
+            .min_by_key(|(_, s)| (s.priority, std::cmp::Reverse(s.arrival)))
+            .map(|(id, _)| *id);
+        let Some(id) = victim else { return false };
+        self.store.release(id);
+        if let Some(s) = self.seqs.get_mut(&id) {
+            s.running = false;
+            s.computed = 0;
+            s.phase = Phase::Prefill;
+        }
+        self.waiting.push_front(id);
+        self.counters.preemptions += 1;
+        true
+    }
+
+    /// Samples the next token of `seq` from `logits`, and finishes it if that was its last.
+    fn sample_into(&mut self, seq: SeqId, logits: &[f32], events: &mut Vec<Event>) -> Result<()> {
+        let context = self.model.config().context_length;
+        let Some(s) = self.seqs.get_mut(&seq) else { return Ok(()) };
+        let Some(sampler) = s.sampler.as_mut() else { return Ok(()) };
+        let token = sampler.sample(logits, &s.tokens)?;
+        self.counters.tokens_generated += 1;
+        s.generated += 1;
+        let finish = if s.stop_tokens.contains(&token.token) {
+            Some(FinishReason::Stop)
+        } else {
+            s.tokens.push(token.token);
+            events.push(Event::Token { seq, token });
+            (s.generated >= s.max_new_tokens || s.tokens.len() >= context).then_some(FinishReason::Length)
+        };
+        if let Some(reason) = finish {
+            self.seqs.remove(&seq);
+            self.store.release(seq);
+            events.push(Event::Finished { seq, reason: SeqFinish::Done(reason) });
+        }
+        Ok(())
+    }
+
+    /// The prompt of a group is computed: fork every branch from it and sample their first tokens.
+    fn fork_branches(&mut self, parent: SeqId, logits: &[f32], events: &mut Vec<Event>) -> Result<()> {
+        let Some(mut p) = self.seqs.remove(&parent) else { return Ok(()) };
+        for (child, sampler) in std::mem::take(&mut p.branches) {
+            self.store.fork(parent, child)?;
+            self.seqs.insert(
+                child,
+                Sequence {
+                    tokens: p.tokens.clone(),
+                    computed: p.computed,
+                    generated: 0,
+                    phase: Phase::Decode,
+                    sampler: Some(sampler),
+                    branches: Vec::new(),
+                    max_new_tokens: p.max_new_tokens,
+                    stop_tokens: Arc::clone(&p.stop_tokens),
+                    priority: p.priority,
+                    arrival: p.arrival,
+                    running: true,
+                    cancelled: false,
+                },
+            );
+            self.sample_into(child, logits, events)?;
+        }
+        self.store.release(parent);
+        Ok(())
+    }
+}

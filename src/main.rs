@@ -5,7 +5,13 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use ponder::engine::{generate, ChatMessage, LoadOptions, LoadedModel, SamplingParams};
+use std::sync::Arc;
+use std::time::Instant;
+
+use ponder::engine::{
+    encode_prompt, ChatMessage, Event, FinishReason, GroupRequest, LoadOptions, LoadedModel, PagedKvStore, SamplingParams, Scheduler,
+    SchedulerConfig, SeqFinish, TextStream,
+};
 
 #[derive(Parser)]
 #[command(name = "ponder", version, about = "Test-time-scaling reasoning server")]
@@ -134,21 +140,57 @@ fn run_generate(args: GenerateArgs) -> anyhow::Result<()> {
         seed: args.seed,
         top_logprobs: 0,
     };
-    let mut stdout = std::io::stdout().lock();
-    let out = generate(&model, &prompt, args.max_tokens, params, |piece| {
-        // A closed stdout (e.g. `| head`) must not abort generation with a panic.
-        let _ = stdout.write_all(piece.as_bytes());
-        let _ = stdout.flush();
+    // The same path the service takes: paged KV store, scheduler, batch-invariant kernels.
+    let prompt_ids = encode_prompt(&model, &prompt)?;
+    if args.max_tokens == 0 {
+        anyhow::bail!("invalid max_tokens: must be at least 1");
+    }
+    let context = model.model.config().context_length;
+    let max_tokens = args.max_tokens.min(context - prompt_ids.len());
+    let block_size = 16;
+    let blocks = (prompt_ids.len() + max_tokens).div_ceil(block_size) + 1;
+    let store = PagedKvStore::new(model.model.config(), block_size, blocks)?;
+    let mut scheduler = Scheduler::new(Arc::clone(&model.model), store, SchedulerConfig::default());
+    let started = Instant::now();
+    scheduler.submit(GroupRequest {
+        prompt: prompt_ids.clone(),
+        samples: vec![params],
+        max_new_tokens: max_tokens,
+        stop_tokens: model.tokenizer.eos().to_vec(),
+        priority: 0,
     })?;
+    let mut stdout = std::io::stdout().lock();
+    let mut stream = TextStream::default();
+    let (mut generated, mut first_token_s, mut finish) = (0usize, None, None);
+    while !scheduler.is_idle() {
+        for event in scheduler.step()? {
+            match event {
+                Event::Token { token, .. } => {
+                    generated += 1;
+                    first_token_s.get_or_insert_with(|| started.elapsed().as_secs_f64());
+                    if let Some(piece) = stream.push(&model.tokenizer, token.token)? {
+                        // A closed stdout (e.g. `| head`) must not abort generation with a panic.
+                        let _ = stdout.write_all(piece.as_bytes());
+                        let _ = stdout.flush();
+                    }
+                }
+                Event::Finished { reason, .. } => finish = Some(reason),
+            }
+        }
+    }
     writeln!(stdout)?;
+    let total = started.elapsed().as_secs_f64();
+    let prefill = first_token_s.unwrap_or(total);
+    let decode = total - prefill;
+    let tokens_per_s = if decode > 0.0 { generated.saturating_sub(1) as f64 / decode } else { 0.0 };
+    let finish = match finish {
+        Some(SeqFinish::Done(FinishReason::Stop)) => "stop",
+        Some(SeqFinish::Done(FinishReason::Length)) => "length",
+        Some(SeqFinish::Cancelled) | None => "cancelled",
+    };
     eprintln!(
-        "[usage] prompt_tokens={} generated_tokens={} finish={:?} prefill={:.2}s decode={:.2}s tokens/s={:.1}",
-        out.prompt_tokens,
-        out.tokens.len(),
-        out.finish_reason,
-        out.prefill_secs,
-        out.decode_secs,
-        out.tokens_per_sec()
+        "[usage] prompt_tokens={} generated_tokens={generated} finish={finish} prefill={prefill:.2}s decode={decode:.2}s tokens/s={tokens_per_s:.1}",
+        prompt_ids.len()
     );
     Ok(())
 }

@@ -1,8 +1,9 @@
-//! Single-sequence text generation: prompt → streamed text, the loop behind `ponder generate`.
+//! Single-sequence text generation over the contiguous reference KV store: prompt → text.
 //!
 //! Validates the request (non-empty prompt that fits the context, sane sampling), prefills the
-//! prompt in one forward pass, then decodes token by token, streaming text that is valid UTF-8
-//! as soon as it is complete. The batched, multi-request loop is the scheduler's job, not this.
+//! prompt in one forward pass, then decodes token by token. This is the reference loop that
+//! parity tests and the scheduler's tests compare against; `ponder generate` and the service
+//! run through the scheduler instead.
 
 use std::time::Instant;
 
@@ -13,6 +14,7 @@ use super::kv::{ContiguousKvStore, KvStore};
 use super::loader::LoadedModel;
 use super::model::{LogitsFor, SeqChunk};
 use super::sampling::{SampledToken, Sampler, SamplingParams};
+use super::tokenizer::TextTokenizer;
 
 /// Why generation stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -52,17 +54,19 @@ impl Generation {
     }
 }
 
-/// Emits text as tokens arrive, holding back bytes of an unfinished UTF-8 character.
+/// Turns a stream of token ids into text pieces, holding back the bytes of an unfinished UTF-8
+/// character until the token that completes it arrives.
 #[derive(Debug, Default)]
-struct TextStream {
+pub struct TextStream {
     tokens: Vec<u32>,
     emitted: usize,
 }
 
 impl TextStream {
-    fn push(&mut self, model: &LoadedModel, token: u32) -> Result<Option<String>> {
+    /// Adds a token; returns the new text it completes, if any.
+    pub fn push(&mut self, tokenizer: &TextTokenizer, token: u32) -> Result<Option<String>> {
         self.tokens.push(token);
-        let text = model.tokenizer.decode(&self.tokens)?;
+        let text = tokenizer.decode(&self.tokens)?;
         if text.ends_with('\u{FFFD}') || text.len() <= self.emitted {
             return Ok(None);
         }
@@ -134,7 +138,7 @@ pub fn generate(
         }
         context_ids.push(sampled.token);
         next_input = vec![sampled.token];
-        if let Some(piece) = stream.push(model, sampled.token)? {
+        if let Some(piece) = stream.push(&model.tokenizer, sampled.token)? {
             on_text(&piece);
             text.push_str(&piece);
         }

@@ -26,7 +26,7 @@ pub use chat_template::{ChatMessage, ChatTemplate};
 pub use config::{Architecture, ModelConfig, RopeStyle};
 pub use error::{EngineError, Result};
 pub use executor::{Executor, GroupHandle};
-pub use generate::{encode_prompt, generate, FinishReason, Generation};
+pub use generate::{encode_prompt, generate, FinishReason, Generation, TextStream};
 pub use gguf::GgufFile;
 pub use kv::{ContiguousKvStore, KvStore, LayerChunk, SeqId};
 pub use loader::{load_model, LoadOptions, LoadedModel, MatmulImpl};

@@ -143,7 +143,11 @@ impl Sampler {
             cands.select_nth_unstable_by(k - 1, |a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
             cands.truncate(k);
         }
-        cands.sort_unstable_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        // Only nucleus and min-p need the candidates in order; plain temperature sampling walks
+        // them by id, which is as valid a CDF and saves sorting the vocabulary every token.
+        if self.params.top_p < 1.0 || self.params.min_p > 0.0 {
+            cands.sort_unstable_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        }
         let total: f32 = cands.iter().map(|c| c.1).sum();
         if self.params.top_p < 1.0 {
             let target = self.params.top_p as f32 * total;
@@ -159,6 +163,7 @@ impl Sampler {
             cands.truncate(keep);
         }
         if self.params.min_p > 0.0 {
+            // Sorted above: the first candidate is the most likely.
             let floor = self.params.min_p as f32 * cands[0].1;
             cands.retain(|c| c.1 >= floor);
         }

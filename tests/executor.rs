@@ -59,7 +59,7 @@ fn n_samples_prefill_the_prompt_once_and_stay_near_ideal_memory() {
         assert_eq!(toks.get(id).map(Vec::len), Some(t), "branch {id} must generate {t} tokens");
     }
     let ideal = (p.len() / BLOCK + n as usize * (p.len() % BLOCK + t).div_ceil(BLOCK)) as u64;
-    assert!(c.peak_blocks_used <= ideal + n as u64, "peak {} blocks > ideal {ideal} + n", c.peak_blocks_used);
+    assert!(c.peak_blocks_used <= ideal + n, "peak {} blocks > ideal {ideal} + n", c.peak_blocks_used);
     // Branches with different seeds diverge.
     let distinct: std::collections::BTreeSet<&Vec<u32>> = toks.values().collect();
     assert!(distinct.len() > n as usize / 2, "only {} distinct samples out of {n}", distinct.len());

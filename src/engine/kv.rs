@@ -19,19 +19,21 @@ use super::model::SeqChunk;
 /// Identifies one sequence (one branch of one request) in a KV store.
 pub type SeqId = u64;
 
-/// One sequence's new positions in one layer, after RoPE.
+/// One sequence's new positions in one layer, after RoPE, token-major.
 #[derive(Debug, Clone, Copy)]
 pub struct LayerChunk<'a> {
     /// The sequence.
     pub seq: SeqId,
     /// Position of the first new token.
     pub start_pos: usize,
-    /// Queries `[num_heads, len, head_dim]`.
-    pub q: &'a Tensor,
-    /// Keys `[num_kv_heads, len, head_dim]`.
-    pub k: &'a Tensor,
-    /// Values `[num_kv_heads, len, head_dim]`.
-    pub v: &'a Tensor,
+    /// New tokens.
+    pub len: usize,
+    /// Queries `[len, num_heads, head_dim]`.
+    pub q: &'a [f32],
+    /// Keys `[len, num_kv_heads, head_dim]`.
+    pub k: &'a [f32],
+    /// Values `[len, num_kv_heads, head_dim]`.
+    pub v: &'a [f32],
 }
 
 /// Where the forward pass keeps keys and values, and how it attends over them.
@@ -45,9 +47,10 @@ pub trait KvStore {
     /// Reserves room for every chunk's tokens before layer 0 runs.
     fn begin_step(&mut self, chunks: &[SeqChunk<'_>]) -> Result<()>;
 
-    /// Stores the chunks' keys and values for `layer` and returns, per chunk, the attention
-    /// output `[len, num_heads * head_dim]` of its queries over all of its positions.
-    fn attend(&mut self, layer: usize, chunks: &[LayerChunk<'_>], shape: &AttentionShape) -> Result<Vec<Tensor>>;
+    /// Stores the chunks' keys and values for `layer` and returns the attention output of
+    /// every chunk's queries over all of its positions, packed `[total len, num_heads * head_dim]`
+    /// in chunk order.
+    fn attend(&mut self, layer: usize, chunks: &[LayerChunk<'_>], shape: &AttentionShape) -> Result<Vec<f32>>;
 
     /// Drops positions `len..` of `seq` in every layer (rolls back a failed step).
     fn truncate(&mut self, seq: SeqId, len: usize) -> Result<()>;
@@ -101,14 +104,21 @@ impl KvStore for ContiguousKvStore {
         Ok(())
     }
 
-    fn attend(&mut self, layer: usize, chunks: &[LayerChunk<'_>], shape: &AttentionShape) -> Result<Vec<Tensor>> {
-        chunks
-            .iter()
-            .map(|c| {
-                let (k_all, v_all) = self.append(layer, c.seq, c.k, c.v)?;
-                contiguous_attention(shape, c.q, &k_all, &v_all, c.start_pos)
-            })
-            .collect()
+    fn attend(&mut self, layer: usize, chunks: &[LayerChunk<'_>], shape: &AttentionShape) -> Result<Vec<f32>> {
+        let device = candle_core::Device::Cpu;
+        let heads_major = |rows: &[f32], len: usize, heads: usize| -> Result<Tensor> {
+            Ok(Tensor::from_slice(rows, (len, heads, shape.head_dim), &device)?.transpose(0, 1)?.contiguous()?)
+        };
+        let mut out = Vec::new();
+        for c in chunks {
+            let q = heads_major(c.q, c.len, shape.num_heads)?;
+            let k = heads_major(c.k, c.len, shape.num_kv_heads)?;
+            let v = heads_major(c.v, c.len, shape.num_kv_heads)?;
+            let (k_all, v_all) = self.append(layer, c.seq, &k, &v)?;
+            let y: Vec<f32> = contiguous_attention(shape, &q, &k_all, &v_all, c.start_pos)?.flatten_all()?.to_vec1()?;
+            out.extend(y);
+        }
+        Ok(out)
     }
 
     fn truncate(&mut self, seq: SeqId, len: usize) -> Result<()> {

@@ -15,6 +15,7 @@ mod kv;
 mod loader;
 mod model;
 mod paged_kv;
+mod rope;
 mod safetensors;
 mod scheduler;
 mod sampling;

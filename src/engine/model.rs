@@ -9,12 +9,13 @@
 //! Numerics follow llama.cpp / candle-transformers: RMSNorm, RoPE (interleaved for llama GGUF,
 //! halves otherwise), grouped-query attention with a causal mask, SiLU-gated MLP, f32 activations.
 
-use candle_core::{DType, Device, Tensor};
+use candle_core::{Device, Tensor};
 
-use super::config::{ModelConfig, RopeStyle};
+use super::config::ModelConfig;
 use super::error::{EngineError, Result};
 use super::attention::AttentionShape;
 use super::kv::{KvStore, LayerChunk, SeqId};
+use super::rope::Rope;
 use super::weights::{LayerWeights, ModelWeights};
 
 /// New tokens of one sequence, to be appended at `start_pos` (which must equal what the KV store
@@ -43,26 +44,13 @@ pub enum LogitsFor {
 pub struct Model {
     config: ModelConfig,
     weights: ModelWeights,
-    /// `[context, head_dim / 2]` tables.
-    cos: Tensor,
-    sin: Tensor,
+    rope: Rope,
     device: Device,
 }
 
 impl Model {
     pub(crate) fn new(config: ModelConfig, weights: ModelWeights, device: Device) -> Result<Self> {
-        let half = config.head_dim / 2;
-        // f32 arithmetic exactly as llama.cpp-derived references compute it: quantized
-        // activations turn a one-ulp difference in an angle into a visible logit difference.
-        let theta = config.rope_theta as f32;
-        let inv_freq: Vec<f32> =
-            (0..half).map(|i| 1f32 / theta.powf((2 * i) as f32 / config.head_dim as f32)).collect();
-        let inv_freq = Tensor::from_vec(inv_freq, (1, half), &device)?;
-        let positions = Tensor::arange(0u32, config.context_length as u32, &device)?
-            .to_dtype(DType::F32)?
-            .reshape((config.context_length, 1))?;
-        let angles = positions.matmul(&inv_freq)?;
-        Ok(Self { cos: angles.cos()?, sin: angles.sin()?, config, weights, device })
+        Ok(Self { rope: Rope::new(&config), config, weights, device })
     }
 
     /// The model's hyper-parameters.
@@ -160,6 +148,10 @@ impl Model {
     }
 
     /// Self-attention for every sequence of the batch; `h` is the normed `[tokens, hidden]`.
+    ///
+    /// Queries, keys and values stay token-major (`[tokens, heads, head_dim]`, the projections'
+    /// own layout) from the projection to the store: one RoPE pass rotates every sequence at
+    /// its own positions, and each chunk is a slice, not a reshaped copy.
     fn attention(
         &self,
         layer_idx: usize,
@@ -170,46 +162,35 @@ impl Model {
     ) -> Result<Tensor> {
         let shape = self.attention_shape();
         let (nh, nkv, d) = (shape.num_heads, shape.num_kv_heads, shape.head_dim);
-        let q = layer.q_proj.forward(h)?;
-        let k = layer.k_proj.forward(h)?;
-        let v = layer.v_proj.forward(h)?;
-        let mut per_seq = Vec::with_capacity(batch.len());
+        let positions: Vec<usize> =
+            batch.iter().flat_map(|c| c.start_pos..c.start_pos + c.tokens.len()).collect();
+        let mut q: Vec<f32> = layer.q_proj.forward(h)?.flatten_all()?.to_vec1()?;
+        let mut k: Vec<f32> = layer.k_proj.forward(h)?.flatten_all()?.to_vec1()?;
+        let v: Vec<f32> = layer.v_proj.forward(h)?.flatten_all()?.to_vec1()?;
+        self.rope.apply(&mut q, nh, &positions);
+        self.rope.apply(&mut k, nkv, &positions);
+        let mut chunks = Vec::with_capacity(batch.len());
         let mut offset = 0;
-        for chunk in batch {
-            let len = chunk.tokens.len();
-            let heads = |t: &Tensor, n: usize| -> Result<Tensor> {
-                Ok(t.narrow(0, offset, len)?.reshape((len, n, d))?.transpose(0, 1)?.contiguous()?)
-            };
-            let q_s = self.rope(&heads(&q, nh)?, chunk.start_pos)?;
-            let k_s = self.rope(&heads(&k, nkv)?, chunk.start_pos)?;
-            per_seq.push((q_s, k_s, heads(&v, nkv)?));
+        for c in batch {
+            let len = c.tokens.len();
+            let (qs, ks) = (offset * nh * d, offset * nkv * d);
+            chunks.push(LayerChunk {
+                seq: c.seq,
+                start_pos: c.start_pos,
+                len,
+                q: &q[qs..qs + len * nh * d],
+                k: &k[ks..ks + len * nkv * d],
+                v: &v[ks..ks + len * nkv * d],
+            });
             offset += len;
         }
-        let chunks: Vec<LayerChunk<'_>> = batch
-            .iter()
-            .zip(&per_seq)
-            .map(|(c, (q, k, v))| LayerChunk { seq: c.seq, start_pos: c.start_pos, q, k, v })
-            .collect();
-        let outputs = kv.attend(layer_idx, &chunks, &shape)?;
-        let y = Tensor::cat(&outputs, 0)?;
+        let y = kv.attend(layer_idx, &chunks, &shape)?;
+        let y = Tensor::from_vec(y, (positions.len(), nh * d), &self.device)?;
         layer.o_proj.forward(&y)
     }
 
     /// Heads and head size, as the KV store needs them.
     pub fn attention_shape(&self) -> AttentionShape {
         AttentionShape { num_heads: self.config.num_heads, num_kv_heads: self.config.num_kv_heads, head_dim: self.config.head_dim }
-    }
-
-    /// `x`: `[heads, len, head_dim]` at positions `start..start+len`.
-    fn rope(&self, x: &Tensor, start: usize) -> Result<Tensor> {
-        let len = x.dim(1)?;
-        let cos = self.cos.narrow(0, start, len)?;
-        let sin = self.sin.narrow(0, start, len)?;
-        let x = x.unsqueeze(0)?;
-        let y = match self.config.rope_style {
-            RopeStyle::Interleaved => candle_nn::rotary_emb::rope_i(&x, &cos, &sin)?,
-            RopeStyle::Halves => candle_nn::rotary_emb::rope(&x, &cos, &sin)?,
-        };
-        Ok(y.squeeze(0)?)
     }
 }

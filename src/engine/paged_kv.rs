@@ -8,7 +8,6 @@
 
 use std::collections::HashMap;
 
-use candle_core::Tensor;
 use ponder_kernels::attention::{paged_attention, AttentionParams, PagedKv, SeqQueries};
 use ponder_kvcache::{KvCacheConfig, KvCacheManager, KvCacheStats, Slot};
 
@@ -107,12 +106,8 @@ impl PagedKvStore {
         }
     }
 
-    /// Writes `[nkv, len, d]` rows of `t` into the given slots of `layer_mem`.
-    fn write_rows(layer_mem: &mut [f32], shape: &AttentionShape, block_size: usize, slots: &[Slot], t: &Tensor) -> Result<()> {
-        let (nkv, d) = (shape.num_kv_heads, shape.head_dim);
-        // [len, nkv, d] so each token's heads are contiguous, as in block memory.
-        let rows: Vec<f32> = t.transpose(0, 1)?.contiguous()?.flatten_all()?.to_vec1()?;
-        let token_floats = nkv * d;
+    /// Writes token-major rows (`[len, nkv, d]`) into the given slots of `layer_mem`.
+    fn write_rows(layer_mem: &mut [f32], token_floats: usize, block_size: usize, slots: &[Slot], rows: &[f32]) -> Result<()> {
         if rows.len() != slots.len() * token_floats {
             return Err(EngineError::Kv(format!("{} slots reserved for {} floats of keys", slots.len(), rows.len())));
         }
@@ -144,34 +139,29 @@ impl KvStore for PagedKvStore {
         Ok(())
     }
 
-    fn attend(&mut self, layer: usize, chunks: &[LayerChunk<'_>], shape: &AttentionShape) -> Result<Vec<Tensor>> {
+    fn attend(&mut self, layer: usize, chunks: &[LayerChunk<'_>], shape: &AttentionShape) -> Result<Vec<f32>> {
         if layer >= self.keys.len() {
             return Err(EngineError::Kv(format!("layer {layer} out of range (store has {})", self.keys.len())));
         }
         let block_size = self.cache.block_size();
+        let token_floats = shape.num_kv_heads * shape.head_dim;
         for c in chunks {
             let slots = self
                 .step_slots
                 .get(&c.seq)
                 .ok_or_else(|| EngineError::Kv(format!("sequence {} has no slots reserved this step", c.seq)))?;
-            Self::write_rows(&mut self.keys[layer], shape, block_size, slots, c.k)?;
-            Self::write_rows(&mut self.values[layer], shape, block_size, slots, c.v)?;
+            Self::write_rows(&mut self.keys[layer], token_floats, block_size, slots, c.k)?;
+            Self::write_rows(&mut self.values[layer], token_floats, block_size, slots, c.v)?;
         }
-        let queries: Vec<Vec<f32>> = chunks
-            .iter()
-            .map(|c| Ok(c.q.transpose(0, 1)?.contiguous()?.flatten_all()?.to_vec1::<f32>()?))
-            .collect::<Result<_>>()?;
         let mut seqs = Vec::with_capacity(chunks.len());
-        for (c, q) in chunks.iter().zip(&queries) {
+        for c in chunks {
             let block_table = self
                 .cache
                 .block_table(c.seq)
                 .ok_or_else(|| EngineError::Kv(format!("unknown sequence {}", c.seq)))?;
-            seqs.push(SeqQueries { q, block_table, start_pos: c.start_pos });
+            seqs.push(SeqQueries { q: c.q, block_table, start_pos: c.start_pos });
         }
-        let row = shape.num_heads * shape.head_dim;
-        let total: usize = queries.iter().map(Vec::len).sum();
-        let mut out = vec![0f32; total];
+        let mut out = vec![0f32; chunks.iter().map(|c| c.q.len()).sum()];
         let kv = PagedKv {
             k: &self.keys[layer],
             v: &self.values[layer],
@@ -183,15 +173,7 @@ impl KvStore for PagedKvStore {
         let stats = paged_attention(&kv, &seqs, &params, &mut out).map_err(kv_err)?;
         self.blocks_read += stats.kv_blocks_read as u64;
         self.block_reads_saved += stats.shared_block_reads_saved as u64;
-        let device = chunks.first().map(|c| c.q.device().clone()).unwrap_or(candle_core::Device::Cpu);
-        let mut outputs = Vec::with_capacity(chunks.len());
-        let mut offset = 0;
-        for q in &queries {
-            let len = q.len() / row;
-            outputs.push(Tensor::from_slice(&out[offset..offset + q.len()], (len, row), &device)?);
-            offset += q.len();
-        }
-        Ok(outputs)
+        Ok(out)
     }
 
     fn truncate(&mut self, seq: SeqId, len: usize) -> Result<()> {

@@ -1,0 +1,58 @@
+//! Rotary position embeddings applied in place to token-major packed heads.
+//!
+//! Rows are `[tokens, heads, head_dim]`, each token at its own position, so one call rotates the
+//! queries (or keys) of every sequence in a batch. The arithmetic is candle's `rope_i` / `rope`
+//! expression for expression (`x0·cos − x1·sin`, `x0·sin + x1·cos`, no fused multiply-add), so
+//! results are bitwise those of the candle-transformers reference. The angle table is computed
+//! in f32 exactly as llama.cpp-derived references do.
+
+use super::config::{ModelConfig, RopeStyle};
+
+/// Precomputed `cos` / `sin` of every position's angles.
+#[derive(Debug, Clone)]
+pub(crate) struct Rope {
+    style: RopeStyle,
+    half: usize,
+    /// `[context, half]`.
+    cos: Vec<f32>,
+    sin: Vec<f32>,
+}
+
+impl Rope {
+    pub(crate) fn new(config: &ModelConfig) -> Self {
+        let half = config.head_dim / 2;
+        let theta = config.rope_theta as f32;
+        let inv_freq: Vec<f32> =
+            (0..half).map(|i| 1f32 / theta.powf((2 * i) as f32 / config.head_dim as f32)).collect();
+        let mut cos = Vec::with_capacity(config.context_length * half);
+        let mut sin = Vec::with_capacity(config.context_length * half);
+        for pos in 0..config.context_length {
+            for f in &inv_freq {
+                let angle = pos as f32 * f;
+                cos.push(angle.cos());
+                sin.push(angle.sin());
+            }
+        }
+        Self { style: config.rope_style, half, cos, sin }
+    }
+
+    /// Rotates `rows` (`positions.len()` tokens × `heads` × `2 * half`) in place.
+    pub(crate) fn apply(&self, rows: &mut [f32], heads: usize, positions: &[usize]) {
+        let d = 2 * self.half;
+        for (token, &pos) in rows.chunks_exact_mut(heads * d).zip(positions) {
+            let cos = &self.cos[pos * self.half..(pos + 1) * self.half];
+            let sin = &self.sin[pos * self.half..(pos + 1) * self.half];
+            for head in token.chunks_exact_mut(d) {
+                for i in 0..self.half {
+                    let (a, b) = match self.style {
+                        RopeStyle::Interleaved => (2 * i, 2 * i + 1),
+                        RopeStyle::Halves => (i, i + self.half),
+                    };
+                    let (x0, x1) = (head[a], head[b]);
+                    head[a] = x0 * cos[i] - x1 * sin[i];
+                    head[b] = x0 * sin[i] + x1 * cos[i];
+                }
+            }
+        }
+    }
+}

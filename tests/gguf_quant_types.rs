@@ -5,11 +5,11 @@
 use candle_core::quantized::gguf_file::{self, Value};
 use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{Device, Tensor};
-use ponder::engine::{argmax, load_model, MatmulImpl, Architecture, ContiguousKvStore, KvStore, LogitsFor, SeqChunk};
+use ponder::engine::{load_model, Architecture, MatmulImpl};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::util::max_abs_diff;
+use crate::util::assert_tracks_reference;
 
 const VOCAB: usize = 256;
 
@@ -115,21 +115,8 @@ fn check(arch: &str, dtype: GgmlDType, matmul: MatmulImpl) {
     let expected_arch = if arch == "llama" { Architecture::Llama } else { Architecture::Qwen2 };
     assert_eq!(ours.config().architecture, expected_arch);
     let mut reference = Reference::load(&path, arch);
-    let mut kv = ContiguousKvStore::new(LAYERS);
-    let mut input: Vec<u32> = vec![5, 200, 17, 99, 3, 250, 64, 128, 1, 42, 77];
-    let mut pos = 0;
-    for step in 0..9 {
-        let expected = reference.forward(&input, pos);
-        let got: Vec<f32> = ours
-            .forward(&[SeqChunk { seq: 0, tokens: &input, start_pos: kv.seq_len(0) }], &mut kv, LogitsFor::LastPosition)
-            .expect("forward")[0]
-            .to_vec1()
-            .expect("vec");
-        let diff = max_abs_diff(&got, &expected);
-        assert!(diff <= 1e-3, "{arch} {dtype:?} {matmul:?} step {step}: max |Δlogit| = {diff}");
-        pos += input.len();
-        input = vec![argmax(&expected)];
-    }
+    let prompt = [5, 200, 17, 99, 3, 250, 64, 128, 1, 42, 77];
+    assert_tracks_reference(&ours, &prompt, 9, &format!("{arch} {dtype:?} {matmul:?}"), |t, pos| reference.forward(t, pos));
 }
 
 const TYPES: [GgmlDType; 7] =

@@ -8,11 +8,11 @@ use std::path::Path;
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
 use candle_transformers::models::qwen2::{Config, ModelForCausalLM};
-use ponder::engine::{argmax, load_model, MatmulImpl, ContiguousKvStore, KvStore, LogitsFor, SeqChunk};
+use ponder::engine::{load_model, MatmulImpl};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::util::max_abs_diff;
+use crate::util::assert_tracks_reference;
 
 const VOCAB: usize = 96;
 const HIDDEN: usize = 64;
@@ -76,24 +76,11 @@ fn check_against_reference(tie: bool, dtype: DType) {
     let mut reference =
         ModelForCausalLM::new(&cfg, VarBuilder::from_tensors(tensors, DType::F32, &Device::Cpu)).expect("reference");
     let ours = load_model(dir.path(), &Device::Cpu, MatmulImpl::default()).expect("our model");
-    let mut kv = ContiguousKvStore::new(LAYERS);
-
-    let prompt: Vec<u32> = vec![3, 17, 42, 5, 88, 1, 60, 23, 9];
-    let mut input = prompt.clone();
-    let mut pos = 0;
-    for step in 0..17 {
-        let ids = Tensor::new(input.as_slice(), &Device::Cpu).and_then(|t| t.unsqueeze(0)).expect("ids");
-        let expected: Vec<f32> = reference.forward(&ids, pos).and_then(|l| l.flatten_all()).and_then(|l| l.to_vec1()).expect("ref");
-        let got: Vec<f32> = ours
-            .forward(&[SeqChunk { seq: 0, tokens: &input, start_pos: kv.seq_len(0) }], &mut kv, LogitsFor::LastPosition)
-            .expect("forward")[0]
-            .to_vec1()
-            .expect("vec");
-        let diff = max_abs_diff(&got, &expected);
-        assert!(diff <= 1e-3, "tie={tie} {dtype:?} step {step}: max |Δlogit| = {diff}");
-        pos += input.len();
-        input = vec![argmax(&expected)];
-    }
+    let prompt = [3, 17, 42, 5, 88, 1, 60, 23, 9];
+    assert_tracks_reference(&ours, &prompt, 17, &format!("tie={tie} {dtype:?}"), |input, pos| {
+        let ids = Tensor::new(input, &Device::Cpu).and_then(|t| t.unsqueeze(0)).expect("ids");
+        reference.forward(&ids, pos).and_then(|l| l.flatten_all()).and_then(|l| l.to_vec1()).expect("reference forward")
+    });
 }
 
 #[test]

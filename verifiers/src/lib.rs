@@ -1,6 +1,36 @@
-//! Ponder's verifiers: the `Verifier` trait, answer extraction and math equivalence, the PRM
-//! protocol (step segmentation, aggregation), confidence scores and vote aggregation.
+//! Ponder's verifiers: the `Verifier` trait, answer extraction and math equivalence, confidence
+//! scores and vote aggregation.
 //!
 //! Pure logic: no model runtime, no HTTP. Model-based verifiers (PRMs) reach the engine through
-//! a port the service implements. Its contents arrive with the verifiers step (see DESIGN.md);
-//! today it holds the crate boundary only.
+//! a port the service implements.
+//!
+//! - [`verifier`]: the [`Verifier`] trait, [`FnVerifier`], step-score [`Aggregation`].
+//! - [`math_verifier`]: [`MathAnswerVerifier`], the rule-based grader as a verifier.
+//! - [`extract`]: [`extract_answer`] from a model's output.
+//! - [`normalize`] and [`latex`]: [`normalize_answer`] and the LaTeX expression parser.
+//! - [`equivalence`]: [`equivalent`], [`grade`], and the prepared [`Answer`].
+//! - [`vote`]: [`majority_vote`], [`weighted_vote`].
+//! - [`confidence`]: DeepConf token/group/tail confidence, entropy, self-certainty.
+
+pub mod confidence;
+pub mod equivalence;
+mod error;
+pub mod extract;
+pub mod latex;
+pub mod math_verifier;
+pub mod normalize;
+pub mod verifier;
+pub mod vote;
+
+pub use confidence::{
+    bottom_percent_confidence, entropy, group_confidences, lowest_group_confidence, mean_logprob,
+    self_certainty, step_confidences, tail_confidence, token_confidence, token_self_certainty,
+    TraceConfidence,
+};
+pub use equivalence::{equivalent, grade, Answer, Grade};
+pub use error::{Result, VerifierError};
+pub use extract::extract_answer;
+pub use math_verifier::MathAnswerVerifier;
+pub use normalize::normalize_answer;
+pub use verifier::{Aggregation, FnVerifier, Scores, Solution, Verifier};
+pub use vote::{majority_vote, weighted_vote, VoteResult};

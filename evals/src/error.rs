@@ -1,0 +1,28 @@
+//! The harness's error type.
+
+/// Errors from the evaluation harness.
+#[derive(Debug, thiserror::Error)]
+pub enum EvalError {
+    /// Reading input or writing output failed.
+    #[error("i/o: {0}")]
+    Io(#[from] std::io::Error),
+    /// A JSONL line is not valid JSON.
+    #[error("line {line}: invalid JSON: {source}")]
+    Json {
+        /// 1-based line number.
+        line: usize,
+        /// The parser's complaint.
+        source: serde_json::Error,
+    },
+    /// A JSONL line is valid JSON but not the expected record.
+    #[error("line {line}: {reason}")]
+    Record {
+        /// 1-based line number.
+        line: usize,
+        /// What is wrong with it.
+        reason: String,
+    },
+}
+
+/// The harness's result type.
+pub type Result<T, E = EvalError> = std::result::Result<T, E>;

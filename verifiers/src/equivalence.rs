@@ -1,0 +1,479 @@
+//! Math equivalence of two answers, and grading a model's output against a gold answer.
+//!
+//! Two extracted answers are equivalent when (in order): their normalised strings are equal;
+//! or, when either is text rather than math, their normalised strings match ignoring case and
+//! spacing; or both parse as LaTeX and their values agree. Values agree exactly when both are
+//! rational (`0.5` ≡ `\frac{1}{2}`, `2^{10}` ≡ `1024`), otherwise within a relative tolerance of
+//! [`REL_TOL`] (`\sqrt{8}` ≡ `2\sqrt{2}`). Expressions with variables are compared at
+//! [`POINTS`] random points drawn from a fixed seed (`(x+1)^2` ≡ `x^2+2x+1`), the classic
+//! randomized identity test. Structure must match: tuples in order, sets and unions in any
+//! order, intervals with the same ends, matrices of one shape; a `±` answer is the set of its
+//! values. An answer written with `%` may also be read as hundredths and one written with a
+//! degree mark as degrees (`50\%` ≡ `0.5`, `30^\circ` ≡ `\frac{\pi}{6}`).
+//!
+//! The design follows HuggingFace's math-verify (normalise, parse, compare symbolically then
+//! numerically) and the MATH benchmark's graders; the fixture in `tests/fixtures/` measures how
+//! close we are (see `tests/grader_acceptance.rs`).
+//!
+//! Invariants: total and symmetric — `equivalent(a, b) == equivalent(b, a)` — and reflexive on
+//! any non-empty answer; deterministic (fixed seed); bounded work (see [`crate::latex`]).
+
+use crate::extract::extract_answer;
+use crate::latex::{self, eval_value, Env, Expr, Num, RelOp, Value};
+use crate::normalize::{normalize, Normalized};
+use num_bigint::BigInt;
+use num_rational::BigRational;
+use num_traits::Zero;
+use rand::{Rng, SeedableRng};
+use std::collections::BTreeMap;
+
+/// Relative tolerance for comparing values that are not both exact.
+pub const REL_TOL: f64 = 1e-9;
+/// Absolute tolerance near zero (so `\sin(\pi)` ≡ `0`).
+const ABS_TOL: f64 = 1e-12;
+/// Random points at which expressions with variables are compared.
+pub const POINTS: usize = 4;
+const SEED: u64 = 0x5eed_0fa1_1500;
+
+/// An answer prepared for comparison: normalised and parsed once, compared many times (votes
+/// compare every answer with every group).
+#[derive(Debug, Clone)]
+pub struct Answer {
+    norm: Normalized,
+    expr: Option<Expr>,
+}
+
+impl Answer {
+    /// Normalises and parses `answer` (an already-extracted answer, not a whole output).
+    pub fn new(answer: &str) -> Self {
+        let norm = normalize(answer);
+        let expr = latex::parse(&norm.text).ok().map(inequality_to_interval);
+        Self { norm, expr }
+    }
+
+    /// The normalised answer text.
+    pub fn normalized(&self) -> &str {
+        &self.norm.text
+    }
+
+    /// The parsed expression, when the answer is math the parser reads.
+    pub fn expr(&self) -> Option<&Expr> {
+        self.expr.as_ref()
+    }
+
+    /// Whether the two answers are mathematically equivalent (see the module docs).
+    pub fn is_equivalent(&self, other: &Answer) -> bool {
+        let (a, b) = (&self.norm.text, &other.norm.text);
+        if a.is_empty() || b.is_empty() {
+            return false;
+        }
+        if a == b {
+            return true;
+        }
+        match (&self.expr, &other.expr) {
+            (Some(x), Some(y)) => values_equivalent(x, &self.norm, y, &other.norm),
+            _ => text_key(a) == text_key(b),
+        }
+    }
+}
+
+/// `x > 3` is the interval `(3, \infty)`, `-1 \le x < 2` is `[-1, 2)`: a comparison of one
+/// variable with constants is the set it describes.
+fn inequality_to_interval(e: Expr) -> Expr {
+    let Expr::Relation(operands, ops) = &e else {
+        return e;
+    };
+    let is_var = |x: &Expr| matches!(x, Expr::Var(_));
+    let constant = |x: &Expr| x.variables().is_empty();
+    let less = |op: &RelOp| matches!(op, RelOp::Lt | RelOp::Le);
+    let greater = |op: &RelOp| matches!(op, RelOp::Gt | RelOp::Ge);
+    let inf = || Expr::Const(latex::Constant::Infinity);
+    let neg_inf = || Expr::Neg(Box::new(inf()));
+    let interval = |lo: Expr, hi: Expr, lo_closed: bool, hi_closed: bool| {
+        if lo_closed || hi_closed {
+            Expr::Interval {
+                lo: Box::new(lo),
+                hi: Box::new(hi),
+                lo_closed,
+                hi_closed,
+            }
+        } else {
+            Expr::Tuple(vec![lo, hi])
+        }
+    };
+    match (operands.as_slice(), ops.as_slice()) {
+        // x < c, x > c, and the same with the sides swapped.
+        ([v, c], [op]) | ([c, v], [op]) if is_var(v) && constant(c) => {
+            let op = if is_var(&operands[0]) {
+                *op
+            } else {
+                op.mirrored()
+            };
+            match op {
+                RelOp::Lt | RelOp::Le => interval(neg_inf(), c.clone(), false, op == RelOp::Le),
+                RelOp::Gt | RelOp::Ge => interval(c.clone(), inf(), op == RelOp::Ge, false),
+                _ => e,
+            }
+        }
+        // a < x < b, and b > x > a.
+        ([a, v, b], [op1, op2]) if is_var(v) && constant(a) && constant(b) => {
+            if less(op1) && less(op2) {
+                interval(a.clone(), b.clone(), *op1 == RelOp::Le, *op2 == RelOp::Le)
+            } else if greater(op1) && greater(op2) {
+                interval(b.clone(), a.clone(), *op2 == RelOp::Ge, *op1 == RelOp::Ge)
+            } else {
+                e
+            }
+        }
+        _ => e,
+    }
+}
+
+/// Whether two extracted answers are mathematically equivalent.
+///
+/// ```
+/// use ponder_verifiers::equivalent;
+///
+/// assert!(equivalent(r"\frac{1}{2}", "0.5"));
+/// assert!(equivalent(r"\sqrt{8}", r"2\sqrt{2}"));
+/// assert!(equivalent(r"(x+1)^2", r"x^2 + 2x + 1"));
+/// assert!(equivalent(r"\{1, 2\}", r"\{2, 1\}"));
+/// assert!(!equivalent("(1, 2)", "(2, 1)"));
+/// assert!(!equivalent("[1, 2)", "[1, 2]"));
+/// assert!(!equivalent(r"\pi", "3.14"));
+/// ```
+pub fn equivalent(a: &str, b: &str) -> bool {
+    Answer::new(a).is_equivalent(&Answer::new(b))
+}
+
+/// The verdict on one prediction, with what the grader saw, for auditing.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Grade {
+    /// Whether the extracted answer is equivalent to the gold answer.
+    pub equivalent: bool,
+    /// The answer extracted from the prediction, if any.
+    pub extracted: Option<String>,
+    /// The gold answer, normalised.
+    pub normalized_gold: String,
+    /// The extracted answer, normalised.
+    pub normalized_pred: Option<String>,
+}
+
+/// Grades a model's output against a gold answer.
+///
+/// `gold` is an answer (`\frac{1}{2}`, `72`); when it is a whole solution (it holds `\boxed`,
+/// `####` or `</think>`) its answer is extracted first. The prediction is a model's output: its
+/// answer is extracted with [`extract_answer`]. No answer grades as not equivalent.
+///
+/// ```
+/// use ponder_verifiers::grade;
+///
+/// let g = grade(r"\frac{1}{2}", r"<think>hmm</think> So the answer is $\boxed{0.5}$.");
+/// assert!(g.equivalent);
+/// assert_eq!(g.extracted.as_deref(), Some("0.5"));
+/// assert!(!grade("3", "I don't know").equivalent);
+/// ```
+pub fn grade(gold: &str, prediction_text: &str) -> Grade {
+    let gold_answer = gold_answer(gold);
+    let gold = Answer::new(&gold_answer);
+    let extracted = extract_answer(prediction_text);
+    let pred = extracted.as_deref().map(Answer::new);
+    Grade {
+        equivalent: pred.as_ref().is_some_and(|p| gold.is_equivalent(p)),
+        extracted,
+        normalized_gold: gold.normalized().to_string(),
+        normalized_pred: pred.map(|p| p.norm.text),
+    }
+}
+
+fn gold_answer(gold: &str) -> String {
+    let whole_solution = ["\\boxed", "\\fbox", "####", "</think>"]
+        .iter()
+        .any(|m| gold.contains(m));
+    if whole_solution {
+        if let Some(a) = extract_answer(gold) {
+            return a;
+        }
+    }
+    gold.trim().to_string()
+}
+
+/// Case- and space-insensitive key for text answers.
+fn text_key(s: &str) -> String {
+    s.chars()
+        .filter(|c| !c.is_whitespace() && !matches!(c, '{' | '}' | '\\' | '.'))
+        .flat_map(char::to_lowercase)
+        .collect()
+}
+
+/// Ways a value may be read: as written, as hundredths (percent), as degrees.
+fn readings(n: &Normalized) -> Vec<Num> {
+    let mut out = vec![Num::Exact(BigRational::from_integer(BigInt::from(1)))];
+    if n.percent {
+        out.push(Num::Exact(BigRational::new(
+            BigInt::from(1),
+            BigInt::from(100),
+        )));
+    }
+    if n.degrees {
+        out.push(Num::Float(std::f64::consts::PI / 180.0));
+    }
+    out
+}
+
+/// Evaluation points: one when there are no variables, else [`POINTS`] points where each
+/// variable takes a distinct random positive rational.
+fn points(vars: &std::collections::BTreeSet<String>) -> Vec<Env> {
+    if vars.is_empty() {
+        return vec![Env::default()];
+    }
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(SEED);
+    (0..POINTS)
+        .map(|_| {
+            let mut used: Vec<BigRational> = Vec::new();
+            let mut map = BTreeMap::new();
+            for v in vars {
+                let value = loop {
+                    let n: i64 = rng.random_range(2..=97);
+                    let d: i64 = rng.random_range(1..=11);
+                    let q = BigRational::new(BigInt::from(n), BigInt::from(d));
+                    if n != d && !used.contains(&q) {
+                        break q;
+                    }
+                };
+                used.push(value.clone());
+                map.insert(v.clone(), value);
+            }
+            Env::new(map)
+        })
+        .collect()
+}
+
+fn values_equivalent(a: &Expr, na: &Normalized, b: &Expr, nb: &Normalized) -> bool {
+    let mut vars = a.variables();
+    vars.extend(b.variables());
+    let envs = points(&vars);
+    let evaluated: Vec<(Value, Value)> = envs
+        .iter()
+        .filter_map(|env| {
+            let va = eval_value(a, env).ok()?;
+            let vb = eval_value(b, env).ok()?;
+            (!va.has_nan() && !vb.has_nan()).then_some((va, vb))
+        })
+        .collect();
+    if evaluated.is_empty() {
+        return false;
+    }
+    if let Some(eq) = equations_proportional(&evaluated) {
+        return eq;
+    }
+    let (ra, rb) = (readings(na), readings(nb));
+    ra.iter().any(|sa| {
+        rb.iter().any(|sb| {
+            evaluated
+                .iter()
+                .all(|(va, vb)| values_eq(&va.scaled(sa), &vb.scaled(sb)))
+        })
+    })
+}
+
+/// Two single equations `l = r` are equivalent when `l − r` of one is a constant non-zero
+/// multiple of the other's at every point. `None` when the values are not both equations.
+fn equations_proportional(evaluated: &[(Value, Value)]) -> Option<bool> {
+    let diff = |v: &Value| -> Option<Num> {
+        match v {
+            Value::Relation(sides, ops) if ops.as_slice() == [RelOp::Eq] => {
+                match sides.as_slice() {
+                    [Value::Scalar(l), Value::Scalar(r)] => Some(l.sub_num(r)),
+                    _ => None,
+                }
+            }
+            _ => None,
+        }
+    };
+    let mut ratio: Option<Num> = None;
+    for (va, vb) in evaluated {
+        let (da, db) = (diff(va)?, diff(vb)?);
+        let (za, zb) = (
+            num_eq(&da, &Num::Exact(BigRational::zero())),
+            num_eq(&db, &Num::Exact(BigRational::zero())),
+        );
+        if za || zb {
+            if za != zb {
+                return Some(false);
+            }
+            continue;
+        }
+        let r = da.div_num(&db)?;
+        match &ratio {
+            None => ratio = Some(r),
+            Some(prev) if !num_eq(prev, &r) => return Some(false),
+            Some(_) => {}
+        }
+    }
+    Some(true)
+}
+
+pub(crate) fn num_eq(a: &Num, b: &Num) -> bool {
+    if let (Num::Exact(x), Num::Exact(y)) = (a, b) {
+        return x == y;
+    }
+    let (x, y) = (a.to_f64(), b.to_f64());
+    if x.is_nan() || y.is_nan() {
+        return false;
+    }
+    if x.is_infinite() || y.is_infinite() {
+        return x == y;
+    }
+    let d = (x - y).abs();
+    d <= ABS_TOL || d <= REL_TOL * x.abs().max(y.abs())
+}
+
+/// Every member of `a` has an equal member in `b`, and vice versa.
+fn same_members(a: &[Value], b: &[Value]) -> bool {
+    a.iter().all(|x| b.iter().any(|y| values_eq(x, y)))
+        && b.iter().all(|y| a.iter().any(|x| values_eq(x, y)))
+}
+
+fn values_eq(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Scalar(x), Value::Scalar(y)) => num_eq(x, y),
+        (Value::Tuple(x), Value::Tuple(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| values_eq(p, q))
+        }
+        (
+            Value::Interval {
+                lo: l1,
+                hi: h1,
+                lo_closed: lc1,
+                hi_closed: hc1,
+            },
+            Value::Interval {
+                lo: l2,
+                hi: h2,
+                lo_closed: lc2,
+                hi_closed: hc2,
+            },
+        ) => lc1 == lc2 && hc1 == hc2 && num_eq(l1, l2) && num_eq(h1, h2),
+        (Value::Set(x), Value::Set(y)) | (Value::Union(x), Value::Union(y)) => same_members(x, y),
+        (Value::Set(x), other) | (other, Value::Set(x))
+            if x.len() == 1 && !matches!(other, Value::Set(_)) =>
+        {
+            values_eq(&x[0], other)
+        }
+        (Value::Matrix(x), Value::Matrix(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .zip(y)
+                    .all(|(r, s)| r.len() == s.len() && r.iter().zip(s).all(|(p, q)| num_eq(p, q)))
+        }
+        (Value::Relation(x, ox), Value::Relation(y, oy)) => {
+            let forward =
+                ox == oy && x.len() == y.len() && x.iter().zip(y).all(|(p, q)| values_eq(p, q));
+            let mirrored: Vec<RelOp> = oy.iter().rev().map(|o| o.mirrored()).collect();
+            let backward = *ox == mirrored
+                && x.len() == y.len()
+                && x.iter().zip(y.iter().rev()).all(|(p, q)| values_eq(p, q));
+            forward || backward
+        }
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[track_caller]
+    fn yes(a: &str, b: &str) {
+        assert!(equivalent(a, b), "{a:?} should equal {b:?}");
+        assert!(equivalent(b, a), "{b:?} should equal {a:?}");
+    }
+
+    #[track_caller]
+    fn no(a: &str, b: &str) {
+        assert!(!equivalent(a, b), "{a:?} should differ from {b:?}");
+        assert!(!equivalent(b, a), "{b:?} should differ from {a:?}");
+    }
+
+    #[test]
+    fn numbers() {
+        yes(r"\frac{1}{2}", "0.5");
+        yes(r"\frac12", "1/2");
+        yes(r"-\frac{3}{4}", r"\frac{-3}{4}");
+        yes("1,000", "1000");
+        yes("2^{10}", "1024");
+        yes(r"\sqrt{8}", r"2\sqrt{2}");
+        yes(r"\frac{\sqrt{2}}{2}", r"\frac{1}{\sqrt{2}}");
+        yes(r"\sqrt[3]{8}", "2");
+        no(r"\frac{1}{3}", "0.333");
+        no(r"\pi", "3.14");
+        no("2", "3");
+    }
+
+    #[test]
+    fn structures() {
+        yes(r"\{1,2,3\}", "3, 2, 1");
+        yes(r"(1, \frac{1}{2})", "(1, 0.5)");
+        no("(1, 2)", "(2, 1)");
+        yes(r"[1, \infty)", r"[1,\infty)");
+        no(r"[1, 2)", "[1, 2]");
+        yes(
+            r"(-\infty, 0) \cup (1, \infty)",
+            r"(1, \infty) \cup (-\infty, 0)",
+        );
+        yes(
+            r"\begin{pmatrix} 1 & 2 \\ 3 & 4 \end{pmatrix}",
+            r"\begin{bmatrix} 1 & 2 \\ 3 & 4 \end{bmatrix}",
+        );
+        yes(r"1 \pm \sqrt{2}", r"1 + \sqrt{2}, 1 - \sqrt{2}");
+    }
+
+    #[test]
+    fn variables() {
+        yes("(x+1)^2", "x^2+2x+1");
+        yes("2x", "x+x");
+        no("x", "y");
+        no("x^2", "x^3");
+        yes("y = 2x + 3", "3 + 2x");
+        yes("2x + 3y = 6", "6 = 3y + 2x");
+        yes("2x + 3y = 6", "4x + 6y = 12");
+        no("2x + 3y = 6", "2x + 3y = 7");
+    }
+
+    #[test]
+    fn inequalities_and_mixed_numbers() {
+        yes(r"x \ge 3", r"[3, \infty)");
+        yes("x > 3", r"(3, \infty)");
+        yes("3 < x", r"(3, \infty)");
+        yes(r"-1 \le x < 2", "[-1, 2)");
+        no(r"x \ge 3", r"(3, \infty)");
+        yes(r"2\frac{1}{3}", r"\frac{7}{3}");
+        no(r"2\frac{1}{3}", r"\frac{2}{3}");
+    }
+
+    #[test]
+    fn percent_degrees_text() {
+        yes(r"50\%", "50");
+        yes(r"50\%", "0.5");
+        no("0.5", "50");
+        yes(r"30^\circ", "30");
+        yes(r"30^\circ", r"\frac{\pi}{6}");
+        yes(r"\text{Monday}", "monday");
+        no("Monday", "dynamo");
+        yes(r"\text{(B)}", "B");
+    }
+
+    #[test]
+    fn empty_is_never_equivalent() {
+        no("", "");
+        no("", "1");
+    }
+
+    #[test]
+    fn grade_extracts_gold_solutions() {
+        let g = grade("Since 3+4=7\n#### 7", "The answer is 7.");
+        assert!(g.equivalent);
+        assert_eq!(g.normalized_gold, "7");
+    }
+}

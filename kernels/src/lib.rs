@@ -1,14 +1,22 @@
-//! Ponder's compute kernels.
+//! Ponder's compute kernels, each with a CPU implementation and, behind feature `cuda`, a CUDA
+//! one (`cuda/*.cu`, compiled to PTX by `build.rs`, launched by the `cuda` module) tested
+//! against it.
 //!
-//! Today: a batch-invariant CPU quantized matmul ([`QuantMatrix`]) for the GGUF Q4_1 / Q8_0
-//! weights of the models Ponder runs, bitwise equal to candle-core 0.11.1's generic quantized
-//! dot products but SIMD, multithreaded, and independent of the batch size. Planned (see
-//! DESIGN.md): CUDA sources (`.cu`) for paged and shared-prefix attention, KV block copy and
-//! fused sampling, each with a Rust CPU reference and a launcher.
+//! - [`QuantMatrix`]: a batch-invariant CPU quantized matmul for the GGUF Q4_1 / Q8_0 weights,
+//!   bitwise equal to candle-core 0.11.1's generic quantized dot products.
+//! - [`attention`]: paged attention with shared-prefix (cascade) grouping and flash-decoding
+//!   splits; `cascade_attention` is the reference for the CUDA attention kernels.
+//! - [`kv`]: KV cache appends and copy-on-write block copies (f32, f16, bf16).
+//! - [`sampling`]: fused temperature / top-k / top-p / min-p sampling with a Philox counter,
+//!   logprobs and entropy; CPU and GPU pick the same token bit for bit.
 //!
 //! Knows only tensors: no scheduling, no strategies.
 
 pub mod attention;
 mod cpu;
+#[cfg(feature = "cuda")]
+pub mod cuda;
+pub mod kv;
+pub mod sampling;
 
 pub use cpu::{KernelError, KernelPath, QuantFormat, QuantMatrix, Result};

@@ -1,9 +1,9 @@
 //! The attention kernels' error type: every variant names the argument at fault (`kv.k`,
 //! `seqs[3].block_table`, `out`, ...) and the size it was expected to have.
 //!
-//! Invariant: `paged_attention` and `attention_reference` validate every length and block id
-//! up front and return one of these before touching `out`; no user-supplied shape can make
-//! them panic or index out of bounds.
+//! Invariant: `paged_attention`, `cascade_attention` and `attention_reference` validate every
+//! length, block id and prefix group up front and return one of these before touching `out`;
+//! no user-supplied shape can make them panic or index out of bounds.
 
 /// Errors from validating the arguments of an attention call.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -93,5 +93,65 @@ pub enum AttentionError {
     Overflow {
         /// The argument whose size overflowed.
         arg: &'static str,
+    },
+    /// A prefix group has no members.
+    #[error("`groups[{group}].members` is empty")]
+    EmptyGroup {
+        /// Index of the group in `groups`.
+        group: usize,
+    },
+    /// A prefix group names a sequence that is not in `seqs`.
+    #[error("`groups[{group}].members` names sequence {member}, but there are {seqs} sequences")]
+    GroupMemberOutOfRange {
+        /// Index of the group in `groups`.
+        group: usize,
+        /// The sequence index found.
+        member: usize,
+        /// Sequences in the call.
+        seqs: usize,
+    },
+    /// A sequence appears twice among the groups' members (in one group or in two).
+    #[error("`groups[{group}].members` names sequence {seq}, which is already in a group")]
+    DuplicateMember {
+        /// Index of the group in `groups`.
+        group: usize,
+        /// The repeated sequence index.
+        seq: usize,
+    },
+    /// A prefix group's `prefix_len` is zero.
+    #[error("`groups[{group}].prefix_len` must be positive")]
+    EmptyPrefix {
+        /// Index of the group in `groups`.
+        group: usize,
+    },
+    /// A member's first query row does not see the whole prefix (`prefix_len > start_pos + 1`).
+    #[error("`groups[{group}].prefix_len` = {prefix_len}, but `seqs[{seq}].start_pos` = {start_pos} sees only {start_pos} + 1 positions")]
+    PrefixNotVisible {
+        /// Index of the group in `groups`.
+        group: usize,
+        /// The member sequence.
+        seq: usize,
+        /// The group's prefix length.
+        prefix_len: usize,
+        /// The member's first query position.
+        start_pos: usize,
+    },
+    /// A member's block table does not start with the group's prefix blocks.
+    #[error("`seqs[{seq}].block_table[{index}]` differs from the other members of `groups[{group}]` inside the shared prefix")]
+    PrefixMismatch {
+        /// Index of the group in `groups`.
+        group: usize,
+        /// The member sequence whose table differs.
+        seq: usize,
+        /// The first differing table index.
+        index: usize,
+    },
+    /// Two softmax states (or a state and a value / output row) of different head dims.
+    #[error("softmax state has head_dim {expected}, but the argument has {got} elements")]
+    StateHeadDim {
+        /// The state's head dim.
+        expected: usize,
+        /// The argument's length.
+        got: usize,
     },
 }

@@ -25,20 +25,29 @@
 //!
 //! `attention_reference` is the slow twin (contiguous gather, plain f64 softmax per row) that
 //! the fast path is tested against; `bench_report` times the shared-prefix decode case.
+//!
+//! `cascade_attention` computes the same attention the way the CUDA kernels do (explicit
+//! prefix groups attended once, per-row suffixes, flash-decoding splits, [`SoftmaxState`]
+//! merges): the CPU reference for `cuda/paged_attention.cu` and `cuda/cascade_attention.cu`.
+//! The `cuda` launchers take the same arguments and group sequences with the same plan.
 
 mod bench;
 mod block;
+pub(crate) mod cascade;
 mod error;
 mod exec;
-mod plan;
+mod lse;
+pub(crate) mod plan;
 mod reference;
 mod scores;
-mod shape;
+pub(crate) mod shape;
 #[cfg(test)]
 mod tests;
 
 pub use bench::bench_report;
+pub use cascade::{cascade_attention, PrefixGroup, SPLIT_TOKENS};
 pub use error::AttentionError;
+pub use lse::SoftmaxState;
 pub use reference::attention_reference;
 
 use plan::Sharing;

@@ -17,8 +17,8 @@
 
 use std::collections::BTreeMap;
 
+use super::shape::SeqArgs;
 use super::shape::SeqShape;
-use super::SeqQueries;
 
 /// Whether `paged_attention` may group sequences that share leading blocks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,7 +40,7 @@ pub(crate) struct Unit {
 
 /// Groups `seqs` into units: a one-level cascade keyed by the first block id.
 pub(crate) fn plan_units(
-    seqs: &[SeqQueries<'_>],
+    seqs: &[impl SeqArgs],
     shapes: &[SeqShape],
     block_size: usize,
     sharing: Sharing,
@@ -58,15 +58,15 @@ pub(crate) fn plan_units(
     let mut by_first: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
     let mut units = Vec::new();
     for i in active {
-        match seqs[i].block_table.first() {
+        match seqs[i].block_table().first() {
             Some(&b) if full(i) > 0 => by_first.entry(b).or_default().push(i),
             _ => units.push(single(i)),
         }
     }
     for members in by_first.into_values() {
-        let lead = seqs[members[0]].block_table;
+        let lead = seqs[members[0]].block_table();
         let shared = members.iter().fold(usize::MAX, |acc, &i| {
-            let table = seqs[i].block_table;
+            let table = seqs[i].block_table();
             let common = lead.iter().zip(table).take_while(|(a, b)| a == b).count();
             acc.min(common).min(full(i))
         });
@@ -83,6 +83,7 @@ pub(crate) fn plan_units(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::attention::SeqQueries;
 
     fn seq(table: &[u32], start: usize, len: usize) -> (SeqQueries<'_>, SeqShape) {
         let blocks = (start + len).div_ceil(4);

@@ -8,6 +8,29 @@
 
 use super::{AttentionError, AttentionParams, PagedKv, SeqQueries};
 
+/// What validation reads of a sequence: `SeqQueries` on the CPU, a row count plus host block
+/// table for queries on a GPU (`cuda::SeqSpan`).
+pub(crate) trait SeqArgs {
+    /// Query elements supplied (`len * row_len` for a sequence of `len` rows).
+    fn q_len(&self, row_len: usize) -> usize;
+    /// Block ids holding positions `0, block_size, ...`.
+    fn block_table(&self) -> &[u32];
+    /// Position of the first query row.
+    fn start_pos(&self) -> usize;
+}
+
+impl SeqArgs for SeqQueries<'_> {
+    fn q_len(&self, _row_len: usize) -> usize {
+        self.q.len()
+    }
+    fn block_table(&self) -> &[u32] {
+        self.block_table
+    }
+    fn start_pos(&self) -> usize {
+        self.start_pos
+    }
+}
+
 /// Sizes derived from `PagedKv` and `AttentionParams`, all validated non-zero.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Shape {
@@ -53,6 +76,35 @@ impl SeqShape {
     }
 }
 
+/// The cache geometry an attention call is checked against: `PagedKv`'s fields, with the
+/// lengths of `k` and `v` only (so a cache on a GPU is checked by the same code).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct KvDims {
+    /// Elements in the key cache.
+    pub(crate) k_len: usize,
+    /// Elements in the value cache.
+    pub(crate) v_len: usize,
+    /// Tokens per block.
+    pub(crate) block_size: usize,
+    /// Key/value heads.
+    pub(crate) num_kv_heads: usize,
+    /// Elements per head vector.
+    pub(crate) head_dim: usize,
+}
+
+impl KvDims {
+    /// The geometry of a CPU cache.
+    pub(crate) fn of(kv: &PagedKv<'_>) -> Self {
+        KvDims {
+            k_len: kv.k.len(),
+            v_len: kv.v.len(),
+            block_size: kv.block_size,
+            num_kv_heads: kv.num_kv_heads,
+            head_dim: kv.head_dim,
+        }
+    }
+}
+
 /// Checks every argument of an attention call; returns the derived sizes.
 pub(crate) fn validate(
     kv: &PagedKv<'_>,
@@ -60,34 +112,45 @@ pub(crate) fn validate(
     params: &AttentionParams,
     out_len: usize,
 ) -> Result<(Shape, Vec<SeqShape>), AttentionError> {
-    let shape = validate_dims(kv, params)?;
+    validate_dims_of(KvDims::of(kv), seqs, params, out_len)
+}
+
+/// `validate` for a cache given by its geometry alone.
+pub(crate) fn validate_dims_of<S: SeqArgs>(
+    kv: KvDims,
+    seqs: &[S],
+    params: &AttentionParams,
+    out_len: usize,
+) -> Result<(Shape, Vec<SeqShape>), AttentionError> {
+    let shape = validate_dims(&kv, params)?;
     let mut shapes = Vec::with_capacity(seqs.len());
     let mut rows = 0usize;
     for (seq, s) in seqs.iter().enumerate() {
-        if !s.q.len().is_multiple_of(shape.row_len) {
+        let q_len = s.q_len(shape.row_len);
+        if !q_len.is_multiple_of(shape.row_len) {
             return Err(AttentionError::QueryLen {
                 seq,
-                got: s.q.len(),
+                got: q_len,
                 row_len: shape.row_len,
             });
         }
-        let len = s.q.len() / shape.row_len;
+        let len = q_len / shape.row_len;
         let end = s
-            .start_pos
+            .start_pos()
             .checked_add(len)
             .ok_or(AttentionError::Overflow {
                 arg: "seqs[].start_pos",
             })?;
         let needed = end.div_ceil(shape.block_size);
-        if s.block_table.len() < needed {
+        if s.block_table().len() < needed {
             return Err(AttentionError::BlockTableTooShort {
                 seq,
-                got: s.block_table.len(),
+                got: s.block_table().len(),
                 needed,
                 end,
             });
         }
-        for (index, &block) in s.block_table[..needed].iter().enumerate() {
+        for (index, &block) in s.block_table()[..needed].iter().enumerate() {
             if block as usize >= shape.num_blocks {
                 return Err(AttentionError::BlockOutOfRange {
                     seq,
@@ -99,7 +162,7 @@ pub(crate) fn validate(
         }
         shapes.push(SeqShape {
             len,
-            start: s.start_pos,
+            start: s.start_pos(),
             row_offset: rows,
             blocks: needed,
         });
@@ -119,7 +182,7 @@ pub(crate) fn validate(
 }
 
 /// Checks the cache geometry and head counts.
-fn validate_dims(kv: &PagedKv<'_>, params: &AttentionParams) -> Result<Shape, AttentionError> {
+fn validate_dims(kv: &KvDims, params: &AttentionParams) -> Result<Shape, AttentionError> {
     for (arg, value) in [
         ("kv.block_size", kv.block_size),
         ("kv.num_kv_heads", kv.num_kv_heads),
@@ -139,7 +202,7 @@ fn validate_dims(kv: &PagedKv<'_>, params: &AttentionParams) -> Result<Shape, At
         .block_size
         .checked_mul(kv_stride)
         .ok_or(overflow("kv.block_size"))?;
-    for (arg, got) in [("kv.k", kv.k.len()), ("kv.v", kv.v.len())] {
+    for (arg, got) in [("kv.k", kv.k_len), ("kv.v", kv.v_len)] {
         if !got.is_multiple_of(block_len) {
             return Err(AttentionError::KvLen {
                 arg,
@@ -148,10 +211,10 @@ fn validate_dims(kv: &PagedKv<'_>, params: &AttentionParams) -> Result<Shape, At
             });
         }
     }
-    if kv.k.len() != kv.v.len() {
+    if kv.k_len != kv.v_len {
         return Err(AttentionError::KvMismatch {
-            k: kv.k.len(),
-            v: kv.v.len(),
+            k: kv.k_len,
+            v: kv.v_len,
         });
     }
     if !params.num_heads.is_multiple_of(kv.num_kv_heads) {
@@ -173,7 +236,7 @@ fn validate_dims(kv: &PagedKv<'_>, params: &AttentionParams) -> Result<Shape, At
         row_len,
         kv_stride,
         block_len,
-        num_blocks: kv.k.len() / block_len,
+        num_blocks: kv.k_len / block_len,
         scale: params.scale,
     })
 }

@@ -1,0 +1,198 @@
+//! [`CudaKernels`]: one CUDA context and stream with every kernel module loaded, the handle all
+//! launchers hang off (`attention`, `kv`, `sampling`).
+//!
+//! The driver library is loaded at run time (cudarc's `fallback-dynamic-loading`), so a binary
+//! built with feature `cuda` starts on a machine without a GPU; `CudaKernels::new` then returns
+//! `CudaError::NoDevice`. cudarc panics when `libcuda` is absent, so `new` first probes for the
+//! library itself (and still turns a panic from cudarc into the error, should one come). Modules are loaded from the embedded PTX for the newest architecture
+//! the GPU supports (sm_90 PTX on Hopper and later, sm_80 PTX on Ampere).
+
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+
+use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream};
+use cudarc::nvrtc::Ptx;
+
+use super::error::CudaError;
+use super::ptx::{self, PtxModule};
+
+/// The loaded kernel modules, one per `.cu` file.
+#[derive(Debug)]
+struct Modules {
+    paged_attention: Arc<CudaModule>,
+    cascade_attention: Arc<CudaModule>,
+    kv_cache: Arc<CudaModule>,
+    sampling: Arc<CudaModule>,
+}
+
+/// Which module a kernel lives in.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Module {
+    /// `cuda/paged_attention.cu`.
+    PagedAttention,
+    /// `cuda/cascade_attention.cu`.
+    CascadeAttention,
+    /// `cuda/kv_cache.cu`.
+    KvCache,
+    /// `cuda/sampling.cu`.
+    Sampling,
+}
+
+/// A CUDA device with Ponder's kernels loaded; launches run in order on one stream.
+#[derive(Debug)]
+pub struct CudaKernels {
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    modules: Modules,
+    capability: (i32, i32),
+}
+
+impl CudaKernels {
+    /// Opens device `ordinal` (its primary context) and loads every kernel module; launches
+    /// go to the context's default stream.
+    pub fn new(ordinal: usize) -> Result<Self, CudaError> {
+        probe_driver()?;
+        let ctx = match std::panic::catch_unwind(AssertUnwindSafe(|| CudaContext::new(ordinal))) {
+            Ok(Ok(ctx)) => ctx,
+            Ok(Err(e)) => return Err(CudaError::NoDevice(format!("device {ordinal}: {e}"))),
+            Err(panic) => {
+                let msg = panic
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_else(|| "the CUDA driver library could not be loaded".into());
+                return Err(CudaError::NoDevice(msg));
+            }
+        };
+        Self::with_stream(ctx.default_stream())
+    }
+
+    /// Loads every kernel module into `stream`'s context and queues launches on `stream`:
+    /// for sharing a context and stream with another user of the device (candle's
+    /// `CudaDevice` holds the same primary context `new` opens).
+    pub fn with_stream(stream: Arc<CudaStream>) -> Result<Self, CudaError> {
+        let ctx = stream.context().clone();
+        let capability = ctx.compute_capability()?;
+        if capability.0 < 8 {
+            return Err(CudaError::UnsupportedGpu {
+                major: capability.0,
+                minor: capability.1,
+            });
+        }
+        let load = |m: PtxModule| {
+            let text = if capability.0 >= 9 { m.sm90 } else { m.sm80 };
+            ctx.load_module(Ptx::from_src(text))
+                .map_err(|source| CudaError::ModuleLoad {
+                    module: m.name,
+                    source,
+                })
+        };
+        let modules = Modules {
+            paged_attention: load(ptx::PAGED_ATTENTION)?,
+            cascade_attention: load(ptx::CASCADE_ATTENTION)?,
+            kv_cache: load(ptx::KV_CACHE)?,
+            sampling: load(ptx::SAMPLING)?,
+        };
+        Ok(CudaKernels {
+            ctx,
+            stream,
+            modules,
+            capability,
+        })
+    }
+
+    /// The CUDA context (for allocating buffers the kernels read and write).
+    pub fn context(&self) -> &Arc<CudaContext> {
+        &self.ctx
+    }
+
+    /// The stream every launch is queued on.
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
+    /// The device's compute capability (major, minor).
+    pub fn compute_capability(&self) -> (i32, i32) {
+        self.capability
+    }
+
+    /// Kernel `name` from `module`.
+    pub(crate) fn function(&self, module: Module, name: &str) -> Result<CudaFunction, CudaError> {
+        let m = match module {
+            Module::PagedAttention => &self.modules.paged_attention,
+            Module::CascadeAttention => &self.modules.cascade_attention,
+            Module::KvCache => &self.modules.kv_cache,
+            Module::Sampling => &self.modules.sampling,
+        };
+        Ok(m.load_function(name)?)
+    }
+}
+
+/// Names the CUDA driver library goes by.
+const DRIVER_LIBS: [&str; 3] = ["libcuda.so.1", "libcuda.so", "nvcuda.dll"];
+
+/// `Ok` when the CUDA driver library can be loaded.
+#[allow(unsafe_code)]
+fn probe_driver() -> Result<(), CudaError> {
+    for name in DRIVER_LIBS {
+        // SAFETY: loading the system's CUDA driver library runs only its initialisers, as
+        // cudarc's own loading of the same library does; the handle is dropped at once.
+        if unsafe { libloading::Library::new(name) }.is_ok() {
+            return Ok(());
+        }
+    }
+    Err(CudaError::NoDevice(format!(
+        "the CUDA driver library ({}) is not installed or not on the loader path",
+        DRIVER_LIBS.join(", ")
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::attention::{cascade_kernel, partial_kernel, MERGE_KERNEL};
+    use super::super::kv::{append_kernel, copy_kernel};
+    use super::super::sampling::SAMPLE_KERNEL;
+    use super::*;
+    use crate::kv::KvDtype;
+
+    /// Every name a launcher asks for is an entry point of its module's PTX, for both
+    /// architectures: a renamed kernel fails here, without a GPU.
+    #[test]
+    fn every_launched_kernel_is_in_the_embedded_ptx() {
+        let mut wanted = vec![
+            (ptx::PAGED_ATTENTION, MERGE_KERNEL.to_string()),
+            (ptx::SAMPLING, SAMPLE_KERNEL.to_string()),
+        ];
+        for dtype in [KvDtype::F32, KvDtype::F16, KvDtype::Bf16] {
+            for dpl in [1, 2, 4, 8] {
+                wanted.push((ptx::PAGED_ATTENTION, partial_kernel(dtype, dpl)));
+            }
+            wanted.push((ptx::CASCADE_ATTENTION, cascade_kernel(dtype)));
+            wanted.push((ptx::KV_CACHE, append_kernel(dtype)));
+            wanted.push((ptx::KV_CACHE, copy_kernel(dtype)));
+        }
+        for (module, name) in wanted {
+            for (arch, text) in [("sm80", module.sm80), ("sm90", module.sm90)] {
+                assert!(
+                    text.contains(&format!(".entry {name}(")),
+                    "{name} missing from {}.{arch}.ptx",
+                    module.name
+                );
+            }
+        }
+        assert!(ptx::PAGED_ATTENTION.sm90.contains(".target sm_90"));
+        assert!(ptx::PAGED_ATTENTION.sm80.contains(".target sm_80"));
+    }
+
+    #[test]
+    fn without_a_driver_new_is_a_typed_error_not_a_panic() {
+        match CudaKernels::new(0) {
+            Ok(k) => eprintln!(
+                "a GPU is present (compute capability {:?})",
+                k.compute_capability()
+            ),
+            Err(CudaError::NoDevice(msg)) => eprintln!("no device, as expected here: {msg}"),
+            Err(e) => panic!("unexpected error: {e}"),
+        }
+    }
+}

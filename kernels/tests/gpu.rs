@@ -1,0 +1,467 @@
+//! GPU parity (feature `cuda`): every CUDA kernel against its CPU reference on random inputs:
+//! attention (f32 / f16 / bf16 KV; grouped automatically, by explicit groups and ungrouped)
+//! against plain softmax over gathered KV, KV append / block copy bitwise against the CPU, the
+//! fused sampler token-for-token against the CPU sampler; plus argument errors and a timing of
+//! the shared-prefix decode step.
+//!
+//! Each test prints one `GPU_CHECK {json}` line, which `scripts/gpu-check.sh` collects into
+//! its summary. Without a GPU or driver each test prints why and passes (nothing to check);
+//! `gpu-check.sh` reports that as "skipped", never as parity.
+
+use std::time::Instant;
+
+use half::{bf16, f16};
+use ponder_kernels::attention::{paged_attention, AttentionParams, PrefixGroup, SPLIT_TOKENS};
+use ponder_kernels::cuda::cudarc::driver::{CudaSlice, DeviceRepr};
+use ponder_kernels::cuda::{CudaError, CudaKernels, CudaPagedKv, SeqSpan};
+use ponder_kernels::kv::{append, copy_blocks, KvElem, KvLayout};
+use ponder_kernels::sampling::{sample, SampleRequest, SamplingConfig, SamplingError};
+use rand::seq::SliceRandom;
+use rand::Rng;
+
+use crate::cascade::{as_groups, edge_batch, Fixture, ATTN_TOL, GEOMETRIES};
+use crate::common::rng;
+use crate::kv::LAYOUTS;
+use crate::sampling::{config, logits, settings};
+
+/// Logprob / entropy tolerance for the GPU's f32 sums over up to 152k tokens (nats).
+const GPU_LOGPROB_TOL: f32 = 1e-4;
+
+fn kernels(test: &str) -> Option<CudaKernels> {
+    match CudaKernels::new(0) {
+        Ok(k) => Some(k),
+        Err(e) => {
+            eprintln!("{test}: skipped, no usable GPU: {e}");
+            println!(
+                "GPU_CHECK {{\"test\": \"{test}\", \"skipped\": true, \"reason\": {}}}",
+                json_str(&e.to_string())
+            );
+            None
+        }
+    }
+}
+
+/// `s` as a JSON string literal.
+fn json_str(s: &str) -> String {
+    let mut out = String::from('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+fn check<T>(r: Result<T, CudaError>, what: &str) -> T {
+    r.unwrap_or_else(|e| panic!("{what}: {e}"))
+}
+
+fn max_err(a: &[f32], b: &[f32]) -> f32 {
+    assert_eq!(a.len(), b.len());
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max)
+}
+
+/// The fixture's KV rounded through `T`, so the CPU sees exactly what the GPU holds.
+fn round_kv<T: KvElem>(f: &mut Fixture) {
+    for x in f.k.iter_mut().chain(f.v.iter_mut()) {
+        *x = T::from_f32(*x).to_f32();
+    }
+}
+
+struct OnDevice<T> {
+    k: CudaSlice<T>,
+    v: CudaSlice<T>,
+    q: CudaSlice<f32>,
+}
+
+fn upload<T: KvElem + DeviceRepr>(kern: &CudaKernels, f: &Fixture) -> OnDevice<T> {
+    let s = kern.stream();
+    let conv = |x: &[f32]| x.iter().map(|&v| T::from_f32(v)).collect::<Vec<T>>();
+    let q: Vec<f32> = f.seqs.iter().flat_map(|s| s.0.iter().copied()).collect();
+    OnDevice {
+        k: check(
+            s.clone_htod(&conv(&f.k)).map_err(CudaError::from),
+            "upload k",
+        ),
+        v: check(
+            s.clone_htod(&conv(&f.v)).map_err(CudaError::from),
+            "upload v",
+        ),
+        q: check(s.clone_htod(&q).map_err(CudaError::from), "upload q"),
+    }
+}
+
+fn spans(f: &Fixture) -> Vec<SeqSpan<'_>> {
+    let row = f.num_heads * f.head_dim;
+    f.seqs
+        .iter()
+        .map(|(q, table, start)| SeqSpan {
+            len: q.len() / row,
+            block_table: table,
+            start_pos: *start,
+        })
+        .collect()
+}
+
+/// (max error of auto / explicit / ungrouped GPU attention against the reference).
+fn attention_case<T: KvElem + DeviceRepr>(
+    kern: &CudaKernels,
+    f: &mut Fixture,
+    groups: &[PrefixGroup<'_>],
+) -> f32 {
+    round_kv::<T>(f);
+    let want = f.reference();
+    let d = upload::<T>(kern, f);
+    let kv = CudaPagedKv {
+        k: &d.k,
+        v: &d.v,
+        block_size: f.block_size,
+        num_kv_heads: f.num_kv_heads,
+        head_dim: f.head_dim,
+    };
+    let (sp, p) = (spans(f), f.params());
+    let s = kern.stream();
+    let mut worst = 0f32;
+    for mode in 0..3 {
+        let mut out = check(
+            s.alloc_zeros::<f32>(f.out_len()).map_err(CudaError::from),
+            "alloc out",
+        );
+        match mode {
+            0 => {
+                let stats = check(
+                    kern.paged_attention(&kv, &d.q, &sp, &p, &mut out),
+                    "paged_attention",
+                );
+                let mut cpu = vec![0f32; f.out_len()];
+                let cpu_stats = paged_attention(&f.kv(), &f.queries(), &p, &mut cpu).expect("cpu");
+                assert_eq!(stats, cpu_stats, "block-load stats differ from the CPU's");
+            }
+            1 => check(
+                kern.cascade_attention(&kv, &d.q, &sp, groups, &p, &mut out),
+                "cascade_attention",
+            ),
+            _ => check(
+                kern.cascade_attention(&kv, &d.q, &sp, &[], &p, &mut out),
+                "ungrouped",
+            ),
+        }
+        let got = check(s.clone_dtoh(&out).map_err(CudaError::from), "download out");
+        worst = worst.max(max_err(&got, &want));
+    }
+    worst
+}
+
+fn attention_all<T: KvElem + DeviceRepr>(kern: &CudaKernels, seed: u64) -> (f32, usize) {
+    let mut rng = rng(seed);
+    let (mut worst, mut cases) = (0f32, 0);
+    for (geom, bs) in GEOMETRIES {
+        let (mut f, groups) = edge_batch(&mut rng, geom, bs);
+        worst = worst.max(attention_case::<T>(kern, &mut f, &as_groups(&groups)));
+        cases += 1;
+    }
+    // Decode steps the cascade exists for: 16 branches over a long prompt, two geometries.
+    for (geom, bs, prefix) in [((9, 3, 64), 16, 512), ((32, 8, 128), 16, 2048)] {
+        let mut f = Fixture::new(&mut rng, prefix / bs + 16 * 3 + 8, bs, geom);
+        let pre = f.blocks(prefix / bs);
+        let members: Vec<usize> = (0..16)
+            .map(|b| f.add(&mut rng, &pre, prefix + 16 + b, 1))
+            .collect();
+        let groups = [PrefixGroup {
+            members: &members,
+            prefix_len: prefix,
+        }];
+        worst = worst.max(attention_case::<T>(kern, &mut f, &groups));
+        cases += 1;
+    }
+    (worst, cases)
+}
+
+#[test]
+fn gpu_attention_matches_cpu_reference() {
+    let Some(kern) = kernels("attention") else {
+        return;
+    };
+    let (f32_err, n) = attention_all::<f32>(&kern, 70);
+    let (f16_err, _) = attention_all::<f16>(&kern, 71);
+    let (bf16_err, _) = attention_all::<bf16>(&kern, 72);
+    let worst = f32_err.max(f16_err).max(bf16_err);
+    println!(
+        "GPU_CHECK {{\"test\": \"attention\", \"ok\": {}, \"cases_per_dtype\": {n}, \"modes\": [\"auto\", \"groups\", \"ungrouped\"], \"max_abs_err\": {{\"f32\": {f32_err:e}, \"f16\": {f16_err:e}, \"bf16\": {bf16_err:e}}}, \"tol\": {ATTN_TOL:e}}}",
+        worst <= ATTN_TOL
+    );
+    assert!(
+        worst <= ATTN_TOL,
+        "attention: max error {worst} > {ATTN_TOL}"
+    );
+}
+
+fn kv_case<T: KvElem + DeviceRepr + PartialEq>(kern: &CudaKernels, seed: u64) -> usize {
+    let mut rng = rng(seed);
+    let s = kern.stream();
+    let mut cases = 0;
+    for l in LAYOUTS {
+        let num_blocks = 64;
+        let n = num_blocks * l.block_size * l.num_kv_heads * l.head_dim;
+        let init: Vec<T> = (0..n)
+            .map(|_| T::from_f32(rng.random_range(-4.0..4.0)))
+            .collect();
+        let mut all: Vec<u32> = (0..(num_blocks * l.block_size) as u32).collect();
+        all.shuffle(&mut rng);
+        let slots = &all[..3 * l.block_size + 1];
+        let m = slots.len() * l.num_kv_heads * l.head_dim;
+        let k_new: Vec<f32> = (0..m).map(|_| rng.random_range(-3.0..3.0)).collect();
+        let v_new: Vec<f32> = (0..m).map(|_| rng.random_range(-3.0..3.0)).collect();
+        let pairs: Vec<(u32, u32)> = (0..8).map(|i| (i, 63 - i)).collect();
+        let (mut k, mut v) = (init.clone(), init.clone());
+        append(&l, &mut k, &mut v, &k_new, &v_new, slots).expect("cpu append");
+        copy_blocks(&l, &mut k, &mut v, &pairs).expect("cpu copy");
+        let up = |x: &[T]| check(s.clone_htod(x).map_err(CudaError::from), "upload");
+        let (mut kd, mut vd) = (up(&init), up(&init));
+        let kn = check(s.clone_htod(&k_new).map_err(CudaError::from), "upload");
+        let vn = check(s.clone_htod(&v_new).map_err(CudaError::from), "upload");
+        check(
+            kern.kv_append(&l, &mut kd, &mut vd, &kn, &vn, slots),
+            "kv_append",
+        );
+        check(
+            kern.kv_copy_blocks(&l, &mut kd, &mut vd, &pairs),
+            "kv_copy_blocks",
+        );
+        let kg = check(s.clone_dtoh(&kd).map_err(CudaError::from), "download");
+        let vg = check(s.clone_dtoh(&vd).map_err(CudaError::from), "download");
+        assert!(
+            kg == k && vg == v,
+            "{:?} {l:?}: GPU cache differs from the CPU's",
+            T::DTYPE
+        );
+        cases += 1;
+    }
+    cases
+}
+
+#[test]
+fn gpu_kv_append_and_copy_equal_cpu_bitwise() {
+    let Some(kern) = kernels("kv_cache") else {
+        return;
+    };
+    let n = kv_case::<f32>(&kern, 80) + kv_case::<f16>(&kern, 81) + kv_case::<bf16>(&kern, 82);
+    println!(
+        "GPU_CHECK {{\"test\": \"kv_cache\", \"ok\": true, \"cases\": {n}, \"bitwise\": true}}"
+    );
+}
+
+#[test]
+fn gpu_sampler_picks_the_cpu_token() {
+    let Some(kern) = kernels("sampling") else {
+        return;
+    };
+    let mut rng = rng(90);
+    let s = kern.stream();
+    let (mut rows_checked, mut lp_err, mut ent_err) = (0usize, 0f32, 0f32);
+    for vocab in [1usize, 7, 1000, 32_000, 151_936] {
+        let mut cfgs = settings();
+        cfgs.push(config(0.0, 0, 1.0, 0.0));
+        cfgs.push(SamplingConfig {
+            top_logprobs: 20,
+            ..config(0.6, 40, 0.95, 0.05)
+        });
+        let rows: Vec<SampleRequest> = (0..64)
+            .map(|i| SampleRequest {
+                config: cfgs[i % cfgs.len()],
+                seed: rng.random(),
+                offset: i as u64,
+            })
+            .collect();
+        let mut x: Vec<f32> = Vec::new();
+        for r in 0..rows.len() {
+            let mut row = logits(&mut rng, vocab, [2.0, 8.0, 20.0][r % 3]);
+            if vocab > 4 {
+                row[r % vocab] = f32::NEG_INFINITY;
+                row[1] = row[2];
+            }
+            x.extend(row);
+        }
+        let want = sample(&x, vocab, &rows).expect("cpu sample");
+        let xd = check(s.clone_htod(&x).map_err(CudaError::from), "upload logits");
+        let got = check(kern.sample(&xd, vocab, &rows), "gpu sample");
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert_eq!(
+                g.token, w.token,
+                "vocab {vocab}, row {i} ({:?}): GPU and CPU tokens differ",
+                rows[i].config
+            );
+            let ids = |s: &ponder_kernels::sampling::Sample| {
+                s.top_logprobs.iter().map(|t| t.0).collect::<Vec<_>>()
+            };
+            assert_eq!(ids(g), ids(w), "vocab {vocab}, row {i}: top-n ids");
+            lp_err = lp_err.max((g.logprob - w.logprob).abs());
+            ent_err = ent_err.max((g.entropy - w.entropy).abs());
+            for (a, b) in g.top_logprobs.iter().zip(&w.top_logprobs) {
+                lp_err = lp_err.max((a.1 - b.1).abs());
+            }
+        }
+        rows_checked += rows.len();
+    }
+    // Bad rows are the CPU's typed errors.
+    let bad = [
+        0.5f32,
+        1.0,
+        f32::NAN,
+        2.0,
+        f32::NEG_INFINITY,
+        f32::NEG_INFINITY,
+        f32::NEG_INFINITY,
+        f32::NEG_INFINITY,
+    ];
+    let ok = SampleRequest {
+        config: SamplingConfig::default(),
+        seed: 1,
+        offset: 0,
+    };
+    let xd = check(s.clone_htod(&bad).map_err(CudaError::from), "upload");
+    match kern.sample(&xd, 4, &[ok, ok]) {
+        Err(CudaError::Sampling(SamplingError::NonFiniteLogit {
+            row: 0, index: 2, ..
+        })) => {}
+        other => panic!("expected NonFiniteLogit at row 0 index 2, got {other:?}"),
+    }
+    let xd = check(s.clone_htod(&bad[4..]).map_err(CudaError::from), "upload");
+    assert!(matches!(
+        kern.sample(&xd, 4, &[ok]),
+        Err(CudaError::Sampling(SamplingError::AllMasked { row: 0 }))
+    ));
+    let ok_tol = lp_err <= GPU_LOGPROB_TOL && ent_err <= GPU_LOGPROB_TOL;
+    println!(
+        "GPU_CHECK {{\"test\": \"sampling\", \"ok\": {ok_tol}, \"rows\": {rows_checked}, \"tokens_equal\": true, \"max_logprob_err\": {lp_err:e}, \"max_entropy_err\": {ent_err:e}, \"tol\": {GPU_LOGPROB_TOL:e}}}"
+    );
+    assert!(
+        ok_tol,
+        "logprob error {lp_err}, entropy error {ent_err} > {GPU_LOGPROB_TOL}"
+    );
+}
+
+#[test]
+fn gpu_bad_arguments_are_typed_errors_before_launch() {
+    let Some(kern) = kernels("errors") else {
+        return;
+    };
+    let mut rng = rng(95);
+    let mut f = Fixture::new(&mut rng, 8, 4, (4, 2, 16));
+    f.add(&mut rng, &[], 5, 1);
+    f.seqs[0].1[1] = 99;
+    let d = upload::<f32>(&kern, &f);
+    let kv = CudaPagedKv {
+        k: &d.k,
+        v: &d.v,
+        block_size: 4,
+        num_kv_heads: 2,
+        head_dim: 16,
+    };
+    let mut out = check(
+        kern.stream()
+            .alloc_zeros::<f32>(f.out_len())
+            .map_err(CudaError::from),
+        "alloc",
+    );
+    let err = kern
+        .paged_attention(&kv, &d.q, &spans(&f), &f.params(), &mut out)
+        .expect_err("block 99");
+    assert!(err.to_string().contains("block_table[1]"), "{err}");
+    let params = AttentionParams {
+        num_heads: 3,
+        scale: 1.0,
+    };
+    assert!(kern
+        .paged_attention(&kv, &d.q, &spans(&f), &params, &mut out)
+        .is_err());
+    let layout = KvLayout {
+        block_size: 4,
+        num_kv_heads: 2,
+        head_dim: 16,
+    };
+    let (mut k, mut v) = (d.k.clone(), d.v.clone());
+    assert!(kern
+        .kv_copy_blocks(&layout, &mut k, &mut v, &[(0, 8)])
+        .is_err());
+    println!("GPU_CHECK {{\"test\": \"errors\", \"ok\": true}}");
+}
+
+/// Median microseconds of `iters` calls of `f` after a warm-up, timed around a stream sync.
+fn time_us(kern: &CudaKernels, iters: usize, mut f: impl FnMut()) -> f64 {
+    f();
+    check(kern.stream().synchronize().map_err(CudaError::from), "sync");
+    let mut t: Vec<f64> = (0..iters)
+        .map(|_| {
+            let start = Instant::now();
+            f();
+            check(kern.stream().synchronize().map_err(CudaError::from), "sync");
+            start.elapsed().as_secs_f64() * 1e6
+        })
+        .collect();
+    t.sort_by(f64::total_cmp);
+    t[t.len() / 2]
+}
+
+/// Timing, not a check: one decode step of 16 branches sharing a prompt, with the prefix
+/// attended once (cascade) and by every branch (ungrouped). `gpu-check.sh` runs it.
+#[test]
+#[ignore = "timing; run by scripts/gpu-check.sh"]
+fn gpu_bench_shared_prefix_decode() {
+    let Some(kern) = kernels("bench") else { return };
+    let mut rng = rng(99);
+    let mut results = Vec::new();
+    for (name, geom, prefix) in [
+        ("smollm2-135m", (9, 3, 64), 512),
+        ("llama3-8b", (32, 8, 128), 4096),
+    ] {
+        let bs = 16;
+        let mut f = Fixture::new(&mut rng, prefix / bs + 16 * 3 + 8, bs, geom);
+        let pre = f.blocks(prefix / bs);
+        for b in 0..16 {
+            f.add(&mut rng, &pre, prefix + 16 + b, 1);
+        }
+        let d = upload::<bf16>(&kern, &f);
+        let kv = CudaPagedKv {
+            k: &d.k,
+            v: &d.v,
+            block_size: bs,
+            num_kv_heads: f.num_kv_heads,
+            head_dim: f.head_dim,
+        };
+        let (sp, p) = (spans(&f), f.params());
+        let mut out = check(
+            kern.stream()
+                .alloc_zeros::<f32>(f.out_len())
+                .map_err(CudaError::from),
+            "alloc",
+        );
+        let cascade = time_us(&kern, 50, || {
+            check(
+                kern.paged_attention(&kv, &d.q, &sp, &p, &mut out),
+                "cascade",
+            );
+        });
+        let flat = time_us(&kern, 50, || {
+            check(
+                kern.cascade_attention(&kv, &d.q, &sp, &[], &p, &mut out),
+                "ungrouped",
+            );
+        });
+        results.push(format!(
+            "{{\"case\": \"{name}\", \"branches\": 16, \"prefix\": {prefix}, \"kv\": \"bf16\", \"split_tokens\": {SPLIT_TOKENS}, \"cascade_us\": {cascade:.1}, \"ungrouped_us\": {flat:.1}, \"speedup\": {:.2}}}",
+            flat / cascade
+        ));
+    }
+    println!(
+        "GPU_CHECK {{\"test\": \"bench_shared_prefix_decode\", \"ok\": true, \"results\": [{}]}}",
+        results.join(", ")
+    );
+}

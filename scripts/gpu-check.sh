@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# GPU check for the kernels: on a machine with an NVIDIA GPU and driver, runs every CUDA
+# kernel's parity test against its CPU reference (attention f32/f16/bf16, KV append/copy,
+# fused sampling) and the shared-prefix decode timing (cascade vs ungrouped), then
+# prints ONE JSON summary on stdout. Everything else (build and test logs) goes to stderr and
+# to the log file named in the summary. Meant to finish well under 8 minutes on one H100/H200.
+#
+# The test binary:
+#   PONDER_GPU_TEST_BIN=path  a binary built elsewhere (needs no cargo or nvcc here: the PTX is
+#                             embedded; x86-64, glibc >= 2.34), e.g. in the repo root:
+#                               cargo test -p ponder-kernels --features cuda --no-run
+#                               (it prints "Executable tests/tests.rs (target/debug/deps/tests-<hash>)")
+#                               mkdir -p .gpu && strip -o .gpu/kernels-tests target/debug/deps/tests-<hash>
+#                               echo /.gpu/ >> .git/info/exclude
+#                             (stripped it is ~5 MB, unstripped ~170 MB), then on the GPU machine
+#                               PONDER_GPU_TEST_BIN=.gpu/kernels-tests bash scripts/gpu-check.sh
+#   otherwise                 cargo builds it here (nvcc found as kernels/build_support/nvcc.rs
+#                             says: $NVCC, $CUDA_HOME/bin, kernels/.cuda, PATH)
+#
+# Other knobs: PONDER_GPU_LOG (log file; default a temp file), PONDER_GPU_TIMEOUT (seconds for
+# the test run, default 420).
+# Exit status: 0 when every check ran on the GPU and passed; 1 otherwise (the JSON says why).
+set -uo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+log=${PONDER_GPU_LOG:-$(mktemp -t ponder-gpu-check.XXXXXX)}
+timeout_s=${PONDER_GPU_TIMEOUT:-420}
+: >"$log"
+
+# `s` as a JSON string literal.
+json_str() {
+  local s=$1
+  s=${s//\\/\\\\}
+  s=${s//\"/\\\"}
+  s=${s//$'\n'/\\n}
+  s=${s//$'\r'/}
+  s=${s//$'\t'/\\t}
+  printf '"%s"' "$s"
+}
+
+fail() {
+  printf '{"ok": false, "error": %s, "log": %s}\n' "$(json_str "$1")" "$(json_str "$log")"
+  exit 1
+}
+
+# The driver's libcuda may live outside the loader's default path.
+for dir in /usr/local/nvidia/lib64 /usr/local/nvidia/lib /usr/lib/x86_64-linux-gnu; do
+  if [ -e "$dir/libcuda.so.1" ]; then
+    export LD_LIBRARY_PATH="$dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    break
+  fi
+done
+
+device=null
+driver=null
+if command -v nvidia-smi >/dev/null 2>&1; then
+  info=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -n1)
+  if [ -n "$info" ]; then
+    device=$(json_str "${info%%,*}")
+    driver=$(json_str "$(echo "${info#*,}" | tr -d ' ')")
+  fi
+fi
+
+start=$(date +%s)
+if [ -n "${PONDER_GPU_TEST_BIN:-}" ]; then
+  bin=$PONDER_GPU_TEST_BIN
+  [ -x "$bin" ] || fail "PONDER_GPU_TEST_BIN=$bin is not an executable file"
+  built=prebuilt
+else
+  command -v cargo >/dev/null 2>&1 ||
+    fail "cargo is not installed and PONDER_GPU_TEST_BIN is not set: build the test binary elsewhere (cargo test -p ponder-kernels --features cuda --no-run) and pass its path in PONDER_GPU_TEST_BIN"
+  echo "gpu-check: building the kernels' tests with --features cuda (log: $log)" >&2
+  messages=$(cd "$root" && cargo test -p ponder-kernels --features cuda --no-run \
+    --message-format=json 2>>"$log") ||
+    fail "cargo could not build the kernels' tests with --features cuda; see the log"
+  bin=$(printf '%s\n' "$messages" | grep '"reason":"compiler-artifact"' |
+    grep '"name":"tests"' | grep '"test":true' |
+    sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -n1)
+  [ -n "$bin" ] && [ -x "$bin" ] || fail "could not find the built test binary in cargo's output"
+  built=cargo
+fi
+build_s=$(($(date +%s) - start))
+
+echo "gpu-check: running $bin" >&2
+start=$(date +%s)
+out=$(cd "$root/kernels" && timeout "$timeout_s" "$bin" gpu:: --include-ignored \
+  --test-threads=1 --nocapture 2>&1)
+rc=$?
+run_s=$(($(date +%s) - start))
+printf '%s\n' "$out" >>"$log"
+printf '%s\n' "$out" | grep -v '^GPU_CHECK ' >&2
+
+checks=$(printf '%s\n' "$out" | sed -n 's/^GPU_CHECK //p' | paste -sd, -)
+failed=$(printf '%s\n' "$out" | sed -n 's/^test \(.*\) \.\.\. FAILED$/\1/p')
+failed_json=""
+while IFS= read -r name; do
+  [ -n "$name" ] && failed_json="$failed_json${failed_json:+, }$(json_str "$name")"
+done <<<"$failed"
+result=$(printf '%s\n' "$out" | grep '^test result:' | tail -n1)
+passed=$(echo "$result" | sed -n 's/.* \([0-9]*\) passed.*/\1/p')
+nfailed=$(echo "$result" | sed -n 's/.* \([0-9]*\) failed.*/\1/p')
+skipped=false
+printf '%s\n' "$out" | grep -q '^GPU_CHECK .*"skipped": true' && skipped=true
+ok=false
+if [ "$rc" -eq 0 ] && [ "$skipped" = false ] && [ -n "$checks" ]; then ok=true; fi
+timed_out=false
+[ "$rc" -eq 124 ] && timed_out=true
+
+printf '{"ok": %s, "device": %s, "driver": %s, "binary": %s, "built_by": "%s", "build_s": %d, "run_s": %d, "exit_code": %d, "timed_out": %s, "skipped_no_gpu": %s, "tests_passed": %s, "tests_failed": %s, "failed": [%s], "checks": [%s], "log": %s}\n' \
+  "$ok" "$device" "$driver" "$(json_str "$bin")" "$built" "$build_s" "$run_s" "$rc" "$timed_out" \
+  "$skipped" "${passed:-0}" "${nfailed:-0}" "$failed_json" "$checks" "$(json_str "$log")"
+[ "$ok" = true ]

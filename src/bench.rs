@@ -120,7 +120,7 @@ pub fn nsample(loaded: &LoadedModel, opts: &BenchOptions) -> Result<NSampleRepor
         prompt: prompt.clone(),
         samples,
         max_new_tokens: opts.new_tokens,
-        stop_tokens: Vec::new(), // every sample generates exactly new_tokens
+        stop_tokens: Vec::new(), stop_condition: None, // every sample generates exactly new_tokens
         priority: 0,
     };
 
@@ -200,7 +200,7 @@ pub fn prefix_reuse(loaded: &LoadedModel, opts: &BenchOptions) -> Result<PrefixR
         prompt: prompt.clone(),
         samples: vec![SamplingParams::greedy()],
         max_new_tokens: 4,
-        stop_tokens: Vec::new(),
+        stop_tokens: Vec::new(), stop_condition: None,
         priority: 0,
     };
     sched.submit(one(&first))?;

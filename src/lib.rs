@@ -4,6 +4,9 @@
 //! (in later steps) the executor, backends, router and HTTP API. Strategies and verifiers live
 //! in their own crates and see the engine only through ports.
 
+pub mod backends;
 pub mod engine;
 pub mod bench;
 pub mod models;
+pub mod reason;
+pub mod runtime;

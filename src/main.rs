@@ -26,6 +26,39 @@ enum Command {
     Generate(GenerateArgs),
     /// Run a benchmark workload and print one JSON object.
     Bench(BenchArgs),
+    /// Answer a problem with a test-time-compute strategy under a token budget.
+    Reason(ReasonArgs),
+}
+
+#[derive(clap::Args)]
+struct ReasonArgs {
+    /// The problem.
+    #[arg(long)]
+    problem: String,
+    /// Strategy name (`ponder reason --list` shows them).
+    #[arg(long, default_value = "self_consistency")]
+    strategy: String,
+    /// Strategy parameters as a JSON object, e.g. '{"n": 4}'.
+    #[arg(long, default_value = "{}")]
+    params: String,
+    /// Token budget: generated + computed prefill + verifier tokens.
+    #[arg(long, default_value_t = 4096, allow_negative_numbers = true)]
+    budget: i64,
+    /// Seed: the same seed replays the same search.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Stop with the best answer so far after this many milliseconds.
+    #[arg(long)]
+    deadline_ms: Option<u64>,
+    /// Print the whole Outcome as one JSON object.
+    #[arg(long)]
+    json: bool,
+    /// KV cache memory, e.g. 512MiB.
+    #[arg(long, default_value = "512MiB")]
+    kv_memory: bytesize::ByteSize,
+    /// A .gguf file or safetensors directory [default: the installed SmolLM2].
+    #[arg(long, env = "PONDER_MODEL")]
+    model: Option<PathBuf>,
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -111,6 +144,7 @@ fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Generate(args) => run_generate(args),
         Command::Bench(args) => run_bench(args),
+        Command::Reason(args) => run_reason(args),
     }
 }
 
@@ -156,7 +190,7 @@ fn run_generate(args: GenerateArgs) -> anyhow::Result<()> {
         prompt: prompt_ids.clone(),
         samples: vec![params],
         max_new_tokens: max_tokens,
-        stop_tokens: model.tokenizer.eos().to_vec(),
+        stop_tokens: model.tokenizer.eos().to_vec(), stop_condition: None,
         priority: 0,
     })?;
     let mut stdout = std::io::stdout().lock();
@@ -175,6 +209,7 @@ fn run_generate(args: GenerateArgs) -> anyhow::Result<()> {
                     }
                 }
                 Event::Finished { reason, .. } => finish = Some(reason),
+                Event::Prefill { .. } => {}
             }
         }
     }
@@ -212,5 +247,55 @@ fn run_bench(args: BenchArgs) -> anyhow::Result<()> {
         Workload::PrefixReuse => serde_json::to_string_pretty(&ponder::bench::prefix_reuse(&model, &opts)?)?,
     };
     println!("{json}");
+    Ok(())
+}
+
+fn run_reason(args: ReasonArgs) -> anyhow::Result<()> {
+    let params: serde_json::Value =
+        serde_json::from_str(&args.params).with_context(|| format!("--params is not a JSON object: {}", args.params))?;
+    let registry = ponder_strategies::Registry::with_builtins();
+    // Reject a bad strategy or parameters before loading the model.
+    registry.build(&args.strategy, params.clone())?;
+    let opts = ponder::runtime::RuntimeOptions {
+        model: args.model.unwrap_or_else(ponder::models::default_llm_path),
+        kv_memory: args.kv_memory.as_u64(),
+        ..ponder::runtime::RuntimeOptions::default_model()
+    };
+    let runtime = ponder::runtime::Runtime::start(&opts).with_context(|| format!("loading {}", opts.model.display()))?;
+    let request = ponder::reason::ReasonRequest {
+        problem: args.problem,
+        strategy: args.strategy,
+        params,
+        budget_tokens: args.budget,
+        deadline_ms: args.deadline_ms,
+        seed: args.seed,
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build()?;
+    let outcome = rt.block_on(ponder::reason::reason(
+        &registry,
+        runtime.generator(),
+        None,
+        &request,
+        tokio_util::sync::CancellationToken::new(),
+    ))?;
+    if args.json {
+        println!("{}", serde_json::to_string(&outcome)?);
+        return Ok(());
+    }
+    println!("answer: {}", outcome.answer.as_deref().unwrap_or("(none)"));
+    let u = &outcome.usage;
+    println!(
+        "usage: generated={} prefill_computed={} prefill_reused={} verifier_calls={} probe_tokens={} spent={}/{} wall_ms={} finish={:?}",
+        u.generated_tokens,
+        u.prefill_tokens_computed,
+        u.prefill_tokens_reused,
+        u.verifier_calls,
+        u.probe_tokens,
+        u.spent(),
+        request.budget_tokens,
+        u.wall_ms,
+        outcome.finish_reason
+    );
+    print!("{}", outcome.tree.render(60));
     Ok(())
 }

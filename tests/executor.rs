@@ -31,7 +31,7 @@ fn sample(seed: u64) -> SamplingParams {
 }
 
 fn group(prompt: &[u32], samples: Vec<SamplingParams>, max_new_tokens: usize) -> GroupRequest {
-    GroupRequest { prompt: prompt.to_vec(), samples, max_new_tokens, stop_tokens: Vec::new(), priority: 0 }
+    GroupRequest { prompt: prompt.to_vec(), samples, max_new_tokens, stop_tokens: Vec::new(), stop_condition: None, priority: 0 }
 }
 
 /// Tokens per branch, in submission order of the ids.
@@ -201,6 +201,7 @@ fn the_actor_batches_concurrent_groups_and_streams_their_events() {
                         tokens += 1;
                     }
                     Event::Finished { .. } => open -= 1,
+                    Event::Prefill { seq, .. } => assert!(handle.seqs.contains(&seq), "prefill is reported on the group's own branch"),
                 }
             }
         }

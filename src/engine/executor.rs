@@ -49,6 +49,14 @@ impl GroupHandle {
     }
 }
 
+impl Drop for GroupHandle {
+    /// A dropped handle (its caller gave up, e.g. a cancelled request) cancels whatever of its
+    /// group is still running, so its blocks come back.
+    fn drop(&mut self) {
+        self.cancel();
+    }
+}
+
 impl std::fmt::Debug for Command {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
@@ -123,7 +131,7 @@ fn run(mut scheduler: Scheduler, mut rx: mpsc::UnboundedReceiver<Command>) {
             Ok(events) => {
                 for event in events {
                     let (seq, last) = match &event {
-                        Event::Token { seq, .. } => (*seq, false),
+                        Event::Token { seq, .. } | Event::Prefill { seq, .. } => (*seq, false),
                         Event::Finished { seq, .. } => (*seq, true),
                     };
                     if let Some(tx) = routes.get(&seq) {

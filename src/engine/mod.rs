@@ -34,6 +34,6 @@ pub use loader::{load_model, LoadOptions, LoadedModel, MatmulImpl};
 pub use model::{LogitsFor, Model, SeqChunk};
 pub use paged_kv::{bytes_per_block, PagedKvStore};
 pub use safetensors::SafetensorsModel;
-pub use scheduler::{Event, GroupRequest, Scheduler, SchedulerConfig, SchedulerCounters, SeqFinish};
+pub use scheduler::{Event, GroupRequest, Scheduler, SchedulerConfig, SchedulerCounters, SeqFinish, StopCondition};
 pub use sampling::{argmax, log_softmax, SampledToken, Sampler, SamplingParams, MAX_TOP_LOGPROBS};
 pub use tokenizer::TextTokenizer;

@@ -1,8 +1,54 @@
-//! Ponder's strategy engine: the `Strategy` trait, the `Generator` port a strategy drives, the
-//! budget meter, the search tree every strategy records into, and the built-in strategies
-//! (best-of-N, self-consistency, beam search and DVTS, A*-decoding, MCTS, early stopping,
-//! adaptive parallel thinking).
+//! Ponder's strategy engine: the [`Strategy`] trait, the [`Generator`] port a strategy drives,
+//! the budget [`Meter`], the [`SearchTree`] every strategy records into, and the built-in
+//! strategies (best-of-N, self-consistency, beam search and DVTS, A*-decoding, MCTS and
+//! AB-MCTS, answer convergence, DeepConf, first-finish and short-m@k, adaptive parallel
+//! thinking).
 //!
 //! This crate knows nothing of candle, axum or the engine: it sees models only through the
-//! `Generator` port and scores only through `ponder-verifiers`. Its contents arrive with the
-//! strategy-engine step (see DESIGN.md); today it holds the crate boundary only.
+//! [`Generator`] port and scores only through `ponder-verifiers`. [`fake::FakeGenerator`] is a
+//! scripted generator for algorithm tests; the service implements the port over the engine.
+
+mod a_star;
+mod ab_mcts;
+mod adaptive_parallel;
+mod answer_convergence;
+mod beam_search;
+mod best_of_n;
+mod budget;
+mod builtins;
+mod context;
+mod deepconf;
+mod error;
+pub mod fake;
+mod first_finish;
+mod generator;
+mod lockstep;
+mod mcts;
+mod outcome;
+mod params;
+mod registry;
+mod select;
+mod self_consistency;
+mod strategy;
+mod tree;
+
+pub use a_star::{AStar, AStarParams};
+pub use ab_mcts::{AbMcts, AbMctsParams};
+pub use adaptive_parallel::{leader_probability, AdaptiveParallel, AdaptiveParallelParams, Join};
+pub use answer_convergence::{AnswerConvergence, AnswerConvergenceParams};
+pub use beam_search::{BeamParams, BeamSearch, ConfidenceStop, DvtsParams};
+pub use best_of_n::{BestOfN, BestOfNParams};
+pub use budget::{Budget, Charge, Meter, Reservation, Usage};
+pub use context::{Branch, Context, StepSpec, ANSWER_PROBE};
+pub use deepconf::{percentile, DeepConf, DeepConfParams};
+pub use error::{Result, StrategyError};
+pub use first_finish::{FirstFinish, FirstFinishParams, ShortMofKParams};
+pub use generator::{Cost, ExtendRequest, Extension, Generator, Prompt, Sampling, SeqHandle, StopKind, TokenInfo};
+pub use mcts::{puct, Mcts, MctsParams};
+pub use outcome::{Candidate, FinishReason, Outcome, Selection};
+pub use params::{in_range, positive, Decoding, ScoreBy, Steps};
+pub use registry::{Registry, StrategyInfo};
+pub use select::{select_among, select_best_score, select_by_vote};
+pub use self_consistency::{SelfConsistency, SelfConsistencyParams};
+pub use strategy::{run, Problem, Strategy, DEFAULT_SYSTEM_PROMPT};
+pub use tree::{Node, NodeId, NodeStatus, SearchTree};

@@ -38,6 +38,14 @@ impl Default for SchedulerConfig {
     }
 }
 
+/// Decides, after each sampled token, whether a branch should stop there (the token is kept).
+/// The service uses it for stop strings (a step delimiter), which need the tokenizer.
+pub trait StopCondition: Send + Sync + std::fmt::Debug {
+    /// Whether the branch stops after its latest token; `generated` holds every token this
+    /// branch sampled, the latest last.
+    fn should_stop(&self, generated: &[u32]) -> bool;
+}
+
 /// A prompt to continue `samples.len()` times.
 #[derive(Debug, Clone)]
 pub struct GroupRequest {
@@ -49,6 +57,8 @@ pub struct GroupRequest {
     pub max_new_tokens: usize,
     /// Tokens that end a branch.
     pub stop_tokens: Vec<u32>,
+    /// A stop rule checked after every sampled token (stop strings); `None` for none.
+    pub stop_condition: Option<Arc<dyn StopCondition>>,
     /// Higher runs first and is preempted last.
     pub priority: i32,
 }
@@ -62,6 +72,16 @@ pub enum Event {
         seq: SeqId,
         /// The token and its logprobs.
         token: SampledToken,
+    },
+    /// Context tokens were run through the model (or served from cache) before a branch could
+    /// sample: a group's prompt (reported on its first branch) or a preempted branch's recompute.
+    Prefill {
+        /// The branch it is reported on.
+        seq: SeqId,
+        /// Tokens computed.
+        computed: u64,
+        /// Tokens served from cached blocks.
+        reused: u64,
     },
     /// A branch finished.
     Finished {
@@ -121,6 +141,11 @@ struct Sequence {
     branches: Vec<(SeqId, Sampler)>,
     max_new_tokens: usize,
     stop_tokens: Arc<Vec<u32>>,
+    stop_condition: Option<Arc<dyn StopCondition>>,
+    /// Length of the prompt (generated tokens start here).
+    prompt_len: usize,
+    /// Prefill since the last `Prefill` event: (computed, reused).
+    prefill: (u64, u64),
     priority: i32,
     /// Admission order, for tie-breaking priorities (older first).
     arrival: u64,
@@ -198,9 +223,13 @@ impl Scheduler {
         let ids = branches.iter().map(|b| b.0).collect();
         let arrival = self.arrivals;
         self.arrivals += 1;
+        let prompt_len = req.prompt.len();
         self.seqs.insert(
             parent,
             Sequence {
+                prompt_len,
+                prefill: (0, 0),
+                stop_condition: req.stop_condition,
                 tokens: req.prompt,
                 computed: 0,
                 generated: 0,

@@ -38,11 +38,18 @@ impl Scheduler {
             }
             let Some(s) = self.seqs.get_mut(&p.seq) else { continue };
             s.computed += p.len;
+            if p.prefill {
+                s.prefill.0 += p.len as u64;
+            }
             if s.computed < s.tokens.len() {
                 continue; // more prefill chunks to come
             }
             let logits: Vec<f32> = logits.to_vec1()?;
             if s.sampler.is_some() {
+                if p.prefill {
+                    let (computed, reused) = std::mem::take(&mut s.prefill);
+                    events.push(Event::Prefill { seq: p.seq, computed, reused });
+                }
                 s.phase = Phase::Decode;
                 self.sample_into(p.seq, &logits, &mut events)?;
             } else {
@@ -97,6 +104,7 @@ impl Scheduler {
             match self.store.open(id, &s.tokens) {
                 Ok(reused) => {
                     s.computed = reused;
+                    s.prefill.1 += reused as u64;
                     s.running = true;
                     self.counters.prefill_tokens_reused += reused as u64;
                     slots -= 1;
@@ -183,7 +191,11 @@ impl Scheduler {
         } else {
             s.tokens.push(token.token);
             events.push(Event::Token { seq, token });
-            (s.generated >= s.max_new_tokens || s.tokens.len() >= context).then_some(FinishReason::Length)
+            if s.stop_condition.as_ref().is_some_and(|c| c.should_stop(&s.tokens[s.prompt_len..])) {
+                Some(FinishReason::Stop)
+            } else {
+                (s.generated >= s.max_new_tokens || s.tokens.len() >= context).then_some(FinishReason::Length)
+            }
         };
         if let Some(reason) = finish {
             self.seqs.remove(&seq);
@@ -196,6 +208,10 @@ impl Scheduler {
     /// The prompt of a group is computed: fork every branch from it and sample their first tokens.
     fn fork_branches(&mut self, parent: SeqId, logits: &[f32], events: &mut Vec<Event>) -> Result<()> {
         let Some(mut p) = self.seqs.remove(&parent) else { return Ok(()) };
+        if let Some((first, _)) = p.branches.first() {
+            let (computed, reused) = std::mem::take(&mut p.prefill);
+            events.push(Event::Prefill { seq: *first, computed, reused });
+        }
         for (child, sampler) in std::mem::take(&mut p.branches) {
             self.store.fork(parent, child)?;
             self.seqs.insert(
@@ -209,6 +225,9 @@ impl Scheduler {
                     branches: Vec::new(),
                     max_new_tokens: p.max_new_tokens,
                     stop_tokens: Arc::clone(&p.stop_tokens),
+                    stop_condition: p.stop_condition.clone(),
+                    prompt_len: p.prompt_len,
+                    prefill: (0, 0),
                     priority: p.priority,
                     arrival: p.arrival,
                     running: true,

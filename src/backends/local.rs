@@ -1,0 +1,253 @@
+//! [`LocalGenerator`]: the strategies' `Generator` port over the local executor.
+//!
+//! Sequences are token lists kept here; the KV lives in the executor's paged store. Forking
+//! copies the token list only: when a fork is extended, the executor's radix prefix index
+//! finds every full block its parent (or sibling) already computed, so only the tokens after
+//! the last shared full block are prefilled — prefill is computed once per distinct prefix
+//! (SGLang's RadixAttention shape, on our executor). Requests of one `extend` call whose
+//! sequences hold identical tokens go to the executor as one group (prompt prefilled once,
+//! branches forked copy-on-write); all groups of a call are submitted before any is awaited,
+//! so they share forward passes. Stop strings are checked inside the scheduler after every
+//! token ([`StopStrings`]), so a step ends exactly at its delimiter whatever the timing.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use ponder_strategies::{Cost, ExtendRequest, Extension, Generator, Prompt, Result, SeqHandle, StopKind, StrategyError, TokenInfo};
+
+use crate::engine::{
+    encode_prompt, ChatMessage, EngineError, Event, Executor, FinishReason, GroupRequest, LoadedModel, SamplingParams, SeqFinish,
+    StopCondition,
+};
+
+/// Stops a branch once its generated text contains one of the stop strings.
+#[derive(Debug)]
+pub struct StopStrings {
+    model: Arc<LoadedModel>,
+    stops: Vec<String>,
+}
+
+/// Tokens of generated text decoded to test for a stop string (enough for any delimiter).
+const STOP_WINDOW: usize = 16;
+
+impl StopCondition for StopStrings {
+    fn should_stop(&self, generated: &[u32]) -> bool {
+        let Some((_, earlier)) = generated.split_last() else { return false };
+        let start = generated.len().saturating_sub(STOP_WINDOW);
+        let tok = &self.model.tokenizer;
+        let (Ok(now), Ok(before)) = (tok.decode(&generated[start..]), tok.decode(&earlier[start.min(earlier.len())..])) else {
+            return false;
+        };
+        // Stop when the latest token completed a new occurrence of a stop string.
+        self.stops.iter().any(|s| now.matches(s.as_str()).count() > before.matches(s.as_str()).count())
+    }
+}
+
+#[derive(Debug, Clone)]
+struct LocalSeq {
+    tokens: Vec<u32>,
+    /// Positions whose KV the executor has computed (its radix index holds their full blocks).
+    computed: usize,
+}
+
+/// The `Generator` port over the local executor.
+#[derive(Debug)]
+pub struct LocalGenerator {
+    model: Arc<LoadedModel>,
+    executor: Arc<Executor>,
+    block_size: usize,
+    seqs: Mutex<HashMap<u64, LocalSeq>>,
+    next: AtomicU64,
+    priority: i32,
+}
+
+fn engine(e: EngineError) -> StrategyError {
+    StrategyError::Generator(e.to_string())
+}
+
+impl LocalGenerator {
+    /// A generator over `executor`, which runs `model` with KV blocks of `block_size` tokens.
+    pub fn new(model: Arc<LoadedModel>, executor: Arc<Executor>, block_size: usize) -> Self {
+        Self { model, executor, block_size: block_size.max(1), seqs: Mutex::new(HashMap::new()), next: AtomicU64::new(1), priority: 0 }
+    }
+
+    /// Runs this generator's sequences at `priority` (higher runs first, preempted last).
+    pub fn with_priority(mut self, priority: i32) -> Self {
+        self.priority = priority;
+        self
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, LocalSeq>> {
+        self.seqs.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn get(&self, seq: SeqHandle) -> Result<LocalSeq> {
+        self.lock().get(&seq.0).cloned().ok_or_else(|| StrategyError::Generator(format!("unknown sequence {}", seq.0)))
+    }
+
+    fn insert(&self, seq: LocalSeq) -> SeqHandle {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        self.lock().insert(id, seq);
+        SeqHandle(id)
+    }
+
+    fn sampling(req: &ExtendRequest) -> SamplingParams {
+        SamplingParams {
+            temperature: req.sampling.temperature,
+            top_k: req.sampling.top_k,
+            top_p: req.sampling.top_p,
+            min_p: req.sampling.min_p,
+            repetition_penalty: 1.0,
+            seed: req.sampling.seed,
+            top_logprobs: req.sampling.top_logprobs,
+        }
+    }
+
+    fn token_text(&self, id: u32) -> String {
+        self.model.tokenizer.decode(&[id]).unwrap_or_default()
+    }
+}
+
+/// One executor group: requests (by index) that continue the same tokens.
+struct Group {
+    tokens: Vec<u32>,
+    members: Vec<usize>,
+    max_tokens: usize,
+    stop: Vec<String>,
+}
+
+#[async_trait]
+impl Generator for LocalGenerator {
+    async fn open(&self, prompt: &Prompt) -> Result<(SeqHandle, usize)> {
+        if prompt.user.trim().is_empty() {
+            return Err(StrategyError::Generator("invalid prompt: the user message is empty".into()));
+        }
+        let mut messages = Vec::new();
+        if let Some(system) = &prompt.system {
+            messages.push(ChatMessage::new("system", system));
+        }
+        messages.push(ChatMessage::new("user", &prompt.user));
+        let text = self.model.render_chat(&messages).map_err(engine)?;
+        let tokens = encode_prompt(&self.model, &text).map_err(engine)?;
+        let len = tokens.len();
+        Ok((self.insert(LocalSeq { tokens, computed: 0 }), len))
+    }
+
+    fn fork(&self, seq: SeqHandle) -> Result<SeqHandle> {
+        let copy = self.get(seq)?;
+        Ok(self.insert(copy))
+    }
+
+    fn append(&self, seq: SeqHandle, text: &str) -> Result<usize> {
+        let ids = self.model.tokenizer.encode(text).map_err(engine)?;
+        let mut seqs = self.lock();
+        let s = seqs.get_mut(&seq.0).ok_or_else(|| StrategyError::Generator(format!("unknown sequence {}", seq.0)))?;
+        s.tokens.extend_from_slice(&ids);
+        Ok(ids.len())
+    }
+
+    fn prefill_bound(&self, seq: SeqHandle) -> Result<usize> {
+        let s = self.get(seq)?;
+        // Full blocks of computed positions are in the prefix index; the rest is computed.
+        let cached = s.computed / self.block_size * self.block_size;
+        Ok(s.tokens.len() - cached)
+    }
+
+    async fn extend(&self, batch: &[ExtendRequest]) -> Result<Vec<Extension>> {
+        let context = self.model.model.config().context_length;
+        // Group requests continuing identical tokens with identical limits.
+        let mut groups: Vec<Group> = Vec::new();
+        for (i, req) in batch.iter().enumerate() {
+            let seq = self.get(req.seq)?;
+            let room = context.saturating_sub(seq.tokens.len() + 1);
+            let max_tokens = req.max_tokens.min(room);
+            match groups.iter_mut().find(|g| g.tokens == seq.tokens && g.max_tokens == max_tokens && g.stop == req.stop) {
+                Some(g) => g.members.push(i),
+                None => groups.push(Group { tokens: seq.tokens, members: vec![i], max_tokens, stop: req.stop.clone() }),
+            }
+        }
+        let mut results: Vec<Option<Extension>> = vec![None; batch.len()];
+        let mut handles = Vec::new();
+        for g in &groups {
+            if g.max_tokens == 0 {
+                for &i in &g.members {
+                    results[i] = Some(Extension { text: String::new(), tokens: Vec::new(), stop: StopKind::Length, cost: Cost::default() });
+                }
+                continue;
+            }
+            let stops: Vec<String> = g.stop.iter().filter(|s| !s.is_empty()).cloned().collect();
+            let stop_condition: Option<Arc<dyn StopCondition>> =
+                (!stops.is_empty()).then(|| Arc::new(StopStrings { model: Arc::clone(&self.model), stops }) as Arc<dyn StopCondition>);
+            let req = GroupRequest {
+                prompt: g.tokens.clone(),
+                samples: g.members.iter().map(|&i| Self::sampling(&batch[i])).collect(),
+                max_new_tokens: g.max_tokens,
+                stop_tokens: self.model.tokenizer.eos().to_vec(),
+                stop_condition,
+                priority: self.priority,
+            };
+            handles.push((g, self.executor.submit(req).await.map_err(engine)?));
+        }
+        for (g, mut handle) in handles {
+            let index: HashMap<_, _> = handle.seqs.iter().copied().zip(g.members.iter().copied()).collect();
+            let mut tokens: HashMap<usize, (Vec<u32>, Vec<TokenInfo>)> = HashMap::new();
+            let mut cost = Cost::default();
+            let mut open = handle.seqs.len();
+            while open > 0 {
+                let Some(event) = handle.events.recv().await else {
+                    return Err(StrategyError::Generator("the executor stopped".into()));
+                };
+                match event {
+                    Event::Token { seq, token } => {
+                        let Some(&i) = index.get(&seq) else { continue };
+                        let entry = tokens.entry(i).or_default();
+                        entry.0.push(token.token);
+                        let top = token.top_logprobs.iter().map(|(id, lp)| (self.token_text(*id), *lp)).collect();
+                        entry.1.push(TokenInfo { logprob: token.logprob, top });
+                    }
+                    Event::Prefill { computed, reused, .. } => {
+                        cost.prefill_computed += computed;
+                        cost.prefill_reused += reused;
+                    }
+                    Event::Finished { seq, reason } => {
+                        open -= 1;
+                        let Some(&i) = index.get(&seq) else { continue };
+                        let (ids, infos) = tokens.remove(&i).unwrap_or_default();
+                        let text = self.model.tokenizer.decode(&ids).map_err(engine)?;
+                        let stop = match reason {
+                            SeqFinish::Done(FinishReason::Length) => StopKind::Length,
+                            SeqFinish::Done(_) if g.stop.iter().any(|s| !s.is_empty() && text.contains(s.as_str())) => StopKind::Stop,
+                            SeqFinish::Done(_) => StopKind::Eos,
+                            SeqFinish::Cancelled => return Err(StrategyError::Generator("the executor cancelled a sequence".into())),
+                        };
+                        let generated = ids.len() as u64;
+                        {
+                            let mut seqs = self.lock();
+                            if let Some(s) = seqs.get_mut(&batch[i].seq.0) {
+                                // The last sampled token's KV is computed by the next call.
+                                s.computed = s.tokens.len() + ids.len().saturating_sub(1);
+                                s.tokens.extend_from_slice(&ids);
+                            }
+                        }
+                        results[i] = Some(Extension { text, tokens: infos, stop, cost: Cost { generated, ..Cost::default() } });
+                    }
+                }
+            }
+            // The group's prefill is charged once, on its first member.
+            if let Some(first) = g.members.first().and_then(|&i| results[i].as_mut()) {
+                first.cost.prefill_computed += cost.prefill_computed;
+                first.cost.prefill_reused += cost.prefill_reused;
+            }
+        }
+        results
+            .into_iter()
+            .map(|r| r.ok_or_else(|| StrategyError::Generator("a sequence ended without a result".into())))
+            .collect()
+    }
+
+    fn release(&self, seq: SeqHandle) {
+        self.lock().remove(&seq.0);
+    }
+}

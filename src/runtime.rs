@@ -1,0 +1,64 @@
+//! The embedded runtime: a loaded model, the executor actor that owns it and its paged KV
+//! store, and the strategies' `Generator` port over them. The CLI, the tests and (later) the
+//! server start one and share it across requests.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::backends::LocalGenerator;
+use crate::engine::{Executor, LoadOptions, LoadedModel, PagedKvStore, Result, Scheduler, SchedulerConfig, SchedulerCounters};
+
+/// How to start a runtime.
+#[derive(Debug, Clone)]
+pub struct RuntimeOptions {
+    /// A `.gguf` file or a safetensors directory.
+    pub model: PathBuf,
+    /// KV cache memory in bytes.
+    pub kv_memory: u64,
+    /// Tokens per KV block.
+    pub block_size: usize,
+    /// Most tokens per forward pass.
+    pub max_step_tokens: usize,
+}
+
+impl RuntimeOptions {
+    /// The installed default model with 512 MiB of KV blocks of 16 tokens.
+    pub fn default_model() -> Self {
+        Self { model: crate::models::default_llm_path(), kv_memory: 512 << 20, block_size: 16, max_step_tokens: 512 }
+    }
+}
+
+/// A model served by an executor.
+#[derive(Debug)]
+pub struct Runtime {
+    /// The model (tokenizer, chat template, weights).
+    pub model: Arc<LoadedModel>,
+    /// The actor running every sequence.
+    pub executor: Arc<Executor>,
+    block_size: usize,
+}
+
+impl Runtime {
+    /// Loads the model and starts the executor thread.
+    pub fn start(opts: &RuntimeOptions) -> Result<Self> {
+        let model = Arc::new(LoadedModel::load(&LoadOptions::cpu(opts.model.clone()))?);
+        let store = PagedKvStore::with_memory(model.model.config(), opts.kv_memory, opts.block_size)?;
+        let scheduler = Scheduler::new(
+            Arc::clone(&model.model),
+            store,
+            SchedulerConfig { max_step_tokens: opts.max_step_tokens, ..SchedulerConfig::default() },
+        );
+        let executor = Arc::new(Executor::spawn(scheduler)?);
+        Ok(Self { model, executor, block_size: opts.block_size })
+    }
+
+    /// A generator over this runtime (cheap; one per request keeps handles apart).
+    pub fn generator(&self) -> Arc<LocalGenerator> {
+        Arc::new(LocalGenerator::new(Arc::clone(&self.model), Arc::clone(&self.executor), self.block_size))
+    }
+
+    /// The executor's counters.
+    pub async fn counters(&self) -> Result<SchedulerCounters> {
+        self.executor.counters().await
+    }
+}

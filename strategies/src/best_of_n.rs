@@ -1,0 +1,105 @@
+//! Best-of-N and weighted best-of-N — and the template to copy when writing a strategy.
+//!
+//! **Method.** Sample N complete solutions independently from the same prompt and keep the one
+//! a verifier likes best (Cobbe et al. 2021, "Training Verifiers to Solve Math Word Problems";
+//! Lightman et al. 2023 with a PRM). *Weighted* best-of-N sums the scores of all solutions that
+//! reach the same (equivalent) answer and picks the answer with the largest sum (Li et al. 2023,
+//! "Making Large Language Models Better Reasoners with Step-Aware Verifier"; the HF
+//! search-and-learn recipe).
+//!
+//! **Parameters** ([`BestOfNParams`]): `n` (default 4), `max_tokens` per solution (1024),
+//! `score_by` (`prm_last` | `prm_min` | `prm_prod` | `orm` | `confidence`; default `prm_last`,
+//! which falls back to confidence without a verifier), `decoding`.
+//!
+//! **Budget.** The prompt is prefilled once and the N branches fork from it; one batched call
+//! generates all N. If the budget cannot cover N × `max_tokens`, each branch gets an equal share
+//! (the context divides it). Each solution costs one verifier call.
+//!
+//! **How a strategy is written** (the shape every built-in follows):
+//! 1. a params struct (`Default`, serde, `deny_unknown_fields`) with a `validate` method;
+//! 2. a struct implementing [`Strategy`]: open the prompt, fork, extend (batched), score, record
+//!    candidates with [`Context::add_candidate`], select;
+//! 3. a registration line in `builtins.rs`.
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use crate::context::Context;
+use crate::error::Result;
+use crate::outcome::{Candidate, Selection};
+use crate::params::{positive, Decoding, ScoreBy};
+use crate::select::{select_best_score, select_by_vote};
+use crate::strategy::Strategy;
+
+/// Parameters of `best_of_n` and `weighted_best_of_n`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct BestOfNParams {
+    /// Solutions to sample.
+    pub n: usize,
+    /// Most tokens per solution.
+    pub max_tokens: usize,
+    /// What to rank solutions by.
+    pub score_by: ScoreBy,
+    /// Sampling.
+    pub decoding: Decoding,
+}
+
+impl Default for BestOfNParams {
+    fn default() -> Self {
+        Self { n: 4, max_tokens: 1024, score_by: ScoreBy::PrmLast, decoding: Decoding::default() }
+    }
+}
+
+/// Best-of-N (`weighted: false`) or weighted best-of-N (`weighted: true`).
+#[derive(Debug, Clone)]
+pub struct BestOfN {
+    params: BestOfNParams,
+    weighted: bool,
+}
+
+impl BestOfN {
+    /// Validates `params`.
+    pub fn new(params: BestOfNParams, weighted: bool) -> Result<Self> {
+        let name = if weighted { "weighted_best_of_n" } else { "best_of_n" };
+        positive(name, "n", params.n)?;
+        positive(name, "max_tokens", params.max_tokens)?;
+        params.decoding.validate(name)?;
+        Ok(Self { params, weighted })
+    }
+}
+
+#[async_trait]
+impl Strategy for BestOfN {
+    fn name(&self) -> &str {
+        if self.weighted {
+            "weighted_best_of_n"
+        } else {
+            "best_of_n"
+        }
+    }
+
+    async fn search(&self, ctx: &Context) -> Result<Selection> {
+        let root = ctx.open().await?;
+        let mut branches = Vec::with_capacity(self.params.n);
+        for k in 0..self.params.n {
+            branches.push((ctx.fork(&root)?, k as u64));
+        }
+        ctx.release(&root);
+        let done = ctx.extend(branches, &self.params.decoding.whole(self.params.max_tokens)).await?;
+        for branch in &done {
+            let score = ctx.score(branch, self.params.score_by).await?;
+            ctx.add_candidate(branch, Some(score));
+            ctx.release(branch);
+        }
+        Ok(self.select(&ctx.candidates()))
+    }
+
+    fn select(&self, candidates: &[Candidate]) -> Selection {
+        if self.weighted {
+            select_by_vote(candidates, true)
+        } else {
+            select_best_score(candidates)
+        }
+    }
+}

@@ -1,0 +1,422 @@
+//! [`Context`]: what a running strategy holds — the metered generator, the verifier, the search
+//! tree, the candidates found so far, the seed and the cancellation token.
+//!
+//! Strategies never call the [`Generator`] directly: every call goes through the context, which
+//! reserves budget first, checks the deadline and cancellation, records each generated step in
+//! the tree and settles the cost. A strategy works with [`Branch`]es (a sequence plus the tree
+//! node it ends at); forking a branch is free, extending a batch of branches is one engine call.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use ponder_verifiers::token_confidence;
+use ponder_verifiers::extract_answer;
+use ponder_verifiers::{Solution, Verifier};
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use tokio_util::sync::CancellationToken;
+
+use crate::budget::{Budget, Charge, Meter, Usage};
+use crate::error::{Result, StrategyError};
+use crate::generator::{ExtendRequest, Extension, Generator, Prompt, Sampling, SeqHandle, StopKind};
+use crate::outcome::Candidate;
+use crate::params::ScoreBy;
+use crate::strategy::Problem;
+use crate::tree::{NodeId, NodeStatus, SearchTree};
+
+/// Text appended to a fork to ask for the answer so far (a cheap probe, as in Dynasor's
+/// "probe-in-the-middle").
+pub const ANSWER_PROBE: &str = "\n\n... Oh, I suddenly got the answer to the whole problem. **Final Answer**: \\boxed{";
+
+/// A sequence being searched, and where it stands in the tree.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Branch {
+    /// The generator's sequence.
+    pub seq: SeqHandle,
+    /// The tree node its text ends at.
+    pub node: NodeId,
+    /// Tokens generated along the path from the root.
+    pub tokens: usize,
+    /// Per generated token along the path, its DeepConf token confidence.
+    pub confidences: Vec<f32>,
+    /// Sum of generated tokens' logprobs along the path.
+    pub logprob_sum: f64,
+    /// Set once the model ended the solution (end-of-sequence).
+    pub finished: bool,
+    /// How its last extension ended.
+    pub last_stop: Option<StopKind>,
+}
+
+impl Branch {
+    /// Mean token logprob along the path (0 for an empty path).
+    pub fn mean_logprob(&self) -> f64 {
+        if self.tokens == 0 {
+            0.0
+        } else {
+            self.logprob_sum / self.tokens as f64
+        }
+    }
+
+    /// Mean token confidence along the path (DeepConf's average trace confidence).
+    pub fn mean_confidence(&self) -> f32 {
+        if self.confidences.is_empty() {
+            0.0
+        } else {
+            self.confidences.iter().sum::<f32>() / self.confidences.len() as f32
+        }
+    }
+}
+
+/// How to generate one step (or a whole solution: no stop strings).
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepSpec {
+    /// Most tokens per extension.
+    pub max_tokens: usize,
+    /// Stop strings (the step delimiter).
+    pub stop: Vec<String>,
+    /// Sampling; the seed is replaced per branch by [`Context::seed_for`].
+    pub sampling: Sampling,
+}
+
+/// The state of one running search.
+pub struct Context {
+    generator: Arc<dyn Generator>,
+    verifier: Option<Arc<dyn Verifier>>,
+    meter: Meter,
+    tree: Mutex<SearchTree>,
+    candidates: Mutex<Vec<Candidate>>,
+    live: Mutex<BTreeSet<SeqHandle>>,
+    cancel: CancellationToken,
+    seed: u64,
+    problem: Problem,
+    prompt_tokens: Mutex<u64>,
+}
+
+impl std::fmt::Debug for Context {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Context").field("seed", &self.seed).field("usage", &self.meter.usage()).finish_non_exhaustive()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// SplitMix64: a well-mixed 64-bit seed from a counter.
+fn mix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+impl Context {
+    /// A context for `problem` over `generator` with `budget`.
+    pub fn new(generator: Arc<dyn Generator>, problem: Problem, budget: Budget) -> Self {
+        Self {
+            generator,
+            verifier: None,
+            meter: Meter::new(budget),
+            tree: Mutex::new(SearchTree::new()),
+            candidates: Mutex::new(Vec::new()),
+            live: Mutex::new(BTreeSet::new()),
+            cancel: CancellationToken::new(),
+            seed: 0,
+            problem,
+            prompt_tokens: Mutex::new(0),
+        }
+    }
+
+    /// Scores steps and answers with `verifier` (a PRM, a grader…). Without one, strategies
+    /// score by the model's own confidence.
+    pub fn with_verifier(mut self, verifier: Arc<dyn Verifier>) -> Self {
+        self.verifier = Some(verifier);
+        self
+    }
+
+    /// Seeds every sampling decision and random choice of the search.
+    pub fn with_seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
+    }
+
+    /// Stops the search (with its best answer so far) when `token` is cancelled.
+    pub fn with_cancellation(mut self, token: CancellationToken) -> Self {
+        self.cancel = token;
+        self
+    }
+
+    /// The problem being solved.
+    pub fn problem(&self) -> &Problem {
+        &self.problem
+    }
+
+    /// The search's seed.
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+
+    /// A seed for the `k`-th draw made at `node`: deterministic, distinct per (node, k).
+    pub fn seed_for(&self, node: NodeId, k: u64) -> u64 {
+        mix(mix(self.seed ^ mix(node as u64)) ^ k)
+    }
+
+    /// A seeded RNG for a strategy's own random choices, one stream per `stream`.
+    pub fn rng(&self, stream: u64) -> ChaCha8Rng {
+        ChaCha8Rng::seed_from_u64(mix(self.seed ^ mix(stream ^ 0x5EED)))
+    }
+
+    /// Usage so far.
+    pub fn usage(&self) -> Usage {
+        self.meter.usage()
+    }
+
+    /// The budget.
+    pub fn budget(&self) -> Budget {
+        self.meter.budget()
+    }
+
+    /// Tokens left to spend (neither spent nor reserved).
+    pub fn available(&self) -> u64 {
+        self.meter.available()
+    }
+
+    /// Tokens of the rendered prompt (known after [`Context::open`]).
+    pub fn prompt_tokens(&self) -> u64 {
+        *lock(&self.prompt_tokens)
+    }
+
+    /// Whether a verifier is configured.
+    pub fn has_verifier(&self) -> bool {
+        self.verifier.is_some()
+    }
+
+    /// Fails if the search was cancelled or its deadline passed.
+    pub fn check(&self) -> Result<()> {
+        if self.cancel.is_cancelled() {
+            return Err(StrategyError::Cancelled);
+        }
+        self.meter.check_deadline()
+    }
+
+    /// Runs `f` on the tree.
+    pub fn with_tree<R>(&self, f: impl FnOnce(&mut SearchTree) -> R) -> R {
+        f(&mut lock(&self.tree))
+    }
+
+    /// A copy of the tree.
+    pub fn tree(&self) -> SearchTree {
+        lock(&self.tree).clone()
+    }
+
+    /// Candidates recorded so far.
+    pub fn candidates(&self) -> Vec<Candidate> {
+        lock(&self.candidates).clone()
+    }
+
+    /// Opens the problem's prompt as the root branch.
+    pub async fn open(&self) -> Result<Branch> {
+        let prompt = Prompt { system: self.problem.system.clone(), user: self.problem.question.clone() };
+        self.open_with(&prompt).await
+    }
+
+    /// Opens another prompt (a synthesis or judging pass) as a branch under the tree's root.
+    pub async fn open_with(&self, prompt: &Prompt) -> Result<Branch> {
+        self.check()?;
+        let (seq, prompt_tokens) = self.generator.open(prompt).await?;
+        lock(&self.live).insert(seq);
+        let mut first = lock(&self.prompt_tokens);
+        if *first == 0 {
+            *first = prompt_tokens as u64;
+        }
+        drop(first);
+        if prompt_tokens as u64 >= self.budget().tokens {
+            return Err(StrategyError::BudgetTooSmall { budget: self.budget().tokens, spent: 0, prompt_tokens: prompt_tokens as u64 });
+        }
+        Ok(Branch { seq, node: SearchTree::ROOT, tokens: 0, confidences: Vec::new(), logprob_sum: 0.0, finished: false, last_stop: None })
+    }
+
+    /// A copy of `branch` sharing its KV (free).
+    pub fn fork(&self, branch: &Branch) -> Result<Branch> {
+        let seq = self.generator.fork(branch.seq)?;
+        lock(&self.live).insert(seq);
+        Ok(Branch { seq, ..branch.clone() })
+    }
+
+    /// Forgets a branch's sequence.
+    pub fn release(&self, branch: &Branch) {
+        if lock(&self.live).remove(&branch.seq) {
+            self.generator.release(branch.seq);
+        }
+    }
+
+    /// Releases every sequence still open (the driver calls this when a search ends).
+    pub fn release_all(&self) {
+        let live = std::mem::take(&mut *lock(&self.live));
+        for seq in live {
+            self.generator.release(seq);
+        }
+    }
+
+    /// Extends each branch by one step, all in one batch, and records each step as a child
+    /// of the branch's node. Branch `i` samples with seed `seed_for(node_i, draw_i)`.
+    ///
+    /// The budget is divided evenly: if it cannot cover `spec.max_tokens` for every branch,
+    /// each gets an equal share; if a share would be zero, the call is refused.
+    pub async fn extend(&self, branches: Vec<(Branch, u64)>, spec: &StepSpec) -> Result<Vec<Branch>> {
+        self.extend_as(branches, spec, Charge::Generation).await.map(|v| v.into_iter().map(|(b, _)| b).collect())
+    }
+
+    async fn extend_as(&self, branches: Vec<(Branch, u64)>, spec: &StepSpec, charge: Charge) -> Result<Vec<(Branch, Extension)>> {
+        self.check()?;
+        if branches.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut bounds = Vec::with_capacity(branches.len());
+        for (b, _) in &branches {
+            bounds.push(self.generator.prefill_bound(b.seq)? as u64);
+        }
+        let prefill: u64 = bounds.iter().sum();
+        let n = branches.len() as u64;
+        let available = self.meter.available();
+        let share = available.saturating_sub(prefill) / n;
+        let max_tokens = (spec.max_tokens as u64).min(share) as usize;
+        if max_tokens == 0 {
+            return Err(StrategyError::BudgetExhausted { budget: self.budget().tokens, spent: self.usage().spent(), needed: prefill + n });
+        }
+        let reservation = self.meter.reserve(prefill + n * max_tokens as u64)?;
+        let requests: Vec<ExtendRequest> = branches
+            .iter()
+            .map(|(b, draw)| ExtendRequest {
+                seq: b.seq,
+                max_tokens,
+                stop: spec.stop.clone(),
+                sampling: Sampling { seed: self.seed_for(b.node, *draw), ..spec.sampling },
+            })
+            .collect();
+        let result = tokio::select! {
+            r = self.generator.extend(&requests) => r,
+            _ = self.cancel.cancelled() => Err(StrategyError::Cancelled),
+        };
+        let extensions = match result {
+            Ok(e) => e,
+            Err(e) => {
+                self.meter.settle(reservation, Default::default(), charge);
+                return Err(e);
+            }
+        };
+        let mut total = crate::generator::Cost::default();
+        for e in &extensions {
+            total += e.cost;
+        }
+        self.meter.settle(reservation, total, charge);
+        let capped = max_tokens < spec.max_tokens;
+        let mut out = Vec::with_capacity(extensions.len());
+        let mut tree = lock(&self.tree);
+        for ((mut b, _), ext) in branches.into_iter().zip(extensions) {
+            let lp: f64 = ext.tokens.iter().map(|t| t.logprob as f64).sum();
+            let mean = if ext.tokens.is_empty() { None } else { Some((lp / ext.tokens.len() as f64) as f32) };
+            if charge == Charge::Generation {
+                let node = tree.add(b.node, &ext.text, ext.tokens.len(), mean);
+                if ext.stop == StopKind::Length && capped {
+                    tree.set_status(node, NodeStatus::Truncated);
+                }
+                b.node = node;
+            }
+            b.tokens += ext.tokens.len();
+            b.logprob_sum += lp;
+            b.confidences.extend(ext.tokens.iter().map(|t| {
+                let top: Vec<f32> = t.top.iter().map(|(_, l)| *l).collect();
+                token_confidence(&top)
+            }));
+            b.finished = ext.stop == StopKind::Eos;
+            b.last_stop = Some(ext.stop);
+            out.push((b, ext));
+        }
+        Ok(out)
+    }
+
+    /// Asks the model for its answer so far: forks `branch`, appends [`ANSWER_PROBE`], decodes
+    /// greedily up to the closing brace, releases the fork. Charged as probe tokens.
+    pub async fn probe_answer(&self, branch: &Branch, max_tokens: usize) -> Result<Option<String>> {
+        let probe = self.fork(branch)?;
+        let appended = self.generator.append(probe.seq, ANSWER_PROBE);
+        let result = match appended {
+            Ok(_) => {
+                let spec = StepSpec { max_tokens, stop: vec!["}".into()], sampling: Sampling::greedy(0) };
+                self.extend_as(vec![(probe.clone(), 0)], &spec, Charge::Probe).await
+            }
+            Err(e) => Err(e),
+        };
+        self.release(&probe);
+        let (_, ext) = result?.into_iter().next().ok_or_else(|| StrategyError::Generator("probe returned nothing".into()))?;
+        let answer = extract_answer(&format!("\\boxed{{{}", ext.text));
+        Ok(answer)
+    }
+
+    /// Scores the solution ending at `branch`: with the verifier, aggregating its step scores
+    /// as `by` says; by confidence (`exp` of the mean token logprob along the path) when `by`
+    /// is [`ScoreBy::Confidence`] or no verifier is configured.
+    pub async fn score(&self, branch: &Branch, by: ScoreBy) -> Result<f32> {
+        self.check()?;
+        let score = match &self.verifier {
+            Some(v) if by != ScoreBy::Confidence => {
+                let steps = self.with_tree(|t| t.steps(branch.node));
+                self.meter.count_verifier_call();
+                let scores = v.score(Solution { problem: &self.problem.question, steps: &steps, complete: branch.finished }).await?;
+                by.aggregation().and_then(|agg| agg.apply(&scores.steps)).unwrap_or(scores.overall)
+            }
+            _ => branch.mean_logprob().exp() as f32,
+        };
+        self.with_tree(|t| t.set_score(branch.node, score));
+        Ok(score)
+    }
+
+    /// Records the solution ending at `branch` as a candidate, its answer extracted from its
+    /// text; returns its index.
+    pub fn add_candidate(&self, branch: &Branch, score: Option<f32>) -> usize {
+        let text = self.with_tree(|t| t.text(branch.node));
+        let answer = extract_answer(&text);
+        self.push_candidate(branch, score, text, answer)
+    }
+
+    /// Records `branch` as a candidate whose answer is already known (from a probe, a
+    /// synthesis pass); returns its index.
+    pub fn add_candidate_with_answer(&self, branch: &Branch, score: Option<f32>, answer: Option<String>) -> usize {
+        let text = self.with_tree(|t| t.text(branch.node));
+        self.push_candidate(branch, score, text, answer)
+    }
+
+    fn push_candidate(&self, branch: &Branch, score: Option<f32>, text: String, answer: Option<String>) -> usize {
+        self.with_tree(|t| {
+            if let Some(n) = t.get_mut(branch.node) {
+                n.answer = answer.clone();
+                if branch.finished {
+                    n.status = NodeStatus::Finished;
+                } else if n.status == NodeStatus::Open {
+                    n.status = NodeStatus::Truncated;
+                }
+                if score.is_some() {
+                    n.score = score;
+                }
+            }
+        });
+        let mut c = lock(&self.candidates);
+        c.push(Candidate {
+            node: branch.node,
+            text,
+            answer,
+            score,
+            tokens: branch.tokens,
+            confidence: (!branch.confidences.is_empty()).then(|| branch.mean_confidence()),
+            finished: branch.finished,
+        });
+        c.len() - 1
+    }
+
+    /// Marks a branch's node as pruned and releases its sequence.
+    pub fn prune(&self, branch: &Branch) {
+        self.with_tree(|t| t.set_status(branch.node, NodeStatus::Pruned));
+        self.release(branch);
+    }
+}

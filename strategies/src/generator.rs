@@ -1,0 +1,146 @@
+//! The `Generator` port: everything a strategy may ask of a model, and nothing more.
+//!
+//! A sequence is a handle on a token list the generator keeps. `fork` is cheap (the engine
+//! shares the parent's KV blocks; nothing is computed); `append` adds forced text (a probe
+//! suffix) that is computed lazily with the next `extend`; `extend` samples continuations for a
+//! whole batch of sequences in one call, so the engine batches them together. Every call reports
+//! what it cost, which the budget meter in [`crate::Context`] charges. Implementations: the
+//! engine's `LocalGenerator` in the service crate, and [`crate::fake::FakeGenerator`] for
+//! algorithm tests.
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use crate::error::Result;
+
+/// An opaque handle on one sequence held by a generator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct SeqHandle(pub u64);
+
+/// The question as the generator renders it (with its own chat template).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Prompt {
+    /// Optional system message.
+    pub system: Option<String>,
+    /// The user's message.
+    pub user: String,
+}
+
+/// How to sample one continuation.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Sampling {
+    /// Softmax temperature; 0 means greedy.
+    pub temperature: f64,
+    /// Nucleus mass (1 = off).
+    pub top_p: f64,
+    /// Keep only the k most likely tokens (0 = off).
+    pub top_k: usize,
+    /// Drop tokens below `min_p` times the top probability (0 = off).
+    pub min_p: f64,
+    /// RNG seed of this continuation.
+    pub seed: u64,
+    /// Alternatives to report per token (for confidence scores).
+    pub top_logprobs: usize,
+}
+
+impl Default for Sampling {
+    fn default() -> Self {
+        Self { temperature: 0.7, top_p: 0.95, top_k: 0, min_p: 0.0, seed: 0, top_logprobs: 5 }
+    }
+}
+
+impl Sampling {
+    /// Greedy decoding with `top_logprobs` alternatives.
+    pub fn greedy(top_logprobs: usize) -> Self {
+        Self { temperature: 0.0, top_p: 1.0, top_k: 0, min_p: 0.0, seed: 0, top_logprobs }
+    }
+}
+
+/// One sequence to continue.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExtendRequest {
+    /// The sequence; its tokens grow by what is generated.
+    pub seq: SeqHandle,
+    /// Most tokens to generate.
+    pub max_tokens: usize,
+    /// Stop right after generating text that contains one of these (the stop is kept).
+    pub stop: Vec<String>,
+    /// Sampling parameters and seed.
+    pub sampling: Sampling,
+}
+
+/// Why a continuation ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopKind {
+    /// A stop string was generated.
+    Stop,
+    /// The model ended its answer (end-of-sequence token).
+    Eos,
+    /// `max_tokens` was reached.
+    Length,
+}
+
+/// What one call cost, in tokens.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Cost {
+    /// Tokens sampled.
+    pub generated: u64,
+    /// Context tokens the model actually computed (new text, or a cache miss).
+    pub prefill_computed: u64,
+    /// Context tokens served from the KV cache.
+    pub prefill_reused: u64,
+}
+
+impl std::ops::AddAssign for Cost {
+    fn add_assign(&mut self, o: Self) {
+        self.generated += o.generated;
+        self.prefill_computed += o.prefill_computed;
+        self.prefill_reused += o.prefill_reused;
+    }
+}
+
+/// One generated token's probabilities.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TokenInfo {
+    /// Log-probability of the sampled token (under the unmodified distribution).
+    pub logprob: f32,
+    /// The most likely alternatives as (text, logprob), most likely first.
+    pub top: Vec<(String, f32)>,
+}
+
+/// The result of continuing one sequence.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Extension {
+    /// The text generated.
+    pub text: String,
+    /// Per generated token, its probabilities (same length as the tokens generated).
+    pub tokens: Vec<TokenInfo>,
+    /// Why it ended.
+    pub stop: StopKind,
+    /// What this continuation cost.
+    pub cost: Cost,
+}
+
+/// A model as strategies see it.
+///
+/// Required: everything. There is no provided method because every call is the engine's to
+/// batch and meter; probes and scoring helpers are built on top in [`crate::Context`].
+#[async_trait]
+pub trait Generator: Send + Sync {
+    /// Opens a sequence holding the rendered prompt. Returns the handle and the prompt's
+    /// length in tokens. Nothing is computed until the first `extend`.
+    async fn open(&self, prompt: &Prompt) -> Result<(SeqHandle, usize)>;
+    /// A new sequence with the same tokens as `seq` (copy-on-write: shares its KV).
+    fn fork(&self, seq: SeqHandle) -> Result<SeqHandle>;
+    /// Appends forced text to `seq`; returns how many tokens it added. Computed (and charged
+    /// as prefill) by the next `extend`.
+    fn append(&self, seq: SeqHandle, text: &str) -> Result<usize>;
+    /// Most context tokens the next `extend` of `seq` may have to compute (tokens not yet in
+    /// the cache, plus any partial block the engine recomputes). The meter reserves this.
+    fn prefill_bound(&self, seq: SeqHandle) -> Result<usize>;
+    /// Continues every request's sequence, all in one batch; results in request order.
+    async fn extend(&self, batch: &[ExtendRequest]) -> Result<Vec<Extension>>;
+    /// Forgets a sequence (its KV stays cached for reuse until evicted).
+    fn release(&self, seq: SeqHandle);
+}

@@ -1,0 +1,74 @@
+//! What a search returns: the answer, every candidate with its scores, the usage, why it
+//! stopped, and the tree. Also [`Selection`], a strategy's choice among its candidates.
+
+use serde::{Deserialize, Serialize};
+
+use crate::budget::Usage;
+use crate::tree::{NodeId, SearchTree};
+
+/// A finished (or best-effort) solution a strategy considered.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Candidate {
+    /// The tree node where this solution ends.
+    pub node: NodeId,
+    /// The whole solution text.
+    pub text: String,
+    /// The extracted final answer, if any.
+    pub answer: Option<String>,
+    /// The score the strategy selects by (verifier, confidence…), if any.
+    pub score: Option<f32>,
+    /// Tokens generated along this solution's path.
+    pub tokens: usize,
+    /// Mean token confidence along the path (DeepConf), if known.
+    pub confidence: Option<f32>,
+    /// Whether the model ended it (as opposed to a cap or a stop).
+    pub finished: bool,
+}
+
+/// A strategy's choice.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Selection {
+    /// The chosen answer (after voting, the group's representative).
+    pub answer: Option<String>,
+    /// Index into the candidates of the solution shown as the response text.
+    pub candidate: Option<usize>,
+    /// Vote share of the chosen answer, when chosen by a vote.
+    pub support: Option<f64>,
+}
+
+/// Why a search ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FinishReason {
+    /// The strategy finished by its own rule.
+    Completed,
+    /// The budget ran out; the answer is the best so far.
+    Budget,
+    /// The deadline passed; the answer is the best so far.
+    Deadline,
+    /// The caller cancelled; the answer is the best so far.
+    Cancelled,
+}
+
+/// The result of a search.
+#[derive(Debug, Clone, Serialize)]
+pub struct Outcome {
+    /// Strategy that ran.
+    pub strategy: String,
+    /// The final answer.
+    pub answer: Option<String>,
+    /// The text of the chosen solution.
+    pub text: Option<String>,
+    /// Index of the chosen solution in `candidates`.
+    pub selected: Option<usize>,
+    /// Vote share of the answer, when chosen by vote.
+    pub support: Option<f64>,
+    /// Every candidate considered, in the order found.
+    pub candidates: Vec<Candidate>,
+    /// What the search spent.
+    pub usage: Usage,
+    /// Why it ended.
+    pub finish_reason: FinishReason,
+    /// The search tree.
+    pub tree: SearchTree,
+}

@@ -1,0 +1,70 @@
+//! Self-consistency: sample N solutions, extract each final answer, return the majority answer
+//! (Wang et al. 2023, "Self-Consistency Improves Chain of Thought Reasoning in Language
+//! Models"). Answers are grouped by math equivalence, so `1/2`, `0.5` and `\frac12` vote
+//! together.
+//!
+//! **Parameters**: `n` (default 8), `max_tokens` per solution (1024), `decoding`.
+//! **Budget**: like best-of-N — one prefill, N forks, one batched call, equal shares when the
+//! budget is short; no verifier calls.
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use crate::context::Context;
+use crate::error::Result;
+use crate::outcome::Selection;
+use crate::params::{positive, Decoding};
+use crate::select::select_by_vote;
+use crate::strategy::Strategy;
+
+/// Parameters of `self_consistency`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SelfConsistencyParams {
+    /// Solutions to sample.
+    pub n: usize,
+    /// Most tokens per solution.
+    pub max_tokens: usize,
+    /// Sampling.
+    pub decoding: Decoding,
+}
+
+impl Default for SelfConsistencyParams {
+    fn default() -> Self {
+        Self { n: 8, max_tokens: 1024, decoding: Decoding::default() }
+    }
+}
+
+/// Majority vote over N sampled solutions.
+#[derive(Debug, Clone)]
+pub struct SelfConsistency {
+    params: SelfConsistencyParams,
+}
+
+impl SelfConsistency {
+    /// Validates `params`.
+    pub fn new(params: SelfConsistencyParams) -> Result<Self> {
+        positive("self_consistency", "n", params.n)?;
+        positive("self_consistency", "max_tokens", params.max_tokens)?;
+        params.decoding.validate("self_consistency")?;
+        Ok(Self { params })
+    }
+}
+
+#[async_trait]
+impl Strategy for SelfConsistency {
+    fn name(&self) -> &str {
+        "self_consistency"
+    }
+
+    async fn search(&self, ctx: &Context) -> Result<Selection> {
+        let root = ctx.open().await?;
+        let branches = (0..self.params.n).map(|k| Ok((ctx.fork(&root)?, k as u64))).collect::<Result<Vec<_>>>()?;
+        ctx.release(&root);
+        for branch in ctx.extend(branches, &self.params.decoding.whole(self.params.max_tokens)).await? {
+            ctx.add_candidate(&branch, None);
+            ctx.release(&branch);
+        }
+        Ok(select_by_vote(&ctx.candidates(), false))
+    }
+}

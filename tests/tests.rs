@@ -11,4 +11,5 @@ mod executor;
 mod gguf_quant_types;
 mod llama_parity;
 mod qwen2_parity;
+mod strategies;
 mod tokenizer;

@@ -222,7 +222,8 @@ impl Generator for LocalGenerator {
                             SeqFinish::Done(_) => StopKind::Eos,
                             SeqFinish::Cancelled => return Err(StrategyError::Generator("the executor cancelled a sequence".into())),
                         };
-                        let generated = ids.len() as u64;
+                        // An end-of-sequence token was sampled (a decode step) but is not text.
+                        let generated = ids.len() as u64 + u64::from(stop == StopKind::Eos);
                         {
                             let mut seqs = self.lock();
                             if let Some(s) = seqs.get_mut(&batch[i].seq.0) {

@@ -10,6 +10,7 @@ mod cli;
 mod executor;
 mod gguf_quant_types;
 mod llama_parity;
+mod plugin;
 mod qwen2_parity;
 mod strategies;
 mod tokenizer;

@@ -67,6 +67,10 @@ enum Workload {
     Nsample,
     /// Two requests sharing a long system prompt.
     PrefixReuse,
+    /// Step-level beam search vs best-of-N at the same N.
+    Beam,
+    /// Accuracy and tokens per strategy and budget on a problem set (Markdown with --markdown).
+    Strategies,
 }
 
 #[derive(clap::Args)]
@@ -94,6 +98,27 @@ struct BenchArgs {
     /// A .gguf file or safetensors directory [default: the installed SmolLM2].
     #[arg(long, env = "PONDER_MODEL")]
     model: Option<PathBuf>,
+    /// `beam`: beams kept per step.
+    #[arg(long, default_value_t = 2)]
+    width: usize,
+    /// `beam`: the problem.
+    #[arg(long, default_value = "A farmer has 3 pens with 4 sheep in each pen. How many sheep are there?")]
+    problem: String,
+    /// `strategies`: JSONL problems with `id`, `problem`, `answer`.
+    #[arg(long, default_value = "data/problems.jsonl")]
+    problems: PathBuf,
+    /// `strategies`: comma-separated names [default: every built-in].
+    #[arg(long, value_delimiter = ',')]
+    strategies: Vec<String>,
+    /// `strategies`: comma-separated token budgets.
+    #[arg(long, value_delimiter = ',', default_value = "512,2048")]
+    budgets: Vec<i64>,
+    /// `strategies`: run only the first N problems.
+    #[arg(long)]
+    limit: Option<usize>,
+    /// `strategies`: print a Markdown table instead of JSON.
+    #[arg(long)]
+    markdown: bool,
 }
 
 #[derive(clap::Args)]
@@ -231,7 +256,10 @@ fn run_generate(args: GenerateArgs) -> anyhow::Result<()> {
 }
 
 fn run_bench(args: BenchArgs) -> anyhow::Result<()> {
-    let model_path = args.model.unwrap_or_else(ponder::models::default_llm_path);
+    let model_path = args.model.clone().unwrap_or_else(ponder::models::default_llm_path);
+    if matches!(args.workload, Workload::Beam | Workload::Strategies) {
+        return run_strategy_bench(args, model_path);
+    }
     let model = LoadedModel::load(&LoadOptions::cpu(model_path.clone()))
         .with_context(|| format!("loading {}", model_path.display()))?;
     let opts = ponder::bench::BenchOptions {
@@ -244,9 +272,35 @@ fn run_bench(args: BenchArgs) -> anyhow::Result<()> {
     };
     let json = match args.workload {
         Workload::Nsample => serde_json::to_string_pretty(&ponder::bench::nsample(&model, &opts)?)?,
-        Workload::PrefixReuse => serde_json::to_string_pretty(&ponder::bench::prefix_reuse(&model, &opts)?)?,
+        _ => serde_json::to_string_pretty(&ponder::bench::prefix_reuse(&model, &opts)?)?,
     };
     println!("{json}");
+    Ok(())
+}
+
+fn run_strategy_bench(args: BenchArgs, model: PathBuf) -> anyhow::Result<()> {
+    let opts = ponder::runtime::RuntimeOptions {
+        model,
+        kv_memory: args.kv_memory.as_u64(),
+        block_size: args.block_size,
+        max_step_tokens: args.max_step_tokens,
+    };
+    let runtime = ponder::runtime::Runtime::start(&opts).with_context(|| format!("loading {}", opts.model.display()))?;
+    if matches!(args.workload, Workload::Beam) {
+        let report = ponder::bench::beam_vs_best_of_n(&runtime, &args.problem, args.n, args.width, args.new_tokens)?;
+        println!("{}", serde_json::to_string_pretty(&report)?);
+        return Ok(());
+    }
+    let mut problems = ponder::bench::load_problems(&args.problems)?;
+    problems.truncate(args.limit.unwrap_or(problems.len()));
+    let strategies = if args.strategies.is_empty() { ponder_strategies::Registry::with_builtins().names() } else { args.strategies };
+    let table = ponder::bench::TableOptions { strategies, budgets: args.budgets, seed: 0 };
+    let rows = ponder::bench::strategy_table(&runtime, &problems, &table)?;
+    if args.markdown {
+        print!("{}", ponder::bench::markdown_table(&rows));
+    } else {
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+    }
     Ok(())
 }
 

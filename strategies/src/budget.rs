@@ -35,6 +35,8 @@ impl Budget {
 /// What a search spent.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
+    /// Tokens of the rendered prompt (read once per branch, computed at most once).
+    pub prompt_tokens: u64,
     /// Tokens sampled by the generator.
     pub generated_tokens: u64,
     /// Context tokens the model computed.

@@ -168,7 +168,7 @@ impl Context {
 
     /// Usage so far.
     pub fn usage(&self) -> Usage {
-        self.meter.usage()
+        Usage { prompt_tokens: self.prompt_tokens(), ..self.meter.usage() }
     }
 
     /// The budget.

@@ -1,5 +1,4 @@
-//! `ponder bench`: workloads that measure the executor against a baseline run in the same
-//! process, printed as one JSON object a script can compare.
+//! Executor workloads, each measured against a baseline run in the same process.
 //!
 //! - `nsample`: N samples of T new tokens from one P-token prompt, through the continuous-
 //!   batching scheduler (prompt prefilled once, branches forked) and naively (each sample alone:

@@ -1,0 +1,13 @@
+//! `ponder bench`: workloads that measure Ponder against a baseline run in the same process,
+//! printed as one JSON object a script can compare.
+//!
+//! - `nsample`, `prefix-reuse` ([`executor`]): the batch executor vs naive one-at-a-time runs.
+//! - `beam` ([`strategies`]): a step-level beam search's cost vs best-of-N at the same N.
+//! - `strategies` ([`strategies`]): accuracy and tokens spent per strategy and budget on a
+//!   problem set (the README's results table).
+
+mod executor;
+mod strategies;
+
+pub use executor::{nsample, prefix_reuse, BenchOptions, NSampleReport, PrefixReuseReport};
+pub use strategies::{beam_vs_best_of_n, load_problems, markdown_table, strategy_table, BeamReport, BenchProblem, RunCost, TableOptions, TableRow};

@@ -73,10 +73,11 @@ fn every_strategy_runs_on_the_real_engine_within_budget_and_metered_exactly() {
     // Its own executor, so that the counters see only this test's requests.
     let rt = start();
     let registry = Registry::with_builtins();
-    for name in registry.names() {
+    let problems = ["What is 12 + 7?", "Tom has 5 apples and buys 3 more. How many apples does he have?"];
+    for (name, problem) in registry.names().into_iter().flat_map(|n| problems.map(|p| (n.clone(), p))) {
         let budget = 1500;
         let before = block_on(rt.counters()).expect("counters");
-        let out = solve_on(&rt, "What is 12 + 7?", &name, small_params(&name), budget, 1).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let out = solve_on(&rt, problem, &name, small_params(&name), budget, 1).unwrap_or_else(|e| panic!("{name}: {e}"));
         let after = block_on(rt.counters()).expect("counters");
         let u = out.usage;
         assert!(u.spent() <= budget as u64, "{name}: spent {} of {budget}", u.spent());

@@ -6,6 +6,25 @@ pub enum EvalError {
     /// Reading input or writing output failed.
     #[error("i/o: {0}")]
     Io(#[from] std::io::Error),
+    /// A dataset file cannot be read.
+    #[error("dataset {path}: {reason}")]
+    Dataset {
+        /// The file.
+        path: String,
+        /// What went wrong.
+        reason: String,
+    },
+    /// A results directory is unusable.
+    #[error("results {path}: {reason}")]
+    Results {
+        /// The file or directory.
+        path: String,
+        /// What went wrong.
+        reason: String,
+    },
+    /// A search failed in a way that is not a graded outcome.
+    #[error("backend: {0}")]
+    Backend(String),
     /// A JSONL line is not valid JSON.
     #[error("line {line}: invalid JSON: {source}")]
     Json {

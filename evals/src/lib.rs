@@ -1,14 +1,30 @@
-//! Ponder's evaluation harness: datasets (MATH, MATH-500, AIME, GSM8K) from local files,
-//! budget sweeps over strategies, grading, pass@k with confidence intervals, reports and plots.
+//! Ponder's evaluation harness: datasets (MATH, MATH-500, AIME, GSM8K, Ponder's own set) from
+//! local files, grids of strategies × budgets × seeds run against a server or in-process,
+//! grading with `ponder-verifiers`, reports with bootstrap CIs, pass@k and maj@k, plots, and
+//! the router's calibration table.
 //!
-//! Uses the service as a user would, over HTTP or as a library. Today it holds grading:
-//!
-//! - [`grade`]: [`grade_jsonl`], the engine of `ponder-eval grade`, which grades
-//!   `{"gold": …, "pred": …}` lines with `ponder-verifiers` so anyone can audit the grader.
-//! - [`error`]: [`EvalError`] and [`Result`].
+//! - [`dataset`]: loading, presets, filters, seeded shuffle.
+//! - [`runner`]: the grid, backends (HTTP `/v1/reason`, [`inprocess`]), resumable results.
+//! - [`results`]: the append-only results file.
+//! - [`report`], [`plot`], [`stats`], [`calibrate`]: what a run measured.
+//! - [`grade`]: `ponder-eval grade`, auditing the grader on anyone's pairs.
 
+pub mod calibrate;
+pub mod dataset;
 pub mod error;
 pub mod grade;
+pub mod inprocess;
+pub mod plot;
+pub mod report;
+pub mod results;
+pub mod runner;
+pub mod stats;
 
+pub use calibrate::{calibrate, CalibrationRow, CalibrationTable};
+pub use dataset::{load, parse, Dataset, LoadOptions, Preset, Problem};
 pub use error::{EvalError, Result};
 pub use grade::{grade_jsonl, GradeSummary};
+pub use inprocess::InProcessBackend;
+pub use report::{markdown, summarize, CellReport};
+pub use results::{read_rows, ResultRow, ResultsFile};
+pub use runner::{grid, run_grid, Backend, HttpBackend, Item, RunSummary};

@@ -16,6 +16,22 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run strategies × budgets × seeds over a dataset; results go to OUT/results.jsonl
+    /// (resumable: finished items are skipped).
+    Run(RunArgs),
+    /// Summarise a run directory: OUT/report.md, report.json and accuracy_vs_spend.{svg,png}.
+    Report {
+        /// The run directory.
+        dir: PathBuf,
+    },
+    /// Write the router's calibration table (accuracy and spend per level, strategy, budget).
+    Calibrate {
+        /// The run directory.
+        dir: PathBuf,
+        /// Where to write the table.
+        #[arg(long, default_value = "calibration.json")]
+        out: PathBuf,
+    },
     /// Grade `{"gold": …, "pred": …}` JSONL lines: each line comes back on stdout with
     /// `equivalent`, `extracted`, `normalized_gold` and `normalized_pred` added.
     Grade {
@@ -24,10 +40,114 @@ enum Command {
     },
 }
 
+#[derive(clap::Args)]
+struct RunArgs {
+    /// JSONL or JSON dataset file.
+    #[arg(long)]
+    dataset: PathBuf,
+    /// Field-name preset.
+    #[arg(long, value_enum, default_value = "auto")]
+    preset: ponder_evals::Preset,
+    /// Comma-separated strategy names.
+    #[arg(long, value_delimiter = ',', required = true)]
+    strategies: Vec<String>,
+    /// Comma-separated token budgets.
+    #[arg(long, value_delimiter = ',', required = true)]
+    budgets: Vec<i64>,
+    /// Comma-separated seeds.
+    #[arg(long, value_delimiter = ',', default_value = "0")]
+    seeds: Vec<u64>,
+    /// Keep only these levels.
+    #[arg(long, value_delimiter = ',')]
+    level: Vec<u32>,
+    /// Keep only these subjects.
+    #[arg(long, value_delimiter = ',')]
+    subject: Vec<String>,
+    /// Shuffle the problems with this seed (before --limit).
+    #[arg(long)]
+    shuffle_seed: Option<u64>,
+    /// Use only the first N problems.
+    #[arg(long)]
+    limit: Option<usize>,
+    /// Stop at the first unreadable dataset record instead of skipping it.
+    #[arg(long)]
+    strict: bool,
+    /// A running server (`ponder serve`); without it, searches run in-process.
+    #[arg(long)]
+    url: Option<String>,
+    /// In-process: the model (default: the installed SmolLM2).
+    #[arg(long)]
+    model: Option<PathBuf>,
+    /// Items in flight at once.
+    #[arg(long, default_value_t = 1)]
+    concurrency: usize,
+    /// The run directory.
+    #[arg(long)]
+    out: PathBuf,
+}
+
 fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()))
+        .with_writer(std::io::stderr)
+        .init();
     match Cli::parse().command {
         Command::Grade { file } => grade(&file),
+        Command::Run(args) => run(args),
+        Command::Report { dir } => report(&dir),
+        Command::Calibrate { dir, out } => {
+            let rows = ponder_evals::read_rows(&dir)?;
+            let table = ponder_evals::calibrate(&rows, &dir.display().to_string());
+            std::fs::write(&out, serde_json::to_string_pretty(&table)?).with_context(|| format!("writing {}", out.display()))?;
+            eprintln!("wrote {} calibration rows to {}", table.rows.len(), out.display());
+            Ok(())
+        }
     }
+}
+
+fn run(args: RunArgs) -> anyhow::Result<()> {
+    let opts = ponder_evals::LoadOptions {
+        fields: args.preset.fields(),
+        levels: args.level,
+        subjects: args.subject,
+        shuffle_seed: args.shuffle_seed,
+        limit: args.limit,
+        strict: args.strict,
+    };
+    let dataset = ponder_evals::load(&args.dataset, &opts)?;
+    for s in &dataset.skipped {
+        eprintln!("{}:{}: skipped: {}", args.dataset.display(), s.line, s.reason);
+    }
+    anyhow::ensure!(!dataset.problems.is_empty(), "{}: no problems selected", args.dataset.display());
+    let backend: std::sync::Arc<dyn ponder_evals::Backend> = match &args.url {
+        Some(url) => std::sync::Arc::new(ponder_evals::HttpBackend::new(url)),
+        None => std::sync::Arc::new(ponder_evals::InProcessBackend::start(args.model.clone())?),
+    };
+    let items = ponder_evals::grid(&dataset.problems, &args.strategies, &args.budgets, &args.seeds);
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let summary = rt.block_on(ponder_evals::run_grid(backend, items, &args.out, args.concurrency))?;
+    eprintln!(
+        "{} items: {} already done, {} run now, {} of those correct; results in {}",
+        summary.items,
+        summary.resumed,
+        summary.ran,
+        summary.correct,
+        args.out.join(ponder_evals::results::RESULTS_FILE).display()
+    );
+    Ok(())
+}
+
+fn report(dir: &std::path::Path) -> anyhow::Result<()> {
+    let rows = ponder_evals::read_rows(dir)?;
+    anyhow::ensure!(!rows.is_empty(), "{}: no results", dir.display());
+    let cells = ponder_evals::summarize(&rows);
+    let md = ponder_evals::markdown(&cells);
+    std::fs::write(dir.join("report.md"), &md)?;
+    std::fs::write(dir.join("report.json"), serde_json::to_string_pretty(&cells)?)?;
+    ponder_evals::plot::accuracy_vs_spend(&cells, dir, "accuracy_vs_spend", "Accuracy vs tokens spent")?;
+    print!("{md}");
+    eprintln!("wrote report.md, report.json, accuracy_vs_spend.svg and .png in {}", dir.display());
+    Ok(())
 }
 
 fn grade(file: &std::path::Path) -> anyhow::Result<()> {

@@ -155,6 +155,19 @@ impl Generator for LocalGenerator {
         Ok(s.tokens.len() - cached)
     }
 
+    fn prefill_bound_batch(&self, seqs: &[SeqHandle]) -> Result<usize> {
+        // `extend` sends sequences with identical tokens as one group: their context is
+        // computed once.
+        let mut distinct: Vec<LocalSeq> = Vec::new();
+        for seq in seqs {
+            let s = self.get(*seq)?;
+            if !distinct.iter().any(|d| d.tokens == s.tokens) {
+                distinct.push(s);
+            }
+        }
+        Ok(distinct.iter().map(|s| s.tokens.len() - s.computed / self.block_size * self.block_size).sum())
+    }
+
     async fn extend(&self, batch: &[ExtendRequest]) -> Result<Vec<Extension>> {
         let context = self.model.model.config().context_length;
         // Group requests continuing identical tokens with identical limits.

@@ -272,11 +272,8 @@ impl Context {
         if branches.is_empty() {
             return Ok(Vec::new());
         }
-        let mut bounds = Vec::with_capacity(branches.len());
-        for (b, _) in &branches {
-            bounds.push(self.generator.prefill_bound(b.seq)? as u64);
-        }
-        let prefill: u64 = bounds.iter().sum();
+        let seqs: Vec<SeqHandle> = branches.iter().map(|(b, _)| b.seq).collect();
+        let prefill = self.generator.prefill_bound_batch(&seqs)? as u64;
         let n = branches.len() as u64;
         let available = self.meter.available();
         let share = available.saturating_sub(prefill) / n;

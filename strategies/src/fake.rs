@@ -269,6 +269,22 @@ impl Generator for FakeGenerator {
         Ok(context.len() - cached)
     }
 
+    fn prefill_bound_batch(&self, seqs: &[SeqHandle]) -> Result<usize> {
+        // Sequences of one batch are extended in order: a prefix the first computes is cached
+        // for the rest.
+        let inner = self.lock();
+        let mut seen: std::collections::HashSet<u64> = std::collections::HashSet::new();
+        let mut total = 0;
+        for seq in seqs {
+            let s = inner.seqs.get(&seq.0).ok_or_else(|| Self::unknown(*seq))?;
+            let hashes = prefix_hashes(&s.tokens());
+            let cached = hashes.iter().take_while(|h| inner.cache.contains(h) || seen.contains(h)).count();
+            total += hashes.len() - cached;
+            seen.extend(hashes);
+        }
+        Ok(total)
+    }
+
     async fn extend(&self, batch: &[ExtendRequest]) -> Result<Vec<Extension>> {
         let mut inner = self.lock();
         let mut out = Vec::with_capacity(batch.len());

@@ -124,8 +124,8 @@ pub struct Extension {
 
 /// A model as strategies see it.
 ///
-/// Required: everything. There is no provided method because every call is the engine's to
-/// batch and meter; probes and scoring helpers are built on top in [`crate::Context`].
+/// Required: everything but [`Generator::prefill_bound_batch`]. Probes and scoring helpers are
+/// built on top in [`crate::Context`].
 #[async_trait]
 pub trait Generator: Send + Sync {
     /// Opens a sequence holding the rendered prompt. Returns the handle and the prompt's
@@ -139,6 +139,13 @@ pub trait Generator: Send + Sync {
     /// Most context tokens the next `extend` of `seq` may have to compute (tokens not yet in
     /// the cache, plus any partial block the engine recomputes). The meter reserves this.
     fn prefill_bound(&self, seq: SeqHandle) -> Result<usize>;
+    /// Most context tokens one `extend` of all `seqs` together may compute. Provided: the sum
+    /// of [`Generator::prefill_bound`]; generators that compute a prefix shared by several
+    /// sequences of one batch only once (the engine does) override it, or a batch of N forks
+    /// would reserve its prompt N times.
+    fn prefill_bound_batch(&self, seqs: &[SeqHandle]) -> Result<usize> {
+        seqs.iter().map(|s| self.prefill_bound(*s)).sum()
+    }
     /// Continues every request's sequence, all in one batch; results in request order.
     async fn extend(&self, batch: &[ExtendRequest]) -> Result<Vec<Extension>>;
     /// Forgets a sequence (its KV stays cached for reuse until evicted).

@@ -22,10 +22,19 @@ pub fn select_best_score(candidates: &[Candidate]) -> Selection {
 }
 
 /// Majority vote over the candidates' answers (grouped by math equivalence); with `weighted`,
-/// each vote counts its score (weighted best-of-N). The representative shown is the group's
+/// each vote counts its score (weighted best-of-N). Only solutions the model finished vote
+/// when there are any (a solution cut off by its token cap has no real final answer; its
+/// "answer" is whatever number it reached). The representative shown is the group's
 /// best-scored member. Candidates without an answer do not vote; if none has one, falls back
 /// to the best score.
 pub fn select_by_vote(candidates: &[Candidate], weighted: bool) -> Selection {
+    if candidates.iter().any(|c| c.finished) && candidates.iter().any(|c| !c.finished) {
+        return select_among(candidates, |c| c.finished, |pool| vote(pool, weighted));
+    }
+    vote(candidates, weighted)
+}
+
+fn vote(candidates: &[Candidate], weighted: bool) -> Selection {
     let voters: Vec<(usize, &str, f64)> = candidates
         .iter()
         .enumerate()

@@ -1,0 +1,198 @@
+//! The results file of a run: one JSON line per (problem, strategy, budget, seed), appended and
+//! flushed as each item finishes, so an interrupted run resumes where it stopped.
+//!
+//! On open, a torn last line (the process was killed mid-write) is cut off, so nothing written
+//! before it is lost and nothing after it is half-counted; the keys of every complete line are
+//! the items a resumed run skips.
+
+use std::collections::HashSet;
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{EvalError, Result};
+
+/// Tokens a search spent, by kind.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Spend {
+    /// Tokens sampled.
+    pub generated_tokens: u64,
+    /// Context tokens computed.
+    pub prefill_tokens_computed: u64,
+    /// Context tokens served from the prefix cache.
+    pub prefill_tokens_reused: u64,
+    /// Verifier calls.
+    pub verifier_calls: u64,
+    /// Tokens charged against the budget.
+    pub spent: u64,
+}
+
+/// One item's result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ResultRow {
+    /// Problem id.
+    pub problem_id: String,
+    /// Strategy.
+    pub strategy: String,
+    /// Token budget.
+    pub budget: i64,
+    /// Seed.
+    pub seed: u64,
+    /// Problem level, if the dataset has levels.
+    pub level: Option<u32>,
+    /// Gold answer.
+    pub gold: String,
+    /// The strategy's answer.
+    pub answer: Option<String>,
+    /// Whether `answer` is equivalent to `gold`.
+    pub correct: bool,
+    /// Every candidate's answer, in the order found (for pass@k and maj@k).
+    pub candidate_answers: Vec<Option<String>>,
+    /// How many candidates were correct.
+    pub candidates_correct: usize,
+    /// `completed`, `budget`, `deadline`, `cancelled`; `None` on error.
+    pub finish_reason: Option<String>,
+    /// The search's error (e.g. budget too small), if it failed.
+    pub error: Option<String>,
+    /// Tokens by kind.
+    pub spend: Spend,
+    /// Wall time (the only field that differs between identical runs).
+    pub wall_ms: u64,
+}
+
+impl ResultRow {
+    /// The item key.
+    pub fn key(&self) -> ItemKey {
+        ItemKey { problem_id: self.problem_id.clone(), strategy: self.strategy.clone(), budget: self.budget, seed: self.seed }
+    }
+}
+
+/// What identifies an item of the grid.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ItemKey {
+    /// Problem id.
+    pub problem_id: String,
+    /// Strategy.
+    pub strategy: String,
+    /// Budget.
+    pub budget: i64,
+    /// Seed.
+    pub seed: u64,
+}
+
+/// The results file of a run directory, open for appending.
+#[derive(Debug)]
+pub struct ResultsFile {
+    path: PathBuf,
+    file: File,
+}
+
+/// The results file's name inside a run directory.
+pub const RESULTS_FILE: &str = "results.jsonl";
+
+fn err(path: &Path, reason: impl std::fmt::Display) -> EvalError {
+    EvalError::Results { path: path.display().to_string(), reason: reason.to_string() }
+}
+
+/// Reads every complete row of `dir/results.jsonl`.
+pub fn read_rows(dir: &Path) -> Result<Vec<ResultRow>> {
+    let path = dir.join(RESULTS_FILE);
+    let file = File::open(&path).map_err(|e| err(&path, e))?;
+    let mut rows = Vec::new();
+    for (i, line) in BufReader::new(file).lines().enumerate() {
+        let line = line.map_err(|e| err(&path, e))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        match serde_json::from_str(&line) {
+            Ok(row) => rows.push(row),
+            Err(e) => tracing::warn!(line = i + 1, error = %e, "skipping an unreadable result line"),
+        }
+    }
+    Ok(rows)
+}
+
+impl ResultsFile {
+    /// Opens (creating) `dir/results.jsonl`, cuts a torn last line, and returns the file with
+    /// the keys already done.
+    pub fn open(dir: &Path) -> Result<(Self, HashSet<ItemKey>)> {
+        std::fs::create_dir_all(dir).map_err(|e| err(dir, e))?;
+        let path = dir.join(RESULTS_FILE);
+        let bytes = if path.exists() { std::fs::read(&path).map_err(|e| err(&path, e))? } else { Vec::new() };
+        // Keep everything up to the last complete line.
+        let keep = bytes.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+        let mut done = HashSet::new();
+        let mut good_end = 0;
+        for line in bytes[..keep].split_inclusive(|b| *b == b'\n') {
+            match serde_json::from_slice::<ResultRow>(line) {
+                Ok(row) => {
+                    done.insert(row.key());
+                    good_end += line.len();
+                }
+                Err(_) if line.iter().all(u8::is_ascii_whitespace) => good_end += line.len(),
+                Err(e) => return Err(err(&path, format!("line {} is not a result row ({e}); refusing to append after it", done.len() + 1))),
+            }
+        }
+        let file = OpenOptions::new().create(true).truncate(false).write(true).open(&path).map_err(|e| err(&path, e))?;
+        file.set_len(good_end as u64).map_err(|e| err(&path, e))?;
+        let mut file = file;
+        std::io::Seek::seek(&mut file, std::io::SeekFrom::End(0)).map_err(|e| err(&path, e))?;
+        Ok((Self { path, file }, done))
+    }
+
+    /// Appends a row and flushes it to the OS.
+    pub fn append(&mut self, row: &ResultRow) -> Result<()> {
+        let mut line = serde_json::to_vec(row).map_err(|e| err(&self.path, e))?;
+        line.push(b'\n');
+        self.file.write_all(&line).map_err(|e| err(&self.path, e))?;
+        self.file.flush().map_err(|e| err(&self.path, e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(id: &str) -> ResultRow {
+        ResultRow {
+            problem_id: id.into(),
+            strategy: "s".into(),
+            budget: 10,
+            seed: 0,
+            level: None,
+            gold: "1".into(),
+            answer: Some("1".into()),
+            correct: true,
+            candidate_answers: vec![Some("1".into())],
+            candidates_correct: 1,
+            finish_reason: Some("completed".into()),
+            error: None,
+            spend: Spend::default(),
+            wall_ms: 3,
+        }
+    }
+
+    #[test]
+    fn a_torn_last_line_is_cut_and_complete_rows_are_kept() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| err(Path::new("tmp"), e))?;
+        {
+            let (mut f, done) = ResultsFile::open(dir.path())?;
+            assert!(done.is_empty());
+            f.append(&row("a"))?;
+            f.append(&row("b"))?;
+        }
+        // Simulate a kill in the middle of writing a third row.
+        let path = dir.path().join(RESULTS_FILE);
+        let mut bytes = std::fs::read(&path).map_err(|e| err(&path, e))?;
+        bytes.extend_from_slice(b"{\"problem_id\": \"c\", \"stra");
+        std::fs::write(&path, &bytes).map_err(|e| err(&path, e))?;
+        let (mut f, done) = ResultsFile::open(dir.path())?;
+        assert_eq!(done.len(), 2);
+        f.append(&row("c"))?;
+        let rows = read_rows(dir.path())?;
+        assert_eq!(rows.iter().map(|r| r.problem_id.as_str()).collect::<Vec<_>>(), vec!["a", "b", "c"]);
+        Ok(())
+    }
+}

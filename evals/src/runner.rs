@@ -1,0 +1,232 @@
+//! Running a grid of strategies × budgets × seeds over a dataset, against a running server
+//! (`--url`, the native `/v1/reason` endpoint) or in-process (the embedded default model).
+//!
+//! Items run with bounded concurrency but are written in grid order (a reorder buffer), so two
+//! runs with the same seeds write identical files apart from timings. Items already in the
+//! results file are skipped. A search that ends in a typed error (e.g. a budget too small for
+//! any answer) is a graded result with no answer; a backend that cannot be reached stops the
+//! run without writing anything for the unfinished items.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+use async_trait::async_trait;
+use futures::StreamExt;
+use serde::Deserialize;
+
+use crate::dataset::Problem;
+use crate::error::{EvalError, Result};
+use crate::results::{ItemKey, ResultRow, ResultsFile, Spend};
+
+/// One item of the grid.
+#[derive(Debug, Clone)]
+pub struct Item {
+    /// The problem.
+    pub problem: Problem,
+    /// Strategy name.
+    pub strategy: String,
+    /// Token budget.
+    pub budget: i64,
+    /// Seed.
+    pub seed: u64,
+}
+
+/// The part of an `Outcome` the harness reads (from `/v1/reason` JSON or in-process).
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct Solved {
+    /// The answer.
+    pub answer: Option<String>,
+    /// Candidates with their answers.
+    #[serde(default)]
+    pub candidates: Vec<SolvedCandidate>,
+    /// Usage.
+    #[serde(default)]
+    pub usage: SolvedUsage,
+    /// Finish reason.
+    #[serde(default)]
+    pub finish_reason: Option<String>,
+}
+
+/// A candidate's answer.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct SolvedCandidate {
+    /// Its extracted answer.
+    pub answer: Option<String>,
+}
+
+/// Usage fields the harness reports.
+#[derive(Debug, Clone, Copy, Default, Deserialize)]
+#[serde(default)]
+pub struct SolvedUsage {
+    /// Tokens sampled.
+    pub generated_tokens: u64,
+    /// Context tokens computed.
+    pub prefill_tokens_computed: u64,
+    /// Context tokens reused.
+    pub prefill_tokens_reused: u64,
+    /// Verifier calls.
+    pub verifier_calls: u64,
+    /// Verifier tokens.
+    pub verifier_tokens: u64,
+}
+
+/// How one item ended.
+#[derive(Debug)]
+pub enum Attempt {
+    /// The search returned an outcome.
+    Solved(Solved),
+    /// The search refused or failed in a typed way (graded as no answer).
+    Failed(String),
+}
+
+/// Where searches run.
+#[async_trait]
+pub trait Backend: Send + Sync {
+    /// Runs one item. `Err` means the backend itself is unusable (stop the run).
+    async fn solve(&self, item: &Item) -> Result<Attempt>;
+}
+
+/// The server's native endpoint.
+#[derive(Debug, Clone)]
+pub struct HttpBackend {
+    client: reqwest::Client,
+    url: String,
+}
+
+impl HttpBackend {
+    /// A backend posting to `{base}/v1/reason`.
+    pub fn new(base: &str) -> Self {
+        Self { client: reqwest::Client::new(), url: format!("{}/v1/reason", base.trim_end_matches('/')) }
+    }
+}
+
+#[async_trait]
+impl Backend for HttpBackend {
+    async fn solve(&self, item: &Item) -> Result<Attempt> {
+        let body = serde_json::json!({
+            "problem": item.problem.problem,
+            "strategy": item.strategy,
+            "budget_tokens": item.budget,
+            "seed": item.seed,
+        });
+        let resp = self.client.post(&self.url).json(&body).send().await.map_err(|e| EvalError::Backend(format!("{}: {e}", self.url)))?;
+        let status = resp.status();
+        let text = resp.text().await.map_err(|e| EvalError::Backend(e.to_string()))?;
+        if status.is_success() {
+            let solved = serde_json::from_str(&text).map_err(|e| EvalError::Backend(format!("{}: unreadable outcome: {e}", self.url)))?;
+            Ok(Attempt::Solved(solved))
+        } else if status.is_client_error() {
+            Ok(Attempt::Failed(format!("{status}: {text}")))
+        } else {
+            Err(EvalError::Backend(format!("{}: {status}: {text}", self.url)))
+        }
+    }
+}
+
+/// Turns an attempt into a graded row.
+pub fn grade(item: &Item, attempt: Attempt, wall_ms: u64) -> ResultRow {
+    let gold = item.problem.answer.clone();
+    let base = ResultRow {
+        problem_id: item.problem.id.clone(),
+        strategy: item.strategy.clone(),
+        budget: item.budget,
+        seed: item.seed,
+        level: item.problem.level,
+        gold: gold.clone(),
+        answer: None,
+        correct: false,
+        candidate_answers: Vec::new(),
+        candidates_correct: 0,
+        finish_reason: None,
+        error: None,
+        spend: Spend::default(),
+        wall_ms,
+    };
+    match attempt {
+        Attempt::Failed(e) => ResultRow { error: Some(e), ..base },
+        Attempt::Solved(s) => {
+            let is = |a: &Option<String>| a.as_deref().is_some_and(|a| ponder_verifiers::equivalent(&gold, a));
+            let candidate_answers: Vec<Option<String>> = s.candidates.into_iter().map(|c| c.answer).collect();
+            let u = s.usage;
+            ResultRow {
+                correct: is(&s.answer),
+                candidates_correct: candidate_answers.iter().filter(|a| is(a)).count(),
+                answer: s.answer,
+                candidate_answers,
+                finish_reason: s.finish_reason,
+                spend: Spend {
+                    generated_tokens: u.generated_tokens,
+                    prefill_tokens_computed: u.prefill_tokens_computed,
+                    prefill_tokens_reused: u.prefill_tokens_reused,
+                    verifier_calls: u.verifier_calls,
+                    spent: u.generated_tokens + u.prefill_tokens_computed + u.verifier_tokens,
+                },
+                ..base
+            }
+        }
+    }
+}
+
+/// The grid: every problem × strategy × budget × seed, in that nesting order.
+pub fn grid(problems: &[Problem], strategies: &[String], budgets: &[i64], seeds: &[u64]) -> Vec<Item> {
+    let mut items = Vec::new();
+    for strategy in strategies {
+        for &budget in budgets {
+            for &seed in seeds {
+                for p in problems {
+                    items.push(Item { problem: p.clone(), strategy: strategy.clone(), budget, seed });
+                }
+            }
+        }
+    }
+    items
+}
+
+/// What a run did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RunSummary {
+    /// Items in the grid.
+    pub items: usize,
+    /// Items skipped because the results file has them.
+    pub resumed: usize,
+    /// Items run now.
+    pub ran: usize,
+    /// Of those, correct.
+    pub correct: usize,
+}
+
+/// Runs the grid into `out_dir/results.jsonl`, skipping finished items.
+pub async fn run_grid(backend: Arc<dyn Backend>, items: Vec<Item>, out_dir: &Path, concurrency: usize) -> Result<RunSummary> {
+    let (mut file, done) = ResultsFile::open(out_dir)?;
+    let total = items.len();
+    let todo: Vec<Item> = items
+        .into_iter()
+        .filter(|i| !done.contains(&ItemKey { problem_id: i.problem.id.clone(), strategy: i.strategy.clone(), budget: i.budget, seed: i.seed }))
+        .collect();
+    let mut summary = RunSummary { items: total, resumed: total - todo.len(), ..RunSummary::default() };
+    let bar = indicatif::ProgressBar::new(todo.len() as u64);
+    if let Ok(style) = indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} [{elapsed}<{eta}] {msg}") {
+        bar.set_style(style);
+    }
+    let mut results = futures::stream::iter(todo)
+        .map(|item| {
+            let backend = Arc::clone(&backend);
+            async move {
+                let start = Instant::now();
+                let attempt = backend.solve(&item).await;
+                (item, attempt, start.elapsed().as_millis() as u64)
+            }
+        })
+        .buffered(concurrency.max(1));
+    while let Some((item, attempt, wall_ms)) = results.next().await {
+        let row = grade(&item, attempt?, wall_ms);
+        file.append(&row)?;
+        summary.ran += 1;
+        summary.correct += usize::from(row.correct);
+        bar.set_message(format!("acc {:.2} ({}/{})  {} @ {}", summary.correct as f64 / summary.ran as f64, summary.correct, summary.ran, item.strategy, item.budget));
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    Ok(summary)
+}

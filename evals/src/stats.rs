@@ -1,0 +1,86 @@
+//! Statistics of an evaluation: the unbiased pass@k estimator, majority-vote accuracy inputs,
+//! and percentile-bootstrap confidence intervals (seeded, so a report is reproducible).
+
+use rand::{Rng, SeedableRng};
+
+/// Unbiased pass@k (Chen et al. 2021, "Evaluating Large Language Models Trained on Code"):
+/// with `n` samples of which `c` are correct, `1 − C(n−c, k) / C(n, k)`, computed as a stable
+/// product. `None` when `k == 0` or `k > n`.
+pub fn pass_at_k(n: usize, c: usize, k: usize) -> Option<f64> {
+    if k == 0 || k > n || c > n {
+        return None;
+    }
+    if n - c < k {
+        return Some(1.0);
+    }
+    // C(n−c, k)/C(n, k) = Π_{i=n−c+1}^{n} (1 − k/i)
+    let fail: f64 = ((n - c + 1)..=n).map(|i| 1.0 - k as f64 / i as f64).product();
+    Some(1.0 - fail)
+}
+
+/// Mean of `xs` (0 for none).
+pub fn mean(xs: &[f64]) -> f64 {
+    if xs.is_empty() {
+        0.0
+    } else {
+        xs.iter().sum::<f64>() / xs.len() as f64
+    }
+}
+
+/// The `q`-quantile (0–1) of sorted values by linear interpolation.
+pub fn quantile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let pos = q.clamp(0.0, 1.0) * (sorted.len() - 1) as f64;
+    let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
+    sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - lo as f64)
+}
+
+/// A percentile-bootstrap confidence interval of the mean of `xs` at `level` (e.g. 0.95) from
+/// `resamples` seeded resamples. Returns `(low, high)`; `(m, m)` for fewer than two values.
+pub fn bootstrap_ci(xs: &[f64], level: f64, resamples: usize, seed: u64) -> (f64, f64) {
+    if xs.len() < 2 {
+        let m = mean(xs);
+        return (m, m);
+    }
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let mut means: Vec<f64> = (0..resamples.max(1))
+        .map(|_| (0..xs.len()).map(|_| xs[rng.random_range(0..xs.len())]).sum::<f64>() / xs.len() as f64)
+        .collect();
+    means.sort_by(f64::total_cmp);
+    let alpha = (1.0 - level) / 2.0;
+    (quantile(&means, alpha), quantile(&means, 1.0 - alpha))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pass_at_k_matches_hand_computed_values() {
+        // n=5, c=2, k=1: 2/5.
+        assert!((pass_at_k(5, 2, 1).unwrap_or(0.0) - 0.4).abs() < 1e-12);
+        // n=5, c=2, k=2: 1 - C(3,2)/C(5,2) = 1 - 3/10.
+        assert!((pass_at_k(5, 2, 2).unwrap_or(0.0) - 0.7).abs() < 1e-12);
+        // n=10, c=3, k=5: 1 - C(7,5)/C(10,5) = 1 - 21/252.
+        assert!((pass_at_k(10, 3, 5).unwrap_or(0.0) - (1.0 - 21.0 / 252.0)).abs() < 1e-12);
+        assert_eq!(pass_at_k(4, 0, 2), Some(0.0));
+        assert_eq!(pass_at_k(4, 3, 2), Some(1.0));
+        assert_eq!(pass_at_k(3, 1, 4), None);
+        assert_eq!(pass_at_k(3, 1, 0), None);
+    }
+
+    #[test]
+    fn bootstrap_interval_contains_the_mean_and_narrows_with_n() {
+        let xs = |n: usize| (0..n).map(|i| if i % 3 == 0 { 1.0 } else { 0.0 }).collect::<Vec<f64>>();
+        let small = xs(30);
+        let large = xs(600);
+        let (lo_s, hi_s) = bootstrap_ci(&small, 0.95, 2000, 1);
+        let (lo_l, hi_l) = bootstrap_ci(&large, 0.95, 2000, 1);
+        assert!(lo_s <= mean(&small) && mean(&small) <= hi_s);
+        assert!(lo_l <= mean(&large) && mean(&large) <= hi_l);
+        assert!(hi_l - lo_l < (hi_s - lo_s) / 2.0, "600 samples give a much narrower interval than 30");
+        assert_eq!(bootstrap_ci(&small, 0.95, 500, 9), bootstrap_ci(&small, 0.95, 500, 9), "seeded");
+    }
+}

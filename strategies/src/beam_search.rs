@@ -22,7 +22,7 @@
 //! out, the best finished (or, failing that, best partial) solution is the answer.
 
 use async_trait::async_trait;
-use ponder_verifiers::group_confidences;
+use ponder_verifiers::lowest_group_confidence;
 use serde::{Deserialize, Serialize};
 
 use crate::context::{Branch, Context};
@@ -55,12 +55,13 @@ impl ConfidenceStop {
     }
 }
 
-/// Lowest sliding-window group confidence, once at least one full window exists.
+/// Lowest sliding-window group confidence, once at least one full window exists (an online
+/// stop rule must not fire on a trace's first few tokens).
 pub(crate) fn lowest_window(confidences: &[f32], window: usize) -> Option<f32> {
     if confidences.len() < window {
         return None;
     }
-    group_confidences(confidences, window).into_iter().reduce(f32::min)
+    lowest_group_confidence(confidences, window)
 }
 
 /// Parameters of `beam_search` and `dvts`.

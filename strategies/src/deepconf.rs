@@ -18,6 +18,7 @@
 //! shared prompt is prefilled once; stopped traces free their share for the others.
 
 use async_trait::async_trait;
+use ponder_verifiers::lowest_group_confidence;
 use serde::{Deserialize, Serialize};
 
 use crate::beam_search::lowest_window;
@@ -92,7 +93,7 @@ impl DeepConf {
 
     /// A trace's quality: its lowest window confidence (its mean if shorter than a window).
     fn quality(&self, b: &Branch) -> f32 {
-        lowest_window(&b.confidences, self.params.window).unwrap_or_else(|| b.mean_confidence())
+        lowest_group_confidence(&b.confidences, self.params.window).unwrap_or(0.0)
     }
 }
 

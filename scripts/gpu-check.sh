@@ -64,6 +64,8 @@ fi
 start=$(date +%s)
 if [ -n "${PONDER_GPU_TEST_BIN:-}" ]; then
   bin=$PONDER_GPU_TEST_BIN
+  # The tests run from kernels/, so a relative path is taken from where the script was called.
+  case $bin in /*) ;; *) bin=$PWD/$bin ;; esac
   [ -x "$bin" ] || fail "PONDER_GPU_TEST_BIN=$bin is not an executable file"
   built=prebuilt
 else
@@ -88,10 +90,17 @@ out=$(cd "$root/kernels" && timeout "$timeout_s" "$bin" gpu:: --include-ignored 
 rc=$?
 run_s=$(($(date +%s) - start))
 printf '%s\n' "$out" >>"$log"
-printf '%s\n' "$out" | grep -v '^GPU_CHECK ' >&2
+printf '%s\n' "$out" >&2
 
-checks=$(printf '%s\n' "$out" | sed -n 's/^GPU_CHECK //p' | paste -sd, -)
-failed=$(printf '%s\n' "$out" | sed -n 's/^test \(.*\) \.\.\. FAILED$/\1/p')
+# With --nocapture a test's GPU_CHECK line is printed after libtest's "test name ... " prefix,
+# so take it from anywhere in a line. Failed tests are the names libtest lists under the last
+# "failures:" header (indented by four spaces).
+checks=$(printf '%s\n' "$out" | grep -o 'GPU_CHECK {.*}' | sed 's/^GPU_CHECK //' | paste -sd, -)
+failed=$(printf '%s\n' "$out" | awk '/^failures:$/ {n = 0; delete names; inlist = 1; next}
+  inlist && /^    [^ ]/ {names[n++] = substr($0, 5); next}
+  inlist && /^$/ {next}
+  {inlist = 0}
+  END {for (i = 0; i < n; i++) print names[i]}')
 failed_json=""
 while IFS= read -r name; do
   [ -n "$name" ] && failed_json="$failed_json${failed_json:+, }$(json_str "$name")"
@@ -100,7 +109,7 @@ result=$(printf '%s\n' "$out" | grep '^test result:' | tail -n1)
 passed=$(echo "$result" | sed -n 's/.* \([0-9]*\) passed.*/\1/p')
 nfailed=$(echo "$result" | sed -n 's/.* \([0-9]*\) failed.*/\1/p')
 skipped=false
-printf '%s\n' "$out" | grep -q '^GPU_CHECK .*"skipped": true' && skipped=true
+printf '%s\n' "$out" | grep -q 'GPU_CHECK .*"skipped": true' && skipped=true
 ok=false
 if [ "$rc" -eq 0 ] && [ "$skipped" = false ] && [ -n "$checks" ]; then ok=true; fi
 timed_out=false

@@ -11,4 +11,12 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/setup-models.sh
 bash scripts/setup-cuda.sh
 PONDER_REQUIRE_NVCC=1 cargo test --workspace
+# The HTTP API against clients written elsewhere: the official `openai` Python client and
+# schemathesis (pinned PyPI releases, in a venv under the target dir) talk to a real `ponder serve`:
+# the `ponder` binary `cargo test` just built for the CLI tests (a separate `cargo build` would
+# resolve features differently and compile the workspace a second time).
+PY_SERVE="${CARGO_TARGET_DIR:-target}/py-serve"
+[ -x "$PY_SERVE/bin/python" ] || python3 -m venv "$PY_SERVE"
+"$PY_SERVE/bin/pip" install -q --disable-pip-version-check openai==3.57.0 schemathesis==4.32.5
+"$PY_SERVE/bin/python" scripts/serve_clients.py --ponder "${CARGO_TARGET_DIR:-target}/debug/ponder"
 cargo test -p ponder-kernels --features cuda --lib --test tests -- cuda:: gpu::

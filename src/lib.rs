@@ -1,12 +1,16 @@
 //! Ponder: a test-time-scaling reasoning server.
 //!
-//! This crate is the service: the model runtime ([`engine`]), model locations ([`models`]), and
+//! This crate is the service: the model runtime ([`engine`]), process reward models run by it
+//! ([`prm`]), model locations ([`models`]), and
 //! (in later steps) the executor, backends, router and HTTP API. Strategies and verifiers live
 //! in their own crates and see the engine only through ports.
 
+pub mod api;
 pub mod backends;
 pub mod engine;
 pub mod bench;
 pub mod models;
+pub mod prm;
 pub mod reason;
+pub mod router;
 pub mod runtime;

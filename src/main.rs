@@ -1,5 +1,7 @@
 //! The `ponder` command line.
 
+mod router_cli;
+
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -28,6 +30,10 @@ enum Command {
     Bench(BenchArgs),
     /// Answer a problem with a test-time-compute strategy under a token budget.
     Reason(ReasonArgs),
+    /// Train, evaluate, calibrate, try and benchmark the semantic router.
+    Router(router_cli::RouterArgs),
+    /// Serve the OpenAI-compatible HTTP API (and /v1/reason, /metrics…) until SIGTERM.
+    Serve(ponder::api::cli::ServeArgs),
 }
 
 #[derive(clap::Args)]
@@ -170,6 +176,8 @@ fn main() -> anyhow::Result<()> {
         Command::Generate(args) => run_generate(args),
         Command::Bench(args) => run_bench(args),
         Command::Reason(args) => run_reason(args),
+        Command::Router(args) => router_cli::run(args),
+        Command::Serve(args) => ponder::api::cli::run(args).map_err(|e| anyhow::anyhow!(e)),
     }
 }
 
@@ -307,7 +315,14 @@ fn run_strategy_bench(args: BenchArgs, model: PathBuf) -> anyhow::Result<()> {
 fn run_reason(args: ReasonArgs) -> anyhow::Result<()> {
     let params: serde_json::Value =
         serde_json::from_str(&args.params).with_context(|| format!("--params is not a JSON object: {}", args.params))?;
-    let registry = ponder_strategies::Registry::with_builtins();
+    // `auto` needs the router (encoder + router file), loaded only when asked for.
+    let registry = if args.strategy == "auto" {
+        let path = ponder::router::default_router_path();
+        let router = ponder::router::Router::load(&path, &ponder::models::default_embedder_dir())?;
+        ponder::router::registry_with_auto(Arc::new(router))
+    } else {
+        ponder_strategies::Registry::with_builtins()
+    };
     // Reject a bad strategy or parameters before loading the model.
     registry.build(&args.strategy, params.clone())?;
     let opts = ponder::runtime::RuntimeOptions {

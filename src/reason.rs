@@ -37,6 +37,18 @@ pub async fn reason(
     req: &ReasonRequest,
     cancel: CancellationToken,
 ) -> Result<Outcome, StrategyError> {
+    reason_with_progress(registry, generator, verifier, req, cancel, None).await
+}
+
+/// [`reason`], reporting the search's [`ponder_strategies::Progress`] to `progress` while it runs.
+pub async fn reason_with_progress(
+    registry: &Registry,
+    generator: Arc<dyn Generator>,
+    verifier: Option<Arc<dyn Verifier>>,
+    req: &ReasonRequest,
+    cancel: CancellationToken,
+    progress: Option<ponder_strategies::ProgressSender>,
+) -> Result<Outcome, StrategyError> {
     if req.problem.trim().is_empty() {
         return Err(StrategyError::invalid(&req.strategy, "problem", "must not be empty"));
     }
@@ -52,6 +64,9 @@ pub async fn reason(
     let mut ctx = Context::new(generator, Problem::new(req.problem.clone()), budget).with_seed(req.seed).with_cancellation(cancel);
     if let Some(v) = verifier {
         ctx = ctx.with_verifier(v);
+    }
+    if let Some(p) = progress {
+        ctx = ctx.with_progress(p);
     }
     run(strategy.as_ref(), ctx).await
 }

@@ -32,6 +32,13 @@ pub struct StopStrings {
 /// Tokens of generated text decoded to test for a stop string (enough for any delimiter).
 const STOP_WINDOW: usize = 16;
 
+impl StopStrings {
+    /// Stops a branch of `model` once its generated text completes one of `stops`.
+    pub fn new(model: Arc<LoadedModel>, stops: Vec<String>) -> Self {
+        Self { model, stops }
+    }
+}
+
 impl StopCondition for StopStrings {
     fn should_stop(&self, generated: &[u32]) -> bool {
         let Some((_, earlier)) = generated.split_last() else { return false };

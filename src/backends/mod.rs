@@ -1,7 +1,9 @@
 //! Backends: implementations of the strategies' `Generator` port. [`LocalGenerator`] runs on
-//! this process's engine (the executor actor); a remote backend for OpenAI-compatible servers
-//! comes with the service step.
+//! this process's engine (the executor actor); [`RemoteGenerator`] runs on OpenAI-compatible
+//! completion servers through a [`RemotePool`] (prefix-affinity routing, failover).
 
 mod local;
+mod remote;
 
 pub use local::{LocalGenerator, StopStrings};
+pub use remote::{chatml, RemoteGenerator, RemoteOptions, RemotePool, UNAVAILABLE};

@@ -178,7 +178,12 @@ pub struct TableRow {
 
 /// Runs every strategy at every budget on every problem.
 pub fn strategy_table(runtime: &Runtime, problems: &[BenchProblem], opts: &TableOptions) -> anyhow::Result<Vec<TableRow>> {
-    let registry = Registry::with_builtins();
+    // `auto` needs the router (encoder + router file): loaded only when the table runs it.
+    let registry = if opts.strategies.iter().any(|s| s == "auto") {
+        crate::router::registry_with_auto(std::sync::Arc::new(crate::router::Router::load_default()?))
+    } else {
+        Registry::with_builtins()
+    };
     let bar = indicatif::ProgressBar::new((opts.strategies.len() * opts.budgets.len() * problems.len()) as u64);
     bar.set_style(indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} {msg} [{elapsed}<{eta}]")?);
     let mut rows = Vec::new();

@@ -6,20 +6,29 @@
 //! Commands are drained between steps, so new sequences join the running batch at the next
 //! forward pass and a cancellation frees blocks at the next step. No lock is held across an
 //! `.await`: there is no lock at all, only message passing (TGI's router shape).
+//!
+//! Scoring requests ([`Executor::submit_score`]) join the same batches and answer once, on a
+//! [`ScoreHandle`]; submitting several before awaiting any puts them in the same passes, and
+//! dropping a handle cancels its request at the next step.
 
 use std::collections::HashMap;
 use std::thread::JoinHandle;
 
+use ponder_kvcache::KvCacheStats;
 use tokio::sync::{mpsc, oneshot};
 
 use super::error::{EngineError, Result};
 use super::kv::SeqId;
-use super::scheduler::{Event, GroupRequest, Scheduler, SchedulerCounters};
+use super::scheduler::{Event, GroupRequest, Scheduler, SchedulerCounters, ScoreRequest, Scored, SeqFinish};
+
+type ScoreReply = oneshot::Sender<Result<Scored>>;
 
 enum Command {
     Submit { req: GroupRequest, reply: oneshot::Sender<Result<(Vec<SeqId>, mpsc::UnboundedReceiver<Event>)>> },
+    Score { req: ScoreRequest, reply: ScoreReply },
     Cancel(SeqId),
     Counters(oneshot::Sender<SchedulerCounters>),
+    KvStats(oneshot::Sender<KvCacheStats>),
     Shutdown,
 }
 
@@ -57,12 +66,28 @@ impl Drop for GroupHandle {
     }
 }
 
+/// One submitted scoring request; [`ScoreHandle::wait`] yields its result. Dropping the handle
+/// cancels the request.
+#[derive(Debug)]
+pub struct ScoreHandle {
+    answer: oneshot::Receiver<Result<Scored>>,
+}
+
+impl ScoreHandle {
+    /// Waits for the request to be scored.
+    pub async fn wait(self) -> Result<Scored> {
+        self.answer.await.map_err(|_| stopped())?
+    }
+}
+
 impl std::fmt::Debug for Command {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             Self::Submit { .. } => "Submit",
+            Self::Score { .. } => "Score",
             Self::Cancel(_) => "Cancel",
             Self::Counters(_) => "Counters",
+            Self::KvStats(_) => "KvStats",
             Self::Shutdown => "Shutdown",
         })
     }
@@ -91,10 +116,25 @@ impl Executor {
         Ok(GroupHandle { seqs, events, commands: self.commands.clone() })
     }
 
+    /// Queues a scoring request; it joins the next forward pass. Submit many before awaiting
+    /// any to batch them.
+    pub fn submit_score(&self, req: ScoreRequest) -> Result<ScoreHandle> {
+        let (reply, answer) = oneshot::channel();
+        self.commands.send(Command::Score { req, reply }).map_err(|_| stopped())?;
+        Ok(ScoreHandle { answer })
+    }
+
     /// The scheduler's counters.
     pub async fn counters(&self) -> Result<SchedulerCounters> {
         let (reply, answer) = oneshot::channel();
         self.commands.send(Command::Counters(reply)).map_err(|_| stopped())?;
+        answer.await.map_err(|_| stopped())
+    }
+
+    /// The KV store's block statistics (used, cached, free blocks; prefix reuse).
+    pub async fn kv_stats(&self) -> Result<KvCacheStats> {
+        let (reply, answer) = oneshot::channel();
+        self.commands.send(Command::KvStats(reply)).map_err(|_| stopped())?;
         answer.await.map_err(|_| stopped())
     }
 }
@@ -108,8 +148,15 @@ impl Drop for Executor {
     }
 }
 
+/// Where each live sequence's results go.
+#[derive(Default)]
+struct Routes {
+    events: HashMap<SeqId, mpsc::UnboundedSender<Event>>,
+    scores: HashMap<SeqId, ScoreReply>,
+}
+
 fn run(mut scheduler: Scheduler, mut rx: mpsc::UnboundedReceiver<Command>) {
-    let mut routes: HashMap<SeqId, mpsc::UnboundedSender<Event>> = HashMap::new();
+    let mut routes = Routes::default();
     loop {
         // Block for work when idle; otherwise take whatever arrived since the last step.
         if scheduler.is_idle() {
@@ -124,6 +171,12 @@ fn run(mut scheduler: Scheduler, mut rx: mpsc::UnboundedReceiver<Command>) {
             }
             handle(&mut scheduler, &mut routes, cmd);
         }
+        // Scoring requests whose caller gave up.
+        let abandoned: Vec<SeqId> = routes.scores.iter().filter(|(_, tx)| tx.is_closed()).map(|(id, _)| *id).collect();
+        for seq in abandoned {
+            routes.scores.remove(&seq);
+            scheduler.cancel(seq);
+        }
         if scheduler.is_idle() {
             continue;
         }
@@ -134,11 +187,19 @@ fn run(mut scheduler: Scheduler, mut rx: mpsc::UnboundedReceiver<Command>) {
                         Event::Token { seq, .. } | Event::Prefill { seq, .. } => (*seq, false),
                         Event::Finished { seq, .. } => (*seq, true),
                     };
-                    if let Some(tx) = routes.get(&seq) {
+                    if let (Event::Finished { reason: SeqFinish::Cancelled, .. }, Some(tx)) = (&event, routes.scores.remove(&seq)) {
+                        let _ = tx.send(Err(EngineError::Kv(format!("scoring request {seq} was cancelled"))));
+                    }
+                    if let Some(tx) = routes.events.get(&seq) {
                         let _ = tx.send(event);
                     }
                     if last {
-                        routes.remove(&seq);
+                        routes.events.remove(&seq);
+                    }
+                }
+                for (seq, scored) in scheduler.take_scored() {
+                    if let Some(tx) = routes.scores.remove(&seq) {
+                        let _ = tx.send(Ok(scored));
                     }
                 }
             }
@@ -146,7 +207,7 @@ fn run(mut scheduler: Scheduler, mut rx: mpsc::UnboundedReceiver<Command>) {
                 // A step that cannot run (e.g. the pool cannot hold even one sequence) fails
                 // every live group rather than spinning.
                 tracing::error!(error = %e, "executor step failed; cancelling live sequences");
-                for seq in routes.keys().copied().collect::<Vec<_>>() {
+                for seq in routes.events.keys().chain(routes.scores.keys()).copied().collect::<Vec<_>>() {
                     scheduler.cancel(seq);
                 }
             }
@@ -154,13 +215,21 @@ fn run(mut scheduler: Scheduler, mut rx: mpsc::UnboundedReceiver<Command>) {
     }
 }
 
-fn handle(scheduler: &mut Scheduler, routes: &mut HashMap<SeqId, mpsc::UnboundedSender<Event>>, cmd: Command) {
+fn handle(scheduler: &mut Scheduler, routes: &mut Routes, cmd: Command) {
     match cmd {
+        Command::Score { req, reply } => match scheduler.submit_score(req) {
+            Ok(seq) => {
+                routes.scores.insert(seq, reply);
+            }
+            Err(e) => {
+                let _ = reply.send(Err(e));
+            }
+        },
         Command::Submit { req, reply } => {
             let result = scheduler.submit(req).map(|seqs| {
                 let (tx, rx) = mpsc::unbounded_channel();
                 for s in &seqs {
-                    routes.insert(*s, tx.clone());
+                    routes.events.insert(*s, tx.clone());
                 }
                 (seqs, rx)
             });
@@ -169,6 +238,9 @@ fn handle(scheduler: &mut Scheduler, routes: &mut HashMap<SeqId, mpsc::Unbounded
         Command::Cancel(seq) => scheduler.cancel(seq),
         Command::Counters(reply) => {
             let _ = reply.send(scheduler.counters());
+        }
+        Command::KvStats(reply) => {
+            let _ = reply.send(scheduler.store().stats());
         }
         Command::Shutdown => {}
     }

@@ -223,7 +223,7 @@ impl GgufFile {
                 down_proj,
             });
         }
-        Ok(ModelWeights { embed, layers, final_norm, lm_head: Linear::new(projection(lm_head, matmul)?, None) })
+        Ok(ModelWeights { embed, layers, final_norm, lm_head: Some(Linear::new(projection(lm_head, matmul)?, None)) })
     }
 }
 

@@ -89,13 +89,37 @@ impl LoadedModel {
     }
 
     fn load_safetensors(dir: &Path, opts: &LoadOptions) -> Result<Self> {
+        Ok(Self::load_safetensors_with(dir, opts, |_| false)?.0)
+    }
+
+    /// Loads a safetensors checkpoint directory like [`LoadedModel::load`], and also returns the
+    /// tensors the decoder does not use whose names `keep` accepts, as f32 on the model's
+    /// device (a reward model's score head). A GGUF file is refused: heads live in checkpoints.
+    pub fn load_with_extras(
+        opts: &LoadOptions,
+        keep: impl Fn(&str) -> bool,
+    ) -> Result<(Self, std::collections::HashMap<String, candle_core::Tensor>)> {
+        if !opts.model.is_dir() {
+            return Err(EngineError::ModelNotFound {
+                path: opts.model.clone(),
+                hint: "a reward model is a safetensors directory with config.json, *.safetensors and tokenizer.json".into(),
+            });
+        }
+        Self::load_safetensors_with(&opts.model, opts, keep)
+    }
+
+    fn load_safetensors_with(
+        dir: &Path,
+        opts: &LoadOptions,
+        keep: impl Fn(&str) -> bool,
+    ) -> Result<(Self, std::collections::HashMap<String, candle_core::Tensor>)> {
         let st = SafetensorsModel::open(dir)?;
         let tokenizer_path = opts.tokenizer.clone().unwrap_or_else(|| dir.join("tokenizer.json"));
         let tokenizer = TextTokenizer::from_file(&tokenizer_path, END_OF_TURN_TOKENS)?;
         let chat_template = read_hf_chat_template(&dir.join("tokenizer_config.json"))?;
-        let weights = st.weights(&opts.device)?;
+        let (weights, extras) = st.weights_and_extras(&opts.device, keep)?;
         let model = Arc::new(Model::new(st.config().clone(), weights, opts.device.clone())?);
-        Ok(Self { model, tokenizer, chat_template })
+        Ok((Self { model, tokenizer, chat_template }, extras))
     }
 
     /// Renders `messages` with the model's template, ending where the assistant speaks. Models

@@ -1,8 +1,9 @@
 //! The model runtime: loading (GGUF, safetensors), tokenizer and chat template, our own batched
 //! forward pass over an external KV store, sampling, and the single-sequence generation loop.
 //!
-//! It knows nothing of HTTP or strategies; later the scheduler drives [`Model::forward`] for many
-//! requests at once through the paged KV store.
+//! It knows nothing of HTTP or strategies; the scheduler drives the forward pass for many
+//! requests at once through the paged KV store — sampling for generation, and reading chosen
+//! positions for scoring (process reward models).
 
 mod attention;
 mod chat_template;
@@ -26,14 +27,16 @@ pub use attention::AttentionShape;
 pub use chat_template::{ChatMessage, ChatTemplate};
 pub use config::{Architecture, ModelConfig, RopeStyle};
 pub use error::{EngineError, Result};
-pub use executor::{Executor, GroupHandle};
+pub use executor::{Executor, GroupHandle, ScoreHandle};
 pub use generate::{encode_prompt, generate, FinishReason, Generation, TextStream};
 pub use gguf::GgufFile;
 pub use kv::{ContiguousKvStore, KvStore, LayerChunk, SeqId};
 pub use loader::{load_model, LoadOptions, LoadedModel, MatmulImpl};
-pub use model::{LogitsFor, Model, SeqChunk};
+pub use model::{LogitsFor, Model, Readout, SeqChunk};
 pub use paged_kv::{bytes_per_block, PagedKvStore};
 pub use safetensors::SafetensorsModel;
-pub use scheduler::{Event, GroupRequest, Scheduler, SchedulerConfig, SchedulerCounters, SeqFinish, StopCondition};
+pub use scheduler::{
+    Event, GroupRequest, Scheduler, SchedulerConfig, SchedulerCounters, ScoreOutput, ScoreRequest, Scored, SeqFinish, StopCondition,
+};
 pub use sampling::{argmax, log_softmax, SampledToken, Sampler, SamplingParams, MAX_TOP_LOGPROBS};
 pub use tokenizer::TextTokenizer;

@@ -6,6 +6,10 @@
 //! whole batch), and only attention runs per sequence, against keys and values held by an
 //! external [`KvStore`]. That is the shape continuous batching and shared-prefix KV need.
 //!
+//! Besides logits for decoding ([`Model::forward`]), a pass can read chosen rows of chosen
+//! chunks ([`Model::forward_readouts`]): final-normed hidden states for a reward head, or
+//! logits at step tags, which is how process reward models are scored inside the batch.
+//!
 //! Numerics follow llama.cpp / candle-transformers: RMSNorm, RoPE (interleaved for llama GGUF,
 //! halves otherwise), grouped-query attention with a causal mask, SiLU-gated MLP, f32 activations.
 
@@ -16,7 +20,7 @@ use super::error::{EngineError, Result};
 use super::attention::AttentionShape;
 use super::kv::{KvStore, LayerChunk, SeqId};
 use super::rope::Rope;
-use super::weights::{LayerWeights, ModelWeights};
+use super::weights::{LayerWeights, Linear, ModelWeights};
 
 /// New tokens of one sequence, to be appended at `start_pos` (which must equal what the KV store
 /// already holds for `seq`).
@@ -37,6 +41,21 @@ pub enum LogitsFor {
     LastPosition,
     /// Every new position: `[len, vocab]` per sequence (scoring a text, parity tests).
     AllPositions,
+}
+
+/// What one chunk of a [`Model::forward_readouts`] batch returns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Readout {
+    /// Logits at the chunk's last position, `[vocab]` (decoding, or a prompt's last chunk).
+    LastLogits,
+    /// Final-normed hidden states at these offsets into the chunk, `[rows, hidden]` (what a
+    /// reward head reads). No rows: `None`.
+    Hidden(Vec<usize>),
+    /// Logits at these offsets into the chunk, `[rows, vocab]` (a token-logit PRM). No rows:
+    /// `None`.
+    Logits(Vec<usize>),
+    /// Nothing: a prefill chunk whose outputs nobody reads.
+    Nothing,
 }
 
 /// A loaded decoder.
@@ -112,6 +131,130 @@ impl Model {
     }
 
     fn forward_unchecked(&self, batch: &[SeqChunk<'_>], kv: &mut dyn KvStore, which: LogitsFor) -> Result<Vec<Tensor>> {
+        let lm_head = self.lm_head()?;
+        let x = self.residual(batch, kv)?;
+        let offsets = Self::offsets(batch);
+        let eps = self.config.rms_norm_eps as f32;
+        match which {
+            LogitsFor::LastPosition => {
+                let rows: Vec<u32> = batch.iter().zip(&offsets).map(|(c, o)| (o + c.tokens.len() - 1) as u32).collect();
+                let rows = Tensor::new(rows.as_slice(), &self.device)?;
+                let last = x.index_select(&rows, 0)?;
+                let logits = lm_head.forward(&candle_nn::ops::rms_norm(&last, &self.weights.final_norm, eps)?)?;
+                (0..batch.len()).map(|i| Ok(logits.get(i)?)).collect()
+            }
+            LogitsFor::AllPositions => {
+                let logits = lm_head.forward(&candle_nn::ops::rms_norm(&x, &self.weights.final_norm, eps)?)?;
+                batch.iter().zip(&offsets).map(|(c, &o)| Ok(logits.narrow(0, o, c.tokens.len())?)).collect()
+            }
+        }
+    }
+
+    /// Runs one forward pass over every chunk in `batch` together, like [`Model::forward`], and
+    /// returns for each chunk what its [`Readout`] asks for (`None` for [`Readout::Nothing`]).
+    ///
+    /// Last-position logits of every [`Readout::LastLogits`] chunk come from one head call over
+    /// exactly those rows, as [`LogitsFor::LastPosition`] computes them; rows read for scoring
+    /// go through the head in a call of their own. On error no sequence keeps positions from
+    /// this call.
+    pub fn forward_readouts(&self, batch: &[SeqChunk<'_>], kv: &mut dyn KvStore, readouts: &[Readout]) -> Result<Vec<Option<Tensor>>> {
+        self.validate(batch, kv)?;
+        self.validate_readouts(batch, readouts)?;
+        let result = self.readouts_unchecked(batch, kv, readouts);
+        if result.is_err() {
+            for chunk in batch {
+                kv.truncate(chunk.seq, chunk.start_pos)?;
+            }
+        }
+        result
+    }
+
+    fn validate_readouts(&self, batch: &[SeqChunk<'_>], readouts: &[Readout]) -> Result<()> {
+        if readouts.len() != batch.len() {
+            return Err(EngineError::InvalidInput {
+                field: "readouts",
+                reason: format!("{} readouts for {} chunks", readouts.len(), batch.len()),
+            });
+        }
+        for (chunk, r) in batch.iter().zip(readouts) {
+            let rows = match r {
+                Readout::Hidden(rows) | Readout::Logits(rows) => rows,
+                Readout::LastLogits | Readout::Nothing => continue,
+            };
+            if let Some(&bad) = rows.iter().find(|&&row| row >= chunk.tokens.len()) {
+                return Err(EngineError::InvalidInput {
+                    field: "readouts",
+                    reason: format!("row {bad} is outside sequence {}'s chunk of {} tokens", chunk.seq, chunk.tokens.len()),
+                });
+            }
+        }
+        if readouts.iter().any(|r| matches!(r, Readout::LastLogits | Readout::Logits(_))) {
+            self.lm_head()?;
+        }
+        Ok(())
+    }
+
+    fn readouts_unchecked(&self, batch: &[SeqChunk<'_>], kv: &mut dyn KvStore, readouts: &[Readout]) -> Result<Vec<Option<Tensor>>> {
+        let x = self.residual(batch, kv)?;
+        let offsets = Self::offsets(batch);
+        let eps = self.config.rms_norm_eps as f32;
+        let normed_rows = |rows: &[u32]| -> Result<Tensor> {
+            let rows = Tensor::new(rows, &self.device)?;
+            Ok(candle_nn::ops::rms_norm(&x.index_select(&rows, 0)?, &self.weights.final_norm, eps)?)
+        };
+        // Decoding rows: one head call over exactly the last positions, as `forward` does.
+        let last: Vec<u32> = batch
+            .iter()
+            .zip(&offsets)
+            .zip(readouts)
+            .filter(|(_, r)| matches!(r, Readout::LastLogits))
+            .map(|((c, o), _)| (o + c.tokens.len() - 1) as u32)
+            .collect();
+        let last_logits = if last.is_empty() { None } else { Some(self.lm_head()?.forward(&normed_rows(&last)?)?) };
+        let mut next_last = 0;
+        let mut out = Vec::with_capacity(batch.len());
+        for (r, &o) in readouts.iter().zip(&offsets) {
+            let absolute = |rows: &[usize]| -> Vec<u32> { rows.iter().map(|&row| (o + row) as u32).collect() };
+            out.push(match r {
+                Readout::Nothing => None,
+                Readout::LastLogits => {
+                    let logits = last_logits.as_ref().ok_or_else(|| EngineError::Kv("last-position logits missing".into()))?;
+                    next_last += 1;
+                    Some(logits.get(next_last - 1)?)
+                }
+                Readout::Hidden(rows) if rows.is_empty() => None,
+                Readout::Logits(rows) if rows.is_empty() => None,
+                Readout::Hidden(rows) => Some(normed_rows(&absolute(rows))?),
+                Readout::Logits(rows) => Some(self.lm_head()?.forward(&normed_rows(&absolute(rows))?)?),
+            });
+        }
+        Ok(out)
+    }
+
+    /// Whether the model has a language-model head (a reward model may have only a score head).
+    pub fn has_lm_head(&self) -> bool {
+        self.weights.lm_head.is_some()
+    }
+
+    fn lm_head(&self) -> Result<&Linear> {
+        self.weights.lm_head.as_ref().ok_or_else(|| EngineError::InvalidInput {
+            field: "readouts",
+            reason: "the model has no language-model head (a reward model); ask for hidden states".into(),
+        })
+    }
+
+    fn offsets(batch: &[SeqChunk<'_>]) -> Vec<usize> {
+        let mut offsets = Vec::with_capacity(batch.len());
+        let mut offset = 0;
+        for chunk in batch {
+            offsets.push(offset);
+            offset += chunk.tokens.len();
+        }
+        offsets
+    }
+
+    /// The residual stream after the last block, `[tokens, hidden]` (before the final norm).
+    fn residual(&self, batch: &[SeqChunk<'_>], kv: &mut dyn KvStore) -> Result<Tensor> {
         kv.begin_step(batch)?;
         let ids: Vec<u32> = batch.iter().flat_map(|c| c.tokens.iter().copied()).collect();
         let ids = Tensor::new(ids.as_slice(), &self.device)?;
@@ -126,25 +269,7 @@ impl Model {
             let up = layer.up_proj.forward(&h)?;
             x = (x + layer.down_proj.forward(&(gate * up)?)?)?;
         }
-        let mut offsets = Vec::with_capacity(batch.len());
-        let mut offset = 0;
-        for chunk in batch {
-            offsets.push(offset);
-            offset += chunk.tokens.len();
-        }
-        match which {
-            LogitsFor::LastPosition => {
-                let rows: Vec<u32> = batch.iter().zip(&offsets).map(|(c, o)| (o + c.tokens.len() - 1) as u32).collect();
-                let rows = Tensor::new(rows.as_slice(), &self.device)?;
-                let last = x.index_select(&rows, 0)?;
-                let logits = self.weights.lm_head.forward(&candle_nn::ops::rms_norm(&last, &self.weights.final_norm, eps)?)?;
-                (0..batch.len()).map(|i| Ok(logits.get(i)?)).collect()
-            }
-            LogitsFor::AllPositions => {
-                let logits = self.weights.lm_head.forward(&candle_nn::ops::rms_norm(&x, &self.weights.final_norm, eps)?)?;
-                batch.iter().zip(&offsets).map(|(c, &o)| Ok(logits.narrow(0, o, c.tokens.len())?)).collect()
-            }
-        }
+        Ok(x)
     }
 
     /// Self-attention for every sequence of the batch; `h` is the normed `[tokens, hidden]`.

@@ -1,7 +1,9 @@
 //! Loading a Hugging Face checkpoint directory: `config.json` plus one or more `*.safetensors`.
 //!
 //! Weights may be f32, f16 or bf16 on disk; they are converted to f32 for the CPU forward pass.
-//! Tensor names follow transformers' `LlamaForCausalLM` / `Qwen2ForCausalLM`. This module reads
+//! Tensor names follow transformers' `LlamaForCausalLM` / `Qwen2ForCausalLM`; a reward model
+//! (`Qwen2ForProcessRewardModel`) loads without an `lm_head` and hands its extra tensors (the
+//! score head) to the caller. This module reads
 //! files only; it never fetches from a hub.
 
 use std::collections::HashMap;
@@ -31,6 +33,15 @@ struct HfConfig {
     max_position_embeddings: Option<usize>,
     #[serde(default)]
     tie_word_embeddings: bool,
+    /// transformers class names, e.g. `Qwen2ForProcessRewardModel`.
+    #[serde(default)]
+    architectures: Vec<String>,
+}
+
+/// Whether a transformers class is a scoring model whose checkpoint has no `lm_head` (a process
+/// or outcome reward model, a classifier): its decoder loads without one.
+fn is_scoring_class(name: &str) -> bool {
+    ["RewardModel", "ForSequenceClassification", "ForTokenClassification"].iter().any(|suffix| name.ends_with(suffix))
 }
 
 /// A checkpoint directory, its config parsed, tensors not yet read.
@@ -39,6 +50,7 @@ pub struct SafetensorsModel {
     dir: PathBuf,
     config: ModelConfig,
     tie_word_embeddings: bool,
+    scoring_model: bool,
 }
 
 impl SafetensorsModel {
@@ -72,7 +84,8 @@ impl SafetensorsModel {
             context_length: hf.max_position_embeddings.unwrap_or(4096),
         };
         config.validate().map_err(|reason| EngineError::CorruptModel { path: config_path, reason })?;
-        Ok(Self { dir: dir.to_path_buf(), config, tie_word_embeddings: hf.tie_word_embeddings })
+        let scoring_model = hf.architectures.iter().any(|a| is_scoring_class(a));
+        Ok(Self { dir: dir.to_path_buf(), config, tie_word_embeddings: hf.tie_word_embeddings, scoring_model })
     }
 
     /// The parsed hyper-parameters.
@@ -101,27 +114,53 @@ impl SafetensorsModel {
 
     /// Reads every tensor onto `device` as f32.
     pub(crate) fn weights(&self, device: &Device) -> Result<ModelWeights> {
+        Ok(self.weights_and_extras(device, |_| false)?.0)
+    }
+
+    /// Reads the decoder's tensors onto `device` as f32, and also returns (as f32) the tensors
+    /// the decoder does not use whose names `keep` accepts (a reward model's `score.*` head).
+    ///
+    /// A checkpoint whose `architectures` names a reward model or classifier may lack
+    /// `lm_head.weight`; the model then has no language-model head.
+    pub(crate) fn weights_and_extras(&self, device: &Device, keep: impl Fn(&str) -> bool) -> Result<(ModelWeights, HashMap<String, Tensor>)> {
         let mut tensors = self.read_tensors(device)?;
+        let weights = self.decoder_weights(&mut tensors)?;
+        let mut extras = HashMap::new();
+        for (name, t) in tensors.into_iter().filter(|(name, _)| keep(name)) {
+            let t = self.to_f32(&name, t)?;
+            extras.insert(name, t);
+        }
+        Ok((weights, extras))
+    }
+
+    fn to_f32(&self, name: &str, t: Tensor) -> Result<Tensor> {
+        match t.dtype() {
+            DType::F32 => Ok(t),
+            DType::F16 | DType::BF16 => Ok(t.to_dtype(DType::F32)?),
+            other => Err(EngineError::UnsupportedQuant {
+                path: self.dir.clone(),
+                detail: format!("tensor {name} has dtype {other:?}; supported: f32, f16, bf16"),
+            }),
+        }
+    }
+
+    fn decoder_weights(&self, tensors: &mut HashMap<String, Tensor>) -> Result<ModelWeights> {
+        let headless = self.scoring_model && !tensors.contains_key("lm_head.weight");
         let mut take = |name: &str| -> Result<Tensor> {
             let t = tensors.remove(name).ok_or_else(|| EngineError::MissingField {
                 path: self.dir.clone(),
                 what: format!("tensor {name}"),
             })?;
-            match t.dtype() {
-                DType::F32 => Ok(t),
-                DType::F16 | DType::BF16 => Ok(t.to_dtype(DType::F32)?),
-                other => Err(EngineError::UnsupportedQuant {
-                    path: self.dir.clone(),
-                    detail: format!("tensor {name} has dtype {other:?}; supported: f32, f16, bf16"),
-                }),
-            }
+            self.to_f32(name, t)
         };
         let embed = take("model.embed_tokens.weight")?;
         let final_norm = take("model.norm.weight")?;
         let lm_head = if self.tie_word_embeddings {
-            embed.clone()
+            Some(embed.clone())
+        } else if headless {
+            None
         } else {
-            take("lm_head.weight")?
+            Some(take("lm_head.weight")?)
         };
         let qkv_bias = self.config.architecture.has_qkv_bias();
         let mut layers = Vec::with_capacity(self.config.num_layers);
@@ -151,6 +190,7 @@ impl SafetensorsModel {
                 down_proj,
             });
         }
-        Ok(ModelWeights { embed, layers, final_norm, lm_head: Linear::new(Projection::Candle(QMatMul::Tensor(lm_head)), None) })
+        let lm_head = lm_head.map(|w| Linear::new(Projection::Candle(QMatMul::Tensor(w)), None));
+        Ok(ModelWeights { embed, layers, final_norm, lm_head })
     }
 }

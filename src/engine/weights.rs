@@ -73,5 +73,6 @@ pub(crate) struct ModelWeights {
     pub(crate) embed: Tensor,
     pub(crate) layers: Vec<LayerWeights>,
     pub(crate) final_norm: Tensor,
-    pub(crate) lm_head: Linear,
+    /// `None` for a model with only a score head (a process reward model).
+    pub(crate) lm_head: Option<Linear>,
 }

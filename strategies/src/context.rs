@@ -21,6 +21,7 @@ use crate::error::{Result, StrategyError};
 use crate::generator::{ExtendRequest, Extension, Generator, Prompt, Sampling, SeqHandle, StopKind};
 use crate::outcome::Candidate;
 use crate::params::ScoreBy;
+use crate::progress::{Progress, ProgressSender};
 use crate::strategy::Problem;
 use crate::tree::{NodeId, NodeStatus, SearchTree};
 
@@ -90,6 +91,8 @@ pub struct Context {
     seed: u64,
     problem: Problem,
     prompt_tokens: Mutex<u64>,
+    router: Mutex<Option<serde_json::Value>>,
+    progress: Option<ProgressSender>,
 }
 
 impl std::fmt::Debug for Context {
@@ -124,6 +127,8 @@ impl Context {
             seed: 0,
             problem,
             prompt_tokens: Mutex::new(0),
+            router: Mutex::new(None),
+            progress: None,
         }
     }
 
@@ -138,6 +143,19 @@ impl Context {
     pub fn with_seed(mut self, seed: u64) -> Self {
         self.seed = seed;
         self
+    }
+
+    /// Reports [`Progress`] (settled steps, new candidates with the leader and vote margin) to
+    /// `sender` while the search runs.
+    pub fn with_progress(mut self, sender: ProgressSender) -> Self {
+        self.progress = Some(sender);
+        self
+    }
+
+    fn report(&self, event: impl FnOnce() -> Progress) {
+        if let Some(tx) = &self.progress {
+            let _ = tx.send(event());
+        }
     }
 
     /// Stops the search (with its best answer so far) when `token` is cancelled.
@@ -184,6 +202,17 @@ impl Context {
     /// Tokens of the rendered prompt (known after [`Context::open`]).
     pub fn prompt_tokens(&self) -> u64 {
         *lock(&self.prompt_tokens)
+    }
+
+    /// Records what a router predicted and chose for this search; [`crate::run`] puts it in the
+    /// [`crate::Outcome`]'s `router` field.
+    pub fn set_router(&self, decision: serde_json::Value) {
+        *lock(&self.router) = Some(decision);
+    }
+
+    /// The router decision recorded with [`Context::set_router`], if any.
+    pub fn router(&self) -> Option<serde_json::Value> {
+        lock(&self.router).clone()
     }
 
     /// Whether a verifier is configured.
@@ -307,6 +336,10 @@ impl Context {
             total += e.cost;
         }
         self.meter.settle(reservation, total, charge);
+        self.report(|| {
+            let usage = self.usage();
+            Progress::Step { branches: extensions.len(), generated_tokens: usage.generated_tokens, spent: usage.spent(), budget: self.budget().tokens }
+        });
         let capped = max_tokens < spec.max_tokens;
         let mut out = Vec::with_capacity(extensions.len());
         let mut tree = lock(&self.tree);
@@ -354,13 +387,25 @@ impl Context {
     /// Scores the solution ending at `branch`: with the verifier, aggregating its step scores
     /// as `by` says; by confidence (`exp` of the mean token logprob along the path) when `by`
     /// is [`ScoreBy::Confidence`] or no verifier is configured.
+    ///
+    /// A model-backed verifier's worst case ([`Verifier::cost_bound`]) is reserved before the
+    /// call and what it computed ([`ponder_verifiers::Scores::cost`]) is charged as verifier
+    /// tokens after it, so scoring can never take the search past its budget.
     pub async fn score(&self, branch: &Branch, by: ScoreBy) -> Result<f32> {
         self.check()?;
         let score = match &self.verifier {
             Some(v) if by != ScoreBy::Confidence => {
                 let steps = self.with_tree(|t| t.steps(branch.node));
+                let solution = Solution { problem: &self.problem.question, steps: &steps, complete: branch.finished };
+                let reservation = self.meter.reserve(v.cost_bound(&solution))?;
                 self.meter.count_verifier_call();
-                let scores = v.score(Solution { problem: &self.problem.question, steps: &steps, complete: branch.finished }).await?;
+                let result = tokio::select! {
+                    r = v.score(solution) => r.map_err(StrategyError::from),
+                    _ = self.cancel.cancelled() => Err(StrategyError::Cancelled),
+                };
+                let cost = result.as_ref().map_or(0, |s| s.cost);
+                self.meter.settle(reservation, crate::generator::Cost { prefill_computed: cost, ..Default::default() }, Charge::Verifier);
+                let scores = result?;
                 by.aggregation().and_then(|agg| agg.apply(&scores.steps)).unwrap_or(scores.overall)
             }
             _ => branch.mean_logprob().exp() as f32,
@@ -408,7 +453,22 @@ impl Context {
             confidence: (!branch.confidences.is_empty()).then(|| branch.mean_confidence()),
             finished: branch.finished,
         });
-        c.len() - 1
+        let index = c.len() - 1;
+        self.report(|| {
+            let (leader, leader_votes, vote_margin) = crate::progress::leader(&c);
+            Progress::Candidate {
+                index,
+                answer: c[index].answer.clone(),
+                score,
+                leader,
+                leader_votes,
+                vote_margin,
+                candidates: c.len(),
+                spent: self.usage().spent(),
+                budget: self.budget().tokens,
+            }
+        });
+        index
     }
 
     /// Marks a branch's node as pruned and releases its sequence.

@@ -26,6 +26,7 @@ mod lockstep;
 mod mcts;
 mod outcome;
 mod params;
+mod progress;
 mod registry;
 mod select;
 mod self_consistency;
@@ -47,6 +48,7 @@ pub use generator::{Cost, ExtendRequest, Extension, Generator, Prompt, Sampling,
 pub use mcts::{puct, Mcts, MctsParams};
 pub use outcome::{Candidate, FinishReason, Outcome, Selection};
 pub use params::{in_range, positive, Decoding, ScoreBy, Steps};
+pub use progress::{Progress, ProgressSender};
 pub use registry::{Registry, StrategyInfo};
 pub use select::{select_among, select_best_score, select_by_vote};
 pub use self_consistency::{SelfConsistency, SelfConsistencyParams};

@@ -71,4 +71,8 @@ pub struct Outcome {
     pub finish_reason: FinishReason,
     /// The search tree.
     pub tree: SearchTree,
+    /// What the router predicted and chose (category, difficulty, strategy, parameters,
+    /// thinking on/off), when the `auto` strategy ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub router: Option<serde_json::Value>,
 }

@@ -127,5 +127,6 @@ pub async fn run(strategy: &dyn Strategy, ctx: Context) -> Result<Outcome> {
         usage: ctx.usage(),
         finish_reason,
         tree: ctx.tree(),
+        router: ctx.router(),
     })
 }

@@ -10,6 +10,8 @@
 //! - [`normalize`] and [`latex`]: [`normalize_answer`] and the LaTeX expression parser.
 //! - [`equivalence`]: [`equivalent`], [`grade`], and the prepared [`Answer`].
 //! - [`vote`]: [`majority_vote`], [`weighted_vote`].
+//! - [`prm`]: the PRM protocol — step segmentation, [`PrmFormat`], Yes/No and two-class
+//!   probabilities, [`AnswerState`] (when a solution scores as "no answer").
 //! - [`confidence`]: DeepConf token/group/tail confidence, entropy, self-certainty.
 
 pub mod confidence;
@@ -19,6 +21,7 @@ pub mod extract;
 pub mod latex;
 pub mod math_verifier;
 pub mod normalize;
+pub mod prm;
 pub mod verifier;
 pub mod vote;
 
@@ -32,5 +35,6 @@ pub use error::{Result, VerifierError};
 pub use extract::extract_answer;
 pub use math_verifier::MathAnswerVerifier;
 pub use normalize::normalize_answer;
-pub use verifier::{Aggregation, FnVerifier, Scores, Solution, Verifier};
+pub use prm::{split_steps, AnswerState, PrmFormat};
+pub use verifier::{Aggregation, FnVerifier, Scores, Solution, Verifier, NO_ANSWER_SCORE};
 pub use vote::{majority_vote, weighted_vote, VoteResult};

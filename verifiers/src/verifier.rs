@@ -2,7 +2,9 @@
 //!
 //! One small trait per extension point (see STYLE.md): [`Verifier::name`] and
 //! [`Verifier::score`] are required, [`Verifier::score_batch`] is provided (it loops; a verifier
-//! backed by a model overrides it to batch). [`FnVerifier`] turns a closure into a verifier for
+//! backed by a model overrides it to batch), and so is [`Verifier::cost_bound`] (0: a rule-based
+//! verifier computes no model tokens; a model-backed one returns the most tokens a call may
+//! compute, which the budget meter reserves before the call and settles with [`Scores::cost`]). [`FnVerifier`] turns a closure into a verifier for
 //! quick experiments, and [`Aggregation`] folds per-step scores into one number the way PRM
 //! papers do (min, last, product, mean).
 //!
@@ -31,22 +33,43 @@ impl Solution<'_> {
     }
 }
 
-/// Scores for one solution: one per step (in `[0, 1]`, higher is better), and an overall score.
+/// Scores for one solution: one per step (in `[0, 1]`, higher is better), an overall score, and
+/// what computing them cost.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Scores {
     /// One score per step, in the order of [`Solution::steps`].
     pub steps: Vec<f32>,
     /// The score of the solution as a whole.
     pub overall: f32,
+    /// Model tokens this call actually computed (prefill and generated; cache hits are free).
+    /// At most [`Verifier::cost_bound`] of the same solution; 0 for rule-based verifiers.
+    #[serde(default)]
+    pub cost: u64,
 }
 
+/// The score of a solution that gives no answer (empty, finished without a readable answer).
+pub const NO_ANSWER_SCORE: f32 = 0.0;
+
 impl Scores {
-    /// The same score for every one of `n_steps` steps and overall.
+    /// The same score for every one of `n_steps` steps and overall, at no cost.
     pub fn uniform(n_steps: usize, score: f32) -> Self {
         Self {
             steps: vec![score; n_steps],
             overall: score,
+            cost: 0,
         }
+    }
+
+    /// "No answer": [`NO_ANSWER_SCORE`] for every step and overall, at no cost. What model-based
+    /// verifiers return for an empty solution or a finished one without a readable answer.
+    pub fn no_answer(n_steps: usize) -> Self {
+        Self::uniform(n_steps, NO_ANSWER_SCORE)
+    }
+
+    /// The same scores, recording that they cost `tokens`.
+    pub fn with_cost(mut self, tokens: u64) -> Self {
+        self.cost = tokens;
+        self
     }
 }
 
@@ -55,7 +78,8 @@ impl Scores {
 /// Required: [`name`](Verifier::name) and [`score`](Verifier::score).
 /// Provided: [`score_batch`](Verifier::score_batch), which scores one solution after another;
 /// override it when the verifier can batch (a reward model scores many candidates in one forward
-/// pass).
+/// pass). [`cost_bound`](Verifier::cost_bound), 0 by default; a verifier that runs a model
+/// overrides it so that the budget meter can reserve the call's worst case.
 ///
 /// # Example: a custom verifier
 ///
@@ -84,7 +108,7 @@ impl Scores {
 ///             .map(|s| half / (half + s.chars().count() as f32))
 ///             .collect();
 ///         let overall = ponder_verifiers::Aggregation::Min.apply(&steps).unwrap_or(0.0);
-///         Ok(Scores { steps, overall })
+///         Ok(Scores { steps, overall, cost: 0 })
 ///     }
 /// }
 ///
@@ -110,6 +134,15 @@ pub trait Verifier: Send + Sync {
 
     /// Scores one solution.
     async fn score(&self, solution: Solution<'_>) -> Result<Scores>;
+
+    /// The most model tokens [`score`](Verifier::score) of `solution` may compute, so a caller
+    /// with a budget can reserve them first. The returned [`Scores::cost`] never exceeds it.
+    ///
+    /// Provided: 0 (a rule-based verifier computes nothing).
+    fn cost_bound(&self, solution: &Solution<'_>) -> u64 {
+        let _ = solution;
+        0
+    }
 
     /// Scores many solutions; the result has one entry per solution, in order.
     ///
@@ -263,6 +296,23 @@ mod tests {
         assert_eq!(scores, Scores::uniform(2, 0.2));
         let dynv: &dyn Verifier = &v;
         assert_eq!(dynv.score_batch(&[sol, sol]).await?.len(), 2);
+        assert_eq!(
+            dynv.cost_bound(&sol),
+            0,
+            "a closure computes no model tokens"
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn scores_without_a_cost_field_deserialise_with_cost_zero(
+    ) -> std::result::Result<(), serde_json::Error> {
+        let old: Scores = serde_json::from_str(r#"{"steps":[0.5],"overall":0.5}"#)?;
+        assert_eq!(old, Scores::uniform(1, 0.5));
+        let costly = Scores::no_answer(2).with_cost(7);
+        assert_eq!(costly.steps, vec![NO_ANSWER_SCORE; 2]);
+        let back: Scores = serde_json::from_str(&serde_json::to_string(&costly)?)?;
+        assert_eq!(back.cost, 7);
         Ok(())
     }
 }

@@ -10,6 +10,11 @@
 //! blocks freed, their tokens recomputed later) instead of failing. Sampling uses each
 //! sequence's own seeded RNG and the kernels are batch-invariant, so a sequence's tokens do not
 //! depend on what it was batched with, forked from, or whether it was preempted.
+//!
+//! Scoring requests ([`ScoreRequest`], see `score.rs`) ride the same batches: a text is
+//! prefilled (reusing cached blocks) and read at chosen positions, with no sampling. A scored
+//! sequence is then parked, its KV kept, so that a later request extending its tokens (the next
+//! step of the same solution) computes only the new tokens.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
@@ -19,7 +24,7 @@ use serde::Serialize;
 use super::error::{EngineError, Result};
 use super::generate::FinishReason;
 use super::kv::{KvStore, SeqId};
-use super::model::{LogitsFor, Model, SeqChunk};
+use super::model::{Model, Readout, SeqChunk};
 use super::paged_kv::PagedKvStore;
 use super::sampling::{SampledToken, Sampler, SamplingParams};
 
@@ -30,11 +35,14 @@ pub struct SchedulerConfig {
     pub max_step_tokens: usize,
     /// Most sequences decoding at once.
     pub max_running: usize,
+    /// Scored sequences kept parked (KV held) for requests that extend them; the oldest is
+    /// released past this, and every parked one before anything is preempted.
+    pub max_parked: usize,
 }
 
 impl Default for SchedulerConfig {
     fn default() -> Self {
-        Self { max_step_tokens: 512, max_running: 256 }
+        Self { max_step_tokens: 512, max_running: 256, max_parked: 32 }
     }
 }
 
@@ -117,6 +125,13 @@ pub struct SchedulerCounters {
     pub preemptions: u64,
     /// Most blocks referenced at once.
     pub peak_blocks_used: u64,
+    /// Scoring requests completed.
+    pub score_requests: u64,
+    /// Tokens computed for scoring requests (also counted in `prefill_tokens_computed`).
+    pub score_tokens_computed: u64,
+    /// Tokens of scoring requests served from cache or a parked sequence (also counted in
+    /// `prefill_tokens_reused`).
+    pub score_tokens_reused: u64,
 }
 
 #[derive(Debug)]
@@ -151,6 +166,8 @@ struct Sequence {
     arrival: u64,
     running: bool,
     cancelled: bool,
+    /// `Some` for a scoring request: what to read, and what was read so far.
+    score: Option<ScoreState>,
 }
 
 /// The continuous-batching loop's state.
@@ -166,12 +183,28 @@ pub struct Scheduler {
     counters: SchedulerCounters,
     /// Events raised between steps (cancelled branches that never started).
     pending: Vec<Event>,
+    /// Scored sequences whose KV is kept, oldest first, with their tokens.
+    parked: VecDeque<(SeqId, Vec<u32>)>,
+    /// Finished scoring requests not yet taken.
+    scored: Vec<(SeqId, Scored)>,
 }
 
 impl Scheduler {
     /// A scheduler over `model` with `store` as its KV memory.
     pub fn new(model: Arc<Model>, store: PagedKvStore, config: SchedulerConfig) -> Self {
-        Self { model, store, config, seqs: BTreeMap::new(), waiting: VecDeque::new(), next_id: 1, arrivals: 0, counters: SchedulerCounters::default(), pending: Vec::new() }
+        Self {
+            model,
+            store,
+            config,
+            seqs: BTreeMap::new(),
+            waiting: VecDeque::new(),
+            next_id: 1,
+            arrivals: 0,
+            counters: SchedulerCounters::default(),
+            pending: Vec::new(),
+            parked: VecDeque::new(),
+            scored: Vec::new(),
+        }
     }
 
     /// Counters so far.
@@ -242,6 +275,7 @@ impl Scheduler {
                 arrival,
                 running: false,
                 cancelled: false,
+                score: None,
             },
         );
         self.waiting.push_back(parent);
@@ -270,4 +304,8 @@ impl Scheduler {
     }
 }
 
+mod score;
 mod step;
+
+pub use score::{ScoreOutput, ScoreRequest, Scored};
+use score::ScoreState;

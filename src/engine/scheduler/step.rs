@@ -1,5 +1,6 @@
-//! One scheduler step: retire, admit, plan a batch that fits the pool (preempting if it must),
-//! run one forward pass, sample, fork groups' branches.
+//! One scheduler step: retire, admit, plan a batch that fits the pool (releasing parked scored
+//! sequences, then preempting, if it must), run one forward pass, sample, fork groups' branches,
+//! read scoring requests' positions.
 
 use super::*;
 
@@ -28,11 +29,21 @@ impl Scheduler {
                 SeqChunk { seq: p.seq, tokens: &s.tokens[s.computed..s.computed + p.len], start_pos: s.computed }
             })
             .collect();
-        let logits = self.model.forward(&chunks, &mut self.store, LogitsFor::LastPosition)?;
+        let readouts: Vec<Readout> = plan
+            .iter()
+            .map(|p| {
+                let s = &self.seqs[&p.seq];
+                match &s.score {
+                    Some(score) => score.readout(s.computed, p.len),
+                    None => Readout::LastLogits,
+                }
+            })
+            .collect();
+        let outputs = self.model.forward_readouts(&chunks, &mut self.store, &readouts)?;
         self.counters.forward_passes += 1;
         let used = self.store.stats().used_blocks as u64;
         self.counters.peak_blocks_used = self.counters.peak_blocks_used.max(used);
-        for (p, logits) in plan.iter().zip(logits) {
+        for (p, output) in plan.iter().zip(outputs) {
             if p.prefill {
                 self.counters.prefill_tokens_computed += p.len as u64;
             }
@@ -41,10 +52,18 @@ impl Scheduler {
             if p.prefill {
                 s.prefill.0 += p.len as u64;
             }
+            if let Some(score) = s.score.as_mut() {
+                score.record(output)?;
+                self.counters.score_tokens_computed += p.len as u64;
+                if s.computed == s.tokens.len() {
+                    self.finish_score(p.seq);
+                }
+                continue;
+            }
             if s.computed < s.tokens.len() {
                 continue; // more prefill chunks to come
             }
-            let logits: Vec<f32> = logits.to_vec1()?;
+            let logits: Vec<f32> = output.ok_or_else(|| EngineError::Kv(format!("no logits for sequence {}", p.seq)))?.to_vec1()?;
             if s.sampler.is_some() {
                 if p.prefill {
                     let (computed, reused) = std::mem::take(&mut s.prefill);
@@ -73,7 +92,7 @@ impl Scheduler {
         let done: Vec<SeqId> = self
             .seqs
             .iter()
-            .filter(|(_, s)| s.cancelled || (s.sampler.is_none() && s.branches.is_empty()))
+            .filter(|(_, s)| s.cancelled || (s.sampler.is_none() && s.branches.is_empty() && s.score.is_none()))
             .map(|(id, _)| *id)
             .collect();
         for id in done {
@@ -92,24 +111,37 @@ impl Scheduler {
         let mut slots = self.config.max_running.saturating_sub(running);
         while slots > 0 {
             let Some(id) = self.waiting.pop_front() else { break };
-            let Some(s) = self.seqs.get_mut(&id) else { continue };
+            let Some(s) = self.seqs.get(&id) else { continue };
             // Admit only what can take its first prefill chunk now; otherwise a preempted
             // sequence would be re-admitted and preempted again every step.
             let first_chunk = s.tokens.len().min(self.config.max_step_tokens);
-            if self.store.available_blocks() < first_chunk.div_ceil(self.store.block_size()) + 1 {
+            let blocks = first_chunk.div_ceil(self.store.block_size()) + 1;
+            if self.store.available_blocks() < blocks {
+                // Parked scored sequences give way before anything waits.
+                self.unpark_until(blocks);
+            }
+            let Some(s) = self.seqs.get(&id) else { continue };
+            if self.store.available_blocks() < blocks {
                 self.waiting.push_front(id);
                 break;
             }
-            // Reuse cached prompt blocks; an error here just means "not now".
-            match self.store.open(id, &s.tokens) {
+            // Reuse cached prompt blocks (or a parked scored sequence); an error here just
+            // means "not now".
+            let opened = self.store.open(id, &s.tokens).and_then(|reused| self.resume_score(id, reused));
+            match opened {
                 Ok(reused) => {
+                    let Some(s) = self.seqs.get_mut(&id) else { continue };
                     s.computed = reused;
                     s.prefill.1 += reused as u64;
                     s.running = true;
                     self.counters.prefill_tokens_reused += reused as u64;
+                    if s.score.is_some() {
+                        self.counters.score_tokens_reused += reused as u64;
+                    }
                     slots -= 1;
                 }
                 Err(_) => {
+                    self.store.release(id);
                     self.waiting.push_front(id);
                     break;
                 }
@@ -143,6 +175,10 @@ impl Scheduler {
             let needed: usize = plan.iter().map(|p| self.store.blocks_needed(p.seq, p.len)).sum();
             if needed <= self.store.available_blocks() {
                 return Ok(plan);
+            }
+            if !self.parked.is_empty() {
+                self.unpark_until(needed);
+                continue;
             }
             if !self.preempt_one() {
                 return Err(EngineError::Kv(format!(
@@ -232,6 +268,7 @@ impl Scheduler {
                     arrival: p.arrival,
                     running: true,
                     cancelled: false,
+                    score: None,
                 },
             );
             self.sample_into(child, logits, events)?;

@@ -1,0 +1,137 @@
+#!/usr/bin/env python3
+"""Clients no one here wrote, against a real `ponder serve` on loopback (part of scripts/test.sh).
+
+1. The official `openai` Python client: a chat completion, a streamed one with usage, a strategy
+   chosen by model name with budget extensions, a legacy completion, and the proper exception
+   classes for bad requests (404 unknown model, 422 over-limit n / budget, 400 bad value).
+2. schemathesis against /openapi.json: no 5xx, status codes / content types / bodies as documented.
+3. SIGTERM: the server drains and exits 0.
+
+The server runs with small limits (max_tokens, budget, n) so generated requests stay quick.
+Prints one JSON line of measurements at the end; exits non-zero on any failure.
+"""
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+
+def start(ponder):
+    args = [ponder, "serve", "--port", "0", "--max-completion-tokens", "16", "--default-max-tokens", "16",
+            "--max-budget-tokens", "384", "--max-n", "2", "--max-running", "4", "--max-queue", "64"]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
+    line = proc.stdout.readline()
+    if "listening on" not in line:
+        proc.kill()
+        sys.exit(f"ponder serve did not start: {line!r}")
+    return proc, line.strip().rsplit(" ", 1)[-1]
+
+
+def openai_checks(url, results):
+    import openai
+
+    client = openai.OpenAI(base_url=url + "/v1", api_key="unused", max_retries=0, timeout=120)
+    t = time.time()
+    r = client.chat.completions.create(model="ponder", messages=[{"role": "user", "content": "Say hello."}],
+                                       max_tokens=8, temperature=0, seed=1)
+    results["chat_latency_s"] = round(time.time() - t, 3)
+    assert r.object == "chat.completion" and r.choices[0].message.role == "assistant", r
+    assert isinstance(r.choices[0].message.content, str) and r.usage.completion_tokens > 0, r
+    assert r.usage.total_tokens == r.usage.prompt_tokens + r.usage.completion_tokens
+    results["chat_content"] = r.choices[0].message.content
+
+    t = time.time()
+    stream = client.chat.completions.create(model="ponder", messages=[{"role": "user", "content": "Say hello."}],
+                                            max_tokens=8, temperature=0, seed=1, stream=True,
+                                            stream_options={"include_usage": True})
+    text, usage, chunks, first = "", None, 0, None
+    for chunk in stream:
+        chunks += 1
+        if chunk.choices and chunk.choices[0].delta.content:
+            first = first or time.time() - t
+            text += chunk.choices[0].delta.content
+        if chunk.usage is not None:
+            usage = chunk.usage
+    assert text == r.choices[0].message.content, (text, r.choices[0].message.content)
+    assert usage is not None and usage.completion_tokens == r.usage.completion_tokens, usage
+    results["stream_chunks"] = chunks
+    results["stream_ttft_s"] = round(first or 0, 3)
+
+    s = client.chat.completions.create(model="ponder/self_consistency",
+                                       messages=[{"role": "user", "content": "What is 2+3?"}],
+                                       extra_body={"budget_tokens": 300, "strategy_params": {"n": 2, "max_tokens": 24}}, seed=2)
+    extra = s.model_extra or {}
+    assert extra.get("ponder", {}).get("strategy") == "self_consistency", s
+    assert extra["ponder"]["spent"] <= 300, extra
+    results["strategy_spent"] = extra["ponder"]["spent"]
+    results["strategy_reasoning_tokens"] = s.usage.completion_tokens_details.reasoning_tokens
+
+    c = client.completions.create(model="ponder", prompt="1, 2, 3,", max_tokens=4, temperature=0)
+    assert c.object == "text_completion" and isinstance(c.choices[0].text, str), c
+
+    errors = {}
+    cases = [
+        ("unknown_model", openai.NotFoundError, dict(model="gpt-nope")),
+        ("n_over_limit", openai.UnprocessableEntityError, dict(n=3)),
+        ("budget_over_limit", openai.UnprocessableEntityError, dict(extra_body={"budget_tokens": 100000})),
+        ("bad_temperature", openai.BadRequestError, dict(temperature=9)),
+    ]
+    for name, exc, kw in cases:
+        args = dict(model="ponder", messages=[{"role": "user", "content": "hi"}], max_tokens=2)
+        args.update(kw)
+        try:
+            client.chat.completions.create(**args)
+        except exc as e:
+            assert isinstance(e.body, dict) and e.body.get("message"), e.body
+            errors[name] = e.status_code
+        else:
+            raise AssertionError(f"{name}: expected {exc.__name__}")
+    results["openai_errors"] = errors
+
+
+def schemathesis_checks(url, results, venv_bin):
+    st = os.path.join(venv_bin, "schemathesis")
+    cmd = [st, "run", url + "/openapi.json", "--checks",
+           "not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance",
+           "--max-examples", os.environ.get("PONDER_SCHEMATHESIS_EXAMPLES", "12"), "--phases", "examples,coverage,fuzzing",
+           "--workers", "2", "--request-timeout", "120", "--generation-database", "none", "--seed", "1", "--no-color"]
+    t = time.time()
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    results["schemathesis_s"] = round(time.time() - t, 1)
+    tail = "\n".join(p.stdout.strip().splitlines()[-25:])
+    results["schemathesis_summary"] = [l.strip() for l in p.stdout.splitlines() if "passed" in l or "failed" in l or "test cases" in l][-4:]
+    if p.returncode != 0:
+        print(p.stdout[-20000:], p.stderr[-5000:], sep="\n")
+        raise AssertionError("schemathesis found failures")
+    print(tail)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ponder", required=True)
+    ap.add_argument("--skip-schemathesis", action="store_true")
+    a = ap.parse_args()
+    proc, url = start(a.ponder)
+    results = {"url": url}
+    try:
+        openai_checks(url, results)
+        if not a.skip_schemathesis:
+            schemathesis_checks(url, results, os.path.dirname(sys.executable))
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            code = proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            code = "killed"
+    results["sigterm_exit"] = code
+    print(json.dumps(results))
+    if code != 0:
+        sys.exit(f"ponder serve did not exit cleanly on SIGTERM: {code}")
+
+
+if __name__ == "__main__":
+    main()

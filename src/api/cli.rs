@@ -1,0 +1,133 @@
+//! `ponder serve`: its arguments and the function the binary calls — load the model, start the
+//! executor, bind, serve until SIGTERM, drain with a hard timeout. API keys come from
+//! `PONDER_API_KEYS` (comma-separated) or `--api-key-file` (one per line) and are required when
+//! binding to a non-loopback address; they are never logged.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{serve, shutdown_signal, ApiKeys, Limits, ServerBuilder};
+use crate::backends::{RemoteOptions, RemotePool};
+use crate::runtime::{Runtime, RuntimeOptions};
+
+/// Arguments of `ponder serve`.
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// Address to bind.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: IpAddr,
+    /// Port to bind (0 picks a free one; the chosen address is printed).
+    #[arg(long, default_value_t = 8080)]
+    pub port: u16,
+    /// A .gguf file or safetensors directory [default: the installed SmolLM2].
+    #[arg(long, env = "PONDER_MODEL")]
+    pub model: Option<PathBuf>,
+    /// KV cache memory, e.g. 512MiB.
+    #[arg(long, default_value = "512MiB")]
+    pub kv_memory: bytesize::ByteSize,
+    /// A file of bearer API keys, one per line (also: PONDER_API_KEYS, comma-separated).
+    #[arg(long)]
+    pub api_key_file: Option<PathBuf>,
+    /// Generation requests running at once.
+    #[arg(long, default_value_t = 8)]
+    pub max_running: usize,
+    /// Generation requests waiting for a slot; more get 429 with Retry-After.
+    #[arg(long, default_value_t = 64)]
+    pub max_queue: usize,
+    /// Largest request body in bytes.
+    #[arg(long, default_value_t = 1 << 20)]
+    pub max_body_bytes: usize,
+    /// Most choices (`n`) per request.
+    #[arg(long, default_value_t = 16)]
+    pub max_n: usize,
+    /// Largest `max_tokens` a request may ask for.
+    #[arg(long, default_value_t = 4096)]
+    pub max_completion_tokens: usize,
+    /// Largest `budget_tokens`.
+    #[arg(long, default_value_t = 200_000)]
+    pub max_budget_tokens: u64,
+    /// Completion tokens when a request sets no `max_tokens`.
+    #[arg(long, default_value_t = 256)]
+    pub default_max_tokens: usize,
+    /// Run strategies on this OpenAI-compatible completion server (repeatable: several are
+    /// load-balanced with prefix affinity and failover). Plain decoding stays local.
+    #[arg(long = "backend")]
+    pub backends: Vec<String>,
+    /// The `model` name sent to the backends.
+    #[arg(long, default_value = "ponder")]
+    pub backend_model: String,
+    /// Seconds in-flight requests get to finish after SIGTERM.
+    #[arg(long, default_value_t = 30)]
+    pub shutdown_timeout_s: u64,
+}
+
+/// Errors of `ponder serve` (the binary reports them).
+pub type ServeError = Box<dyn std::error::Error + Send + Sync>;
+
+fn keys(args: &ServeArgs) -> Result<ApiKeys, ServeError> {
+    let mut text = std::env::var("PONDER_API_KEYS").unwrap_or_default();
+    if let Some(path) = &args.api_key_file {
+        let file = std::fs::read_to_string(path).map_err(|e| format!("cannot read --api-key-file {}: {e}", path.display()))?;
+        text.push('\n');
+        text.push_str(&file);
+    }
+    Ok(ApiKeys::parse(&text))
+}
+
+/// Runs `ponder serve`.
+pub fn run(args: ServeArgs) -> Result<(), ServeError> {
+    let keys = keys(&args)?;
+    if !args.host.is_loopback() && !keys.is_enabled() {
+        return Err(format!(
+            "binding to {} (not loopback) requires API keys: set PONDER_API_KEYS or --api-key-file",
+            args.host
+        )
+        .into());
+    }
+    let model = args.model.clone().unwrap_or_else(crate::models::default_llm_path);
+    let opts = RuntimeOptions { model: model.clone(), kv_memory: args.kv_memory.as_u64(), ..RuntimeOptions::default_model() };
+    tracing::info!(model = %model.display(), "loading the model");
+    let runtime = Arc::new(Runtime::start(&opts)?);
+    let limits = Limits {
+        max_body_bytes: args.max_body_bytes,
+        max_n: args.max_n,
+        max_completion_tokens: args.max_completion_tokens,
+        max_budget_tokens: args.max_budget_tokens,
+        max_running: args.max_running,
+        max_queue: args.max_queue,
+        default_max_tokens: args.default_max_tokens,
+        ..Limits::default()
+    };
+    let model_id = model.file_stem().map_or_else(|| "ponder-local".to_string(), |s| s.to_string_lossy().into_owned());
+    let mut builder = ServerBuilder::new(runtime).limits(limits).api_keys(keys).model_id(model_id);
+    if !args.backends.is_empty() {
+        let opts = RemoteOptions { model: args.backend_model.clone(), ..RemoteOptions::new(args.backends.clone()) };
+        builder = builder.remote(Arc::new(RemotePool::new(opts)?));
+    }
+    let state = builder.build();
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    rt.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(SocketAddr::new(args.host, args.port)).await?;
+        let addr = listener.local_addr()?;
+        println!("ponder listening on http://{addr}");
+        let (stopping_tx, stopping_rx) = tokio::sync::oneshot::channel::<()>();
+        let shutdown = async move {
+            shutdown_signal().await;
+            let _ = stopping_tx.send(());
+        };
+        let hard_stop = async move {
+            if stopping_rx.await.is_ok() {
+                tokio::time::sleep(Duration::from_secs(args.shutdown_timeout_s)).await;
+            } else {
+                std::future::pending::<()>().await;
+            }
+        };
+        tokio::select! {
+            r = serve(listener, state, shutdown) => r?,
+            _ = hard_stop => tracing::warn!("shutdown timeout passed; dropping in-flight requests"),
+        }
+        Ok::<(), ServeError>(())
+    })
+}

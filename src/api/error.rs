@@ -1,0 +1,207 @@
+//! The one place errors become HTTP: [`AppError`] maps validation, strategy and engine errors to
+//! a status code and OpenAI's error JSON (`{"error": {"message", "type", "param", "code"}}`), so
+//! handlers use `?` and clients written for OpenAI read our errors unchanged. Messages name the
+//! field and the limit; none carries an API key.
+
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use ponder_strategies::StrategyError;
+use serde::Serialize;
+use thiserror::Error;
+
+use crate::engine::EngineError;
+
+/// A request rejected by validation: each message names the field and what is allowed.
+#[derive(Debug, Error)]
+pub enum ValidationError {
+    /// A field has a value outside what the API accepts.
+    #[error("invalid value for {field}: {reason}")]
+    Invalid {
+        /// The offending field.
+        field: &'static str,
+        /// What is wrong and what is allowed.
+        reason: String,
+    },
+    /// A field is over one of this server's configured limits.
+    #[error("{field} = {got} is over this server's limit of {limit}")]
+    OverLimit {
+        /// The offending field.
+        field: &'static str,
+        /// The limit.
+        limit: u64,
+        /// What was asked for.
+        got: u64,
+    },
+    /// The model name is neither `ponder` nor `ponder/<strategy>`.
+    #[error("the model {0:?} does not exist; GET /v1/models lists the models")]
+    UnknownModel(String),
+    /// The prompt plus the completion do not fit the model's context.
+    #[error("this model's maximum context length is {context} tokens, but the request needs {tokens} ({prompt} in the prompt)")]
+    ContextLength {
+        /// Prompt tokens.
+        prompt: usize,
+        /// Prompt plus requested completion tokens.
+        tokens: usize,
+        /// The model's context length.
+        context: usize,
+    },
+}
+
+impl ValidationError {
+    /// Shorthand for [`ValidationError::Invalid`].
+    pub fn invalid(field: &'static str, reason: impl Into<String>) -> Self {
+        Self::Invalid { field, reason: reason.into() }
+    }
+}
+
+/// Any error a handler returns.
+#[derive(Debug, Error)]
+pub enum AppError {
+    /// The request failed validation.
+    #[error(transparent)]
+    Validation(#[from] ValidationError),
+    /// The body is not valid JSON for the endpoint (or has the wrong shape).
+    #[error("could not parse the JSON body: {0}")]
+    MalformedJson(String),
+    /// The body is not `application/json`.
+    #[error("expected a request with Content-Type: application/json")]
+    UnsupportedMediaType,
+    /// The body is over the size limit.
+    #[error("the request body is over this server's limit of {limit} bytes")]
+    PayloadTooLarge {
+        /// The limit in bytes.
+        limit: usize,
+    },
+    /// Missing or wrong bearer API key.
+    #[error("incorrect or missing API key; send it as `Authorization: Bearer <key>`")]
+    Unauthorized,
+    /// The queue is full.
+    #[error("the server is at capacity ({queued} requests queued); retry after {retry_after_s} s")]
+    Overloaded {
+        /// Requests queued or running.
+        queued: usize,
+        /// Seconds to wait.
+        retry_after_s: u64,
+    },
+    /// The server is shutting down.
+    #[error("the server is shutting down")]
+    Draining,
+    /// A strategy failed or was misconfigured.
+    #[error(transparent)]
+    Strategy(#[from] StrategyError),
+    /// The engine failed.
+    #[error("engine: {0}")]
+    Engine(#[from] EngineError),
+    /// A remote backend could not be reached or failed.
+    #[error("backend: {0}")]
+    Backend(String),
+    /// No route.
+    #[error("no such endpoint")]
+    NotFound,
+}
+
+/// OpenAI's error body.
+#[derive(Debug, Serialize)]
+pub struct ErrorBody {
+    /// The error.
+    pub error: ErrorDetail,
+}
+
+/// OpenAI's error object.
+#[derive(Debug, Serialize)]
+pub struct ErrorDetail {
+    /// Human-readable, naming the field and limit.
+    pub message: String,
+    /// `invalid_request_error`, `authentication_error`, `rate_limit_error`, `server_error`…
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    /// The offending request field, if any.
+    pub param: Option<String>,
+    /// A machine-readable code, if any.
+    pub code: Option<&'static str>,
+}
+
+impl AppError {
+    /// The status, error type, offending field and code.
+    fn parts(&self) -> (StatusCode, &'static str, Option<String>, Option<&'static str>) {
+        const INVALID: &str = "invalid_request_error";
+        match self {
+            Self::Validation(v) => match v {
+                ValidationError::Invalid { field, .. } => (StatusCode::BAD_REQUEST, INVALID, Some((*field).into()), None),
+                ValidationError::OverLimit { field, .. } => {
+                    (StatusCode::UNPROCESSABLE_ENTITY, INVALID, Some((*field).into()), Some("limit_exceeded"))
+                }
+                ValidationError::UnknownModel(_) => (StatusCode::NOT_FOUND, INVALID, Some("model".into()), Some("model_not_found")),
+                ValidationError::ContextLength { .. } => {
+                    (StatusCode::BAD_REQUEST, INVALID, Some("messages".into()), Some("context_length_exceeded"))
+                }
+            },
+            Self::MalformedJson(_) => (StatusCode::BAD_REQUEST, INVALID, None, Some("invalid_json")),
+            Self::UnsupportedMediaType => (StatusCode::UNSUPPORTED_MEDIA_TYPE, INVALID, None, Some("unsupported_media_type")),
+            Self::PayloadTooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, INVALID, None, Some("payload_too_large")),
+            Self::Unauthorized => (StatusCode::UNAUTHORIZED, "authentication_error", None, Some("invalid_api_key")),
+            Self::Overloaded { .. } => (StatusCode::TOO_MANY_REQUESTS, "rate_limit_error", None, Some("queue_full")),
+            Self::Draining => (StatusCode::SERVICE_UNAVAILABLE, "server_error", None, Some("shutting_down")),
+            Self::Strategy(e) => match e {
+                StrategyError::UnknownStrategy { .. } => (StatusCode::BAD_REQUEST, INVALID, Some("strategy".into()), Some("unknown_strategy")),
+                StrategyError::InvalidParameter { field, .. } => (StatusCode::BAD_REQUEST, INVALID, Some(field.clone()), None),
+                StrategyError::BudgetTooSmall { .. } => {
+                    (StatusCode::UNPROCESSABLE_ENTITY, INVALID, Some("budget_tokens".into()), Some("budget_too_small"))
+                }
+                StrategyError::BudgetExhausted { .. } => {
+                    (StatusCode::UNPROCESSABLE_ENTITY, INVALID, Some("budget_tokens".into()), Some("budget_exhausted"))
+                }
+                StrategyError::DeadlineExceeded { .. } => (StatusCode::GATEWAY_TIMEOUT, "server_error", None, Some("deadline_exceeded")),
+                StrategyError::Cancelled => (StatusCode::SERVICE_UNAVAILABLE, "server_error", None, Some("cancelled")),
+                StrategyError::Generator(m) if m.starts_with(crate::backends::UNAVAILABLE) => {
+                    (StatusCode::BAD_GATEWAY, "server_error", None, Some("backend_unavailable"))
+                }
+                StrategyError::Generator(_) | StrategyError::Verifier(_) => (StatusCode::INTERNAL_SERVER_ERROR, "server_error", None, None),
+            },
+            Self::Engine(e) => match e {
+                EngineError::PromptTooLong { .. } => {
+                    (StatusCode::BAD_REQUEST, INVALID, Some("messages".into()), Some("context_length_exceeded"))
+                }
+                EngineError::InvalidInput { field, .. } => (StatusCode::BAD_REQUEST, INVALID, Some((*field).into()), None),
+                EngineError::ChatTemplate(_) => (StatusCode::BAD_REQUEST, INVALID, Some("messages".into()), None),
+                _ => (StatusCode::INTERNAL_SERVER_ERROR, "server_error", None, None),
+            },
+            Self::Backend(_) => (StatusCode::BAD_GATEWAY, "server_error", None, Some("backend_unavailable")),
+            Self::NotFound => (StatusCode::NOT_FOUND, INVALID, None, Some("not_found")),
+        }
+    }
+
+    /// The HTTP status this error maps to.
+    pub fn status(&self) -> StatusCode {
+        self.parts().0
+    }
+
+    /// OpenAI's error body for this error.
+    pub fn body(&self) -> ErrorBody {
+        let (_, kind, param, code) = self.parts();
+        ErrorBody { error: ErrorDetail { message: self.to_string(), kind, param, code } }
+    }
+}
+
+impl IntoResponse for AppError {
+    fn into_response(self) -> Response {
+        let status = self.status();
+        if status.is_server_error() {
+            tracing::warn!(%status, error = %self, "request failed");
+        }
+        let mut response = (status, Json(self.body())).into_response();
+        if let Self::Overloaded { retry_after_s, .. } = &self {
+            if let Ok(v) = HeaderValue::from_str(&retry_after_s.to_string()) {
+                response.headers_mut().insert(header::RETRY_AFTER, v);
+            }
+        }
+        if matches!(self, Self::Unauthorized) {
+            response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        response
+    }
+}
+
+/// Result alias for handlers.
+pub(crate) type Result<T, E = AppError> = std::result::Result<T, E>;

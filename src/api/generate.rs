@@ -1,0 +1,498 @@
+//! The generation endpoints. A request without a strategy runs straight through the executor
+//! (its `n` choices are one group: the prompt is prefilled once and forked), so `stream: true`
+//! yields real tokens as the batch produces them. A request with a strategy (`strategy`,
+//! `ponder/<name>`, `budget_tokens` or `reasoning_effort`) runs the search on a task; streaming
+//! sends its progress (leader, vote margin, spend) in the `ponder` extension field, then the
+//! answer. Either way the request holds a queue [`Slot`] and the executor's group handle (or the
+//! search's cancellation guard) inside the response future or stream, so a client that goes away
+//! drops them: the group is cancelled and its KV blocks are freed at the next scheduler step.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::extract::State;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use futures_util::Stream;
+use ponder_strategies::{FinishReason as SearchFinish, Outcome, Progress, StrategyError};
+use serde_json::{json, Value};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::error::{AppError, Result, ValidationError};
+use super::extract::ApiJson;
+use super::guard::Slot;
+use super::sse::{data, done, ChoiceOut, Envelope, Flavor};
+use super::types::{ChatCompletionRequest, CompletionRequest, ReasonBody, UsageOut};
+use super::validate::{self, PromptIn, ValidGeneration};
+use super::AppState;
+use crate::backends::StopStrings;
+use crate::engine::{encode_prompt, Event as EngineEvent, FinishReason, GroupHandle, GroupRequest, LoadedModel, SampledToken, SeqFinish, StopCondition};
+use crate::reason::{reason_with_progress, ReasonRequest};
+
+/// `POST /v1/chat/completions`.
+pub(crate) async fn chat_completions(State(state): State<Arc<AppState>>, ApiJson(req): ApiJson<ChatCompletionRequest>) -> Result<Response> {
+    let valid = validate::chat(&req, &state.limits, &state.registry, &state.model_id)?;
+    generate(state, valid, Flavor::Chat, "/v1/chat/completions").await
+}
+
+/// `POST /v1/completions`.
+pub(crate) async fn completions(State(state): State<Arc<AppState>>, ApiJson(req): ApiJson<CompletionRequest>) -> Result<Response> {
+    let valid = validate::completion(&req, &state.limits, &state.registry, &state.model_id)?;
+    generate(state, valid, Flavor::Text, "/v1/completions").await
+}
+
+/// `POST /v1/reason`: the whole [`Outcome`].
+pub(crate) async fn reason(State(state): State<Arc<AppState>>, ApiJson(body): ApiJson<ReasonBody>) -> Result<Json<Outcome>> {
+    let req = validate::reason(&body, &state.limits, &state.registry)?;
+    check_question_fits(&state, &req.problem)?;
+    let slot = admit(&state).await?;
+    let search = Search::spawn(&state, req, None);
+    let outcome = search.finish().await?;
+    state.metrics.budget_spent(&outcome.strategy, outcome.usage.spent());
+    drop(slot);
+    Ok(Json(outcome))
+}
+
+async fn admit(state: &Arc<AppState>) -> Result<Slot> {
+    if state.is_draining() {
+        return Err(AppError::Draining);
+    }
+    state.admission.admit(&state.metrics).await
+}
+
+async fn generate(state: Arc<AppState>, valid: ValidGeneration, flavor: Flavor, route: &'static str) -> Result<Response> {
+    let start = Instant::now();
+    match valid.strategy.is_some() {
+        true => search(state, valid, flavor, route, start).await,
+        false => direct(state, valid, flavor, route, start).await,
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Plain decoding through the executor.
+
+/// One choice's tokens so far and what of its text has been sent.
+#[derive(Debug, Default)]
+struct Choice {
+    ids: Vec<u32>,
+    tokens: Vec<SampledToken>,
+    sent_bytes: usize,
+    sent_tokens: usize,
+    finish: Option<&'static str>,
+}
+
+/// Decodes choices, cutting the text at the first stop string (which OpenAI does not return).
+#[derive(Debug)]
+struct Decoder {
+    model: Arc<LoadedModel>,
+    stop: Vec<String>,
+}
+
+impl Decoder {
+    fn text(&self, ids: &[u32]) -> String {
+        self.text_and_stop(ids).0
+    }
+
+    /// The text up to the first stop string, and that stop string.
+    fn text_and_stop(&self, ids: &[u32]) -> (String, Option<String>) {
+        let mut text = self.model.tokenizer.decode(ids).unwrap_or_default();
+        let first = self.stop.iter().filter_map(|s| text.find(s.as_str()).map(|at| (at, s))).min_by_key(|(at, _)| *at);
+        match first {
+            Some((at, s)) => {
+                text.truncate(at);
+                (text, Some(s.clone()))
+            }
+            None => (text, None),
+        }
+    }
+
+    /// Text of `choice` not yet sent; while it runs, holds back what could still turn out to be
+    /// the start of a stop string or half of a multi-byte character.
+    fn delta(&self, choice: &mut Choice, finished: bool) -> Option<String> {
+        let text = self.text(&choice.ids);
+        let mut end = text.len();
+        if !finished {
+            if text.ends_with('\u{FFFD}') {
+                return None;
+            }
+            let hold = self.stop.iter().map(|s| s.len().saturating_sub(1)).max().unwrap_or(0);
+            end = end.saturating_sub(hold);
+            while end > 0 && !text.is_char_boundary(end) {
+                end -= 1;
+            }
+        }
+        if end <= choice.sent_bytes {
+            return None;
+        }
+        let delta = text.get(choice.sent_bytes..end).map(str::to_string);
+        choice.sent_bytes = end;
+        delta
+    }
+}
+
+fn finish_name(reason: SeqFinish) -> &'static str {
+    match reason {
+        SeqFinish::Done(FinishReason::Length) => "length",
+        _ => "stop",
+    }
+}
+
+async fn direct(state: Arc<AppState>, valid: ValidGeneration, flavor: Flavor, route: &'static str, start: Instant) -> Result<Response> {
+    let model = Arc::clone(&state.runtime.model);
+    let text = match &valid.prompt {
+        PromptIn::Chat(messages) => model.render_chat(messages)?,
+        PromptIn::Text(t) => t.clone(),
+    };
+    let ids = encode_prompt(&model, &text)?;
+    let context = model.model.config().context_length;
+    let prompt_len = ids.len();
+    let room = context.saturating_sub(prompt_len);
+    let max_tokens = valid.max_tokens.unwrap_or(state.limits.default_max_tokens.min(room));
+    if room == 0 || max_tokens > room {
+        return Err(ValidationError::ContextLength { prompt: prompt_len, tokens: prompt_len + max_tokens.max(1), context }.into());
+    }
+    let stop_condition = (!valid.stop.is_empty())
+        .then(|| Arc::new(StopStrings::new(Arc::clone(&model), valid.stop.clone())) as Arc<dyn StopCondition>);
+    let samples = (0..valid.n as u64).map(|i| crate::engine::SamplingParams { seed: valid.sampling.seed.wrapping_add(i), ..valid.sampling.clone() }).collect();
+    let request = GroupRequest {
+        prompt: ids,
+        samples,
+        max_new_tokens: max_tokens,
+        stop_tokens: model.tokenizer.eos().to_vec(),
+        stop_condition,
+        priority: 0,
+    };
+    let slot = admit(&state).await?;
+    let handle = state.runtime.executor.submit(request).await?;
+    let env = Envelope::new(flavor, &valid.model);
+    let decoder = Decoder { model, stop: valid.stop.clone() };
+    if valid.stream {
+        let interval = state.limits.keep_alive;
+        let events = direct_stream(state, env, decoder, handle, slot, valid, prompt_len as u64, route, start);
+        return Ok(Sse::new(events).keep_alive(keep_alive(&interval)).into_response());
+    }
+    let mut run = DirectRun::new(handle);
+    while let Some((i, token)) = run.next().await? {
+        if let Some(t) = token {
+            if run.first_token {
+                run.first_token = false;
+                state.metrics.ttft(route, start.elapsed());
+            }
+            run.choices[i].ids.push(t.token);
+            run.choices[i].tokens.push(t);
+        }
+    }
+    let completion: u64 = run.choices.iter().map(|c| c.ids.len() as u64).sum();
+    let usage = UsageOut::new(prompt_len as u64, completion, run.cached, 0);
+    let choices = run
+        .choices
+        .iter()
+        .map(|c| {
+            let (text, stop_reason) = decoder.text_and_stop(&c.ids);
+            let logprobs = valid.logprobs.then(|| env.logprobs(&decoder.model, &c.tokens, 0));
+            ChoiceOut { text, logprobs, finish: c.finish.unwrap_or("stop"), stop_reason }
+        })
+        .collect();
+    let body = env.response(choices, &usage);
+    drop(slot);
+    Ok(Json(body).into_response())
+}
+
+fn keep_alive(interval: &std::time::Duration) -> KeepAlive {
+    KeepAlive::new().interval(*interval).text("keep-alive")
+}
+
+/// The executor's events for one group, folded into choices.
+struct DirectRun {
+    handle: GroupHandle,
+    index: HashMap<crate::engine::SeqId, usize>,
+    choices: Vec<Choice>,
+    open: usize,
+    cached: u64,
+    first_token: bool,
+}
+
+impl DirectRun {
+    fn new(handle: GroupHandle) -> Self {
+        let index = handle.seqs.iter().enumerate().map(|(i, s)| (*s, i)).collect();
+        let n = handle.seqs.len();
+        Self { handle, index, choices: (0..n).map(|_| Choice::default()).collect(), open: n, cached: 0, first_token: true }
+    }
+
+    /// The next token of some choice (`Some((i, Some(token)))`), a choice finishing
+    /// (`Some((i, None))`, its `finish` set), or `None` when every choice has finished.
+    async fn next(&mut self) -> Result<Option<(usize, Option<SampledToken>)>> {
+        loop {
+            if self.open == 0 {
+                return Ok(None);
+            }
+            let Some(event) = self.handle.events.recv().await else {
+                return Err(AppError::Strategy(StrategyError::Generator("the executor stopped".into())));
+            };
+            match event {
+                EngineEvent::Token { seq, token } => {
+                    if let Some(&i) = self.index.get(&seq) {
+                        return Ok(Some((i, Some(token))));
+                    }
+                }
+                EngineEvent::Prefill { reused, .. } => self.cached += reused,
+                EngineEvent::Finished { seq, reason } => {
+                    if let Some(&i) = self.index.get(&seq) {
+                        self.open -= 1;
+                        self.choices[i].finish = Some(finish_name(reason));
+                        return Ok(Some((i, None)));
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn direct_stream(
+    state: Arc<AppState>,
+    env: Envelope,
+    decoder: Decoder,
+    handle: GroupHandle,
+    slot: Slot,
+    valid: ValidGeneration,
+    prompt_tokens: u64,
+    route: &'static str,
+    start: Instant,
+) -> impl Stream<Item = std::result::Result<Event, Infallible>> {
+    async_stream::stream! {
+        let _slot = slot;
+        let mut run = DirectRun::new(handle);
+        if env.flavor == Flavor::Chat {
+            for i in 0..run.choices.len() {
+                yield Ok(data(&env.chunk(i, Some(""), true, None, None)));
+            }
+        }
+        loop {
+            let next = run.next().await;
+            let (i, token) = match next {
+                Ok(Some(x)) => x,
+                Ok(None) => break,
+                Err(e) => {
+                    yield Ok(data(&json!(e.body())));
+                    break;
+                }
+            };
+            let finished = token.is_none();
+            if let Some(t) = token {
+                if run.first_token {
+                    run.first_token = false;
+                    state.metrics.ttft(route, start.elapsed());
+                }
+                run.choices[i].ids.push(t.token);
+                run.choices[i].tokens.push(t);
+            }
+            let choice = &mut run.choices[i];
+            let delta = decoder.delta(choice, finished);
+            let logprobs = if valid.logprobs && (delta.is_some() || finished) {
+                let from = choice.sent_tokens;
+                choice.sent_tokens = choice.tokens.len();
+                Some(env.logprobs(&decoder.model, &choice.tokens[from..], 0))
+            } else {
+                None
+            };
+            if delta.is_some() || logprobs.is_some() {
+                yield Ok(data(&env.chunk(i, Some(delta.as_deref().unwrap_or("")), false, logprobs, None)));
+            }
+            if finished {
+                yield Ok(data(&env.chunk(i, None, false, None, choice.finish)));
+            }
+        }
+        if valid.include_usage {
+            let completion: u64 = run.choices.iter().map(|c| c.ids.len() as u64).sum();
+            yield Ok(data(&env.bare_chunk(Some(&UsageOut::new(prompt_tokens, completion, run.cached, 0)), None)));
+        }
+        state.metrics.e2e(route, start.elapsed());
+        yield Ok(done());
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Strategy runs.
+
+/// A search running on its own task; dropping this cancels it (its sequences are released and
+/// its KV blocks freed).
+struct Search {
+    task: JoinHandle<std::result::Result<Outcome, StrategyError>>,
+    _cancel: tokio_util::sync::DropGuard,
+}
+
+impl Search {
+    fn spawn(state: &Arc<AppState>, req: ReasonRequest, progress: Option<mpsc::UnboundedSender<Progress>>) -> Self {
+        let cancel = CancellationToken::new();
+        let registry = Arc::clone(&state.registry);
+        let generator = state.generator();
+        let verifier = state.verifier.clone();
+        let token = cancel.clone();
+        let task = tokio::spawn(async move { reason_with_progress(&registry, generator, verifier, &req, token, progress).await });
+        Self { task, _cancel: cancel.drop_guard() }
+    }
+
+    async fn finish(mut self) -> Result<Outcome> {
+        let joined = (&mut self.task).await;
+        match joined {
+            Ok(r) => Ok(r?),
+            Err(e) => Err(AppError::Strategy(StrategyError::Generator(format!("the search task failed: {e}")))),
+        }
+    }
+}
+
+fn check_question_fits(state: &AppState, question: &str) -> Result<()> {
+    let tokens = state.runtime.model.tokenizer.encode(question)?.len();
+    let context = state.runtime.model.model.config().context_length;
+    if tokens >= context {
+        return Err(ValidationError::ContextLength { prompt: tokens, tokens, context }.into());
+    }
+    Ok(())
+}
+
+fn search_usage(outcome: &Outcome) -> UsageOut {
+    let u = &outcome.usage;
+    let shown = outcome.selected.and_then(|i| outcome.candidates.get(i)).map_or(0, |c| c.tokens as u64);
+    UsageOut::new(u.prompt_tokens, u.generated_tokens, u.prefill_tokens_reused, u.generated_tokens.saturating_sub(shown))
+}
+
+fn search_summary(outcome: &Outcome, trace: bool) -> Value {
+    let mut v = json!({
+        "strategy": outcome.strategy,
+        "answer": outcome.answer,
+        "support": outcome.support,
+        "finish_reason": outcome.finish_reason,
+        "candidates": outcome.candidates.len(),
+        "usage": outcome.usage,
+        "spent": outcome.usage.spent(),
+    });
+    if trace {
+        v["trace"] = json!(outcome.tree);
+    }
+    v
+}
+
+fn search_finish(outcome: &Outcome) -> &'static str {
+    match outcome.finish_reason {
+        SearchFinish::Budget | SearchFinish::Deadline => "length",
+        _ => "stop",
+    }
+}
+
+fn answer_text(outcome: &Outcome) -> String {
+    outcome.text.clone().or_else(|| outcome.answer.clone()).unwrap_or_default()
+}
+
+async fn search(state: Arc<AppState>, valid: ValidGeneration, flavor: Flavor, route: &'static str, start: Instant) -> Result<Response> {
+    let Some(strategy) = valid.strategy.clone() else { return Err(AppError::NotFound) };
+    let (question, _) = validate::problem_of(&valid.prompt);
+    check_question_fits(&state, &question)?;
+    let req = ReasonRequest {
+        problem: question,
+        strategy: strategy.name.clone(),
+        params: strategy.params.clone(),
+        budget_tokens: strategy.budget_tokens as i64,
+        deadline_ms: strategy.deadline_ms,
+        seed: valid.sampling.seed,
+    };
+    // Parameters are checked before a slot is taken, so a bad request is a 400, not a queue spot.
+    state.registry.build(&req.strategy, req.params.clone())?;
+    let slot = admit(&state).await?;
+    let env = Envelope::new(flavor, &valid.model);
+    if valid.stream {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let search = Search::spawn(&state, req, Some(tx));
+        let interval = state.limits.keep_alive;
+        let events = search_stream(state, env, search, rx, slot, valid.include_usage, strategy.return_trace, route, start);
+        return Ok(Sse::new(events).keep_alive(keep_alive(&interval)).into_response());
+    }
+    let outcome = Search::spawn(&state, req, None).finish().await?;
+    drop(slot);
+    state.metrics.ttft(route, start.elapsed());
+    state.metrics.budget_spent(&outcome.strategy, outcome.usage.spent());
+    let choice = ChoiceOut { text: answer_text(&outcome), logprobs: None, finish: search_finish(&outcome), stop_reason: None };
+    let mut body = env.response(vec![choice], &search_usage(&outcome));
+    body["ponder"] = search_summary(&outcome, strategy.return_trace);
+    Ok(Json(body).into_response())
+}
+
+enum Next {
+    Progress(Progress),
+    ProgressClosed,
+    Done(Result<Outcome>),
+}
+
+#[allow(clippy::too_many_arguments)]
+fn search_stream(
+    state: Arc<AppState>,
+    env: Envelope,
+    search: Search,
+    mut rx: mpsc::UnboundedReceiver<Progress>,
+    slot: Slot,
+    include_usage: bool,
+    trace: bool,
+    route: &'static str,
+    start: Instant,
+) -> impl Stream<Item = std::result::Result<Event, Infallible>> {
+    async_stream::stream! {
+        let _slot = slot;
+        // Move the whole search in (not just its task): its guard cancels it when the stream drops.
+        let mut search = search;
+        if env.flavor == Flavor::Chat {
+            yield Ok(data(&env.chunk(0, Some(""), true, None, None)));
+        }
+        let mut progress_open = true;
+        let outcome = loop {
+            let next = if progress_open {
+                // Biased towards progress: events sent before the search ended go out first.
+                tokio::select! {
+                    biased;
+                    p = rx.recv() => p.map_or(Next::ProgressClosed, Next::Progress),
+                    r = &mut search.task => Next::Done(join(r)),
+                }
+            } else {
+                Next::Done(join((&mut search.task).await))
+            };
+            match next {
+                Next::Progress(p) => yield Ok(data(&env.bare_chunk(None, Some(json!({"progress": p}))))),
+                Next::ProgressClosed => progress_open = false,
+                Next::Done(r) => {
+                    // The last events may still sit in the channel when the task's result lands.
+                    while let Ok(p) = rx.try_recv() {
+                        yield Ok(data(&env.bare_chunk(None, Some(json!({"progress": p})))));
+                    }
+                    break r;
+                }
+            }
+        };
+        match outcome {
+            Ok(outcome) => {
+                state.metrics.ttft(route, start.elapsed());
+                state.metrics.budget_spent(&outcome.strategy, outcome.usage.spent());
+                yield Ok(data(&env.chunk(0, Some(&answer_text(&outcome)), false, None, None)));
+                let mut last = env.chunk(0, None, false, None, Some(search_finish(&outcome)));
+                last["ponder"] = search_summary(&outcome, trace);
+                yield Ok(data(&last));
+                if include_usage {
+                    yield Ok(data(&env.bare_chunk(Some(&search_usage(&outcome)), None)));
+                }
+            }
+            Err(e) => yield Ok(data(&json!(e.body()))),
+        }
+        state.metrics.e2e(route, start.elapsed());
+        yield Ok(done());
+    }
+}
+
+fn join(r: std::result::Result<std::result::Result<Outcome, StrategyError>, tokio::task::JoinError>) -> Result<Outcome> {
+    match r {
+        Ok(r) => Ok(r?),
+        Err(e) => Err(AppError::Strategy(StrategyError::Generator(format!("the search task failed: {e}")))),
+    }
+}

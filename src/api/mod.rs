@@ -1,0 +1,261 @@
+//! The HTTP API (axum): OpenAI-compatible `/v1/chat/completions` and `/v1/completions` with
+//! Ponder's budget extensions, the native `/v1/reason`, discovery (`/v1/models`,
+//! `/v1/strategies`, `/openapi.json`), and operations (`/health`, `/ready`, `/metrics`).
+//!
+//! [`ServerBuilder`] assembles an [`AppState`] (runtime, strategy registry — users register their
+//! own strategies here —, limits, API keys); [`app`] turns it into a `Router` that tests drive
+//! in-process and [`serve`] runs on a listener with graceful shutdown. Handlers share the state
+//! through `Arc`s and message the executor actor; no lock is held across an `.await`. Errors
+//! all go through [`AppError`] (the OpenAI error shape). Follows TGI's router and axum's layout.
+
+pub mod cli;
+mod error;
+mod extract;
+mod generate;
+mod guard;
+mod handlers;
+mod metrics;
+mod openapi;
+mod sse;
+mod types;
+mod validate;
+
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
+use axum::http::header;
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use ponder_strategies::{Generator, Registry};
+use ponder_verifiers::Verifier;
+use tokio::net::TcpListener;
+
+pub use error::{AppError, ErrorBody, ErrorDetail, ValidationError};
+pub use guard::{Admission, ApiKeys};
+pub use metrics::Metrics;
+pub use validate::Limits;
+
+use crate::backends::{RemoteGenerator, RemotePool};
+use crate::runtime::Runtime;
+use extract::BodyLimit;
+
+/// Everything a handler can reach.
+pub struct AppState {
+    runtime: Arc<Runtime>,
+    remote: Option<Arc<RemotePool>>,
+    registry: Arc<Registry>,
+    verifier: Option<Arc<dyn Verifier>>,
+    limits: Limits,
+    keys: ApiKeys,
+    metrics: Arc<Metrics>,
+    admission: Arc<Admission>,
+    draining: AtomicBool,
+    model_id: String,
+    created: u64,
+}
+
+impl std::fmt::Debug for AppState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AppState").field("model", &self.model_id).field("registry", &self.registry).field("keys", &self.keys).finish_non_exhaustive()
+    }
+}
+
+impl AppState {
+    /// A generator for one request: over the remote backends when there are any, else local.
+    fn generator(&self) -> Arc<dyn Generator> {
+        match &self.remote {
+            Some(pool) => Arc::new(RemoteGenerator::new(Arc::clone(pool))),
+            None => self.runtime.generator(),
+        }
+    }
+
+    /// Stops admitting generation requests; `/ready` answers 503 from now on.
+    pub fn start_draining(&self) {
+        self.draining.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether the server is draining.
+    pub fn is_draining(&self) -> bool {
+        self.draining.load(Ordering::SeqCst)
+    }
+
+    /// The metrics registry.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+}
+
+/// Assembles the server's state: a runtime, the strategies it can run, its limits and keys.
+pub struct ServerBuilder {
+    runtime: Arc<Runtime>,
+    registry: Registry,
+    verifier: Option<Arc<dyn Verifier>>,
+    limits: Limits,
+    keys: ApiKeys,
+    model_id: String,
+    remote: Option<Arc<RemotePool>>,
+}
+
+impl std::fmt::Debug for ServerBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerBuilder").field("registry", &self.registry).field("limits", &self.limits).field("keys", &self.keys).finish_non_exhaustive()
+    }
+}
+
+impl ServerBuilder {
+    /// A server over `runtime` with the built-in strategies, default limits and no API keys.
+    pub fn new(runtime: Arc<Runtime>) -> Self {
+        Self { runtime, registry: Registry::with_builtins(), verifier: None, limits: Limits::default(), keys: ApiKeys::none(), model_id: "ponder-local".into(), remote: None }
+    }
+
+    /// Replaces the strategy registry.
+    pub fn registry(mut self, registry: Registry) -> Self {
+        self.registry = registry;
+        self
+    }
+
+    /// Registers more strategies (a user's plug-ins) on the registry, e.g.
+    /// `.register(my_crate::register)`; they are then callable by name over the API.
+    pub fn register(mut self, f: impl FnOnce(&mut Registry)) -> Self {
+        f(&mut self.registry);
+        self
+    }
+
+    /// Scores strategies' candidates with `verifier`.
+    pub fn verifier(mut self, verifier: Arc<dyn Verifier>) -> Self {
+        self.verifier = Some(verifier);
+        self
+    }
+
+    /// Runs strategies on remote OpenAI-compatible servers instead of the local engine (plain
+    /// decoding without a strategy stays local).
+    pub fn remote(mut self, pool: Arc<RemotePool>) -> Self {
+        self.remote = Some(pool);
+        self
+    }
+
+    /// Sets the limits.
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Requires one of `keys` as a bearer token on every endpoint but `/health` and `/ready`.
+    pub fn api_keys(mut self, keys: ApiKeys) -> Self {
+        self.keys = keys;
+        self
+    }
+
+    /// The id `/v1/models` lists for plain decoding (besides `ponder` and `ponder/<strategy>`).
+    pub fn model_id(mut self, id: impl Into<String>) -> Self {
+        self.model_id = id.into();
+        self
+    }
+
+    /// The shared state.
+    pub fn build(self) -> Arc<AppState> {
+        let model_id = self.model_id;
+        let created = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+        Arc::new(AppState {
+            admission: Arc::new(Admission::new(self.limits.max_running, self.limits.max_queue, self.limits.retry_after_s)),
+            runtime: self.runtime,
+            remote: self.remote,
+            registry: Arc::new(self.registry),
+            verifier: self.verifier,
+            limits: self.limits,
+            keys: self.keys,
+            metrics: Arc::new(Metrics::new()),
+            draining: AtomicBool::new(false),
+            model_id,
+            created,
+        })
+    }
+}
+
+/// The router over `state`.
+pub fn app(state: Arc<AppState>) -> Router {
+    let limit = state.limits.max_body_bytes;
+    Router::new()
+        .route("/v1/chat/completions", post(generate::chat_completions))
+        .route("/v1/completions", post(generate::completions))
+        .route("/v1/reason", post(generate::reason))
+        .route("/v1/strategies", get(handlers::strategies))
+        .route("/v1/models", get(handlers::models))
+        .route("/health", get(handlers::health))
+        .route("/ready", get(handlers::ready))
+        .route("/metrics", get(handlers::metrics))
+        .route("/openapi.json", get(openapi::openapi))
+        .fallback(handlers::not_found)
+        .method_not_allowed_fallback(handlers::method_not_allowed)
+        .layer(DefaultBodyLimit::max(limit))
+        .layer(middleware::from_fn_with_state(Arc::clone(&state), authenticate))
+        .layer(middleware::from_fn_with_state(Arc::clone(&state), observe))
+        .layer(middleware::from_fn(move |mut req: Request, next: Next| async move {
+            req.extensions_mut().insert(BodyLimit(limit));
+            next.run(req).await
+        }))
+        .with_state(state)
+}
+
+/// Checks the bearer key on every endpoint but the probes.
+async fn authenticate(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
+    let open = matches!(req.uri().path(), "/health" | "/ready");
+    let auth = req.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+    if !open && !state.keys.allows(auth) {
+        return AppError::Unauthorized.into_response();
+    }
+    next.run(req).await
+}
+
+/// Counts requests by route and status, and times non-streaming ones (streams time themselves).
+async fn observe(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
+    let route = req.extensions().get::<MatchedPath>().map_or_else(|| "unmatched".to_string(), |p| p.as_str().to_string());
+    let start = Instant::now();
+    let response = next.run(req).await;
+    state.metrics.request(&route, response.status().as_u16());
+    let streaming = response.headers().get(header::CONTENT_TYPE).is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
+    if !streaming {
+        state.metrics.e2e(&route, start.elapsed());
+    }
+    response
+}
+
+/// Serves `state` on `listener` until `shutdown` resolves, then drains: `/ready` turns 503, new
+/// generation requests are refused, and in-flight ones finish (the caller bounds the wait).
+pub async fn serve(listener: TcpListener, state: Arc<AppState>, shutdown: impl Future<Output = ()> + Send + 'static) -> std::io::Result<()> {
+    let drain = Arc::clone(&state);
+    let router = app(state);
+    axum::serve(listener, router)
+        .with_graceful_shutdown(async move {
+            shutdown.await;
+            tracing::info!("shutting down: draining in-flight requests");
+            drain.start_draining();
+        })
+        .await
+}
+
+/// Resolves on SIGTERM or Ctrl-C.
+pub async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        let term = async {
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(mut s) => {
+                    s.recv().await;
+                }
+                Err(_) => std::future::pending::<()>().await,
+            }
+        };
+        tokio::select! {
+            _ = term => {}
+            _ = tokio::signal::ctrl_c() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    std::future::pending::<()>().await;
+}

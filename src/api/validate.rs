@@ -1,0 +1,360 @@
+//! Parse, then validate, once: a parsed chat or completion request becomes a
+//! [`ValidGeneration`] (ranges checked, limits enforced, the model name resolved to a strategy
+//! or to plain decoding), and `/v1/reason`'s body a [`ReasonRequest`]. Each error names the
+//! field and the limit. [`Limits`] holds this server's limits.
+
+use std::time::Duration;
+
+use ponder_strategies::Registry;
+use serde_json::Value;
+
+use super::error::ValidationError;
+use super::types::{ChatCompletionRequest, CommonParams, CompletionRequest, MessageIn, PromptField, ReasonBody, StopField};
+use crate::engine::{ChatMessage, SamplingParams, MAX_TOP_LOGPROBS};
+use crate::reason::ReasonRequest;
+
+/// This server's limits.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Largest request body in bytes.
+    pub max_body_bytes: usize,
+    /// Most choices per request.
+    pub max_n: usize,
+    /// Largest `max_tokens` / `max_completion_tokens`.
+    pub max_completion_tokens: usize,
+    /// Largest `budget_tokens`.
+    pub max_budget_tokens: u64,
+    /// Most alternatives per token.
+    pub max_top_logprobs: usize,
+    /// Most stop strings.
+    pub max_stop: usize,
+    /// Longest stop string in bytes.
+    pub max_stop_bytes: usize,
+    /// Generation requests running at once.
+    pub max_running: usize,
+    /// Generation requests waiting for a slot; beyond that, 429.
+    pub max_queue: usize,
+    /// `Retry-After` seconds sent with a 429.
+    pub retry_after_s: u64,
+    /// Completion tokens when the request sets none.
+    pub default_max_tokens: usize,
+    /// Budget when the request sets neither `budget_tokens` nor `reasoning_effort`.
+    pub default_budget_tokens: u64,
+    /// Strategy run by `/v1/reason` without `strategy`, and by a chat request that sets a budget.
+    pub default_strategy: String,
+    /// SSE keep-alive interval.
+    pub keep_alive: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_body_bytes: 1 << 20,
+            max_n: 16,
+            max_completion_tokens: 4096,
+            max_budget_tokens: 200_000,
+            max_top_logprobs: MAX_TOP_LOGPROBS,
+            max_stop: 4,
+            max_stop_bytes: 256,
+            max_running: 8,
+            max_queue: 64,
+            retry_after_s: 1,
+            default_max_tokens: 256,
+            default_budget_tokens: 4096,
+            default_strategy: "self_consistency".into(),
+            keep_alive: Duration::from_secs(5),
+        }
+    }
+}
+
+/// What to continue.
+#[derive(Debug, Clone)]
+pub(crate) enum PromptIn {
+    /// A conversation, rendered with the model's chat template.
+    Chat(Vec<ChatMessage>),
+    /// Raw text.
+    Text(String),
+}
+
+/// A strategy run asked for by `strategy`, `ponder/<strategy>`, a budget or a reasoning effort.
+#[derive(Debug, Clone)]
+pub(crate) struct ValidStrategy {
+    /// Registered name.
+    pub name: String,
+    /// Parameters (`null` for defaults).
+    pub params: Value,
+    /// Token budget.
+    pub budget_tokens: u64,
+    /// Deadline in milliseconds.
+    pub deadline_ms: Option<u64>,
+    /// Return the search tree.
+    pub return_trace: bool,
+}
+
+/// A validated chat or completion request.
+#[derive(Debug, Clone)]
+pub(crate) struct ValidGeneration {
+    /// The model name as sent (echoed back).
+    pub model: String,
+    /// What to continue.
+    pub prompt: PromptIn,
+    /// Most completion tokens, if set.
+    pub max_tokens: Option<usize>,
+    /// Sampling of each choice (its seed is the base seed).
+    pub sampling: SamplingParams,
+    /// Choices.
+    pub n: usize,
+    /// Stop strings.
+    pub stop: Vec<String>,
+    /// Stream over SSE.
+    pub stream: bool,
+    /// Send usage in a last chunk.
+    pub include_usage: bool,
+    /// Return logprobs.
+    pub logprobs: bool,
+    /// Run a strategy rather than plain decoding.
+    pub strategy: Option<ValidStrategy>,
+}
+
+fn int_in(field: &'static str, v: i64, lo: i64, limit: u64) -> Result<u64, ValidationError> {
+    if v < lo {
+        return Err(ValidationError::invalid(field, format!("must be at least {lo}, got {v}")));
+    }
+    let v = v as u64;
+    if v > limit {
+        return Err(ValidationError::OverLimit { field, limit, got: v });
+    }
+    Ok(v)
+}
+
+fn effort_budget(effort: &str) -> Result<u64, ValidationError> {
+    match effort {
+        "minimal" => Ok(512),
+        "low" => Ok(1024),
+        "medium" => Ok(4096),
+        "high" => Ok(16384),
+        other => Err(ValidationError::invalid("reasoning_effort", format!("must be minimal, low, medium or high, got {other:?}"))),
+    }
+}
+
+/// Text of a message's `content`: a string, or the concatenated text parts of a list.
+fn content_text(content: &Value) -> Result<String, ValidationError> {
+    match content {
+        Value::String(s) => Ok(s.clone()),
+        Value::Null => Ok(String::new()),
+        Value::Array(parts) => {
+            let mut out = String::new();
+            for p in parts {
+                match (p.get("type").and_then(Value::as_str), p.get("text").and_then(Value::as_str)) {
+                    (Some("text"), Some(t)) => out.push_str(t),
+                    _ => return Err(ValidationError::invalid("messages.content", "only text parts ({\"type\": \"text\", \"text\": …}) are supported")),
+                }
+            }
+            Ok(out)
+        }
+        _ => Err(ValidationError::invalid("messages.content", "must be a string or a list of text parts")),
+    }
+}
+
+fn messages(msgs: &[MessageIn]) -> Result<Vec<ChatMessage>, ValidationError> {
+    if msgs.is_empty() {
+        return Err(ValidationError::invalid("messages", "must contain at least one message"));
+    }
+    let mut out = Vec::with_capacity(msgs.len());
+    for m in msgs {
+        let role = match m.role.as_str() {
+            "system" | "developer" => "system",
+            "user" | "tool" | "function" => "user",
+            "assistant" => "assistant",
+            other => return Err(ValidationError::invalid("messages.role", format!("must be system, developer, user, assistant or tool, got {other:?}"))),
+        };
+        out.push(ChatMessage::new(role, &content_text(&m.content)?));
+    }
+    if !out.iter().any(|m| m.role == "user" && !m.content.trim().is_empty()) {
+        return Err(ValidationError::invalid("messages", "must contain a non-empty user message"));
+    }
+    Ok(out)
+}
+
+/// Validates the shared fields; `top_logprobs` is already read from the flavour's field.
+fn common(
+    c: &CommonParams,
+    prompt: PromptIn,
+    logprobs: bool,
+    top_logprobs: Option<i64>,
+    limits: &Limits,
+    registry: &Registry,
+    model_id: &str,
+) -> Result<ValidGeneration, ValidationError> {
+    let model_strategy = match c.model.as_str() {
+        "ponder" => None,
+        m if m == model_id => None,
+        m => match m.strip_prefix("ponder/") {
+            Some(s) if registry.contains(s) => Some(s.to_string()),
+            _ => return Err(ValidationError::UnknownModel(m.to_string())),
+        },
+    };
+    let max_tokens = match c.max_completion_tokens.or(c.max_tokens) {
+        Some(v) => Some(int_in("max_completion_tokens", v, 1, limits.max_completion_tokens as u64)? as usize),
+        None => None,
+    };
+    let temperature = c.temperature.unwrap_or(1.0);
+    if !(0.0..=2.0).contains(&temperature) {
+        return Err(ValidationError::invalid("temperature", format!("must be in [0, 2], got {temperature}")));
+    }
+    let top_p = c.top_p.unwrap_or(1.0);
+    if !(top_p > 0.0 && top_p <= 1.0) {
+        return Err(ValidationError::invalid("top_p", format!("must be in (0, 1], got {top_p}")));
+    }
+    let top_k = int_in("top_k", c.top_k.unwrap_or(0), 0, u64::from(u32::MAX))? as usize;
+    let min_p = c.min_p.unwrap_or(0.0);
+    if !(0.0..=1.0).contains(&min_p) {
+        return Err(ValidationError::invalid("min_p", format!("must be in [0, 1], got {min_p}")));
+    }
+    let n = int_in("n", c.n.unwrap_or(1), 1, limits.max_n as u64)? as usize;
+    let stop = match &c.stop {
+        None => Vec::new(),
+        Some(StopField::One(s)) => vec![s.clone()],
+        Some(StopField::Many(v)) => v.clone(),
+    };
+    if stop.len() > limits.max_stop {
+        return Err(ValidationError::OverLimit { field: "stop", limit: limits.max_stop as u64, got: stop.len() as u64 });
+    }
+    if let Some(s) = stop.iter().find(|s| s.is_empty() || s.len() > limits.max_stop_bytes) {
+        return Err(ValidationError::invalid("stop", format!("each stop string must be 1..={} bytes, got {}", limits.max_stop_bytes, s.len())));
+    }
+    let top = match top_logprobs {
+        Some(v) => int_in("top_logprobs", v, 0, limits.max_top_logprobs as u64)? as usize,
+        None => 0,
+    };
+    let seed = match &c.seed {
+        Some(s) => seed_of(s)?,
+        None => random_seed(),
+    };
+    let stream = c.stream.unwrap_or(false);
+    let include_usage = c.stream_options.as_ref().is_some_and(|o| o.include_usage);
+    let budget = match (c.budget_tokens, &c.reasoning_effort) {
+        (Some(b), _) => Some(int_in("budget_tokens", b, 1, limits.max_budget_tokens)?),
+        (None, Some(e)) => Some(effort_budget(e)?),
+        (None, None) => None,
+    };
+    let deadline_ms = match c.deadline_ms {
+        Some(d) => Some(int_in("deadline_ms", d, 1, 3_600_000)?),
+        None => None,
+    };
+    let name = match (&c.strategy, model_strategy) {
+        (Some(s), _) => {
+            if !registry.contains(s) {
+                return Err(ValidationError::invalid("strategy", format!("unknown strategy {s:?}; valid strategies: {}", registry.names().join(", "))));
+            }
+            Some(s.clone())
+        }
+        (None, Some(s)) => Some(s),
+        (None, None) if budget.is_some() || c.strategy_params.is_some() => Some(limits.default_strategy.clone()),
+        (None, None) => None,
+    };
+    let strategy = name.map(|name| ValidStrategy {
+        name,
+        params: c.strategy_params.clone().unwrap_or(Value::Null),
+        budget_tokens: budget.unwrap_or(limits.default_budget_tokens),
+        deadline_ms,
+        return_trace: c.return_trace.unwrap_or(false),
+    });
+    if strategy.is_some() && n > 1 {
+        return Err(ValidationError::invalid("n", "must be 1 when a strategy runs (the strategy chooses one answer)"));
+    }
+    Ok(ValidGeneration {
+        model: c.model.clone(),
+        prompt,
+        max_tokens,
+        sampling: SamplingParams { temperature, top_p, top_k, min_p, seed, top_logprobs: if logprobs { top } else { 0 }, ..SamplingParams::default() },
+        n,
+        stop,
+        stream,
+        include_usage,
+        logprobs,
+        strategy,
+    })
+}
+
+/// A seed from any 64-bit integer (negative ones wrap, as OpenAI's are signed).
+fn seed_of(n: &serde_json::Number) -> Result<u64, ValidationError> {
+    n.as_u64()
+        .or_else(|| n.as_i64().map(|i| i as u64))
+        .ok_or_else(|| ValidationError::invalid("seed", format!("must be a 64-bit integer, got {n}")))
+}
+
+fn random_seed() -> u64 {
+    use rand::Rng;
+    rand::rng().random()
+}
+
+/// Validates a chat request.
+pub(crate) fn chat(req: &ChatCompletionRequest, limits: &Limits, registry: &Registry, model_id: &str) -> Result<ValidGeneration, ValidationError> {
+    let prompt = PromptIn::Chat(messages(&req.messages)?);
+    let logprobs = req.logprobs.unwrap_or(false);
+    if req.top_logprobs.is_some_and(|t| t > 0) && !logprobs {
+        return Err(ValidationError::invalid("top_logprobs", "requires logprobs: true"));
+    }
+    common(&req.common, prompt, logprobs, req.top_logprobs, limits, registry, model_id)
+}
+
+/// Validates a legacy completion request.
+pub(crate) fn completion(req: &CompletionRequest, limits: &Limits, registry: &Registry, model_id: &str) -> Result<ValidGeneration, ValidationError> {
+    let text = match &req.prompt {
+        PromptField::One(s) => s.clone(),
+        PromptField::Many(v) if v.len() == 1 => v[0].clone(),
+        PromptField::Many(v) => return Err(ValidationError::invalid("prompt", format!("must be one string, got a list of {}", v.len()))),
+    };
+    if text.trim().is_empty() {
+        return Err(ValidationError::invalid("prompt", "must not be empty"));
+    }
+    if req.echo.unwrap_or(false) {
+        return Err(ValidationError::invalid("echo", "is not supported"));
+    }
+    let prompt = match req.common.strategy.is_some() || req.common.model.starts_with("ponder/") {
+        // A strategy reasons about a problem: the prompt is its question.
+        true => PromptIn::Chat(vec![ChatMessage::new("user", &text)]),
+        false => PromptIn::Text(text),
+    };
+    common(&req.common, prompt, req.logprobs.is_some(), req.logprobs, limits, registry, model_id)
+}
+
+/// Validates `/v1/reason`'s body.
+pub(crate) fn reason(body: &ReasonBody, limits: &Limits, registry: &Registry) -> Result<ReasonRequest, ValidationError> {
+    if body.problem.trim().is_empty() {
+        return Err(ValidationError::invalid("problem", "must not be empty"));
+    }
+    let strategy = body.strategy.clone().unwrap_or_else(|| limits.default_strategy.clone());
+    if !registry.contains(&strategy) {
+        return Err(ValidationError::invalid("strategy", format!("unknown strategy {strategy:?}; valid strategies: {}", registry.names().join(", "))));
+    }
+    let budget = int_in("budget_tokens", body.budget_tokens.unwrap_or(limits.default_budget_tokens as i64), 1, limits.max_budget_tokens)?;
+    let deadline_ms = match body.deadline_ms {
+        Some(d) => Some(int_in("deadline_ms", d, 1, 3_600_000)?),
+        None => None,
+    };
+    Ok(ReasonRequest {
+        problem: body.problem.clone(),
+        strategy,
+        params: body.params.clone(),
+        budget_tokens: budget as i64,
+        deadline_ms,
+        seed: match &body.seed {
+            Some(s) => seed_of(s)?,
+            None => 0,
+        },
+    })
+}
+
+/// The problem a strategy answers: the last user message (and the system prompt, if any).
+pub(crate) fn problem_of(prompt: &PromptIn) -> (String, Option<String>) {
+    match prompt {
+        PromptIn::Text(t) => (t.clone(), None),
+        PromptIn::Chat(msgs) => {
+            let question = msgs.iter().rev().find(|m| m.role == "user").map(|m| m.content.clone()).unwrap_or_default();
+            let system = msgs.iter().find(|m| m.role == "system").map(|m| m.content.clone());
+            (question, system)
+        }
+    }
+}

@@ -1,0 +1,252 @@
+//! Scoring requests: prefill a text inside the shared batches and read the model at chosen
+//! positions, with no sampling — how process reward models run on the engine.
+//!
+//! A [`ScoreRequest`] names the tokens and the positions to read ([`ScoreOutput`]: final-normed
+//! hidden states for a reward head, or the logits of a few tokens for a token-logit PRM). It is
+//! admitted like a prompt: the prefix index serves its cached full blocks, and chunks of it are
+//! computed in the same forward passes as everyone's decoding. When it finishes its sequence is
+//! *parked*: its blocks, partial last block included, stay held, and a later request whose
+//! tokens extend a parked sequence's tokens forks it (copy-on-write) and computes only what is
+//! new. That is what makes a PRM incremental: step `k` of a solution is computed on top of the
+//! parked steps `1..k-1`, so each step's tokens are computed once.
+//!
+//! Invariants: a position is read only after it was computed in this request's sequence (reuse
+//! never skips past the first position still to read); parked sequences are released oldest
+//! first beyond [`SchedulerConfig::max_parked`](super::SchedulerConfig), and all of them before
+//! any running sequence is preempted or admission stalls.
+
+use candle_core::Tensor;
+
+use super::*;
+
+/// What to read at each requested position.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ScoreOutput {
+    /// The final-normed hidden state (`hidden_size` floats): what a reward head reads.
+    Hidden,
+    /// The logits of these token ids, in this order (a token-logit PRM's good/bad tokens).
+    TokenLogits(Vec<u32>),
+}
+
+/// A text to run through the model and read at `positions`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScoreRequest {
+    /// Token ids (at least one).
+    pub tokens: Vec<u32>,
+    /// Positions to read, strictly increasing, each below `tokens.len()`.
+    pub positions: Vec<usize>,
+    /// What to read there.
+    pub output: ScoreOutput,
+    /// Higher runs first and is preempted last.
+    pub priority: i32,
+}
+
+/// A finished scoring request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Scored {
+    /// One vector per requested position, in order.
+    pub values: Vec<Vec<f32>>,
+    /// Tokens run through the model for this request (recomputes after preemption included).
+    pub computed: u64,
+    /// Tokens served from cached blocks or a parked sequence.
+    pub reused: u64,
+}
+
+/// A scoring sequence's request and progress.
+#[derive(Debug)]
+pub(super) struct ScoreState {
+    positions: Vec<usize>,
+    output: ScoreOutput,
+    /// Values read so far (for `positions[..values.len()]`).
+    values: Vec<Vec<f32>>,
+}
+
+impl ScoreState {
+    /// The first position not read yet (the sequence must be computed from here at most).
+    fn first_pending(&self) -> usize {
+        self.positions.get(self.values.len()).copied().unwrap_or(usize::MAX)
+    }
+
+    /// What the model should return for a chunk computing positions `start..start + len`.
+    pub(super) fn readout(&self, start: usize, len: usize) -> Readout {
+        let rows: Vec<usize> = self.positions[self.values.len()..]
+            .iter()
+            .take_while(|&&p| p < start + len)
+            .map(|&p| p - start)
+            .collect();
+        match (&self.output, rows.is_empty()) {
+            (_, true) => Readout::Nothing,
+            (ScoreOutput::Hidden, false) => Readout::Hidden(rows),
+            (ScoreOutput::TokenLogits(_), false) => Readout::Logits(rows),
+        }
+    }
+
+    /// Stores what a chunk's readout returned (`[rows, hidden]` or `[rows, vocab]`).
+    pub(super) fn record(&mut self, out: Option<Tensor>) -> Result<()> {
+        let Some(out) = out else { return Ok(()) };
+        let out = match &self.output {
+            ScoreOutput::Hidden => out,
+            ScoreOutput::TokenLogits(ids) => {
+                let ids = Tensor::new(ids.as_slice(), out.device())?;
+                out.index_select(&ids, 1)?
+            }
+        };
+        self.values.extend(out.to_vec2::<f32>()?);
+        Ok(())
+    }
+}
+
+impl Scheduler {
+    /// Queues a scoring request; its result is taken with [`Scheduler::take_scored`] once a
+    /// step finishes it. Returns its sequence id.
+    ///
+    /// Rejected at admission, with nothing queued: no tokens or positions, positions not
+    /// strictly increasing or past the end, a token outside the vocabulary, a text longer than
+    /// the context or the pool, logits asked of a model without a language-model head.
+    pub fn submit_score(&mut self, req: ScoreRequest) -> Result<SeqId> {
+        self.validate_score(&req)?;
+        let id = self.alloc_id();
+        let arrival = self.arrivals;
+        self.arrivals += 1;
+        self.seqs.insert(
+            id,
+            Sequence {
+                prompt_len: req.tokens.len(),
+                tokens: req.tokens,
+                computed: 0,
+                generated: 0,
+                phase: Phase::Prefill,
+                sampler: None,
+                branches: Vec::new(),
+                max_new_tokens: 0,
+                stop_tokens: Arc::new(Vec::new()),
+                stop_condition: None,
+                prefill: (0, 0),
+                priority: req.priority,
+                arrival,
+                running: false,
+                cancelled: false,
+                score: Some(ScoreState { positions: req.positions, output: req.output, values: Vec::new() }),
+            },
+        );
+        self.waiting.push_back(id);
+        Ok(id)
+    }
+
+    fn validate_score(&self, req: &ScoreRequest) -> Result<()> {
+        let bad = |field: &'static str, reason: String| Err(EngineError::InvalidInput { field, reason });
+        let config = self.model.config();
+        if req.tokens.is_empty() {
+            return bad("tokens", "is empty".into());
+        }
+        if req.tokens.len() > config.context_length {
+            return Err(EngineError::PromptTooLong { tokens: req.tokens.len(), context: config.context_length });
+        }
+        if let Some(t) = req.tokens.iter().find(|&&t| t as usize >= config.vocab_size) {
+            return bad("tokens", format!("token id {t} is outside the vocabulary of {}", config.vocab_size));
+        }
+        if req.positions.is_empty() {
+            return bad("positions", "no position to read".into());
+        }
+        if req.positions.windows(2).any(|w| w[0] >= w[1]) {
+            return bad("positions", "must be strictly increasing".into());
+        }
+        if let Some(&p) = req.positions.last().filter(|&&p| p >= req.tokens.len()) {
+            return bad("positions", format!("position {p} is past the {} tokens", req.tokens.len()));
+        }
+        if let ScoreOutput::TokenLogits(ids) = &req.output {
+            if ids.is_empty() {
+                return bad("output", "no token ids to read logits of".into());
+            }
+            if let Some(t) = ids.iter().find(|&&t| t as usize >= config.vocab_size) {
+                return bad("output", format!("token id {t} is outside the vocabulary of {}", config.vocab_size));
+            }
+            if !self.model.has_lm_head() {
+                return bad("output", "the model has no language-model head; read hidden states".into());
+            }
+        }
+        let needed = req.tokens.len().div_ceil(self.store.block_size()) + 1;
+        let total = self.store.stats().total_blocks;
+        if needed > total {
+            return bad("kv memory", format!("scoring needs {needed} KV blocks but the pool has {total}"));
+        }
+        Ok(())
+    }
+
+    /// Finished scoring requests since the last call, with their sequence ids.
+    pub fn take_scored(&mut self) -> Vec<(SeqId, Scored)> {
+        std::mem::take(&mut self.scored)
+    }
+
+    /// Scored sequences currently parked.
+    pub fn parked(&self) -> usize {
+        self.parked.len()
+    }
+
+    /// Releases parked sequences, oldest first, until `blocks` are available or none is left.
+    pub(super) fn unpark_until(&mut self, blocks: usize) {
+        while self.store.available_blocks() < blocks {
+            let Some((id, _)) = self.parked.pop_front() else { break };
+            self.store.release(id);
+        }
+    }
+
+    /// Positions a newly opened scoring sequence `id` (the prefix index served `reused` tokens):
+    /// continues the longest parked sequence its tokens extend when that covers more, and never
+    /// starts past the first position still to read. Returns where computing starts.
+    pub(super) fn resume_score(&mut self, id: SeqId, reused: usize) -> Result<usize> {
+        let Some(s) = self.seqs.get(&id) else { return Ok(reused) };
+        let Some(score) = &s.score else { return Ok(reused) };
+        // At least the last token is always computed, and nothing still to read is skipped.
+        let limit = score.first_pending().min(s.tokens.len().saturating_sub(1));
+        let best = self
+            .parked
+            .iter()
+            .enumerate()
+            .filter(|(_, (_, t))| !t.is_empty() && s.tokens.starts_with(t))
+            .max_by_key(|(_, (_, t))| t.len())
+            .map(|(i, (pid, t))| (i, *pid, t.len().min(limit)));
+        match best {
+            Some((i, parent, start)) if start > reused.min(limit) => {
+                self.store.release(id);
+                self.store.fork(parent, id)?;
+                if self.store.seq_len(id) > start {
+                    self.store.truncate(id, start)?;
+                }
+                if let Some(entry) = self.parked.remove(i) {
+                    self.parked.push_back(entry); // most recently used
+                }
+                Ok(start)
+            }
+            _ => {
+                let start = reused.min(limit);
+                if start < reused {
+                    self.store.truncate(id, start)?;
+                }
+                Ok(start)
+            }
+        }
+    }
+
+    /// A scoring sequence computed its last token: park it and record its result.
+    pub(super) fn finish_score(&mut self, id: SeqId) {
+        let Some(s) = self.seqs.remove(&id) else { return };
+        let Some(score) = s.score else { return };
+        self.counters.score_requests += 1;
+        self.scored.push((id, Scored { values: score.values, computed: s.prefill.0, reused: s.prefill.1 }));
+        if self.config.max_parked == 0 {
+            self.store.release(id);
+            return;
+        }
+        if let Some(i) = self.parked.iter().position(|(_, t)| *t == s.tokens) {
+            if let Some((old, _)) = self.parked.remove(i) {
+                self.store.release(old);
+            }
+        }
+        self.parked.push_back((id, s.tokens));
+        while self.parked.len() > self.config.max_parked {
+            let Some((old, _)) = self.parked.pop_front() else { break };
+            self.store.release(old);
+        }
+    }
+}

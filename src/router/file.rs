@@ -1,0 +1,71 @@
+//! The router file (`router.json`, default `data/router/router.json`): the trained classifier,
+//! the allocator's calibration table and knobs, and the held-out evaluation it was shipped
+//! with. Versioned; loading checks the version and every shape and fails naming the file.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::allocator::Allocator;
+use super::classifier::Classifier;
+use super::error::{Result, RouterError};
+use super::train::Evaluation;
+
+/// The file format version this build reads and writes.
+pub const FORMAT: u32 = 1;
+
+/// Where the shipped router file lives, relative to the checkout.
+pub const DEFAULT_ROUTER: &str = "data/router/router.json";
+
+/// `$PONDER_ROUTER`, else `./data/router/router.json` if present, else the checkout's.
+pub fn default_router_path() -> PathBuf {
+    if let Some(p) = std::env::var_os("PONDER_ROUTER") {
+        return PathBuf::from(p);
+    }
+    let local = PathBuf::from(DEFAULT_ROUTER);
+    if local.is_file() {
+        return local;
+    }
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(DEFAULT_ROUTER)
+}
+
+/// Everything the router loads besides the encoder weights.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouterFile {
+    /// [`FORMAT`].
+    pub format: u32,
+    /// The sentence encoder the classifier was trained on.
+    pub embedder: String,
+    /// Its vector length.
+    pub dim: usize,
+    /// Category and difficulty heads.
+    pub classifier: Classifier,
+    /// Calibration table and knobs.
+    pub allocator: Allocator,
+    /// Held-out evaluation from training.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evaluation: Option<Evaluation>,
+}
+
+impl RouterFile {
+    /// Reads and validates `path`.
+    pub fn load(path: &Path) -> Result<Self> {
+        const WHAT: &str = "router file";
+        let text = std::fs::read_to_string(path).map_err(|e| RouterError::read(path, e))?;
+        let file: RouterFile = serde_json::from_str(&text).map_err(|e| RouterError::corrupt(path, WHAT, e))?;
+        if file.format != FORMAT {
+            return Err(RouterError::corrupt(path, WHAT, format!("format {} (this build reads {FORMAT})", file.format)));
+        }
+        for (name, head) in [("category", &file.classifier.category), ("difficulty", &file.classifier.difficulty)] {
+            head.validate(file.dim).map_err(|e| RouterError::corrupt(path, WHAT, format!("{name} head: {e}")))?;
+        }
+        Ok(file)
+    }
+
+    /// Writes it as pretty JSON.
+    pub fn save(&self, path: &Path) -> Result<()> {
+        let text = serde_json::to_string_pretty(self).map_err(|e| RouterError::Write { path: path.into(), reason: e.to_string() })?;
+        std::fs::write(path, text + "\n").map_err(|e| RouterError::Write { path: path.into(), reason: e.to_string() })
+    }
+}

@@ -1,0 +1,186 @@
+//! The semantic router: decide per query how much thinking it deserves, before the search.
+//!
+//! A query is embedded by all-MiniLM-L6-v2 ([`embed`]), classified into a category and a
+//! difficulty by two softmax-regression heads ([`classifier`], trained by
+//! `ponder router train` on `data/router/labelled.jsonl`), and given a compute allocation —
+//! direct answer or not, strategy, N, per-branch cap, budget — by the [`allocator`] from a
+//! calibration table measured by `ponder bench strategies`. The `auto` strategy ([`auto`])
+//! applies the allocation and adjusts it in flight; its decision is the `Outcome`'s `router`
+//! object.
+//!
+//! [`Router`] is loaded once (encoder weights + router file) and shared across requests; it
+//! keeps a gauge of the `auto` searches in flight, the load the allocator degrades under.
+
+pub mod allocator;
+mod auto;
+pub mod bench;
+pub mod calibrate;
+pub mod classifier;
+pub mod data;
+pub mod embed;
+mod error;
+pub mod file;
+pub mod train;
+
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde::Serialize;
+
+pub use allocator::{Allocation, Allocator, AllocatorConfig, CalibrationRow, CalibrationTable};
+pub use auto::{register_auto, registry_with_auto, Auto, AutoParams, DIRECT_SYSTEM_PROMPT};
+pub use classifier::{Classifier, Confusion, Head, Prediction, TrainOptions};
+pub use embed::{cosine, Embedder, Embedding};
+pub use error::{Result, RouterError};
+pub use file::{default_router_path, RouterFile};
+
+/// Concurrent `auto` searches at which the router counts the server as fully loaded.
+pub const DEFAULT_CAPACITY: usize = 8;
+
+/// A query's predicted category and difficulty.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Classification {
+    /// Category prediction.
+    pub category: Prediction,
+    /// Difficulty prediction.
+    pub difficulty: Prediction,
+    /// Word pieces the encoder saw.
+    pub query_tokens: usize,
+    /// Whether the query was cut to the encoder's window.
+    pub truncated: bool,
+}
+
+/// What the router predicted and chose: the `Outcome`'s `router` object.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Decision {
+    /// Predicted category.
+    pub category: String,
+    /// Its probability.
+    pub category_probability: f32,
+    /// Predicted difficulty.
+    pub difficulty: String,
+    /// Its probability.
+    pub difficulty_probability: f32,
+    /// Word pieces the encoder saw.
+    pub query_tokens: usize,
+    /// Whether the query was truncated to the encoder's window for routing.
+    pub truncated: bool,
+    /// The encoder's window.
+    pub window: usize,
+    /// The request's budget (the hard cap).
+    pub request_budget: u64,
+    /// Load the allocation was made under.
+    pub load: f64,
+    /// The allocation.
+    #[serde(flatten)]
+    pub allocation: Allocation,
+    /// Time to embed, classify and allocate, in milliseconds.
+    pub route_ms: f64,
+}
+
+/// The loaded router.
+pub struct Router {
+    embedder: Embedder,
+    file: RouterFile,
+    active: AtomicUsize,
+    capacity: usize,
+}
+
+impl std::fmt::Debug for Router {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Router").field("embedder", &self.embedder).field("active", &self.active).finish_non_exhaustive()
+    }
+}
+
+impl Router {
+    /// Loads the router file (first: a bad file fails fast, naming it) and the encoder.
+    pub fn load(router_file: &Path, embedder_dir: &Path) -> Result<Self> {
+        let file = RouterFile::load(router_file)?;
+        let embedder = Embedder::load(embedder_dir)?;
+        Self::new(embedder, file).map_err(|reason| RouterError::corrupt(router_file, "router file", reason))
+    }
+
+    /// Loads [`default_router_path`] and the installed encoder.
+    pub fn load_default() -> Result<Self> {
+        Self::load(&default_router_path(), &crate::models::default_embedder_dir())
+    }
+
+    /// A router from parts; fails when the file's vector length is not the encoder's.
+    pub fn new(embedder: Embedder, file: RouterFile) -> std::result::Result<Self, String> {
+        if file.dim != embedder.dim() {
+            return Err(format!("trained on {}-d vectors, the encoder makes {}-d", file.dim, embedder.dim()));
+        }
+        Ok(Self { embedder, file, active: AtomicUsize::new(0), capacity: DEFAULT_CAPACITY })
+    }
+
+    /// The encoder.
+    pub fn embedder(&self) -> &Embedder {
+        &self.embedder
+    }
+
+    /// The router file's contents.
+    pub fn file(&self) -> &RouterFile {
+        &self.file
+    }
+
+    /// Classifies a batch of queries (one encoder pass).
+    pub fn classify(&self, queries: &[&str]) -> Result<Vec<Classification>> {
+        if queries.iter().any(|q| q.trim().is_empty()) {
+            return Err(RouterError::EmptyQuery);
+        }
+        let c = &self.file.classifier;
+        Ok(self
+            .embedder
+            .embed(queries)?
+            .into_iter()
+            .map(|e| Classification {
+                category: c.category.predict(&e.vector),
+                difficulty: c.difficulty.predict(&e.vector),
+                query_tokens: e.tokens,
+                truncated: e.truncated,
+            })
+            .collect())
+    }
+
+    /// Embeds, classifies and allocates one query under `budget` tokens at `load`.
+    pub fn route(&self, query: &str, budget: u64, load: f64) -> Result<Decision> {
+        let start = Instant::now();
+        let c = self.classify(&[query])?.pop().ok_or(RouterError::EmptyQuery)?;
+        let allocation = self.file.allocator.allocate(&c.category.label, &c.difficulty.label, budget, load);
+        Ok(Decision {
+            category: c.category.label,
+            category_probability: c.category.probability,
+            difficulty: c.difficulty.label,
+            difficulty_probability: c.difficulty.probability,
+            query_tokens: c.query_tokens,
+            truncated: c.truncated,
+            window: self.embedder.window(),
+            request_budget: budget,
+            load,
+            allocation,
+            route_ms: start.elapsed().as_secs_f64() * 1e3,
+        })
+    }
+
+    /// The share of capacity busy with other `auto` searches, in [0, 1].
+    pub fn current_load(&self) -> f64 {
+        (self.active.load(Ordering::Relaxed) as f64 / self.capacity.max(1) as f64).min(1.0)
+    }
+
+    /// Counts a search in flight until the guard drops.
+    pub(crate) fn enter(self: &Arc<Self>) -> InFlight {
+        self.active.fetch_add(1, Ordering::Relaxed);
+        InFlight(Arc::clone(self))
+    }
+}
+
+/// One `auto` search in flight (see [`Router::current_load`]).
+pub(crate) struct InFlight(Arc<Router>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.active.fetch_sub(1, Ordering::Relaxed);
+    }
+}

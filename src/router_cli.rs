@@ -1,0 +1,177 @@
+//! `ponder router …`: train, evaluate, calibrate, try and benchmark the semantic router.
+
+use std::path::PathBuf;
+
+use anyhow::Context as _;
+use clap::{Args, Subcommand};
+use ponder::router::{self, CalibrationTable, Router, RouterFile, TrainOptions};
+
+#[derive(Args)]
+pub(crate) struct RouterArgs {
+    #[command(subcommand)]
+    command: RouterCommand,
+}
+
+#[derive(Subcommand)]
+enum RouterCommand {
+    /// Train the classifier on a labelled set, report held-out accuracy, write a router file.
+    Train {
+        /// JSONL of {"query", "category", "difficulty"}.
+        #[arg(long, default_value = "data/router/labelled.jsonl")]
+        data: PathBuf,
+        /// The router file to write.
+        #[arg(long, default_value = router::file::DEFAULT_ROUTER)]
+        out: PathBuf,
+        /// Calibration table JSON (`ponder router calibrate` writes it).
+        #[arg(long, default_value = "data/router/calibration.json")]
+        calibration: PathBuf,
+        /// Share of each (category, difficulty) cell held out for evaluation.
+        #[arg(long, default_value_t = 0.2)]
+        holdout: f64,
+        /// Seed of the split.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// The sentence encoder [default: the installed all-MiniLM-L6-v2].
+        #[arg(long)]
+        embedder: Option<PathBuf>,
+    },
+    /// Evaluate a router file on a labelled set (the held-out split with --heldout).
+    Eval {
+        /// JSONL of {"query", "category", "difficulty"}.
+        #[arg(long, default_value = "data/router/labelled.jsonl")]
+        data: PathBuf,
+        /// The router file [default: the shipped one].
+        #[arg(long, env = "PONDER_ROUTER")]
+        router: Option<PathBuf>,
+        /// Only the held-out split `train` used (same --holdout and --seed).
+        #[arg(long)]
+        heldout: bool,
+        /// Held-out share.
+        #[arg(long, default_value_t = 0.2)]
+        holdout: f64,
+        /// Seed of the split.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+    },
+    /// Put a `ponder bench strategies` JSON table into the calibration table for a difficulty.
+    Calibrate {
+        /// The bench JSON output.
+        #[arg(long)]
+        bench: PathBuf,
+        /// Difficulty of the bench's problem set.
+        #[arg(long)]
+        difficulty: String,
+        /// Calibration table to update (created if missing).
+        #[arg(long, default_value = "data/router/calibration.json")]
+        table: PathBuf,
+        /// Provenance note stored with each row.
+        #[arg(long, default_value = "ponder bench strategies")]
+        source: String,
+    },
+    /// Route one query and print the decision as JSON.
+    Route {
+        /// The query.
+        #[arg(long)]
+        query: String,
+        /// The request's budget.
+        #[arg(long, default_value_t = 2048)]
+        budget: u64,
+        /// Server load in [0, 1].
+        #[arg(long, default_value_t = 0.0)]
+        load: f64,
+        /// The router file [default: the shipped one].
+        #[arg(long, env = "PONDER_ROUTER")]
+        router: Option<PathBuf>,
+    },
+    /// Routing latency per query (embed + classify + allocate), as JSON.
+    Bench {
+        /// Queries (JSONL with a `query` field).
+        #[arg(long, default_value = "data/router/labelled.jsonl")]
+        data: PathBuf,
+        /// Timed passes.
+        #[arg(long, default_value_t = 3)]
+        repeat: usize,
+        /// Batch size of the batched baseline.
+        #[arg(long, default_value_t = 32)]
+        batch: usize,
+        /// The router file [default: the shipped one].
+        #[arg(long, env = "PONDER_ROUTER")]
+        router: Option<PathBuf>,
+    },
+}
+
+fn load_router(path: Option<PathBuf>) -> anyhow::Result<Router> {
+    let path = path.unwrap_or_else(router::default_router_path);
+    Ok(Router::load(&path, &ponder::models::default_embedder_dir())?)
+}
+
+pub(crate) fn run(args: RouterArgs) -> anyhow::Result<()> {
+    match args.command {
+        RouterCommand::Train { data, out, calibration, holdout, seed, embedder } => {
+            let examples = router::data::load_labelled(&data)?;
+            let table: CalibrationTable = if calibration.is_file() {
+                let text = std::fs::read_to_string(&calibration).with_context(|| format!("reading {}", calibration.display()))?;
+                serde_json::from_str(&text).with_context(|| format!("{} is not a calibration table", calibration.display()))?
+            } else {
+                eprintln!("note: {} not found; the router file gets an empty calibration table", calibration.display());
+                CalibrationTable::default()
+            };
+            let dir = embedder.unwrap_or_else(ponder::models::default_embedder_dir);
+            let encoder = router::Embedder::load(&dir)?;
+            let (classifier, evaluation) = router::train::train_and_evaluate(&encoder, &examples, holdout, seed, &TrainOptions::default())?;
+            print_evaluation(&evaluation);
+            let file = RouterFile {
+                format: router::file::FORMAT,
+                embedder: router::embed::MODEL_NAME.into(),
+                dim: encoder.dim(),
+                classifier,
+                allocator: router::Allocator { table, config: Default::default() },
+                evaluation: Some(evaluation),
+            };
+            file.save(&out)?;
+            println!("wrote {}", out.display());
+        }
+        RouterCommand::Eval { data, router: path, heldout, holdout, seed } => {
+            let r = load_router(path)?;
+            let mut examples = router::data::load_labelled(&data)?;
+            if heldout {
+                examples = router::data::split(&examples, holdout, seed).1;
+            }
+            let (category, difficulty) = router::train::evaluate(r.embedder(), &r.file().classifier, &examples)?;
+            println!("examples: {}", examples.len());
+            println!("category accuracy: {:.3}\n\n{}", category.accuracy(), category.markdown());
+            println!("difficulty accuracy: {:.3}\n\n{}", difficulty.accuracy(), difficulty.markdown());
+        }
+        RouterCommand::Calibrate { bench, difficulty, table: path, source } => {
+            let mut table: CalibrationTable = match std::fs::read_to_string(&path) {
+                Ok(text) => serde_json::from_str(&text).with_context(|| format!("{} is not a calibration table", path.display()))?,
+                Err(_) => CalibrationTable::default(),
+            };
+            let n = router::calibrate::merge_bench(&mut table, &bench, &difficulty, &source)?;
+            std::fs::write(&path, serde_json::to_string_pretty(&table)? + "\n").with_context(|| format!("writing {}", path.display()))?;
+            println!("{n} rows for {difficulty} written to {}", path.display());
+        }
+        RouterCommand::Route { query, budget, load, router: path } => {
+            let r = load_router(path)?;
+            println!("{}", serde_json::to_string_pretty(&r.route(&query, budget, load)?)?);
+        }
+        RouterCommand::Bench { data, repeat, batch, router: path } => {
+            let start = std::time::Instant::now();
+            let r = load_router(path)?;
+            let load_ms = start.elapsed().as_secs_f64() * 1e3;
+            let examples = router::data::load_labelled(&data)?;
+            let queries: Vec<&str> = examples.iter().map(|e| e.query.as_str()).collect();
+            let report = router::bench::bench_router(&r, &queries, repeat, batch)?;
+            let mut json = serde_json::to_value(&report)?;
+            json["load_ms"] = serde_json::json!(load_ms);
+            println!("{}", serde_json::to_string_pretty(&json)?);
+        }
+    }
+    Ok(())
+}
+
+fn print_evaluation(e: &router::train::Evaluation) {
+    println!("train examples: {}, held out: {}", e.train_examples, e.heldout_examples);
+    println!("held-out category accuracy: {:.3}\n\n{}", e.category_accuracy, e.category.markdown());
+    println!("held-out difficulty accuracy: {:.3}\n\n{}", e.difficulty_accuracy, e.difficulty.markdown());
+}

@@ -81,4 +81,46 @@ __device__ __forceinline__ int64_t kv_offset(const uint32_t* table, uint32_t pos
   return (int64_t)((slot * g.num_kv_heads + kvh) * g.head_dim);
 }
 
+// `N` consecutive KV elements at `p` widened to f32, loaded as 16-, 8-, 4- or 2-byte vectors.
+// `p` must be aligned to `N * sizeof(T)` bytes (up to 16): the launchers pick the vector
+// paths only when `head_dim % N == 0`, so every head vector, and each lane's `N`-element
+// slice of it, starts on such a boundary (device allocations are 256-byte aligned).
+template <typename T, int N>
+__device__ __forceinline__ void load_vec(const T* __restrict__ p, float* out) {
+  constexpr int BYTES = N * (int)sizeof(T);
+  if constexpr (BYTES >= 16) {
+    constexpr int PER = 16 / (int)sizeof(T);
+#pragma unroll
+    for (int c = 0; c < BYTES / 16; ++c) {
+      const uint4 raw = reinterpret_cast<const uint4*>(p)[c];
+      const T* e = reinterpret_cast<const T*>(&raw);
+#pragma unroll
+      for (int i = 0; i < PER; ++i) out[c * PER + i] = to_f32(e[i]);
+    }
+  } else if constexpr (BYTES == 8) {
+    const uint2 raw = *reinterpret_cast<const uint2*>(p);
+    const T* e = reinterpret_cast<const T*>(&raw);
+#pragma unroll
+    for (int i = 0; i < N; ++i) out[i] = to_f32(e[i]);
+  } else if constexpr (BYTES == 4) {
+    const uint32_t raw = *reinterpret_cast<const uint32_t*>(p);
+    const T* e = reinterpret_cast<const T*>(&raw);
+#pragma unroll
+    for (int i = 0; i < N; ++i) out[i] = to_f32(e[i]);
+  } else {
+    out[0] = to_f32(p[0]);
+  }
+}
+
+// Per-row metadata of an attention plan (`cuda/plan.rs`, `RowMeta`): the row's block table at
+// `tables + table`, its own keys `[begin, end)` (after its group's prefix; `end = pos + 1`),
+// and `pre`, the number of prefix-state slots the cascade kernel wrote for it (0 outside
+// every group).
+struct RowMeta {
+  uint32_t table;
+  uint32_t begin;
+  uint32_t end;
+  uint32_t pre;
+};
+
 }  // namespace ponder

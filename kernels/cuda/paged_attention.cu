@@ -1,24 +1,34 @@
 // Paged decode attention, flash-decoding style (Dao et al. 2023; vLLM's PagedAttention layout,
-// Kwon et al. 2023), and the log-sum-exp merge of partial softmax states.
+// Kwon et al. 2023), with the log-sum-exp merge of all partial softmax states fused in: the
+// last split of a row to finish merges (the "last block" reduction of CUDA's
+// threadFenceReduction sample), so a step is one launch, or two with a cascade prefix.
 //
 // Layout (as `ponder_kernels::attention::PagedKv`): K and V are `[num_blocks, block_size,
-// num_kv_heads, head_dim]` of f32, f16 or bf16; query rows `q` are f32 `[rows, num_heads,
-// head_dim]`. Row r reads its sequence's block table at `tables + row_table[r]` and attends to
-// key positions `[row_begin[r], row_end[r])` (causal decode: `row_end = pos + 1`; a cascade
-// member's suffix starts at its group's prefix length). Query head h reads KV head
+// num_kv_heads, head_dim]` of f32, f16 or bf16; query rows `q` and the output are f32
+// `[rows, num_heads, head_dim]`. Row r's `RowMeta` (common.cuh) names its block table and its
+// own key range `[begin, end)` (causal decode: `end = pos + 1`; a cascade member's range
+// starts at its group's prefix length). Query head h reads KV head
 // `h / (num_heads / num_kv_heads)` (GQA).
 //
-// `paged_partial_<dtype>_d<n>`: grid (rows, num_kv_heads * head_chunks, slots). CTA (r, y, s)
-// takes KV head y / head_chunks, up to G_MAX of its query heads (so K/V rows are loaded once
-// for the whole GQA group), and split s of the row's range: segment `begin / split + s`, where
-// segment j is positions `[j * split, (j + 1) * split)` (fixed by position, so a row's
-// partials never depend on the batch). Four warps stride over the split's tokens, each keeping
-// an online-softmax state per head with `n` dims per lane (head_dim <= 32 n); the warps' states
-// are merged in warp order and written, unnormalised, as slot s of
-// `part_{m,l,acc}[row, head, slot]`. A split past the row's range writes the empty state.
+// `paged_partial_<dtype>_d<n>[_v]`: grid (rows, num_kv_heads * head_chunks, slots), 128
+// threads. CTA (r, y, s) takes KV head y / head_chunks, up to G_MAX of its query heads (so K/V
+// rows are loaded once for the whole GQA group), and split s of the row's range: segment
+// `begin / split + s`, where segment j is positions `[j * split, (j + 1) * split)` (fixed by
+// position for a given plan). Four warps stride over the split's tokens, two tokens in flight
+// per warp when `n <= 4` (both tokens' table lookups and K/V loads issued before either is
+// used), each warp keeping an online-softmax state per head with `n` dims per lane
+// (head_dim <= 32 n). Lane l holds dims `l + 32 i` (scalar loads), or, in the `_v` kernels
+// (head_dim % n == 0), dims `l n .. l n + n` loaded as one vector (8 bytes per lane for bf16
+// at head_dim 128). The warps' states are merged in warp order and written, unnormalised, as
+// slot s of `part_{m,l,acc}[row, head, slot]`; a split past the row's range writes the empty
+// state.
 //
-// `attention_merge`: one CTA per (row, head) merges the row's prefix slots (cascade; see
-// cascade_attention.cu) and then its suffix slots in slot order, and writes `acc / l`.
+// Fused merge: with one slot the CTA merges at once; otherwise it bumps
+// `counters[row, y]` after a fence and the CTA that brings it to `slots` merges (and resets
+// the counter to 0 for the plan's next launch). The merge reads, per (row, head), the row's
+// `pre` prefix states (`pre_*[row, head, 0..pre]`, written by `cascade_prefix_*`, launched
+// before on the same stream), then its suffix slots in slot order, and writes `acc / l`. The
+// slots are always read in the same order whichever CTA merges, so results are deterministic.
 //
 // CPU reference: `ponder_kernels::attention::{paged_attention, cascade_attention}`, and
 // `attention_reference` (plain softmax over gathered KV) for both.
@@ -35,20 +45,75 @@ struct AttnArgs {
   uint32_t split_tokens;
   uint32_t slots;
   float scale;
+  uint32_t pre_slots;
 };
 
-template <typename T, int DPL>
+// Lane `lane`'s `DPL` elements of the head vector at `p`: dims `lane + 32 i`, or with `VEC`
+// dims `lane * DPL + i`; 0 past `hd`.
+template <typename T, int DPL, bool VEC>
+__device__ __forceinline__ void load_lane(const T* __restrict__ p, int lane, uint32_t hd,
+                                          float* out) {
+  if constexpr (VEC) {
+    const uint32_t d0 = (uint32_t)lane * DPL;
+    if (d0 < hd) {
+      load_vec<T, DPL>(p + d0, out);
+    } else {
+#pragma unroll
+      for (int i = 0; i < DPL; ++i) out[i] = 0.0f;
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < DPL; ++i) {
+      const uint32_t d = lane + WARP * i;
+      out[i] = d < hd ? to_f32(p[d]) : 0.0f;
+    }
+  }
+}
+
+// Merges (row, head)'s prefix and suffix states, dims `d`, into `out` (module docs). Reads go
+// through L2 (`__ldcg`): other CTAs wrote the suffix slots during this launch.
+__device__ __forceinline__ void merge_into_out(const float* pre_m, const float* pre_l,
+                                               const float* pre_acc, uint32_t n_pre,
+                                               uint32_t pre_slots, const float* suf_m,
+                                               const float* suf_l, const float* suf_acc,
+                                               uint32_t slots, size_t rh, uint32_t d,
+                                               uint32_t hd, float* out) {
+  float mx = -INFINITY;
+  for (uint32_t s = 0; s < n_pre; ++s) mx = fmaxf(mx, __ldcg(pre_m + rh * pre_slots + s));
+  for (uint32_t s = 0; s < slots; ++s) mx = fmaxf(mx, __ldcg(suf_m + rh * slots + s));
+  float sum = 0.0f;
+  float acc = 0.0f;
+  for (uint32_t s = 0; s < n_pre; ++s) {
+    const size_t i = rh * pre_slots + s;
+    const float m = __ldcg(pre_m + i);
+    const float wt = m == -INFINITY ? 0.0f : expf(m - mx);
+    sum += __ldcg(pre_l + i) * wt;
+    acc += __ldcg(pre_acc + i * hd + d) * wt;
+  }
+  for (uint32_t s = 0; s < slots; ++s) {
+    const size_t i = rh * slots + s;
+    const float m = __ldcg(suf_m + i);
+    const float wt = m == -INFINITY ? 0.0f : expf(m - mx);
+    sum += __ldcg(suf_l + i) * wt;
+    acc += __ldcg(suf_acc + i * hd + d) * wt;
+  }
+  out[rh * hd + d] = acc / sum;
+}
+
+template <typename T, int DPL, bool VEC>
 __device__ void paged_partial(const float* __restrict__ q, const T* __restrict__ k,
                               const T* __restrict__ v, const uint32_t* __restrict__ tables,
-                              const uint32_t* __restrict__ row_table,
-                              const uint32_t* __restrict__ row_begin,
-                              const uint32_t* __restrict__ row_end, float* __restrict__ part_m,
-                              float* __restrict__ part_l, float* __restrict__ part_acc,
-                              AttnArgs a) {
+                              const RowMeta* __restrict__ meta, const float* pre_m,
+                              const float* pre_l, const float* pre_acc, float* part_m,
+                              float* part_l, float* part_acc, uint32_t* counters,
+                              float* __restrict__ out, AttnArgs a) {
+  // Two tokens in flight per warp when the registers allow (DPL <= 4).
+  constexpr int U = DPL <= 4 ? 2 : 1;
   __shared__ float sm_m[NWARPS][G_MAX];
   __shared__ float sm_l[NWARPS][G_MAX];
   __shared__ float sm_acc[NWARPS][G_MAX][DPL * WARP];
   __shared__ int sm_bad;
+  __shared__ int sm_last;
 
   const uint32_t row = blockIdx.x;
   const uint32_t group = a.num_heads / a.g.num_kv_heads;
@@ -57,12 +122,11 @@ __device__ void paged_partial(const float* __restrict__ q, const T* __restrict__
   const uint32_t h0 = kvh * group + (blockIdx.y % chunks) * G_MAX;
   const uint32_t nh = min((uint32_t)G_MAX, kvh * group + group - h0);
   const uint32_t hd = a.g.head_dim;
-  const uint32_t begin = row_begin[row];
-  const uint32_t end = row_end[row];
-  const uint32_t seg = begin / a.split_tokens + blockIdx.z;
-  const uint32_t lo = max(begin, seg * a.split_tokens);
-  const uint32_t hi = min(end, (seg + 1) * a.split_tokens);
-  const uint32_t* table = tables + row_table[row];
+  const RowMeta rm = meta[row];
+  const uint32_t seg = rm.begin / a.split_tokens + blockIdx.z;
+  const uint32_t lo = max(rm.begin, seg * a.split_tokens);
+  const uint32_t hi = min(rm.end, (seg + 1) * a.split_tokens);
+  const uint32_t* table = tables + rm.table;
   const int warp = threadIdx.x / WARP;
   const int lane = threadIdx.x % WARP;
   if (threadIdx.x == 0) sm_bad = 0;
@@ -76,42 +140,48 @@ __device__ void paged_partial(const float* __restrict__ q, const T* __restrict__
     m[g] = -INFINITY;
     l[g] = 0.0f;
 #pragma unroll
-    for (int i = 0; i < DPL; ++i) {
-      const uint32_t d = lane + WARP * i;
-      const bool live = g < (int)nh && d < hd;
-      qr[g][i] = live ? q[((size_t)row * a.num_heads + h0 + g) * hd + d] : 0.0f;
-      acc[g][i] = 0.0f;
+    for (int i = 0; i < DPL; ++i) acc[g][i] = 0.0f;
+    if (g < (int)nh) {
+      load_lane<float, DPL, VEC>(q + ((size_t)row * a.num_heads + h0 + g) * hd, lane, hd, qr[g]);
+    } else {
+#pragma unroll
+      for (int i = 0; i < DPL; ++i) qr[g][i] = 0.0f;
     }
   }
   bool bad = false;
-  for (uint32_t t = lo + warp; t < hi; t += NWARPS) {
-    const int64_t off = kv_offset(table, t, kvh, a.g);
-    if (off < 0) {
-      bad = true;
-      continue;
+  for (uint32_t t0 = lo + warp; t0 < hi; t0 += U * NWARPS) {
+    // Issue every load of the U tokens first, then fold them in position order.
+    float kr[U][DPL];
+    float vr[U][DPL];
+    int64_t off[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const uint32_t t = t0 + u * NWARPS;
+      off[u] = t < hi ? kv_offset(table, t, kvh, a.g) : -2;
+      if (off[u] >= 0) {
+        load_lane<T, DPL, VEC>(k + off[u], lane, hd, kr[u]);
+        load_lane<T, DPL, VEC>(v + off[u], lane, hd, vr[u]);
+      }
     }
-    float kr[DPL];
-    float vr[DPL];
 #pragma unroll
-    for (int i = 0; i < DPL; ++i) {
-      const uint32_t d = lane + WARP * i;
-      kr[i] = d < hd ? to_f32(k[off + d]) : 0.0f;
-      vr[i] = d < hd ? to_f32(v[off + d]) : 0.0f;
-    }
+    for (int u = 0; u < U; ++u) {
+      if (off[u] == -1) bad = true;
+      if (off[u] < 0) continue;
 #pragma unroll
-    for (int g = 0; g < G_MAX; ++g) {
-      if (g >= (int)nh) break;
-      float s = 0.0f;
+      for (int g = 0; g < G_MAX; ++g) {
+        if (g >= (int)nh) break;
+        float s = 0.0f;
 #pragma unroll
-      for (int i = 0; i < DPL; ++i) s += qr[g][i] * kr[i];
-      s = warp_sum(s) * a.scale;
-      const float m_new = fmaxf(m[g], s);
-      const float alpha = expf(m[g] - m_new);
-      const float p = expf(s - m_new);
-      l[g] = l[g] * alpha + p;
+        for (int i = 0; i < DPL; ++i) s += qr[g][i] * kr[u][i];
+        s = warp_sum(s) * a.scale;
+        const float m_new = fmaxf(m[g], s);
+        const float alpha = expf(m[g] - m_new);
+        const float p = expf(s - m_new);
+        l[g] = l[g] * alpha + p;
 #pragma unroll
-      for (int i = 0; i < DPL; ++i) acc[g][i] = acc[g][i] * alpha + p * vr[i];
-      m[g] = m_new;
+        for (int i = 0; i < DPL; ++i) acc[g][i] = acc[g][i] * alpha + p * vr[u][i];
+        m[g] = m_new;
+      }
     }
   }
   __syncthreads();
@@ -123,7 +193,10 @@ __device__ void paged_partial(const float* __restrict__ q, const T* __restrict__
       sm_l[warp][g] = l[g];
     }
 #pragma unroll
-    for (int i = 0; i < DPL; ++i) sm_acc[warp][g][lane + WARP * i] = acc[g][i];
+    for (int i = 0; i < DPL; ++i) {
+      const int d = VEC ? lane * DPL + i : lane + WARP * i;
+      sm_acc[warp][g][d] = acc[g][i];
+    }
   }
   __syncthreads();
   const float nan = __int_as_float(0x7fc00000);
@@ -134,77 +207,64 @@ __device__ void paged_partial(const float* __restrict__ q, const T* __restrict__
 #pragma unroll
     for (int w = 0; w < NWARPS; ++w) mx = fmaxf(mx, sm_m[w][g]);
     float sum = 0.0f;
-    float out = 0.0f;
+    float o = 0.0f;
 #pragma unroll
     for (int w = 0; w < NWARPS; ++w) {
       const float wt = sm_m[w][g] == -INFINITY ? 0.0f : expf(sm_m[w][g] - mx);
       sum += sm_l[w][g] * wt;
-      out += sm_acc[w][g][d] * wt;
+      o += sm_acc[w][g][d] * wt;
     }
     const size_t slot = ((size_t)row * a.num_heads + h0 + g) * a.slots + blockIdx.z;
-    part_acc[slot * hd + d] = sm_bad ? nan : out;
+    part_acc[slot * hd + d] = sm_bad ? nan : o;
     if (d == 0) {
       part_m[slot] = mx;
       part_l[slot] = sm_bad ? nan : sum;
     }
   }
+
+  // Fused merge: the last of the row's `slots` CTAs for these heads merges them all.
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int last = 1;
+    if (a.slots > 1) {
+      uint32_t* c = counters + (size_t)row * gridDim.y + blockIdx.y;
+      last = atomicAdd(c, 1u) == a.slots - 1;
+      if (last) *c = 0;
+    }
+    sm_last = last;
+  }
+  __syncthreads();
+  if (!sm_last) return;
+  __threadfence();
+  for (uint32_t idx = threadIdx.x; idx < nh * hd; idx += blockDim.x) {
+    const size_t rh = (size_t)row * a.num_heads + h0 + idx / hd;
+    merge_into_out(pre_m, pre_l, pre_acc, rm.pre, a.pre_slots, part_m, part_l, part_acc,
+                   a.slots, rh, idx % hd, hd, out);
+  }
 }
 
 }  // namespace ponder
 
-#define PONDER_PAGED_PARTIAL(NAME, T, DPL)                                                   \
+#define PONDER_PAGED_PARTIAL(NAME, T, DPL, VEC)                                              \
   extern "C" __global__ void __launch_bounds__(ponder::NWARPS * ponder::WARP) NAME(          \
       const float* q, const T* k, const T* v, const uint32_t* tables,                        \
-      const uint32_t* row_table, const uint32_t* row_begin, const uint32_t* row_end,         \
-      float* part_m, float* part_l, float* part_acc, ponder::AttnArgs a) {                    \
-    ponder::paged_partial<T, DPL>(q, k, v, tables, row_table, row_begin, row_end, part_m,    \
-                                  part_l, part_acc, a);                                      \
+      const ponder::RowMeta* meta, const float* pre_m, const float* pre_l,                   \
+      const float* pre_acc, float* part_m, float* part_l, float* part_acc,                   \
+      uint32_t* counters, float* out, ponder::AttnArgs a) {                                  \
+    ponder::paged_partial<T, DPL, VEC>(q, k, v, tables, meta, pre_m, pre_l, pre_acc, part_m, \
+                                       part_l, part_acc, counters, out, a);                  \
   }
 
-#define PONDER_PAGED_PARTIAL_ALL(DTYPE, T)                 \
-  PONDER_PAGED_PARTIAL(paged_partial_##DTYPE##_d1, T, 1)   \
-  PONDER_PAGED_PARTIAL(paged_partial_##DTYPE##_d2, T, 2)   \
-  PONDER_PAGED_PARTIAL(paged_partial_##DTYPE##_d4, T, 4)   \
-  PONDER_PAGED_PARTIAL(paged_partial_##DTYPE##_d8, T, 8)
+#define PONDER_PAGED_PARTIAL_ALL(DTYPE, T)                             \
+  PONDER_PAGED_PARTIAL(paged_partial_##DTYPE##_d1, T, 1, false)        \
+  PONDER_PAGED_PARTIAL(paged_partial_##DTYPE##_d2, T, 2, false)        \
+  PONDER_PAGED_PARTIAL(paged_partial_##DTYPE##_d4, T, 4, false)        \
+  PONDER_PAGED_PARTIAL(paged_partial_##DTYPE##_d8, T, 8, false)        \
+  PONDER_PAGED_PARTIAL(paged_partial_##DTYPE##_d2_v, T, 2, true)       \
+  PONDER_PAGED_PARTIAL(paged_partial_##DTYPE##_d4_v, T, 4, true)       \
+  PONDER_PAGED_PARTIAL(paged_partial_##DTYPE##_d8_v, T, 8, true)
 
 PONDER_PAGED_PARTIAL_ALL(f32, float)
 PONDER_PAGED_PARTIAL_ALL(f16, __half)
 PONDER_PAGED_PARTIAL_ALL(bf16, __nv_bfloat16)
-
-// Merges, per (row, head), the row's prefix slots (`row_pre[row]` says whether it has any;
-// `pre_slots` of them) and then its `suf_slots` suffix slots, in slot order, and writes the
-// normalised output `[rows, num_heads, head_dim]`. Grid (rows, num_heads).
-extern "C" __global__ void attention_merge(const float* __restrict__ pre_m,
-                                           const float* __restrict__ pre_l,
-                                           const float* __restrict__ pre_acc,
-                                           const uint32_t* __restrict__ row_pre,
-                                           uint32_t pre_slots, const float* __restrict__ suf_m,
-                                           const float* __restrict__ suf_l,
-                                           const float* __restrict__ suf_acc, uint32_t suf_slots,
-                                           float* __restrict__ out, uint32_t num_heads,
-                                           uint32_t head_dim) {
-  const uint32_t row = blockIdx.x;
-  const uint32_t head = blockIdx.y;
-  const size_t rh = (size_t)row * num_heads + head;
-  const uint32_t n_pre = row_pre[row] ? pre_slots : 0;
-  float mx = -INFINITY;
-  for (uint32_t s = 0; s < n_pre; ++s) mx = fmaxf(mx, pre_m[rh * pre_slots + s]);
-  for (uint32_t s = 0; s < suf_slots; ++s) mx = fmaxf(mx, suf_m[rh * suf_slots + s]);
-  for (uint32_t d = threadIdx.x; d < head_dim; d += blockDim.x) {
-    float sum = 0.0f;
-    float acc = 0.0f;
-    for (uint32_t s = 0; s < n_pre; ++s) {
-      const size_t i = rh * pre_slots + s;
-      const float wt = pre_m[i] == -INFINITY ? 0.0f : expf(pre_m[i] - mx);
-      sum += pre_l[i] * wt;
-      acc += pre_acc[i * head_dim + d] * wt;
-    }
-    for (uint32_t s = 0; s < suf_slots; ++s) {
-      const size_t i = rh * suf_slots + s;
-      const float wt = suf_m[i] == -INFINITY ? 0.0f : expf(suf_m[i] - mx);
-      sum += suf_l[i] * wt;
-      acc += suf_acc[i * head_dim + d] * wt;
-    }
-    out[rh * head_dim + d] = acc / sum;
-  }
-}

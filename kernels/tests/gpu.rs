@@ -8,12 +8,13 @@
 //! its summary. Without a GPU or driver each test prints why and passes (nothing to check);
 //! `gpu-check.sh` reports that as "skipped", never as parity.
 
-use std::time::Instant;
+use std::sync::mpsc::{channel, Receiver, Sender};
+use std::time::{Duration, Instant};
 
 use half::{bf16, f16};
-use ponder_kernels::attention::{paged_attention, AttentionParams, PrefixGroup, SPLIT_TOKENS};
-use ponder_kernels::cuda::cudarc::driver::{CudaSlice, DeviceRepr};
-use ponder_kernels::cuda::{CudaError, CudaKernels, CudaPagedKv, SeqSpan};
+use ponder_kernels::attention::{paged_attention, AttentionParams, PrefixGroup};
+use ponder_kernels::cuda::cudarc::driver::{result, sys, CudaSlice, DeviceRepr};
+use ponder_kernels::cuda::{CudaError, CudaKernels, CudaPagedKv, Grouping, SeqSpan};
 use ponder_kernels::kv::{append, copy_blocks, KvElem, KvLayout};
 use ponder_kernels::sampling::{sample, SampleRequest, SamplingConfig, SamplingError};
 use rand::seq::SliceRandom;
@@ -110,7 +111,10 @@ fn spans(f: &Fixture) -> Vec<SeqSpan<'_>> {
         .collect()
 }
 
-/// (max error of auto / explicit / ungrouped GPU attention against the reference).
+/// Max error of GPU attention against the reference, over every way of calling it: auto
+/// grouping (one-shot), explicit groups, ungrouped, and plans (every shared run grouped; none)
+/// launched for three "layers" each (the cache, the cache with K and V swapped, the cache
+/// again), which checks that a plan's scratch and merge counters are reusable run after run.
 fn attention_case<T: KvElem + DeviceRepr>(
     kern: &CudaKernels,
     f: &mut Fixture,
@@ -118,6 +122,9 @@ fn attention_case<T: KvElem + DeviceRepr>(
 ) -> f32 {
     round_kv::<T>(f);
     let want = f.reference();
+    std::mem::swap(&mut f.k, &mut f.v);
+    let want_swapped = f.reference();
+    std::mem::swap(&mut f.k, &mut f.v);
     let d = upload::<T>(kern, f);
     let kv = CudaPagedKv {
         k: &d.k,
@@ -126,23 +133,39 @@ fn attention_case<T: KvElem + DeviceRepr>(
         num_kv_heads: f.num_kv_heads,
         head_dim: f.head_dim,
     };
+    let swapped = CudaPagedKv {
+        k: &d.v,
+        v: &d.k,
+        ..kv
+    };
     let (sp, p) = (spans(f), f.params());
     let s = kern.stream();
-    let mut worst = 0f32;
-    for mode in 0..3 {
-        let mut out = check(
+    let alloc = || {
+        check(
             s.alloc_zeros::<f32>(f.out_len()).map_err(CudaError::from),
             "alloc out",
-        );
+        )
+    };
+    let download =
+        |out: &CudaSlice<f32>| check(s.clone_dtoh(out).map_err(CudaError::from), "download out");
+    let mut cpu = vec![0f32; f.out_len()];
+    let cpu_stats = paged_attention(&f.kv(), &f.queries(), &p, &mut cpu).expect("cpu");
+    let mut worst = 0f32;
+    for mode in 0..3 {
+        let mut out = alloc();
         match mode {
             0 => {
                 let stats = check(
                     kern.paged_attention(&kv, &d.q, &sp, &p, &mut out),
                     "paged_attention",
                 );
-                let mut cpu = vec![0f32; f.out_len()];
-                let cpu_stats = paged_attention(&f.kv(), &f.queries(), &p, &mut cpu).expect("cpu");
-                assert_eq!(stats, cpu_stats, "block-load stats differ from the CPU's");
+                // Auto may decline groups that would not pay: it saves at most the CPU's
+                // loads, and counts the same blocks in all.
+                assert!(stats.shared_block_reads_saved <= cpu_stats.shared_block_reads_saved);
+                assert_eq!(
+                    stats.kv_blocks_read + stats.shared_block_reads_saved,
+                    cpu_stats.kv_blocks_read + cpu_stats.shared_block_reads_saved
+                );
             }
             1 => check(
                 kern.cascade_attention(&kv, &d.q, &sp, groups, &p, &mut out),
@@ -153,8 +176,28 @@ fn attention_case<T: KvElem + DeviceRepr>(
                 "ungrouped",
             ),
         }
-        let got = check(s.clone_dtoh(&out).map_err(CudaError::from), "download out");
-        worst = worst.max(max_err(&got, &want));
+        worst = worst.max(max_err(&download(&out), &want));
+    }
+    for grouping in [Grouping::Always, Grouping::Off] {
+        let mut plan = check(
+            kern.plan_attention(&kv, &sp, &p, grouping),
+            "plan_attention",
+        );
+        if matches!(grouping, Grouping::Always) {
+            assert_eq!(
+                plan.stats(),
+                cpu_stats,
+                "block-load stats differ from the CPU's"
+            );
+        }
+        for (layer, want) in [(&kv, &want), (&swapped, &want_swapped), (&kv, &want)] {
+            let mut out = alloc();
+            check(
+                kern.run_attention(&mut plan, layer, &d.q, &mut out),
+                "run_attention",
+            );
+            worst = worst.max(max_err(&download(&out), want));
+        }
     }
     worst
 }
@@ -168,9 +211,14 @@ fn attention_all<T: KvElem + DeviceRepr>(kern: &CudaKernels, seed: u64) -> (f32,
         cases += 1;
     }
     // Decode steps the cascade exists for: 16 branches over a long prompt, two geometries.
-    for (geom, bs, prefix) in [((9, 3, 64), 16, 512), ((32, 8, 128), 16, 2048)] {
-        let mut f = Fixture::new(&mut rng, prefix / bs + 16 * 3 + 8, bs, geom);
-        let pre = f.blocks(prefix / bs);
+    // Head dim 256 takes the widest kernels (`paged_partial_*_d8_v`, `cascade_prefix_*_d256`).
+    for (geom, bs, prefix) in [
+        ((9, 3, 64), 16, 512),
+        ((32, 8, 128), 16, 2048),
+        ((8, 2, 256), 16, 520usize),
+    ] {
+        let mut f = Fixture::new(&mut rng, prefix.div_ceil(bs) + 16 * 3 + 8, bs, geom);
+        let pre = f.blocks(prefix.div_ceil(bs));
         let members: Vec<usize> = (0..16)
             .map(|b| f.add(&mut rng, &pre, prefix + 16 + b, 1))
             .collect();
@@ -194,7 +242,7 @@ fn gpu_attention_matches_cpu_reference() {
     let (bf16_err, _) = attention_all::<bf16>(&kern, 72);
     let worst = f32_err.max(f16_err).max(bf16_err);
     println!(
-        "GPU_CHECK {{\"test\": \"attention\", \"ok\": {}, \"cases_per_dtype\": {n}, \"modes\": [\"auto\", \"groups\", \"ungrouped\"], \"max_abs_err\": {{\"f32\": {f32_err:e}, \"f16\": {f16_err:e}, \"bf16\": {bf16_err:e}}}, \"tol\": {ATTN_TOL:e}}}",
+        "GPU_CHECK {{\"test\": \"attention\", \"ok\": {}, \"cases_per_dtype\": {n}, \"modes\": [\"auto\", \"groups\", \"ungrouped\", \"plan_reused\"], \"max_abs_err\": {{\"f32\": {f32_err:e}, \"f16\": {f16_err:e}, \"bf16\": {bf16_err:e}}}, \"tol\": {ATTN_TOL:e}}}",
         worst <= ATTN_TOL
     );
     assert!(
@@ -382,6 +430,33 @@ fn gpu_bad_arguments_are_typed_errors_before_launch() {
     assert!(kern
         .paged_attention(&kv, &d.q, &spans(&f), &params, &mut out)
         .is_err());
+    // A plan run with arguments of another shape is a typed error, not a launch.
+    let mut f = Fixture::new(&mut rng, 8, 4, (4, 2, 16));
+    f.add(&mut rng, &[], 5, 1);
+    let d = upload::<f32>(&kern, &f);
+    let kv = CudaPagedKv {
+        k: &d.k,
+        v: &d.v,
+        block_size: 4,
+        num_kv_heads: 2,
+        head_dim: 16,
+    };
+    let mut plan = check(
+        kern.plan_attention(&kv, &spans(&f), &f.params(), Grouping::Auto),
+        "plan",
+    );
+    let mut short = check(
+        kern.stream().alloc_zeros::<f32>(8).map_err(CudaError::from),
+        "alloc",
+    );
+    assert!(matches!(
+        kern.run_attention(&mut plan, &kv, &d.q, &mut short),
+        Err(CudaError::PlanMismatch {
+            arg: "out",
+            planned: 64,
+            got: 8
+        })
+    ));
     let layout = KvLayout {
         block_size: 4,
         num_kv_heads: 2,
@@ -394,8 +469,8 @@ fn gpu_bad_arguments_are_typed_errors_before_launch() {
     println!("GPU_CHECK {{\"test\": \"errors\", \"ok\": true}}");
 }
 
-/// Median microseconds of `iters` calls of `f` after a warm-up, timed around a stream sync.
-fn time_us(kern: &CudaKernels, iters: usize, mut f: impl FnMut()) -> f64 {
+/// Median host microseconds of `iters` calls of `f` after a warm-up, each followed by a sync.
+fn host_us(kern: &CudaKernels, iters: usize, mut f: impl FnMut()) -> f64 {
     f();
     check(kern.stream().synchronize().map_err(CudaError::from), "sync");
     let mut t: Vec<f64> = (0..iters)
@@ -410,22 +485,93 @@ fn time_us(kern: &CudaKernels, iters: usize, mut f: impl FnMut()) -> f64 {
     t[t.len() / 2]
 }
 
-/// Timing, not a check: one decode step of 16 branches sharing a prompt, with the prefix
-/// attended once (cascade) and by every branch (ungrouped). `gpu-check.sh` runs it.
+/// Holds the stream until the returned sender is sent to or dropped (or 30 s pass): a host
+/// callback queued on the stream that waits on a channel, as cudarc's own event tests do.
+#[allow(unsafe_code)]
+fn hold_stream(kern: &CudaKernels) -> Sender<()> {
+    unsafe extern "C" fn wait_for_release(data: *mut std::ffi::c_void) {
+        // SAFETY: `data` is the `Box<Receiver>` leaked below, handed to this callback alone;
+        // the callback makes no CUDA calls.
+        let receiver = unsafe { Box::from_raw(data.cast::<Receiver<()>>()) };
+        let _ = receiver.recv_timeout(Duration::from_secs(30));
+    }
+    let (release, receiver) = channel::<()>();
+    let receiver = Box::into_raw(Box::new(receiver));
+    check(
+        kern.context().bind_to_thread().map_err(CudaError::from),
+        "bind context",
+    );
+    // SAFETY: the stream is live for the call; the callback owns `receiver` from here on.
+    let launched = unsafe {
+        result::stream::launch_host_function(
+            kern.stream().cu_stream(),
+            wait_for_release,
+            receiver.cast(),
+        )
+    };
+    if let Err(e) = launched {
+        // SAFETY: a failed launch did not hand `receiver` to the callback.
+        unsafe { drop(Box::from_raw(receiver)) };
+        panic!("cuLaunchHostFunc: {e}");
+    }
+    release
+}
+
+/// GPU microseconds per call of `f` (CUDA events around `iters` calls after 10 warm-ups),
+/// every call queued while the stream is held, so the GPU runs them back to back and host
+/// launch overhead stays out of the measurement; and host microseconds per call to queue one.
+fn gpu_us(kern: &CudaKernels, iters: usize, mut f: impl FnMut()) -> (f64, f64) {
+    for _ in 0..10 {
+        f();
+    }
+    let ctx = kern.context();
+    let event = || {
+        check(
+            ctx.new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
+                .map_err(CudaError::from),
+            "event",
+        )
+    };
+    let (start, end) = (event(), event());
+    let release = hold_stream(kern);
+    check(
+        start.record(kern.stream()).map_err(CudaError::from),
+        "record",
+    );
+    let queued = Instant::now();
+    for _ in 0..iters {
+        f();
+    }
+    let queue_us = queued.elapsed().as_secs_f64() * 1e6 / iters as f64;
+    check(end.record(kern.stream()).map_err(CudaError::from), "record");
+    let _ = release.send(());
+    let ms = check(start.elapsed_ms(&end).map_err(CudaError::from), "elapsed");
+    (f64::from(ms) * 1e3 / iters as f64, queue_us)
+}
+
+/// Timing, not a check: one decode step of `branches` sequences sharing a prompt, bf16 KV.
+/// Per case: the host cost of planning (grouping, metadata upload, scratch), paid once per
+/// step; the GPU time of one run (one layer) with the prefix attended once (`cascade`: every
+/// shared run grouped), by every branch (`ungrouped`), and as `Grouping::Auto` chooses; the
+/// old one-shot call (plan + run + sync per call) for comparison with earlier reports; and
+/// the largest difference between the two paths' outputs. `gpu-check.sh` runs it.
 #[test]
 #[ignore = "timing; run by scripts/gpu-check.sh"]
 fn gpu_bench_shared_prefix_decode() {
+    const ITERS: usize = 200;
     let Some(kern) = kernels("bench") else { return };
     let mut rng = rng(99);
     let mut results = Vec::new();
-    for (name, geom, prefix) in [
-        ("smollm2-135m", (9, 3, 64), 512),
-        ("llama3-8b", (32, 8, 128), 4096),
+    for (name, geom, branches, prefix) in [
+        ("smollm2-135m", (9, 3, 64), 16, 512),
+        ("llama3-8b", (32, 8, 128), 16, 4096),
+        ("llama3-8b", (32, 8, 128), 64, 4096),
+        ("llama3-8b", (32, 8, 128), 64, 8192),
     ] {
         let bs = 16;
-        let mut f = Fixture::new(&mut rng, prefix / bs + 16 * 3 + 8, bs, geom);
+        let mut f = Fixture::new(&mut rng, prefix / bs + branches * 6 + 8, bs, geom);
         let pre = f.blocks(prefix / bs);
-        for b in 0..16 {
+        for b in 0..branches {
             f.add(&mut rng, &pre, prefix + 16 + b, 1);
         }
         let d = upload::<bf16>(&kern, &f);
@@ -437,31 +583,62 @@ fn gpu_bench_shared_prefix_decode() {
             head_dim: f.head_dim,
         };
         let (sp, p) = (spans(&f), f.params());
-        let mut out = check(
-            kern.stream()
-                .alloc_zeros::<f32>(f.out_len())
-                .map_err(CudaError::from),
-            "alloc",
-        );
-        let cascade = time_us(&kern, 50, || {
+        let alloc = || {
             check(
-                kern.paged_attention(&kv, &d.q, &sp, &p, &mut out),
-                "cascade",
+                kern.stream()
+                    .alloc_zeros::<f32>(f.out_len())
+                    .map_err(CudaError::from),
+                "alloc",
+            )
+        };
+        let plan = |g: Grouping<'_>| check(kern.plan_attention(&kv, &sp, &p, g), "plan");
+        let plan_us = host_us(&kern, 20, || drop(plan(Grouping::Always)));
+        let plan_off_us = host_us(&kern, 20, || drop(plan(Grouping::Off)));
+        let mut cascade = plan(Grouping::Always);
+        let mut flat = plan(Grouping::Off);
+        let mut auto = plan(Grouping::Auto);
+        let (mut out_c, mut out_f, mut out_a) = (alloc(), alloc(), alloc());
+        let (cascade_us, queue_us) = gpu_us(&kern, ITERS, || {
+            check(
+                kern.run_attention(&mut cascade, &kv, &d.q, &mut out_c),
+                "run",
             );
         });
-        let flat = time_us(&kern, 50, || {
+        let (flat_us, _) = gpu_us(&kern, ITERS, || {
+            check(kern.run_attention(&mut flat, &kv, &d.q, &mut out_f), "run");
+        });
+        let (auto_us, _) = gpu_us(&kern, ITERS, || {
+            check(kern.run_attention(&mut auto, &kv, &d.q, &mut out_a), "run");
+        });
+        let oneshot_us = host_us(&kern, 20, || {
             check(
-                kern.cascade_attention(&kv, &d.q, &sp, &[], &p, &mut out),
-                "ungrouped",
+                kern.paged_attention(&kv, &d.q, &sp, &p, &mut out_a),
+                "paged_attention",
             );
         });
+        let get = |out: &CudaSlice<f32>| {
+            check(
+                kern.stream().clone_dtoh(out).map_err(CudaError::from),
+                "download",
+            )
+        };
+        let diff = max_err(&get(&out_c), &get(&out_f));
+        let (lc, lf) = (cascade.layout(), flat.layout());
         results.push(format!(
-            "{{\"case\": \"{name}\", \"branches\": 16, \"prefix\": {prefix}, \"kv\": \"bf16\", \"split_tokens\": {SPLIT_TOKENS}, \"cascade_us\": {cascade:.1}, \"ungrouped_us\": {flat:.1}, \"speedup\": {:.2}}}",
-            flat / cascade
+            "{{\"case\": \"{name}\", \"branches\": {branches}, \"prefix\": {prefix}, \"kv\": \"bf16\", \"iters\": {ITERS}, \"plan_us\": {plan_us:.1}, \"plan_ungrouped_us\": {plan_off_us:.1}, \"cascade_us\": {cascade_us:.2}, \"ungrouped_us\": {flat_us:.2}, \"speedup\": {:.2}, \"auto_grouped\": {}, \"auto_us\": {auto_us:.2}, \"cascade_queue_us\": {queue_us:.2}, \"oneshot_auto_us\": {oneshot_us:.1}, \"cascade_layout\": {{\"prefix_split\": {}, \"prefix_ctas\": {}, \"suffix_split\": {}, \"suffix_ctas\": {}, \"launches\": {}}}, \"ungrouped_layout\": {{\"split\": {}, \"ctas\": {}}}, \"max_abs_diff\": {diff:e}}}",
+            flat_us / cascade_us,
+            auto.layout().groups > 0,
+            lc.prefix_split,
+            lc.prefix_ctas,
+            lc.suffix_split,
+            lc.suffix_ctas,
+            lc.launches,
+            lf.suffix_split,
+            lf.suffix_ctas,
         ));
     }
     println!(
-        "GPU_CHECK {{\"test\": \"bench_shared_prefix_decode\", \"ok\": true, \"results\": [{}]}}",
+        "GPU_CHECK {{\"test\": \"bench_shared_prefix_decode\", \"ok\": true, \"timing\": \"cuda events per run, runs queued back to back; plan_us host\", \"results\": [{}]}}",
         results.join(", ")
     );
 }

@@ -29,7 +29,8 @@
 //! `cascade_attention` computes the same attention the way the CUDA kernels do (explicit
 //! prefix groups attended once, per-row suffixes, flash-decoding splits, [`SoftmaxState`]
 //! merges): the CPU reference for `cuda/paged_attention.cu` and `cuda/cascade_attention.cu`.
-//! The `cuda` launchers take the same arguments and group sequences with the same plan.
+//! The `cuda` launchers take the same arguments and group sequences with the same plan
+//! (`cuda::Grouping::Always`), or only where grouping pays on a GPU (`Grouping::Auto`).
 
 mod bench;
 mod block;

@@ -3,37 +3,41 @@
 //! errors as the CPU's `attention::{paged_attention, cascade_attention}`, so the engine can
 //! switch devices without changing its bookkeeping.
 //!
-//! A call validates everything on the host with the CPU's own checks (`shape`, `cascade`),
-//! flattens the sequences into per-row metadata (block table offset, first and one-past-last
-//! key position) and per-group metadata (prefix table, prefix length, member rows), then
-//! queues up to three kernels on the stream: `cascade_prefix_*` (each group's prefix once for
-//! all its rows, split along the prefix), `paged_partial_*` (every row's own keys, split along
-//! the KV length, GQA heads sharing loads) and `attention_merge` (log-sum-exp merge of all
-//! splits, prefix first, normalised into `out`). Splits are `SPLIT_TOKENS` positions, fixed by
-//! position, so a row's result does not depend on the rest of the batch.
+//! Plan, then run (FlashInfer's split): [`CudaKernels::plan_attention`] validates a step's
+//! sequences on the host with the CPU's own checks, chooses groups and splits (`plan`), uploads
+//! the block tables and row/group metadata once and allocates the partial-state scratch; the
+//! engine builds one [`AttentionPlan`] per decode step. [`CudaKernels::run_attention`] then
+//! launches it for each layer's cache with no host work beyond argument packing and no
+//! host-device copies: `cascade_prefix_*` (each group's prefix once for all its rows, split
+//! along the prefix; only with groups) and `paged_partial_*` (every row's own keys, split
+//! along the KV length, GQA heads sharing loads, with the log-sum-exp merge of all splits fused
+//! into the last split to finish). `paged_attention` and `cascade_attention` are plan + run in
+//! one call.
 //!
 //! Numerics: f32 accumulation for every KV type; results equal the CPU reference within float
-//! tolerance (the summation order differs), and are deterministic run to run.
+//! tolerance (the summation order differs), and are deterministic run to run for a given plan.
 #![allow(unsafe_code)]
 
-use cudarc::driver::{CudaSlice, DeviceRepr, LaunchConfig, PushKernelArg};
+use std::marker::PhantomData;
+
+use cudarc::driver::sys::CUfunction_attribute_enum;
+use cudarc::driver::{CudaFunction, CudaSlice, DeviceRepr, LaunchConfig, PushKernelArg};
 
 use super::device::{CudaKernels, Module};
 use super::error::{grid_yz, u32_arg, CudaError};
-use crate::attention::cascade::{validate_groups, ValidGroup, SPLIT_TOKENS};
-use crate::attention::plan::{plan_units, Sharing};
-use crate::attention::shape::{validate_dims_of, KvDims, SeqArgs, SeqShape, Shape};
+use super::plan::{
+    choose_groups, host_plan, Grouping, HostPlan, HEADS_PER_CTA, PAIRS_PER_CTA, PREFIX_TILE,
+};
+use crate::attention::shape::{validate_dims_of, KvDims, SeqArgs, Shape};
 use crate::attention::{AttentionParams, AttentionStats, PrefixGroup};
 use crate::kv::{KvDtype, KvElem};
 
 /// Largest head dim the CUDA attention kernels support (8 floats per lane of a warp).
 pub const MAX_HEAD_DIM: usize = 256;
-/// Threads per attention CTA (4 warps), as the kernels' `NWARPS`.
+/// Threads per attention CTA (4 warps), as the kernels' `NWARPS * WARP` and `C_THREADS`.
 const THREADS: u32 = 128;
-/// Query heads one `paged_partial` CTA handles, as the kernel's `G_MAX`.
-const G_MAX: usize = 8;
-/// Static shared memory the cascade kernel may size its tiles and pairs to.
-const CASCADE_SMEM: usize = 48 * 1024;
+/// Dynamic shared memory a kernel may use without raising its limit.
+const DEFAULT_SMEM: usize = 48 * 1024;
 
 /// One layer's paged KV cache on the device: `[num_blocks, block_size, num_kv_heads,
 /// head_dim]` of f32, f16 or bf16, as `attention::PagedKv`.
@@ -89,7 +93,7 @@ pub(crate) struct KvGeom {
 // SAFETY: plain `repr(C)` integers, laid out as the kernels' `KvGeom`.
 unsafe impl DeviceRepr for KvGeom {}
 
-/// The kernels' `AttnArgs` (and the head of `CascadeArgs`).
+/// The kernel's `AttnArgs` (paged_attention.cu).
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 struct AttnArgs {
@@ -98,35 +102,201 @@ struct AttnArgs {
     split_tokens: u32,
     slots: u32,
     scale: f32,
+    pre_slots: u32,
 }
 
 // SAFETY: `repr(C)` of u32/f32 fields, laid out as the kernel's `AttnArgs`.
 unsafe impl DeviceRepr for AttnArgs {}
 
-/// The kernel's `CascadeArgs`.
+/// The kernel's `CascadeArgs` (cascade_attention.cu).
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 struct CascadeArgs {
-    a: AttnArgs,
-    tile: u32,
-    pairs_per_cta: u32,
+    g: KvGeom,
+    num_heads: u32,
+    split_tokens: u32,
+    slots: u32,
+    scale: f32,
+    max_chunks: u32,
 }
 
 // SAFETY: `repr(C)` of u32/f32 fields, laid out as the kernel's `CascadeArgs`.
 unsafe impl DeviceRepr for CascadeArgs {}
 
-/// Everything validated: shapes, groups and where each sequence's own keys begin.
-struct Checked {
-    shape: Shape,
-    shapes: Vec<SeqShape>,
-    groups: Vec<ValidGroup>,
-    begin: Vec<usize>,
+/// What a plan launches, for benchmarks and logs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PlanLayout {
+    /// Query rows.
+    pub rows: usize,
+    /// Prefix groups attended once for all their rows (0: ungrouped).
+    pub groups: usize,
+    /// Tokens per prefix split (0 without groups).
+    pub prefix_split: usize,
+    /// CTAs of the prefix kernel (0 without groups).
+    pub prefix_ctas: usize,
+    /// Tokens per suffix split.
+    pub suffix_split: usize,
+    /// CTAs of the suffix kernel (which also merges).
+    pub suffix_ctas: usize,
+    /// Kernel launches per run (1 or 2).
+    pub launches: usize,
+}
+
+/// The cascade prefix launch of a plan.
+#[derive(Debug)]
+struct PrefixLaunch {
+    f: CudaFunction,
+    cfg: LaunchConfig,
+    args: CascadeArgs,
+    group_table: CudaSlice<u32>,
+    group_len: CudaSlice<u32>,
+    group_rows: CudaSlice<u32>,
+    member_rows: CudaSlice<u32>,
+}
+
+/// One decode step's attention, planned and uploaded once, launched per layer by
+/// [`CudaKernels::run_attention`] against any cache of the planned geometry and KV type `T`.
+/// Holds the device metadata and the partial-state scratch (reused by every run: runs on one
+/// stream are ordered, and the fused merge leaves its counters at zero for the next run).
+#[derive(Debug)]
+pub struct AttentionPlan<T> {
+    dims: KvDims,
+    q_len: usize,
+    rows: usize,
+    stats: AttentionStats,
+    layout: PlanLayout,
+    tables: CudaSlice<u32>,
+    meta: CudaSlice<u32>,
+    prefix: Option<PrefixLaunch>,
+    partial: CudaFunction,
+    partial_cfg: LaunchConfig,
+    partial_args: AttnArgs,
+    pre_m: CudaSlice<f32>,
+    pre_l: CudaSlice<f32>,
+    pre_acc: CudaSlice<f32>,
+    part_m: CudaSlice<f32>,
+    part_l: CudaSlice<f32>,
+    part_acc: CudaSlice<f32>,
+    counters: CudaSlice<u32>,
+    dtype: PhantomData<T>,
+}
+
+impl<T> AttentionPlan<T> {
+    /// Block loads a run performs, as the CPU's `paged_attention` counts them.
+    pub fn stats(&self) -> AttentionStats {
+        self.stats
+    }
+
+    /// Groups, splits and grid sizes of a run.
+    pub fn layout(&self) -> PlanLayout {
+        self.layout
+    }
 }
 
 impl CudaKernels {
+    /// Plans one attention step over `seqs` for caches shaped like `kv` (any layer's: only its
+    /// geometry and lengths are read) with `grouping`; uploads the plan's metadata and
+    /// allocates its scratch. Runs the CPU's checks, so every error a run could hit on its
+    /// arguments is reported here, typed, before anything is launched.
+    pub fn plan_attention<T: KvElem>(
+        &self,
+        kv: &CudaPagedKv<'_, T>,
+        seqs: &[SeqSpan<'_>],
+        params: &AttentionParams,
+        grouping: Grouping<'_>,
+    ) -> Result<AttentionPlan<T>, CudaError> {
+        let dims = kv_dims(kv);
+        let row_len = params.num_heads.saturating_mul(kv.head_dim);
+        let q_len: usize = seqs.iter().map(|s| s.q_len(row_len)).sum();
+        let (shape, shapes) = validate_dims_of(dims, seqs, params, q_len)?;
+        if shape.head_dim > MAX_HEAD_DIM {
+            return Err(CudaError::HeadDimTooLarge {
+                head_dim: shape.head_dim,
+                max: MAX_HEAD_DIM,
+            });
+        }
+        let (mut groups, mut begin) = choose_groups(seqs, &shapes, shape.block_size, grouping)?;
+        if !groups.is_empty() && cascade_smem_bytes(shape.head_dim) > self.max_shared_memory() {
+            // The prefix kernel's tiles do not fit this GPU (head_dim 256 on a 99 KiB part):
+            // every row attends to all its keys instead, with the same results.
+            groups.clear();
+            begin.fill(0);
+        }
+        let host = host_plan(seqs, &shape, &shapes, &groups, &begin, self.sm_count())?;
+        self.upload_plan(dims, q_len, &shape, &host)
+    }
+
+    /// Launches `plan` on this layer's cache `kv`: `q` and `out` are `[rows, num_heads,
+    /// head_dim]` with the planned sequences' rows in order. Checks only that `kv`, `q` and
+    /// `out` have the planned geometry and lengths (typed `PlanMismatch` otherwise).
+    pub fn run_attention<T: KvElem>(
+        &self,
+        plan: &mut AttentionPlan<T>,
+        kv: &CudaPagedKv<'_, T>,
+        q: &CudaSlice<f32>,
+        out: &mut CudaSlice<f32>,
+    ) -> Result<(), CudaError> {
+        let got = kv_dims(kv);
+        let want = plan.dims;
+        for (arg, planned, got) in [
+            ("kv.k", want.k_len, got.k_len),
+            ("kv.v", want.v_len, got.v_len),
+            ("kv.block_size", want.block_size, got.block_size),
+            ("kv.num_kv_heads", want.num_kv_heads, got.num_kv_heads),
+            ("kv.head_dim", want.head_dim, got.head_dim),
+            ("q", plan.q_len, q.len()),
+            ("out", plan.q_len, out.len()),
+        ] {
+            if planned != got {
+                return Err(CudaError::PlanMismatch { arg, planned, got });
+            }
+        }
+        if plan.rows == 0 {
+            return Ok(());
+        }
+        let stream = self.stream();
+        if let Some(p) = &plan.prefix {
+            let mut b = stream.launch_builder(&p.f);
+            b.arg(q).arg(kv.k).arg(kv.v).arg(&plan.tables);
+            b.arg(&p.group_table).arg(&p.group_len).arg(&p.group_rows);
+            b.arg(&p.member_rows);
+            b.arg(&mut plan.pre_m)
+                .arg(&mut plan.pre_l)
+                .arg(&mut plan.pre_acc);
+            b.arg(&p.args);
+            // SAFETY: the arguments match `cascade_prefix_*` in cascade_attention.cu in number,
+            // order and type; `kv` has the planned geometry and lengths (checked above), so
+            // every block id, row and position the plan's metadata indexes was validated
+            // (`validate_dims_of`, `validate_groups`); the state buffers hold `rows *
+            // num_heads * pre_slots` states, the most the grid writes; the dynamic shared
+            // memory was sized by `cascade_smem_bytes` and the kernel's limit raised to it.
+            unsafe { b.launch(p.cfg) }?;
+        }
+        let mut b = stream.launch_builder(&plan.partial);
+        b.arg(q)
+            .arg(kv.k)
+            .arg(kv.v)
+            .arg(&plan.tables)
+            .arg(&plan.meta);
+        b.arg(&plan.pre_m).arg(&plan.pre_l).arg(&plan.pre_acc);
+        b.arg(&mut plan.part_m)
+            .arg(&mut plan.part_l)
+            .arg(&mut plan.part_acc);
+        b.arg(&mut plan.counters).arg(out).arg(&plan.partial_args);
+        // SAFETY: the arguments match `paged_partial_*` in paged_attention.cu; head_dim <=
+        // 32 * dpl (checked when planning); rows, tables and positions were validated; the
+        // partial buffers hold `rows * num_heads * slots` states and the counters `rows *
+        // grid.y`, the most the grid touches; each row reads at most `pre_slots` prefix states,
+        // all written by the prefix launch queued before on this stream; `out` holds `rows *
+        // num_heads * head_dim` (checked above).
+        unsafe { b.launch(plan.partial_cfg) }?;
+        Ok(())
+    }
+
     /// Paged attention for a batch of sequences, grouping those whose block tables share
-    /// leading, fully visible blocks exactly as the CPU's `paged_attention` does; `q` and
-    /// `out` are `[rows, num_heads, head_dim]` with the sequences' rows in order.
+    /// leading, fully visible blocks when it pays ([`Grouping::Auto`]); `q` and `out` are
+    /// `[rows, num_heads, head_dim]` with the sequences' rows in order. Plan + run in one call:
+    /// a caller attending many layers per step should plan once and run per layer.
     pub fn paged_attention<T: KvElem>(
         &self,
         kv: &CudaPagedKv<'_, T>,
@@ -135,35 +305,10 @@ impl CudaKernels {
         params: &AttentionParams,
         out: &mut CudaSlice<f32>,
     ) -> Result<AttentionStats, CudaError> {
-        let (shape, shapes) = check_shapes(kv, q, seqs, params, out)?;
-        let units = plan_units(seqs, &shapes, shape.block_size, Sharing::Auto);
-        let members: Vec<Vec<usize>> = units.iter().map(|u| u.members.clone()).collect();
-        let groups: Vec<PrefixGroup<'_>> = units
-            .iter()
-            .zip(&members)
-            .filter(|(u, _)| u.shared > 0)
-            .map(|(u, m)| PrefixGroup {
-                members: m,
-                prefix_len: u.shared * shape.block_size,
-            })
-            .collect();
-        let (groups, begin) = validate_groups(seqs, &shapes, &groups, shape.block_size)?;
-        let unshared: usize = shapes.iter().filter(|s| s.len > 0).map(|s| s.blocks).sum();
-        let saved: usize = units
-            .iter()
-            .map(|u| u.shared * u.members.len().saturating_sub(1))
-            .sum();
-        let checked = Checked {
-            shape,
-            shapes,
-            groups,
-            begin,
-        };
-        self.launch_attention(kv, q, seqs, &checked, out)?;
-        Ok(AttentionStats {
-            kv_blocks_read: unshared - saved,
-            shared_block_reads_saved: saved,
-        })
+        check_out(kv, q, seqs, params, out)?;
+        let mut plan = self.plan_attention(kv, seqs, params, Grouping::Auto)?;
+        self.run_attention(&mut plan, kv, q, out)?;
+        Ok(plan.stats())
     }
 
     /// Attention with explicit prefix groups, as the CPU's `cascade_attention` (same checks
@@ -177,246 +322,178 @@ impl CudaKernels {
         params: &AttentionParams,
         out: &mut CudaSlice<f32>,
     ) -> Result<(), CudaError> {
-        let (shape, shapes) = check_shapes(kv, q, seqs, params, out)?;
-        let (groups, begin) = validate_groups(seqs, &shapes, groups, shape.block_size)?;
-        let checked = Checked {
-            shape,
-            shapes,
-            groups,
-            begin,
-        };
-        self.launch_attention(kv, q, seqs, &checked, out)
+        check_out(kv, q, seqs, params, out)?;
+        let mut plan = self.plan_attention(kv, seqs, params, Grouping::Explicit(groups))?;
+        self.run_attention(&mut plan, kv, q, out)
     }
 
-    fn launch_attention<T: KvElem>(
+    /// Uploads a host plan: metadata, launch configurations, zeroed scratch.
+    fn upload_plan<T: KvElem>(
         &self,
-        kv: &CudaPagedKv<'_, T>,
-        q: &CudaSlice<f32>,
-        seqs: &[SeqSpan<'_>],
-        c: &Checked,
-        out: &mut CudaSlice<f32>,
-    ) -> Result<(), CudaError> {
-        let (shape, hd) = (&c.shape, c.shape.head_dim);
-        let rows: usize = c.shapes.iter().map(|s| s.len).sum();
-        if rows == 0 {
-            return Ok(());
-        }
+        dims: KvDims,
+        q_len: usize,
+        shape: &Shape,
+        host: &HostPlan,
+    ) -> Result<AttentionPlan<T>, CudaError> {
         let stream = self.stream();
-        let split = SPLIT_TOKENS;
-        // Per-row metadata and the concatenated (validated part of the) block tables.
-        let mut tables = Vec::new();
-        let mut table_at = Vec::with_capacity(seqs.len());
-        let (mut row_table, mut row_begin, mut row_end) = (vec![], vec![], vec![]);
-        let mut row_pre = vec![0u32; rows];
-        let mut suf_slots = 1usize;
-        for (s, sh) in c.shapes.iter().enumerate() {
-            table_at.push(u32_arg("block tables", tables.len())?);
-            tables.extend_from_slice(&seqs[s].block_table[..sh.blocks]);
-            for i in 0..sh.len {
-                let (begin, end) = (c.begin[s], sh.pos(i) + 1);
-                row_table.push(table_at[s]);
-                row_begin.push(u32_arg("seqs[].start_pos", begin)?);
-                row_end.push(u32_arg("seqs[].start_pos", end)?);
-                row_pre[sh.row_offset + i] = u32::from(begin > 0);
-                suf_slots = suf_slots.max(end.div_ceil(split) - begin / split);
-            }
-        }
+        let (hd, heads) = (shape.head_dim, shape.num_heads);
         let geom = KvGeom {
             num_blocks: u32_arg("kv blocks", shape.num_blocks)?,
             block_size: u32_arg("kv.block_size", shape.block_size)?,
             num_kv_heads: u32_arg("kv.num_kv_heads", shape.num_kv_heads)?,
             head_dim: u32_arg("kv.head_dim", hd)?,
         };
-        let heads = shape.num_heads;
-        let args = |slots: usize| -> Result<AttnArgs, CudaError> {
-            Ok(AttnArgs {
+        let rows = host.rows;
+        let states = |slots: usize| rows.max(1) * heads * slots.max(1);
+        let pre_slots = host.prefix.map_or(0, |p| p.slots);
+
+        let prefix = match host.prefix {
+            None => None,
+            Some(p) => {
+                let chunks = shape.num_kv_heads * p.max_chunks;
+                let f = self.function(Module::CascadeAttention, &cascade_kernel(T::DTYPE, hd))?;
+                let smem = cascade_smem_bytes(hd);
+                if smem > DEFAULT_SMEM {
+                    f.set_attribute(
+                        CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                        i32::try_from(smem).map_err(|_| CudaError::TooLarge {
+                            arg: "shared memory",
+                            value: smem,
+                            max: i32::MAX as usize,
+                        })?,
+                    )?;
+                }
+                Some(PrefixLaunch {
+                    cfg: LaunchConfig {
+                        grid_dim: (
+                            u32_arg("groups", host.groups())?,
+                            grid_yz("kv heads x pair chunks", chunks)?,
+                            grid_yz("prefix splits", p.slots)?,
+                        ),
+                        block_dim: (THREADS, 1, 1),
+                        shared_mem_bytes: u32_arg("shared memory", smem)?,
+                    },
+                    args: CascadeArgs {
+                        g: geom,
+                        num_heads: u32_arg("params.num_heads", heads)?,
+                        split_tokens: u32_arg("prefix split", p.split)?,
+                        slots: u32_arg("prefix splits", p.slots)?,
+                        scale: shape.scale,
+                        max_chunks: u32_arg("pair chunks", p.max_chunks)?,
+                    },
+                    f,
+                    group_table: upload(self, &host.group_table)?,
+                    group_len: upload(self, &host.group_len)?,
+                    group_rows: upload(self, &host.group_rows)?,
+                    member_rows: upload(self, &host.member_rows)?,
+                })
+            }
+        };
+
+        let dpl = hd.div_ceil(32).next_power_of_two();
+        let vec = dpl > 1 && hd % dpl == 0;
+        let head_chunks = shape.num_kv_heads * shape.group.div_ceil(HEADS_PER_CTA);
+        let partial_cfg = LaunchConfig {
+            grid_dim: (
+                u32_arg("rows", rows.max(1))?,
+                grid_yz("kv heads x head chunks", head_chunks)?,
+                grid_yz("splits", host.slots)?,
+            ),
+            block_dim: (THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let layout = PlanLayout {
+            rows,
+            groups: host.groups(),
+            prefix_split: host.prefix.map_or(0, |p| p.split),
+            prefix_ctas: prefix.as_ref().map_or(0, |p| {
+                let (x, y, z) = p.cfg.grid_dim;
+                (x * y * z) as usize
+            }),
+            suffix_split: host.split,
+            suffix_ctas: rows * head_chunks * host.slots,
+            launches: 1 + usize::from(prefix.is_some()),
+        };
+        Ok(AttentionPlan {
+            dims,
+            q_len,
+            rows,
+            stats: host.stats,
+            layout,
+            tables: upload(self, &host.tables)?,
+            meta: upload(self, &host.meta)?,
+            prefix,
+            partial: self.function(Module::PagedAttention, &partial_kernel(T::DTYPE, dpl, vec))?,
+            partial_cfg,
+            partial_args: AttnArgs {
                 g: geom,
                 num_heads: u32_arg("params.num_heads", heads)?,
-                split_tokens: u32_arg("split", split)?,
-                slots: u32_arg("splits", slots)?,
+                split_tokens: u32_arg("split", host.split)?,
+                slots: u32_arg("splits", host.slots)?,
                 scale: shape.scale,
-            })
-        };
-        let tables = upload(self, &tables)?;
-
-        // Cascade: each group's prefix once for all its rows.
-        let pre_slots = c
-            .groups
-            .iter()
-            .map(|g| g.prefix_len.div_ceil(split))
-            .max()
-            .unwrap_or(0);
-        let state_len = |slots: usize| rows * heads * slots.max(1);
-        let mut pre_m = stream.alloc_zeros::<f32>(state_len(pre_slots))?;
-        let mut pre_l = stream.alloc_zeros::<f32>(state_len(pre_slots))?;
-        let mut pre_acc = stream.alloc_zeros::<f32>(state_len(pre_slots) * hd)?;
-        if !c.groups.is_empty() {
-            let (mut g_table, mut g_len, mut g_rows, mut members) =
-                (vec![], vec![], vec![0u32], vec![]);
-            for g in &c.groups {
-                g_table.push(table_at[g.members[0]]);
-                g_len.push(u32_arg("groups[].prefix_len", g.prefix_len)?);
-                for &s in &g.members {
-                    let sh = &c.shapes[s];
-                    for i in 0..sh.len {
-                        members.push(u32_arg("rows", sh.row_offset + i)?);
-                    }
-                }
-                g_rows.push(u32_arg("rows", members.len())?);
-            }
-            let tile: usize = if hd <= 128 { 32 } else { 16 };
-            let fixed = (tile * (2 * hd + 1) + 4 * 32) * 4;
-            let per_pair = (2 * hd + 2) * 4;
-            let ppc = ((CASCADE_SMEM - fixed) / per_pair).clamp(1, 64);
-            let max_pairs = c
-                .groups
-                .iter()
-                .map(|g| g.members.iter().map(|&s| c.shapes[s].len).sum::<usize>() * shape.group)
-                .max()
-                .unwrap_or(0);
-            let chunks = max_pairs.div_ceil(ppc);
-            let cargs = CascadeArgs {
-                a: args(pre_slots)?,
-                tile: u32_arg("tile", tile)?,
-                pairs_per_cta: u32_arg("pairs", ppc)?,
-            };
-            let cfg = LaunchConfig {
-                grid_dim: (
-                    u32_arg("groups", c.groups.len())?,
-                    grid_yz("kv heads x pair chunks", shape.num_kv_heads * chunks)?,
-                    grid_yz("prefix splits", pre_slots)?,
-                ),
-                block_dim: (THREADS, 1, 1),
-                shared_mem_bytes: u32_arg("shared memory", fixed + ppc * per_pair)?,
-            };
-            let f = self.function(Module::CascadeAttention, &cascade_kernel(T::DTYPE))?;
-            let (g_table, g_len) = (upload(self, &g_table)?, upload(self, &g_len)?);
-            let (g_rows, members) = (upload(self, &g_rows)?, upload(self, &members)?);
-            let mut b = stream.launch_builder(&f);
-            b.arg(q)
-                .arg(kv.k)
-                .arg(kv.v)
-                .arg(&tables)
-                .arg(&g_table)
-                .arg(&g_len);
-            b.arg(&g_rows)
-                .arg(&members)
-                .arg(&mut pre_m)
-                .arg(&mut pre_l)
-                .arg(&mut pre_acc);
-            b.arg(&cargs);
-            // SAFETY: the arguments match `cascade_prefix_*` in cascade_attention.cu in number,
-            // order and type; every block id, row and position they index was validated
-            // above (`validate_dims_of`, `validate_groups`), and the buffers hold
-            // `rows * num_heads * pre_slots` states, the most the grid writes.
-            unsafe { b.launch(cfg) }?;
-        }
-
-        // Every row's own keys (from the prefix's end for group members).
-        let mut suf_m = stream.alloc_zeros::<f32>(state_len(suf_slots))?;
-        let mut suf_l = stream.alloc_zeros::<f32>(state_len(suf_slots))?;
-        let mut suf_acc = stream.alloc_zeros::<f32>(state_len(suf_slots) * hd)?;
-        let dpl = hd.div_ceil(32).next_power_of_two();
-        let f = self.function(Module::PagedAttention, &partial_kernel(T::DTYPE, dpl))?;
-        let (row_table, row_begin_d, row_end_d) = (
-            upload(self, &row_table)?,
-            upload(self, &row_begin)?,
-            upload(self, &row_end)?,
-        );
-        let pargs = args(suf_slots)?;
-        let cfg = LaunchConfig {
-            grid_dim: (
-                u32_arg("rows", rows)?,
-                grid_yz(
-                    "kv heads x head chunks",
-                    shape.num_kv_heads * shape.group.div_ceil(G_MAX),
-                )?,
-                grid_yz("splits", suf_slots)?,
-            ),
-            block_dim: (THREADS, 1, 1),
-            shared_mem_bytes: 0,
-        };
-        let mut b = stream.launch_builder(&f);
-        b.arg(q)
-            .arg(kv.k)
-            .arg(kv.v)
-            .arg(&tables)
-            .arg(&row_table)
-            .arg(&row_begin_d);
-        b.arg(&row_end_d)
-            .arg(&mut suf_m)
-            .arg(&mut suf_l)
-            .arg(&mut suf_acc)
-            .arg(&pargs);
-        // SAFETY: the arguments match `paged_partial_*` in paged_attention.cu; head_dim <=
-        // 32 * dpl (checked in `check_shapes`); rows, tables and positions were validated; the
-        // state buffers hold `rows * num_heads * suf_slots` states, the most the grid writes.
-        unsafe { b.launch(cfg) }?;
-
-        // Merge prefix and suffix splits, normalise into `out`.
-        let f = self.function(Module::PagedAttention, MERGE_KERNEL)?;
-        let row_pre = upload(self, &row_pre)?;
-        let (pre_n, suf_n) = (u32_arg("splits", pre_slots)?, u32_arg("splits", suf_slots)?);
-        let (heads_u, hd_u) = (
-            u32_arg("params.num_heads", heads)?,
-            u32_arg("kv.head_dim", hd)?,
-        );
-        let cfg = LaunchConfig {
-            grid_dim: (
-                u32_arg("rows", rows)?,
-                grid_yz("params.num_heads", heads)?,
-                1,
-            ),
-            block_dim: (THREADS, 1, 1),
-            shared_mem_bytes: 0,
-        };
-        let mut b = stream.launch_builder(&f);
-        b.arg(&pre_m)
-            .arg(&pre_l)
-            .arg(&pre_acc)
-            .arg(&row_pre)
-            .arg(&pre_n);
-        b.arg(&suf_m).arg(&suf_l).arg(&suf_acc).arg(&suf_n);
-        b.arg(out).arg(&heads_u).arg(&hd_u);
-        // SAFETY: the arguments match `attention_merge`; it reads `pre_slots` / `suf_slots`
-        // states per (row, head) from buffers of exactly that size (prefix states only for
-        // rows with `row_pre` set, all of which the cascade kernel wrote) and writes `out`,
-        // checked to hold `rows * num_heads * head_dim`.
-        unsafe { b.launch(cfg) }?;
-        Ok(())
+                pre_slots: u32_arg("prefix splits", pre_slots)?,
+            },
+            pre_m: stream.alloc_zeros::<f32>(states(pre_slots))?,
+            pre_l: stream.alloc_zeros::<f32>(states(pre_slots))?,
+            pre_acc: stream.alloc_zeros::<f32>(states(pre_slots) * hd)?,
+            part_m: stream.alloc_zeros::<f32>(states(host.slots))?,
+            part_l: stream.alloc_zeros::<f32>(states(host.slots))?,
+            part_acc: stream.alloc_zeros::<f32>(states(host.slots) * hd)?,
+            counters: stream.alloc_zeros::<u32>(rows.max(1) * head_chunks)?,
+            dtype: PhantomData,
+        })
     }
 }
 
-/// `paged_partial_<dtype>_d<dpl>`: the partial kernel for `dpl` head dims per lane (1, 2, 4
-/// or 8: `head_dim <= 32 * dpl`).
-pub(crate) fn partial_kernel(dtype: KvDtype, dpl: usize) -> String {
-    format!("paged_partial_{}_d{dpl}", dtype.name())
+/// `paged_partial_<dtype>_d<dpl>[_v]`: the partial kernel for `dpl` head dims per lane (1, 2,
+/// 4 or 8: `head_dim <= 32 * dpl`), with vector loads (`_v`, `head_dim % dpl == 0`, dpl > 1).
+pub(crate) fn partial_kernel(dtype: KvDtype, dpl: usize, vec: bool) -> String {
+    let suffix = if vec { "_v" } else { "" };
+    format!("paged_partial_{}_d{dpl}{suffix}", dtype.name())
 }
 
-/// `cascade_prefix_<dtype>`.
-pub(crate) fn cascade_kernel(dtype: KvDtype) -> String {
-    format!("cascade_prefix_{}", dtype.name())
+/// `cascade_prefix_<dtype>_d<64, 128 or 256>`: the prefix kernel for head dims up to that.
+pub(crate) fn cascade_kernel(dtype: KvDtype, head_dim: usize) -> String {
+    format!("cascade_prefix_{}_d{}", dtype.name(), cascade_hv(head_dim))
 }
 
-/// The merge kernel (`paged_attention.cu`).
-pub(crate) const MERGE_KERNEL: &str = "attention_merge";
+/// The prefix kernel's `HV`: head_dim rounded up to 64, 128 or 256.
+fn cascade_hv(head_dim: usize) -> usize {
+    64 * head_dim.div_ceil(64).next_power_of_two()
+}
 
-/// The CPU's shape checks on a device cache, plus `q` / `out` lengths and the head-dim limit.
-fn check_shapes<T>(
-    kv: &CudaPagedKv<'_, T>,
-    q: &CudaSlice<f32>,
-    seqs: &[SeqSpan<'_>],
-    params: &AttentionParams,
-    out: &CudaSlice<f32>,
-) -> Result<(Shape, Vec<SeqShape>), CudaError> {
-    let dims = KvDims {
+/// Dynamic shared memory of `cascade_prefix_*` (layout in cascade_attention.cu).
+pub(crate) fn cascade_smem_bytes(head_dim: usize) -> usize {
+    let hd4 = head_dim.next_multiple_of(4);
+    let hs = if hd4.is_multiple_of(8) { hd4 + 4 } else { hd4 };
+    let floats = PAIRS_PER_CTA * hs
+        + PREFIX_TILE * hs
+        + PREFIX_TILE * cascade_hv(head_dim)
+        + PREFIX_TILE * (PAIRS_PER_CTA + 4)
+        + 3 * PAIRS_PER_CTA;
+    floats * 4
+}
+
+fn kv_dims<T>(kv: &CudaPagedKv<'_, T>) -> KvDims {
+    KvDims {
         k_len: kv.k.len(),
         v_len: kv.v.len(),
         block_size: kv.block_size,
         num_kv_heads: kv.num_kv_heads,
         head_dim: kv.head_dim,
-    };
-    let (shape, shapes) = validate_dims_of(dims, seqs, params, out.len())?;
+    }
+}
+
+/// The one-shot calls' checks of `out` and `q` (a plan derives their length from `seqs`):
+/// the CPU's shape checks, in its order, then `q`'s length.
+fn check_out<T>(
+    kv: &CudaPagedKv<'_, T>,
+    q: &CudaSlice<f32>,
+    seqs: &[SeqSpan<'_>],
+    params: &AttentionParams,
+    out: &CudaSlice<f32>,
+) -> Result<(), CudaError> {
+    validate_dims_of(kv_dims(kv), seqs, params, out.len())?;
     if q.len() != out.len() {
         return Err(CudaError::DeviceLen {
             arg: "q",
@@ -424,13 +501,7 @@ fn check_shapes<T>(
             expected: out.len(),
         });
     }
-    if shape.head_dim > MAX_HEAD_DIM {
-        return Err(CudaError::HeadDimTooLarge {
-            head_dim: shape.head_dim,
-            max: MAX_HEAD_DIM,
-        });
-    }
-    Ok((shape, shapes))
+    Ok(())
 }
 
 /// Copies `data` to the device (one zero element for an empty slice: no zero-size buffers).

@@ -10,6 +10,7 @@
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
+use cudarc::driver::sys::CUdevice_attribute;
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream};
 use cudarc::nvrtc::Ptx;
 
@@ -45,6 +46,8 @@ pub struct CudaKernels {
     stream: Arc<CudaStream>,
     modules: Modules,
     capability: (i32, i32),
+    sm_count: usize,
+    max_shared_memory: usize,
 }
 
 impl CudaKernels {
@@ -87,6 +90,10 @@ impl CudaKernels {
                     source,
                 })
         };
+        let sm_count =
+            ctx.attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
+        let max_shared_memory = ctx
+            .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?;
         let modules = Modules {
             paged_attention: load(ptx::PAGED_ATTENTION)?,
             cascade_attention: load(ptx::CASCADE_ATTENTION)?,
@@ -98,6 +105,8 @@ impl CudaKernels {
             stream,
             modules,
             capability,
+            sm_count: usize::try_from(sm_count).unwrap_or(1).max(1),
+            max_shared_memory: usize::try_from(max_shared_memory).unwrap_or(0),
         })
     }
 
@@ -114,6 +123,16 @@ impl CudaKernels {
     /// The device's compute capability (major, minor).
     pub fn compute_capability(&self) -> (i32, i32) {
         self.capability
+    }
+
+    /// Streaming multiprocessors of the device (plans size their grids to fill them).
+    pub fn sm_count(&self) -> usize {
+        self.sm_count
+    }
+
+    /// Shared memory one CTA may opt in to, in bytes.
+    pub(crate) fn max_shared_memory(&self) -> usize {
+        self.max_shared_memory
     }
 
     /// Kernel `name` from `module`.
@@ -149,7 +168,9 @@ fn probe_driver() -> Result<(), CudaError> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::attention::{cascade_kernel, partial_kernel, MERGE_KERNEL};
+    use super::super::attention::{
+        cascade_kernel, cascade_smem_bytes, partial_kernel, MAX_HEAD_DIM,
+    };
     use super::super::kv::{append_kernel, copy_kernel};
     use super::super::sampling::SAMPLE_KERNEL;
     use super::*;
@@ -159,15 +180,17 @@ mod tests {
     /// architectures: a renamed kernel fails here, without a GPU.
     #[test]
     fn every_launched_kernel_is_in_the_embedded_ptx() {
-        let mut wanted = vec![
-            (ptx::PAGED_ATTENTION, MERGE_KERNEL.to_string()),
-            (ptx::SAMPLING, SAMPLE_KERNEL.to_string()),
-        ];
+        let mut wanted = vec![(ptx::SAMPLING, SAMPLE_KERNEL.to_string())];
         for dtype in [KvDtype::F32, KvDtype::F16, KvDtype::Bf16] {
             for dpl in [1, 2, 4, 8] {
-                wanted.push((ptx::PAGED_ATTENTION, partial_kernel(dtype, dpl)));
+                wanted.push((ptx::PAGED_ATTENTION, partial_kernel(dtype, dpl, false)));
+                if dpl > 1 {
+                    wanted.push((ptx::PAGED_ATTENTION, partial_kernel(dtype, dpl, true)));
+                }
             }
-            wanted.push((ptx::CASCADE_ATTENTION, cascade_kernel(dtype)));
+            for head_dim in [1, 64, 65, 128, 129, 200, 256] {
+                wanted.push((ptx::CASCADE_ATTENTION, cascade_kernel(dtype, head_dim)));
+            }
             wanted.push((ptx::KV_CACHE, append_kernel(dtype)));
             wanted.push((ptx::KV_CACHE, copy_kernel(dtype)));
         }
@@ -182,6 +205,14 @@ mod tests {
         }
         assert!(ptx::PAGED_ATTENTION.sm90.contains(".target sm_90"));
         assert!(ptx::PAGED_ATTENTION.sm80.contains(".target sm_80"));
+        // The prefix kernel's tiles fit an A100 (163 KiB) at every head dim, and the 99 KiB
+        // of sm_86 / sm_89 parts up to head dim 128 (larger falls back to ungrouped).
+        assert!(cascade_smem_bytes(MAX_HEAD_DIM) <= 163 * 1024);
+        assert!(cascade_smem_bytes(128) <= 99 * 1024);
+        assert_eq!(
+            cascade_smem_bytes(64),
+            (32 * 68 * 2 + 32 * 64 + 32 * 36 + 96) * 4
+        );
     }
 
     #[test]

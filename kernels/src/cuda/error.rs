@@ -57,6 +57,16 @@ pub enum CudaError {
         /// The largest supported.
         max: usize,
     },
+    /// A run's cache, `q` or `out` differs from what its `AttentionPlan` was built for.
+    #[error("`{arg}` is {got} for this run; the attention plan was built for {planned}")]
+    PlanMismatch {
+        /// The argument (`kv.k`, `kv.head_dim`, `q`, `out`, ...).
+        arg: &'static str,
+        /// The planned value (a length or a size).
+        planned: usize,
+        /// The value given.
+        got: usize,
+    },
     /// A size does not fit the kernels' 32-bit indices or the launch grid.
     #[error("`{arg}` = {value} exceeds the CUDA kernels' limit of {max}")]
     TooLarge {

@@ -7,7 +7,7 @@
 //!
 //! | launcher | kernels | CPU reference |
 //! | --- | --- | --- |
-//! | `paged_attention`, `cascade_attention` | `paged_attention.cu`, `cascade_attention.cu` | `attention::{paged_attention, cascade_attention}` |
+//! | `plan_attention` + `run_attention` (`paged_attention`, `cascade_attention`) | `paged_attention.cu`, `cascade_attention.cu` | `attention::{paged_attention, cascade_attention}` |
 //! | `kv_append`, `kv_copy_blocks` | `kv_cache.cu` | `kv::{append, copy_blocks}` |
 //! | `sample` | `sampling.cu` | `sampling::sample` |
 //!
@@ -17,10 +17,12 @@ mod attention;
 mod device;
 mod error;
 mod kv;
+mod plan;
 mod ptx;
 mod sampling;
 
-pub use attention::{CudaPagedKv, SeqSpan, MAX_HEAD_DIM};
+pub use attention::{AttentionPlan, CudaPagedKv, PlanLayout, SeqSpan, MAX_HEAD_DIM};
 pub use cudarc;
 pub use device::CudaKernels;
 pub use error::CudaError;
+pub use plan::Grouping;

@@ -6,6 +6,8 @@
 #   cuda/*.cu -> sm_80 / sm_90 PTX -> ptxas) fails instead of skipping when nvcc is missing;
 # - the kernels crate built with `--features cuda` (build.rs embeds the PTX) and its
 #   launcher/PTX consistency tests and GPU parity tests (which skip, saying so, without a GPU).
+# - the HTTP API against clients written elsewhere: Python (openai, schemathesis), and a browser
+#   (headless Chromium + playwright-core; screenshots in target/artifacts/).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/setup-models.sh
@@ -19,4 +21,10 @@ PY_SERVE="${CARGO_TARGET_DIR:-target}/py-serve"
 [ -x "$PY_SERVE/bin/python" ] || python3 -m venv "$PY_SERVE"
 "$PY_SERVE/bin/pip" install -q --disable-pip-version-check openai==3.57.0 schemathesis==4.32.5
 "$PY_SERVE/bin/python" scripts/serve_clients.py --ponder "${CARGO_TARGET_DIR:-target}/debug/ponder"
+# The browser pages (playground, trace viewer, eval report) in headless Chromium (Debian's
+# package) driven by pinned playwright-core, against the same binary with the real model, with
+# and without API keys; screenshots go to target/artifacts/ (CI keeps them).
+CHROMIUM="$(bash scripts/setup-browser.sh | tail -n 1)"
+node scripts/browser_test.mjs --ponder "${CARGO_TARGET_DIR:-target}/debug/ponder" --chromium "$CHROMIUM" \
+  --playwright "${CARGO_TARGET_DIR:-target}/browser" --artifacts "${CARGO_TARGET_DIR:-target}/artifacts"
 cargo test -p ponder-kernels --features cuda --lib --test tests -- cuda:: gpu::

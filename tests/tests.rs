@@ -20,6 +20,7 @@ mod qwen2_parity;
 mod server;
 mod server_load;
 mod server_remote;
+mod server_ui;
 mod router;
 mod strategies;
 mod tokenizer;

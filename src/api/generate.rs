@@ -372,6 +372,9 @@ fn search_summary(outcome: &Outcome, trace: bool) -> Value {
         "usage": outcome.usage,
         "spent": outcome.usage.spent(),
     });
+    if let Some(router) = &outcome.router {
+        v["router"] = router.clone();
+    }
     if trace {
         v["trace"] = json!(outcome.tree);
     }

@@ -1,6 +1,7 @@
 //! The HTTP API (axum): OpenAI-compatible `/v1/chat/completions` and `/v1/completions` with
 //! Ponder's budget extensions, the native `/v1/reason`, discovery (`/v1/models`,
-//! `/v1/strategies`, `/openapi.json`), and operations (`/health`, `/ready`, `/metrics`).
+//! `/v1/strategies`, `/openapi.json`), operations (`/health`, `/ready`, `/metrics`), and the
+//! browser pages (`/` playground, `/trace`, `/report`; see [`ui`]).
 //!
 //! [`ServerBuilder`] assembles an [`AppState`] (runtime, strategy registry — users register their
 //! own strategies here —, limits, API keys); [`app`] turns it into a `Router` that tests drive
@@ -18,6 +19,7 @@ mod metrics;
 mod openapi;
 mod sse;
 mod types;
+mod ui;
 mod validate;
 
 use std::future::Future;
@@ -145,7 +147,8 @@ impl ServerBuilder {
         self
     }
 
-    /// Requires one of `keys` as a bearer token on every endpoint but `/health` and `/ready`.
+    /// Requires one of `keys` as a bearer token on every endpoint but `/health`, `/ready` and the
+    /// browser pages' static files (whose API calls then send the key).
     pub fn api_keys(mut self, keys: ApiKeys) -> Self {
         self.keys = keys;
         self
@@ -190,6 +193,7 @@ pub fn app(state: Arc<AppState>) -> Router {
         .route("/ready", get(handlers::ready))
         .route("/metrics", get(handlers::metrics))
         .route("/openapi.json", get(openapi::openapi))
+        .merge(ui::routes())
         .fallback(handlers::not_found)
         .method_not_allowed_fallback(handlers::method_not_allowed)
         .layer(DefaultBodyLimit::max(limit))
@@ -202,9 +206,10 @@ pub fn app(state: Arc<AppState>) -> Router {
         .with_state(state)
 }
 
-/// Checks the bearer key on every endpoint but the probes.
+/// Checks the bearer key on every endpoint but the probes and the browser pages' static assets
+/// (the pages send the key with every API call they make).
 async fn authenticate(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
-    let open = matches!(req.uri().path(), "/health" | "/ready");
+    let open = matches!(req.uri().path(), "/health" | "/ready") || ui::is_open(req.uri().path());
     let auth = req.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
     if !open && !state.keys.allows(auth) {
         return AppError::Unauthorized.into_response();

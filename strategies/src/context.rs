@@ -158,6 +158,13 @@ impl Context {
         }
     }
 
+    /// Reports node `id`'s current state (a [`Progress::Node`]; never the root, the prompt).
+    fn report_node(&self, tree: &SearchTree, id: NodeId) {
+        if let (Some(tx), Some(n)) = (&self.progress, tree.get(id).filter(|n| n.id != SearchTree::ROOT)) {
+            let _ = tx.send(Progress::node(n, self.usage().spent(), self.budget().tokens));
+        }
+    }
+
     /// Stops the search (with its best answer so far) when `token` is cancelled.
     pub fn with_cancellation(mut self, token: CancellationToken) -> Self {
         self.cancel = token;
@@ -347,10 +354,15 @@ impl Context {
             let lp: f64 = ext.tokens.iter().map(|t| t.logprob as f64).sum();
             let mean = if ext.tokens.is_empty() { None } else { Some((lp / ext.tokens.len() as f64) as f32) };
             if charge == Charge::Generation {
+                let parent_was_open = tree.get(b.node).is_some_and(|p| p.status == NodeStatus::Open);
                 let node = tree.add(b.node, &ext.text, ext.tokens.len(), mean);
+                if parent_was_open {
+                    self.report_node(&tree, b.node);
+                }
                 if ext.stop == StopKind::Length && capped {
                     tree.set_status(node, NodeStatus::Truncated);
                 }
+                self.report_node(&tree, node);
                 b.node = node;
             }
             b.tokens += ext.tokens.len();
@@ -410,7 +422,10 @@ impl Context {
             }
             _ => branch.mean_logprob().exp() as f32,
         };
-        self.with_tree(|t| t.set_score(branch.node, score));
+        self.with_tree(|t| {
+            t.set_score(branch.node, score);
+            self.report_node(t, branch.node);
+        });
         Ok(score)
     }
 
@@ -442,6 +457,7 @@ impl Context {
                     n.score = score;
                 }
             }
+            self.report_node(t, branch.node);
         });
         let mut c = lock(&self.candidates);
         c.push(Candidate {
@@ -458,6 +474,7 @@ impl Context {
             let (leader, leader_votes, vote_margin) = crate::progress::leader(&c);
             Progress::Candidate {
                 index,
+                node: branch.node,
                 answer: c[index].answer.clone(),
                 score,
                 leader,
@@ -473,7 +490,10 @@ impl Context {
 
     /// Marks a branch's node as pruned and releases its sequence.
     pub fn prune(&self, branch: &Branch) {
-        self.with_tree(|t| t.set_status(branch.node, NodeStatus::Pruned));
+        self.with_tree(|t| {
+            t.set_status(branch.node, NodeStatus::Pruned);
+            self.report_node(t, branch.node);
+        });
         self.release(branch);
     }
 }

@@ -1,7 +1,9 @@
 //! Progress a running search reports while it runs: a [`Progress`] event after every settled
-//! generation step and every new candidate (the leading answer, its vote margin, the spend), sent
-//! to an optional [`ProgressSender`] that [`Context::with_progress`] installs. The service
-//! streams these to clients; nothing in a strategy depends on anyone listening.
+//! generation step and every new candidate (the leading answer, its vote margin, the spend), and
+//! one whenever a search-tree node is added, scored or changes status (so a client can draw the
+//! tree as it grows), sent to an optional [`ProgressSender`] that [`Context::with_progress`]
+//! installs. The service streams these to clients; nothing in a strategy depends on anyone
+//! listening.
 //!
 //! [`Context::with_progress`]: crate::Context::with_progress
 
@@ -9,6 +11,7 @@ use serde::Serialize;
 use tokio::sync::mpsc::UnboundedSender;
 
 use crate::outcome::Candidate;
+use crate::tree::{Node, NodeId, NodeStatus};
 
 /// Where progress events go (an unbounded channel: sending never blocks a search).
 pub type ProgressSender = UnboundedSender<Progress>;
@@ -32,6 +35,8 @@ pub enum Progress {
     Candidate {
         /// Its index among the candidates.
         index: usize,
+        /// The tree node where it ends.
+        node: NodeId,
         /// Its extracted answer.
         answer: Option<String>,
         /// Its score, if scored.
@@ -49,6 +54,33 @@ pub enum Progress {
         /// The budget.
         budget: u64,
     },
+    /// A tree node was added, scored or changed status. Several events may name one node: the
+    /// latest is current. (Text and notes stay in the outcome's `tree`.)
+    Node {
+        /// The node's id.
+        id: NodeId,
+        /// Its parent (`None` only for the root, which is never reported).
+        parent: Option<NodeId>,
+        /// Depth in steps.
+        depth: usize,
+        /// Tokens generated for this step.
+        tokens: usize,
+        /// Its score, if scored.
+        score: Option<f32>,
+        /// Its status.
+        status: NodeStatus,
+        /// Tokens charged against the budget so far.
+        spent: u64,
+        /// The budget.
+        budget: u64,
+    },
+}
+
+impl Progress {
+    /// The [`Progress::Node`] event for `node`'s current state.
+    pub(crate) fn node(node: &Node, spent: u64, budget: u64) -> Self {
+        Progress::Node { id: node.id, parent: node.parent, depth: node.depth, tokens: node.tokens, score: node.score, status: node.status, spent, budget }
+    }
 }
 
 /// The leading answer among `candidates`, its votes and its vote margin (ties go to the answer
@@ -95,5 +127,34 @@ mod tests {
         assert_eq!(votes, 2);
         assert!((margin - 1.0 / 3.0).abs() < 1e-9);
         assert_eq!(leader(&[cand(None)]), (None, 0, 0.0));
+    }
+
+    #[tokio::test]
+    async fn node_events_replay_the_tree_as_it_grows() {
+        use std::collections::BTreeMap;
+        use std::sync::Arc;
+
+        use crate::fake::FakeGenerator;
+        use crate::{Budget, Context, Problem, Registry, SearchTree};
+
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let beam = Registry::with_builtins().build("beam_search", serde_json::json!({"n": 4, "width": 2})).expect("beam");
+        let ctx = Context::new(Arc::new(FakeGenerator::arithmetic()), Problem::new("What is 2+3?"), Budget::tokens(4000)).with_seed(1).with_progress(tx);
+        let outcome = crate::run(beam.as_ref(), ctx).await.expect("search");
+        let mut latest = BTreeMap::new();
+        while let Ok(p) = rx.try_recv() {
+            if let Progress::Node { id, parent, depth, tokens, score, status, spent, budget } = p {
+                assert!(spent <= budget && id != SearchTree::ROOT);
+                let parent_known = parent.is_some_and(|p| p == SearchTree::ROOT || latest.contains_key(&p));
+                assert!(parent_known, "node {id} reported before its parent {parent:?}");
+                latest.insert(id, (parent, depth, tokens, score, status));
+            }
+        }
+        let nodes: Vec<_> = outcome.tree.nodes().filter(|n| n.id != SearchTree::ROOT).collect();
+        assert_eq!(latest.len(), nodes.len());
+        for n in nodes {
+            assert_eq!(latest[&n.id], (n.parent, n.depth, n.tokens, n.score, n.status), "node {}", n.id);
+        }
+        assert!(latest.values().any(|n| n.4 == NodeStatus::Pruned) && latest.values().any(|n| n.4 == NodeStatus::Finished));
     }
 }

@@ -59,6 +59,10 @@ struct ReasonArgs {
     /// Print the whole Outcome as one JSON object.
     #[arg(long)]
     json: bool,
+    /// What scores candidates and steps: none, llm-prm (the model judges its own steps),
+    /// qwen-prm:DIR (a reward-head PRM checkpoint) or shepherd-prm:PATH (a token-logit PRM).
+    #[arg(long, default_value = "none")]
+    verifier: ponder::prm::VerifierChoice,
     /// KV cache memory, e.g. 512MiB.
     #[arg(long, default_value = "512MiB")]
     kv_memory: bytesize::ByteSize,
@@ -340,13 +344,12 @@ fn run_reason(args: ReasonArgs) -> anyhow::Result<()> {
         seed: args.seed,
     };
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build()?;
-    let outcome = rt.block_on(ponder::reason::reason(
-        &registry,
-        runtime.generator(),
-        None,
-        &request,
-        tokio_util::sync::CancellationToken::new(),
-    ))?;
+    let outcome = rt.block_on(async {
+        let generator = runtime.generator();
+        let verifier = args.verifier.build(generator.clone()).await.map_err(anyhow::Error::msg)?;
+        let cancel = tokio_util::sync::CancellationToken::new();
+        anyhow::Ok(ponder::reason::reason(&registry, generator, verifier, &request, cancel).await?)
+    })?;
     if args.json {
         println!("{}", serde_json::to_string(&outcome)?);
         return Ok(());

@@ -58,6 +58,10 @@ pub struct ServeArgs {
     /// The `model` name sent to the backends.
     #[arg(long, default_value = "ponder")]
     pub backend_model: String,
+    /// What scores strategies' candidates and steps: none, llm-prm (the model judges its own
+    /// steps), qwen-prm:DIR (a reward-head PRM checkpoint) or shepherd-prm:PATH (token-logit).
+    #[arg(long, default_value = "none")]
+    pub verifier: crate::prm::VerifierChoice,
     /// Seconds in-flight requests get to finish after SIGTERM.
     #[arg(long, default_value_t = 30)]
     pub shutdown_timeout_s: u64,
@@ -101,13 +105,18 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
         ..Limits::default()
     };
     let model_id = model.file_stem().map_or_else(|| "ponder-local".to_string(), |s| s.to_string_lossy().into_owned());
-    let mut builder = ServerBuilder::new(runtime).limits(limits).api_keys(keys).model_id(model_id);
+    let mut builder = ServerBuilder::new(Arc::clone(&runtime)).limits(limits).api_keys(keys).model_id(model_id);
     if !args.backends.is_empty() {
         let opts = RemoteOptions { model: args.backend_model.clone(), ..RemoteOptions::new(args.backends.clone()) };
         builder = builder.remote(Arc::new(RemotePool::new(opts)?));
     }
-    let state = builder.build();
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let generator: Arc<dyn ponder_strategies::Generator> = runtime.generator();
+    if let Some(verifier) = rt.block_on(args.verifier.build(generator))? {
+        tracing::info!(verifier = %args.verifier, "strategies' candidates are scored by a verifier");
+        builder = builder.verifier(verifier);
+    }
+    let state = builder.build();
     rt.block_on(async move {
         let listener = tokio::net::TcpListener::bind(SocketAddr::new(args.host, args.port)).await?;
         let addr = listener.local_addr()?;

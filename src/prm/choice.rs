@@ -1,0 +1,124 @@
+//! Which verifier scores a search's candidates, as chosen on the command line (`ponder reason
+//! --verifier …`, `ponder serve --verifier …`): none, the generator judging its own steps
+//! ([`LlmPrm`]), or a PRM checkpoint run by an executor of its own ([`ModelPrm`]).
+//!
+//! This module only parses the choice and builds the verifier; it must not know about requests
+//! or strategies.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::sync::Arc;
+
+use ponder_strategies::Generator;
+use ponder_verifiers::Verifier;
+
+use super::{LlmPrm, LlmPrmConfig, ModelPrm, PrmOptions};
+
+/// A verifier named on the command line.
+///
+/// ```
+/// use ponder::prm::VerifierChoice;
+///
+/// assert_eq!("none".parse::<VerifierChoice>(), Ok(VerifierChoice::None));
+/// assert_eq!("llm-prm".parse::<VerifierChoice>(), Ok(VerifierChoice::LlmPrm));
+/// assert_eq!(
+///     "qwen-prm:/models/Qwen2.5-Math-PRM-7B".parse::<VerifierChoice>(),
+///     Ok(VerifierChoice::QwenPrm("/models/Qwen2.5-Math-PRM-7B".into()))
+/// );
+/// assert!("prm".parse::<VerifierChoice>().unwrap_err().contains("llm-prm"));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum VerifierChoice {
+    /// No verifier: strategies select by votes and confidence.
+    #[default]
+    None,
+    /// The generator asked whether each step is correct (P("Yes")), sharing its executor.
+    LlmPrm,
+    /// A Qwen2.5-Math-PRM-style reward-head checkpoint (safetensors directory).
+    QwenPrm(PathBuf),
+    /// A Math-Shepherd-style token-logit checkpoint (safetensors directory or GGUF).
+    ShepherdPrm(PathBuf),
+}
+
+const FORMS: &str = "none, llm-prm, qwen-prm:DIR, shepherd-prm:PATH";
+
+impl FromStr for VerifierChoice {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let path = |p: &str, name: &str| {
+            if p.is_empty() {
+                Err(format!("--verifier {name}: needs a checkpoint path after `{name}:`"))
+            } else {
+                Ok(PathBuf::from(p))
+            }
+        };
+        match s.split_once(':') {
+            None if s == "none" => Ok(Self::None),
+            None if s == "llm-prm" => Ok(Self::LlmPrm),
+            Some(("qwen-prm", p)) => path(p, "qwen-prm").map(Self::QwenPrm),
+            Some(("shepherd-prm", p)) => path(p, "shepherd-prm").map(Self::ShepherdPrm),
+            _ => Err(format!("unknown verifier `{s}`: expected one of {FORMS}")),
+        }
+    }
+}
+
+impl fmt::Display for VerifierChoice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::None => f.write_str("none"),
+            Self::LlmPrm => f.write_str("llm-prm"),
+            Self::QwenPrm(p) => write!(f, "qwen-prm:{}", p.display()),
+            Self::ShepherdPrm(p) => write!(f, "shepherd-prm:{}", p.display()),
+        }
+    }
+}
+
+impl VerifierChoice {
+    /// Builds the verifier; `generator` is the one the LLM-as-PRM judges with. A checkpoint
+    /// PRM loads its model and starts its own executor here (an error names the path).
+    pub async fn build(&self, generator: Arc<dyn Generator>) -> Result<Option<Arc<dyn Verifier>>, String> {
+        let checkpoint = |opts: PrmOptions| {
+            let path = opts.model.display().to_string();
+            ModelPrm::start(&opts)
+                .map(|p| Some(Arc::new(p) as Arc<dyn Verifier>))
+                .map_err(|e| format!("--verifier {self}: cannot start the PRM at {path}: {e}"))
+        };
+        match self {
+            Self::None => Ok(None),
+            Self::LlmPrm => LlmPrm::new(generator, LlmPrmConfig::default())
+                .await
+                .map(|p| Some(Arc::new(p) as Arc<dyn Verifier>))
+                .map_err(|e| format!("--verifier llm-prm: {e}")),
+            Self::QwenPrm(path) => checkpoint(PrmOptions::qwen_math_prm(path.clone())),
+            Self::ShepherdPrm(path) => checkpoint(PrmOptions::math_shepherd(path.clone())),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_form_round_trips_and_bad_forms_name_the_valid_ones() {
+        for s in ["none", "llm-prm", "qwen-prm:/a/b", "shepherd-prm:x.gguf"] {
+            let c: VerifierChoice = s.parse().expect(s);
+            assert_eq!(c.to_string(), s);
+        }
+        for bad in ["", "prm", "qwen-prm:", "llm-prm:x", "orm:/a"] {
+            let e = bad.parse::<VerifierChoice>().expect_err(bad);
+            assert!(e.contains("llm-prm") || e.contains("needs a checkpoint"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_missing_checkpoint_is_an_error_naming_it() {
+        let rt = tokio::runtime::Builder::new_current_thread().build().expect("runtime");
+        let generator: Arc<dyn Generator> = Arc::new(ponder_strategies::fake::FakeGenerator::new(|_| ponder_strategies::fake::FakeChunk::last("", 0.0)));
+        let choice = VerifierChoice::QwenPrm("/nonexistent/prm".into());
+        let e = rt.block_on(choice.build(generator)).map(|_| ()).expect_err("missing");
+        assert!(e.contains("/nonexistent/prm"), "{e}");
+    }
+}

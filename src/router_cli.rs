@@ -53,14 +53,25 @@ enum RouterCommand {
         #[arg(long, default_value_t = 0)]
         seed: u64,
     },
-    /// Put a `ponder bench strategies` JSON table into the calibration table for a difficulty.
+    /// Put measured accuracy vs spend into the calibration table: a `ponder-eval calibrate`
+    /// table (levels mapped to difficulties) or a `ponder bench strategies` table (one difficulty).
     Calibrate {
-        /// The bench JSON output.
-        #[arg(long)]
-        bench: PathBuf,
+        /// A `ponder-eval calibrate` table (accuracy vs spend per level, strategy and budget):
+        /// levels map to difficulties by --easy-max-level and --hard-min-level.
+        #[arg(long, conflicts_with = "bench", required_unless_present = "bench")]
+        harness: Option<PathBuf>,
+        /// Levels up to this one are easy.
+        #[arg(long, default_value_t = 2)]
+        easy_max_level: u32,
+        /// Levels from this one are hard (between: medium).
+        #[arg(long, default_value_t = 4)]
+        hard_min_level: u32,
+        /// Or: a `ponder bench strategies` JSON table, all of one difficulty (--difficulty).
+        #[arg(long, requires = "difficulty")]
+        bench: Option<PathBuf>,
         /// Difficulty of the bench's problem set.
         #[arg(long)]
-        difficulty: String,
+        difficulty: Option<String>,
         /// Calibration table to update (created if missing).
         #[arg(long, default_value = "data/router/calibration.json")]
         table: PathBuf,
@@ -142,14 +153,18 @@ pub(crate) fn run(args: RouterArgs) -> anyhow::Result<()> {
             println!("category accuracy: {:.3}\n\n{}", category.accuracy(), category.markdown());
             println!("difficulty accuracy: {:.3}\n\n{}", difficulty.accuracy(), difficulty.markdown());
         }
-        RouterCommand::Calibrate { bench, difficulty, table: path, source } => {
+        RouterCommand::Calibrate { harness, easy_max_level, hard_min_level, bench, difficulty, table: path, source } => {
             let mut table: CalibrationTable = match std::fs::read_to_string(&path) {
                 Ok(text) => serde_json::from_str(&text).with_context(|| format!("{} is not a calibration table", path.display()))?,
                 Err(_) => CalibrationTable::default(),
             };
-            let n = router::calibrate::merge_bench(&mut table, &bench, &difficulty, &source)?;
+            let n = match (&harness, &bench, &difficulty) {
+                (Some(h), _, _) => router::calibrate::merge_harness(&mut table, h, easy_max_level, hard_min_level, &source)?,
+                (None, Some(b), Some(d)) => router::calibrate::merge_bench(&mut table, b, d, &source)?,
+                _ => anyhow::bail!("router calibrate needs --harness FILE, or --bench FILE with --difficulty"),
+            };
             std::fs::write(&path, serde_json::to_string_pretty(&table)? + "\n").with_context(|| format!("writing {}", path.display()))?;
-            println!("{n} rows for {difficulty} written to {}", path.display());
+            println!("{n} rows written to {}", path.display());
         }
         RouterCommand::Route { query, budget, load, router: path } => {
             let r = load_router(path)?;

@@ -83,10 +83,15 @@ fn every_strategy_runs_on_the_real_engine_within_budget_and_metered_exactly() {
         assert!(u.spent() <= budget as u64, "{name}: spent {} of {budget}", u.spent());
         assert!(!out.candidates.is_empty(), "{name}: no candidate");
         assert!(out.tree.len() > 1, "{name}: empty tree");
-        // The request's usage is exactly what the engine did for it.
+        // The request's usage is what the engine did for it: every generated token, and every
+        // prefilled position — charged as computed unless this search itself computed it
+        // before, so the charge is at least what the engine computed (blocks the first problem
+        // left in the cache save the engine work on the second, not the search budget).
+        let engine_computed = after.prefill_tokens_computed - before.prefill_tokens_computed;
+        let engine_reused = after.prefill_tokens_reused - before.prefill_tokens_reused;
         assert_eq!(u.generated_tokens, after.tokens_generated - before.tokens_generated, "{name}: generated");
-        assert_eq!(u.prefill_tokens_computed, after.prefill_tokens_computed - before.prefill_tokens_computed, "{name}: prefill computed");
-        assert_eq!(u.prefill_tokens_reused, after.prefill_tokens_reused - before.prefill_tokens_reused, "{name}: prefill reused");
+        assert_eq!(u.prefill_tokens_computed + u.prefill_tokens_reused, engine_computed + engine_reused, "{name}: prefilled positions");
+        assert!(u.prefill_tokens_computed >= engine_computed, "{name}: charged {} < computed {engine_computed}", u.prefill_tokens_computed);
     }
 }
 
@@ -123,6 +128,28 @@ fn a_seed_replays_the_same_search() {
     let texts = |o: &Outcome| o.tree.nodes().map(|n| n.text.clone()).collect::<Vec<_>>();
     assert_eq!(texts(&a), texts(&b), "same seed, same tree (the second run even hits the cache)");
     assert_eq!(a.answer, b.answer);
+}
+
+#[test]
+fn a_binding_budget_replays_the_same_search_whatever_the_cache_holds() {
+    // 8 x 48 tokens do not fit in 300: the budget decides how far the branches get, so a charge
+    // that depended on what earlier requests cached would change the second run.
+    let rt = start();
+    let params = json!({"n": 8, "max_tokens": 48});
+    let run = || solve_on(&rt, "What is 14 plus 27?", "self_consistency", params.clone(), 300, 4).expect("solve");
+    let (a, b) = (run(), run());
+    let before = block_on(rt.counters()).expect("counters");
+    let c = run();
+    let after = block_on(rt.counters()).expect("counters");
+    assert!(after.prefill_tokens_reused > before.prefill_tokens_reused, "the later runs hit the engine's cache");
+    for (x, name) in [(&b, "second"), (&c, "third")] {
+        assert_eq!(x.answer, a.answer, "{name} run");
+        let answers = |o: &Outcome| o.candidates.iter().map(|c| (c.text.clone(), c.tokens)).collect::<Vec<_>>();
+        assert_eq!(answers(x), answers(&a), "{name} run");
+        let (mut ua, mut ux) = (a.usage, x.usage);
+        (ua.wall_ms, ux.wall_ms) = (0, 0);
+        assert_eq!(ux, ua, "{name} run: usage");
+    }
 }
 
 #[test]

@@ -121,7 +121,15 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
     anyhow::ensure!(!dataset.problems.is_empty(), "{}: no problems selected", args.dataset.display());
     let backend: std::sync::Arc<dyn ponder_evals::Backend> = match &args.url {
         Some(url) => std::sync::Arc::new(ponder_evals::HttpBackend::new(url)),
-        None => std::sync::Arc::new(ponder_evals::InProcessBackend::start(args.model.clone())?),
+        None => {
+            let mut backend = ponder_evals::InProcessBackend::start(args.model.clone())?;
+            // `auto` needs the router (encoder + router file), loaded only when asked for.
+            if args.strategies.iter().any(|s| s == "auto") {
+                let router = ponder::router::Router::load_default()?;
+                *backend.registry_mut() = ponder::router::registry_with_auto(std::sync::Arc::new(router));
+            }
+            std::sync::Arc::new(backend)
+        }
     };
     let items = ponder_evals::grid(&dataset.problems, &args.strategies, &args.budgets, &args.seeds);
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;

@@ -62,6 +62,11 @@ pub struct ServeArgs {
     /// steps), qwen-prm:DIR (a reward-head PRM checkpoint) or shepherd-prm:PATH (token-logit).
     #[arg(long, default_value = "none")]
     pub verifier: crate::prm::VerifierChoice,
+    /// The semantic router file that makes `strategy: "auto"` available [default: the shipped
+    /// data/router/router.json with the installed MiniLM encoder; skipped with a warning when
+    /// they are missing]. `none` turns `auto` off; a path given here must load.
+    #[arg(long)]
+    pub router: Option<PathBuf>,
     /// Seconds in-flight requests get to finish after SIGTERM.
     #[arg(long, default_value_t = 30)]
     pub shutdown_timeout_s: u64,
@@ -78,6 +83,23 @@ fn keys(args: &ServeArgs) -> Result<ApiKeys, ServeError> {
         text.push_str(&file);
     }
     Ok(ApiKeys::parse(&text))
+}
+
+/// The router behind `auto`: the one named by `--router` (which must load), else the shipped
+/// default when it and its encoder are installed.
+fn router(args: &ServeArgs) -> Result<Option<crate::router::Router>, ServeError> {
+    let embedder = crate::models::default_embedder_dir();
+    match &args.router {
+        Some(path) if path.as_os_str() == "none" => Ok(None),
+        Some(path) => Ok(Some(crate::router::Router::load(path, &embedder)?)),
+        None => match crate::router::Router::load(&crate::router::default_router_path(), &embedder) {
+            Ok(router) => Ok(Some(router)),
+            Err(e) => {
+                tracing::warn!(error = %e, "strategy `auto` is off: the default router did not load");
+                Ok(None)
+            }
+        },
+    }
 }
 
 /// Runs `ponder serve`.
@@ -109,6 +131,9 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
     if !args.backends.is_empty() {
         let opts = RemoteOptions { model: args.backend_model.clone(), ..RemoteOptions::new(args.backends.clone()) };
         builder = builder.remote(Arc::new(RemotePool::new(opts)?));
+    }
+    if let Some(router) = router(&args)? {
+        builder = builder.register(|r| crate::router::register_auto(r, Arc::new(router)));
     }
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let generator: Arc<dyn ponder_strategies::Generator> = runtime.generator();

@@ -9,6 +9,13 @@
 //! branches forked copy-on-write); all groups of a call are submitted before any is awaited,
 //! so they share forward passes. Stop strings are checked inside the scheduler after every
 //! token ([`StopStrings`]), so a step ends exactly at its delimiter whatever the timing.
+//!
+//! Accounting: prefill is *charged* as if this generator's search ran alone — the tokens after
+//! the last full block this search itself computed, once per distinct token list (exactly
+//! [`Generator::prefill_bound_batch`]). Blocks another request happened to leave in the cache
+//! still save the engine the work (its counters and `/metrics` show it), but not the search its
+//! budget: otherwise the same request with the same seed could spend, and so answer,
+//! differently depending on what else ran before it or whether it was preempted.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -120,6 +127,8 @@ impl LocalGenerator {
 /// One executor group: requests (by index) that continue the same tokens.
 struct Group {
     tokens: Vec<u32>,
+    /// Leading positions this search has already computed (full blocks), charged nothing.
+    cached: usize,
     members: Vec<usize>,
     max_tokens: usize,
     stop: Vec<String>,
@@ -183,9 +192,13 @@ impl Generator for LocalGenerator {
             let seq = self.get(req.seq)?;
             let room = context.saturating_sub(seq.tokens.len() + 1);
             let max_tokens = req.max_tokens.min(room);
+            let cached = seq.computed / self.block_size * self.block_size;
             match groups.iter_mut().find(|g| g.tokens == seq.tokens && g.max_tokens == max_tokens && g.stop == req.stop) {
-                Some(g) => g.members.push(i),
-                None => groups.push(Group { tokens: seq.tokens, members: vec![i], max_tokens, stop: req.stop.clone() }),
+                Some(g) => {
+                    g.members.push(i);
+                    g.cached = g.cached.max(cached);
+                }
+                None => groups.push(Group { tokens: seq.tokens, cached, members: vec![i], max_tokens, stop: req.stop.clone() }),
             }
         }
         let mut results: Vec<Option<Extension>> = vec![None; batch.len()];
@@ -213,7 +226,8 @@ impl Generator for LocalGenerator {
         for (g, mut handle) in handles {
             let index: HashMap<_, _> = handle.seqs.iter().copied().zip(g.members.iter().copied()).collect();
             let mut tokens: HashMap<usize, (Vec<u32>, Vec<TokenInfo>)> = HashMap::new();
-            let mut cost = Cost::default();
+            // What the engine really computed and reused (it may beat the charge below).
+            let mut engine_cost = Cost::default();
             let mut open = handle.seqs.len();
             while open > 0 {
                 let Some(event) = handle.events.recv().await else {
@@ -228,8 +242,8 @@ impl Generator for LocalGenerator {
                         entry.1.push(TokenInfo { logprob: token.logprob, top });
                     }
                     Event::Prefill { computed, reused, .. } => {
-                        cost.prefill_computed += computed;
-                        cost.prefill_reused += reused;
+                        engine_cost.prefill_computed += computed;
+                        engine_cost.prefill_reused += reused;
                     }
                     Event::Finished { seq, reason } => {
                         open -= 1;
@@ -256,10 +270,13 @@ impl Generator for LocalGenerator {
                     }
                 }
             }
-            // The group's prefill is charged once, on its first member.
+            // The group's prefill is charged once, on its first member, as this search alone
+            // would have computed it (see the module doc).
+            let charged = (g.tokens.len() - g.cached) as u64;
+            tracing::trace!(charged, computed = engine_cost.prefill_computed, reused = engine_cost.prefill_reused, "group prefill");
             if let Some(first) = g.members.first().and_then(|&i| results[i].as_mut()) {
-                first.cost.prefill_computed += cost.prefill_computed;
-                first.cost.prefill_reused += cost.prefill_reused;
+                first.cost.prefill_computed += charged;
+                first.cost.prefill_reused += g.cached as u64;
             }
         }
         results

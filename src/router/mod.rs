@@ -4,7 +4,7 @@
 //! difficulty by two softmax-regression heads ([`classifier`], trained by
 //! `ponder router train` on `data/router/labelled.jsonl`), and given a compute allocation —
 //! direct answer or not, strategy, N, per-branch cap, budget — by the [`allocator`] from a
-//! calibration table measured by `ponder bench strategies`. The `auto` strategy ([`auto`])
+//! calibration table measured by the harness (`ponder-eval calibrate`) or `ponder bench strategies`. The `auto` strategy ([`auto`])
 //! applies the allocation and adjusts it in flight; its decision is the `Outcome`'s `router`
 //! object.
 //!

@@ -5,10 +5,12 @@
 
 mod util;
 
+mod auth;
 mod bad_input;
 mod cli;
 mod executor;
 mod gguf_quant_types;
+mod hostile_input;
 mod llama_parity;
 mod plugin;
 mod prm_budget;

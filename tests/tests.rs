@@ -19,6 +19,7 @@ mod prm_fixture;
 mod prm_llm;
 mod prm_reward_head;
 mod qwen2_parity;
+mod reliability;
 mod server;
 mod server_load;
 mod server_remote;

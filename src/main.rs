@@ -81,6 +81,8 @@ enum Workload {
     Beam,
     /// Accuracy and tokens per strategy and budget on a problem set (Markdown with --markdown).
     Strategies,
+    /// Concurrent clients against a running server (`--url`): statuses, latency, RSS, gauges.
+    Load,
 }
 
 #[derive(clap::Args)]
@@ -129,6 +131,35 @@ struct BenchArgs {
     /// `strategies`: print a Markdown table instead of JSON.
     #[arg(long)]
     markdown: bool,
+    /// `load`: the server's base URL.
+    #[arg(long, default_value = "http://127.0.0.1:8080")]
+    url: String,
+    /// `load`: concurrent clients.
+    #[arg(long, default_value_t = 32)]
+    clients: usize,
+    /// `load`: how long to send requests (`60s`, `2m` or seconds).
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    duration: std::time::Duration,
+    /// `load`: the server's pid, to report its RSS from /proc.
+    #[arg(long)]
+    pid: Option<u32>,
+    /// `load`: a bearer key for the server.
+    #[arg(long, env = "PONDER_API_KEY", hide_env_values = true)]
+    api_key: Option<String>,
+}
+
+/// `60s`, `2m`, `500ms` or plain seconds.
+fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    let s = s.trim();
+    let (num, unit) = s.find(|c: char| !c.is_ascii_digit() && c != '.').map_or((s, "s"), |i| s.split_at(i));
+    let n: f64 = num.parse().map_err(|_| format!("not a duration: {s:?}"))?;
+    let secs = match unit {
+        "ms" => n / 1000.0,
+        "s" => n,
+        "m" => n * 60.0,
+        other => return Err(format!("unknown unit {other:?} in {s:?}; use ms, s or m")),
+    };
+    std::time::Duration::try_from_secs_f64(secs).map_err(|e| e.to_string())
 }
 
 #[derive(clap::Args)]
@@ -268,6 +299,21 @@ fn run_generate(args: GenerateArgs) -> anyhow::Result<()> {
 }
 
 fn run_bench(args: BenchArgs) -> anyhow::Result<()> {
+    if matches!(args.workload, Workload::Load) {
+        let opts = ponder::bench::load::LoadOptions {
+            url: args.url.trim_end_matches('/').to_string(),
+            clients: args.clients.max(1),
+            duration: args.duration,
+            pid: args.pid,
+            api_key: args.api_key,
+            seed: 0,
+            settle: std::time::Duration::from_secs(60),
+        };
+        let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+        let report = rt.block_on(ponder::bench::load::run(&opts)).map_err(anyhow::Error::msg)?;
+        println!("{}", serde_json::to_string_pretty(&report)?);
+        return Ok(());
+    }
     let model_path = args.model.clone().unwrap_or_else(ponder::models::default_llm_path);
     if matches!(args.workload, Workload::Beam | Workload::Strategies) {
         return run_strategy_bench(args, model_path);

@@ -25,10 +25,15 @@ pub(crate) struct TestServer {
 
 impl TestServer {
     pub(crate) fn start(configure: impl FnOnce(ServerBuilder) -> ServerBuilder) -> Self {
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("tokio");
+        Self::start_on(rt, configure)
+    }
+
+    /// A server on the given runtime (e.g. one whose threads log to a test subscriber).
+    pub(crate) fn start_on(rt: tokio::runtime::Runtime, configure: impl FnOnce(ServerBuilder) -> ServerBuilder) -> Self {
         let opts = RuntimeOptions { model: crate::util::smollm2_path(), ..RuntimeOptions::default_model() };
         let runtime = Arc::new(Runtime::start(&opts).expect("runtime"));
         let state = configure(ServerBuilder::new(runtime).model_id("smollm2")).build();
-        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("tokio");
         let listener = rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).expect("bind");
         let url = format!("http://{}", listener.local_addr().expect("addr"));
         let (stop, stopped) = oneshot::channel::<()>();

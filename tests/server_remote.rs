@@ -17,17 +17,24 @@ use tokio_util::sync::CancellationToken;
 
 use crate::server::TestServer;
 
-/// A `ponder serve` child process on a free loopback port; killed when dropped.
-struct Process {
-    child: Child,
-    url: String,
+/// A `ponder serve` child process on a free loopback port; killed when dropped (shared with
+/// `reliability`).
+pub(crate) struct Process {
+    pub(crate) child: Child,
+    pub(crate) url: String,
 }
 
 impl Process {
     fn start() -> Self {
+        Self::start_with(&[])
+    }
+
+    /// `ponder serve` with extra arguments.
+    pub(crate) fn start_with(args: &[&str]) -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_ponder"))
             .args(["serve", "--port", "0", "--model"])
             .arg(crate::util::smollm2_path())
+            .args(args)
             .stdout(Stdio::piped())
             .spawn()
             .expect("spawn ponder serve");

@@ -5,10 +5,12 @@
 
 mod util;
 
+mod auth;
 mod bad_input;
 mod cli;
 mod executor;
 mod gguf_quant_types;
+mod hostile_input;
 mod llama_parity;
 mod plugin;
 mod prm_budget;
@@ -17,6 +19,7 @@ mod prm_fixture;
 mod prm_llm;
 mod prm_reward_head;
 mod qwen2_parity;
+mod reliability;
 mod server;
 mod server_load;
 mod server_remote;

@@ -113,7 +113,9 @@ impl ApiKeys {
         if !self.is_enabled() {
             return true;
         }
-        let Some(token) = authorization.and_then(|h| h.strip_prefix("Bearer ")).map(str::trim) else { return false };
+        // The scheme is case-insensitive (RFC 9110 §11.1).
+        let token = authorization.and_then(|h| h.split_once(' ')).filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer")).map(|(_, t)| t.trim());
+        let Some(token) = token else { return false };
         let d = digest(token);
         let mut ok = subtle::Choice::from(0);
         for k in &self.digests {
@@ -133,6 +135,9 @@ mod tests {
         assert!(keys.allows(Some("Bearer beta")));
         assert!(!keys.allows(Some("Bearer gamma")));
         assert!(!keys.allows(Some("beta")));
+        assert!(keys.allows(Some("bearer alpha")));
+        assert!(!keys.allows(Some("Basic alpha")));
+        assert!(!keys.allows(Some("Bearer ")));
         assert!(!keys.allows(None));
         assert!(ApiKeys::parse(" , ").allows(None));
     }

@@ -15,6 +15,8 @@ mod extract;
 mod generate;
 mod guard;
 mod handlers;
+#[cfg(test)]
+mod hostile_tests;
 mod metrics;
 mod openapi;
 mod sse;
@@ -40,7 +42,7 @@ use tokio::net::TcpListener;
 pub use error::{AppError, ErrorBody, ErrorDetail, ValidationError};
 pub use guard::{Admission, ApiKeys};
 pub use metrics::Metrics;
-pub use validate::Limits;
+pub use validate::{check_body, Limits};
 
 use crate::backends::{RemoteGenerator, RemotePool};
 use crate::runtime::Runtime;
@@ -212,6 +214,8 @@ async fn authenticate(State(state): State<Arc<AppState>>, req: Request, next: Ne
     let open = matches!(req.uri().path(), "/health" | "/ready") || ui::is_open(req.uri().path());
     let auth = req.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
     if !open && !state.keys.allows(auth) {
+        // Never the header itself: a wrong key is often a real key for another service.
+        tracing::debug!(path = %req.uri().path(), "refused: missing or wrong API key");
         return AppError::Unauthorized.into_response();
     }
     next.run(req).await
@@ -220,9 +224,11 @@ async fn authenticate(State(state): State<Arc<AppState>>, req: Request, next: Ne
 /// Counts requests by route and status, and times non-streaming ones (streams time themselves).
 async fn observe(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
     let route = req.extensions().get::<MatchedPath>().map_or_else(|| "unmatched".to_string(), |p| p.as_str().to_string());
+    let method = req.method().clone();
     let start = Instant::now();
     let response = next.run(req).await;
     state.metrics.request(&route, response.status().as_u16());
+    tracing::debug!(%method, %route, status = response.status().as_u16(), elapsed_ms = start.elapsed().as_millis() as u64, "request");
     let streaming = response.headers().get(header::CONTENT_TYPE).is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
     if !streaming {
         state.metrics.e2e(&route, start.elapsed());

@@ -358,3 +358,27 @@ pub(crate) fn problem_of(prompt: &PromptIn) -> (String, Option<String>) {
         }
     }
 }
+
+/// Parses and validates `bytes` as the body of `route` (`/v1/chat/completions`,
+/// `/v1/completions` or `/v1/reason`) as its handler does, and builds the strategy a valid request
+/// names, running nothing. The entry point of the property tests and the fuzz targets.
+#[doc(hidden)]
+pub fn check_body(route: &str, bytes: &[u8], limits: &Limits, registry: &Registry) -> Result<(), super::AppError> {
+    use super::AppError;
+    let parse_err = |e: serde_json::Error| AppError::MalformedJson(e.to_string());
+    let build = |v: ValidGeneration| -> Result<(), AppError> {
+        match v.strategy {
+            Some(s) => registry.build(&s.name, s.params).map(drop).map_err(AppError::from),
+            None => Ok(()),
+        }
+    };
+    match route {
+        "/v1/chat/completions" => build(chat(&serde_json::from_slice(bytes).map_err(parse_err)?, limits, registry, "local")?),
+        "/v1/completions" => build(completion(&serde_json::from_slice(bytes).map_err(parse_err)?, limits, registry, "local")?),
+        "/v1/reason" => {
+            let r = reason(&serde_json::from_slice(bytes).map_err(parse_err)?, limits, registry)?;
+            registry.build(&r.strategy, r.params).map(drop).map_err(AppError::from)
+        }
+        _ => Err(AppError::NotFound),
+    }
+}

@@ -5,8 +5,11 @@
 //! - `beam` ([`strategies`]): a step-level beam search's cost vs best-of-N at the same N.
 //! - `strategies` ([`strategies`]): accuracy and tokens spent per strategy and budget on a
 //!   problem set (the README's results table).
+//! - `load` ([`load`]): concurrent clients against a running server; status counts, latency
+//!   percentiles, RSS growth and the gauges back at idle.
 
 mod executor;
+pub mod load;
 mod strategies;
 
 pub use executor::{nsample, prefix_reuse, BenchOptions, NSampleReport, PrefixReuseReport};

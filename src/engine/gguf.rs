@@ -55,7 +55,12 @@ impl GgufFile {
         }
         let file = File::open(path).map_err(|source| EngineError::Io { path: path.to_path_buf(), source })?;
         let mut reader = BufReader::new(file);
-        let content = Content::read(&mut reader).map_err(|e| {
+        // candle's reader bounds every length by the file size, but divides by the file's
+        // `general.alignment` unchecked: a crafted 0 panics inside it. That panic is caught here
+        // and reported as a corrupt file (the one justified `catch_unwind` on a file path).
+        let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| Content::read(&mut reader)));
+        let read = read.unwrap_or_else(|_| Err(candle_core::Error::Msg("malformed header (general.alignment must be positive)".into())));
+        let content = read.map_err(|e| {
             let reason = e.to_string();
             if reason.contains("unknown dtype") {
                 EngineError::UnsupportedQuant { path: path.to_path_buf(), detail: reason }
@@ -141,8 +146,12 @@ impl GgufFile {
             .content
             .tensor_infos
             .get("token_embd.weight")
-            .map(|t| t.shape.dims()[0])
-            .ok_or_else(|| self.missing("tensor token_embd.weight"))?;
+            .ok_or_else(|| self.missing("tensor token_embd.weight"))?
+            .shape
+            .dims()
+            .first()
+            .copied()
+            .ok_or_else(|| EngineError::CorruptModel { path: self.path.clone(), reason: "tensor token_embd.weight has no dimensions".into() })?;
         let head_dim = self.usize_key("attention.key_length")?.unwrap_or(hidden_size / num_heads.max(1));
         let config = ModelConfig {
             architecture: self.architecture,

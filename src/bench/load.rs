@@ -1,0 +1,299 @@
+//! `ponder bench load`: Ponder's own load generator. `clients` concurrent loops drive a running
+//! server over HTTP for a fixed time with a seeded mix of request kinds — plain and streamed chat,
+//! legacy completions, streams the client drops after two chunks (cancellation), strategies under
+//! small budgets that the meter stops (`best_of_n`, `self_consistency`), and budgets over the server's limit (refused, 422) — then
+//! report requests by status, 5xx and transport errors, latency percentiles, the server's RSS
+//! over time (read from `/proc/PID/status` when given its pid), and the `/metrics` gauges once the
+//! server is idle again. Transport-level outcomes are counted, never unwrapped.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::Serialize;
+use serde_json::{json, Value};
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct LoadOptions {
+    /// The server's base URL, e.g. `http://127.0.0.1:8080`.
+    pub url: String,
+    /// Concurrent client loops.
+    pub clients: usize,
+    /// How long to send requests.
+    pub duration: Duration,
+    /// The server's pid, for its resident memory.
+    pub pid: Option<u32>,
+    /// A bearer key, when the server requires one.
+    pub api_key: Option<String>,
+    /// Base seed of the request mix.
+    pub seed: u64,
+    /// How long to wait for the gauges to return to idle after the run.
+    pub settle: Duration,
+}
+
+/// The kinds of request in the mix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    /// Non-streamed chat completion.
+    Chat,
+    /// Streamed chat completion read to `[DONE]`.
+    Streamed,
+    /// Streamed chat dropped after two chunks.
+    Cancelled,
+    /// A strategy whose budget runs out before it would finish.
+    SmallBudget,
+    /// `budget_tokens` over the server's limit: must be refused with 422.
+    OverLimit,
+    /// Legacy `/v1/completions`.
+    Completion,
+}
+
+const KINDS: [Kind; 6] = [Kind::Chat, Kind::Streamed, Kind::Cancelled, Kind::SmallBudget, Kind::OverLimit, Kind::Completion];
+
+/// The run's figures.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct LoadReport {
+    /// Client loops.
+    pub clients: usize,
+    /// Seconds requests were sent for.
+    pub duration_s: f64,
+    /// Requests sent.
+    pub requests: u64,
+    /// Requests by HTTP status (`"transport"`: no status, e.g. a reset connection).
+    pub by_status: BTreeMap<String, u64>,
+    /// Requests by kind.
+    pub by_kind: BTreeMap<String, u64>,
+    /// Responses with a 5xx status.
+    pub server_errors: u64,
+    /// Requests that failed below HTTP (refused or reset connections, bad stream framing).
+    pub transport_errors: u64,
+    /// Streams answered 200 that did not end with `data: [DONE]` (cancelled ones excluded).
+    pub truncated_streams: u64,
+    /// Median latency of completed (not cancelled) requests, milliseconds.
+    pub p50_ms: f64,
+    /// 99th percentile latency of completed requests, milliseconds.
+    pub p99_ms: f64,
+    /// Completed requests per second.
+    pub throughput_rps: f64,
+    /// Server RSS (KiB) when the warm-up ended: at one minute, or half the run if shorter.
+    pub rss_warm_kib: Option<u64>,
+    /// Server RSS (KiB) at the end of the run.
+    pub rss_end_kib: Option<u64>,
+    /// Highest RSS seen (KiB).
+    pub rss_peak_kib: Option<u64>,
+    /// Growth from the warm sample to the end, percent.
+    pub rss_growth_pct: Option<f64>,
+    /// `ponder_running_requests` after the run settled.
+    pub running_after: Option<f64>,
+    /// `ponder_queued_requests` after the run settled.
+    pub queued_after: Option<f64>,
+    /// `ponder_kv_blocks_used` before the run.
+    pub kv_blocks_used_before: Option<f64>,
+    /// `ponder_kv_blocks_used` after the run settled.
+    pub kv_blocks_used_after: Option<f64>,
+    /// Seconds the gauges took to settle.
+    pub settle_s: f64,
+}
+
+impl LoadReport {
+    /// Whether the server returned to idle: nothing running or queued, KV back to its baseline.
+    pub fn idle_after(&self) -> bool {
+        self.running_after == Some(0.0) && self.queued_after == Some(0.0) && self.kv_blocks_used_after.is_some() && self.kv_blocks_used_after == self.kv_blocks_used_before
+    }
+}
+
+/// One finished request.
+#[derive(Debug)]
+struct Sample {
+    kind: Kind,
+    status: Option<u16>,
+    latency: Duration,
+    truncated: bool,
+}
+
+/// The resident set size of `pid` in KiB, from `/proc/PID/status`.
+pub fn rss_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status.lines().find_map(|l| l.strip_prefix("VmRSS:")).and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+}
+
+/// A sample line's value (`name value`) in Prometheus text.
+fn gauge(text: &str, name: &str) -> Option<f64> {
+    text.lines().find_map(|l| l.strip_prefix(name).and_then(|r| r.strip_prefix(' ')).and_then(|v| v.trim().parse().ok()))
+}
+
+fn body(kind: Kind, rng: &mut ChaCha8Rng, client: usize) -> (&'static str, Value, bool) {
+    let topics = ["the sea", "a prime number", "bread", "a robot", "autumn", "trains"];
+    let topic = topics[rng.random_range(0..topics.len())];
+    let seed: u64 = rng.random();
+    let chat = |content: String, extra: Value| {
+        let mut b = json!({"model": "ponder", "messages": [{"role": "user", "content": content}], "seed": seed});
+        if let (Some(b), Some(e)) = (b.as_object_mut(), extra.as_object()) {
+            b.extend(e.clone());
+        }
+        b
+    };
+    match kind {
+        Kind::Chat => ("/v1/chat/completions", chat(format!("Write one sentence about {topic}."), json!({"max_tokens": rng.random_range(8..32)})), false),
+        Kind::Streamed => (
+            "/v1/chat/completions",
+            chat(format!("Describe {topic} briefly."), json!({"max_tokens": rng.random_range(8..40), "stream": true, "stream_options": {"include_usage": true}})),
+            true,
+        ),
+        Kind::Cancelled => ("/v1/chat/completions", chat(format!("Tell a long story about {topic}."), json!({"max_tokens": 400, "stream": true})), true),
+        Kind::SmallBudget => {
+            let strategy = ["best_of_n", "self_consistency"][client % 2];
+            let extra = json!({"strategy": strategy, "strategy_params": {"n": 3, "max_tokens": 48}, "budget_tokens": rng.random_range(120..260)});
+            ("/v1/chat/completions", chat(format!("What is {} + {}?", rng.random_range(1..50), rng.random_range(1..50)), extra), false)
+        }
+        Kind::OverLimit => ("/v1/chat/completions", chat("What is 2 + 2?".into(), json!({"budget_tokens": i64::MAX})), false),
+        Kind::Completion => ("/v1/completions", json!({"model": "ponder", "prompt": format!("A list of facts about {topic}:\n1."), "max_tokens": rng.random_range(4..24), "seed": seed}), false),
+    }
+}
+
+async fn one(http: &reqwest::Client, opts: &LoadOptions, kind: Kind, rng: &mut ChaCha8Rng, client: usize) -> Sample {
+    let (path, payload, stream) = body(kind, rng, client);
+    let start = Instant::now();
+    let mut req = http.post(format!("{}{path}", opts.url)).json(&payload);
+    if let Some(k) = &opts.api_key {
+        req = req.bearer_auth(k);
+    }
+    let done = |status: Option<u16>, truncated: bool| Sample { kind, status, latency: start.elapsed(), truncated };
+    let response = match req.send().await {
+        Ok(r) => r,
+        Err(_) => return done(None, false),
+    };
+    let status = response.status().as_u16();
+    if !stream || status != 200 {
+        return match response.bytes().await {
+            Ok(_) => done(Some(status), false),
+            Err(_) => done(None, false),
+        };
+    }
+    let mut chunks = response.bytes_stream();
+    let mut tail: Vec<u8> = Vec::new();
+    let mut seen = 0usize;
+    while let Some(chunk) = chunks.next().await {
+        let Ok(chunk) = chunk else { return done(None, false) };
+        seen += 1;
+        if kind == Kind::Cancelled && seen >= 2 {
+            // Dropping the stream closes the connection mid-generation.
+            return done(Some(status), false);
+        }
+        tail.extend_from_slice(&chunk);
+        if tail.len() > 64 {
+            tail.drain(..tail.len() - 64);
+        }
+    }
+    let ended = String::from_utf8_lossy(&tail).trim_end().ends_with("data: [DONE]");
+    done(Some(status), kind != Kind::Cancelled && !ended)
+}
+
+async fn metrics_text(http: &reqwest::Client, opts: &LoadOptions) -> Option<String> {
+    let mut req = http.get(format!("{}/metrics", opts.url));
+    if let Some(k) = &opts.api_key {
+        req = req.bearer_auth(k);
+    }
+    req.send().await.ok()?.text().await.ok()
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() - 1) as f64 * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+/// Runs the load and reports; errors only when the server cannot be reached at all.
+pub async fn run(opts: &LoadOptions) -> Result<LoadReport, String> {
+    let http = reqwest::Client::builder().timeout(Duration::from_secs(300)).build().map_err(|e| e.to_string())?;
+    let before = metrics_text(&http, opts).await.ok_or_else(|| format!("cannot read {}/metrics", opts.url))?;
+    let samples: Arc<Mutex<Vec<Sample>>> = Arc::default();
+    let start = Instant::now();
+    let end = start + opts.duration;
+    let mut loops = Vec::new();
+    for client in 0..opts.clients {
+        let (http, opts, samples) = (http.clone(), opts.clone(), Arc::clone(&samples));
+        loops.push(tokio::spawn(async move {
+            let mut rng = ChaCha8Rng::seed_from_u64(opts.seed ^ (client as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+            let mut i = client;
+            while Instant::now() < end {
+                let kind = KINDS[i % KINDS.len()];
+                i += 1;
+                let sample = one(&http, &opts, kind, &mut rng, client).await;
+                if let Ok(mut s) = samples.lock() {
+                    s.push(sample);
+                }
+            }
+        }));
+    }
+    // RSS: sampled each second; the warm sample is at one minute (or half the run if shorter).
+    let warm_at = opts.duration.min(Duration::from_secs(60)).mul_f64(if opts.duration > Duration::from_secs(60) { 1.0 } else { 0.5 });
+    let (mut rss_warm, mut rss_peak) = (None, None::<u64>);
+    while Instant::now() < end {
+        tokio::time::sleep(Duration::from_millis(500).min(end.saturating_duration_since(Instant::now()))).await;
+        if let Some(rss) = opts.pid.and_then(rss_kib) {
+            rss_peak = Some(rss_peak.map_or(rss, |p| p.max(rss)));
+            if rss_warm.is_none() && start.elapsed() >= warm_at {
+                rss_warm = Some(rss);
+            }
+        }
+    }
+    for l in loops {
+        let _ = l.await;
+    }
+    let duration_s = start.elapsed().as_secs_f64();
+    let rss_end = opts.pid.and_then(rss_kib);
+    // Idle again: poll the gauges until nothing runs and the KV blocks are back, or time out.
+    let kv_before = gauge(&before, "ponder_kv_blocks_used");
+    let settle_start = Instant::now();
+    let mut after = String::new();
+    while settle_start.elapsed() < opts.settle {
+        after = metrics_text(&http, opts).await.unwrap_or_default();
+        if gauge(&after, "ponder_running_requests") == Some(0.0) && gauge(&after, "ponder_queued_requests") == Some(0.0) && gauge(&after, "ponder_kv_blocks_used") == kv_before {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let samples = samples.lock().map(|mut s| std::mem::take(&mut *s)).unwrap_or_default();
+    let mut report = LoadReport { clients: opts.clients, duration_s, requests: samples.len() as u64, ..LoadReport::default() };
+    let mut latencies = Vec::new();
+    for s in &samples {
+        let key = s.status.map_or_else(|| "transport".to_string(), |c| c.to_string());
+        *report.by_status.entry(key).or_default() += 1;
+        let kind = serde_json::to_value(s.kind).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default();
+        *report.by_kind.entry(kind).or_default() += 1;
+        match s.status {
+            Some(c) if c >= 500 => report.server_errors += 1,
+            None => report.transport_errors += 1,
+            _ => {}
+        }
+        report.truncated_streams += u64::from(s.truncated);
+        if s.kind != Kind::Cancelled && s.status.is_some() {
+            latencies.push(s.latency.as_secs_f64() * 1000.0);
+        }
+    }
+    latencies.sort_by(f64::total_cmp);
+    report.p50_ms = percentile(&latencies, 0.5);
+    report.p99_ms = percentile(&latencies, 0.99);
+    report.throughput_rps = latencies.len() as f64 / duration_s.max(1e-9);
+    report.rss_warm_kib = rss_warm;
+    report.rss_end_kib = rss_end;
+    report.rss_peak_kib = rss_peak.max(rss_end);
+    report.rss_growth_pct = match (rss_warm, rss_end) {
+        (Some(w), Some(e)) if w > 0 => Some((e as f64 - w as f64) / w as f64 * 100.0),
+        _ => None,
+    };
+    report.running_after = gauge(&after, "ponder_running_requests");
+    report.queued_after = gauge(&after, "ponder_queued_requests");
+    report.kv_blocks_used_before = kv_before;
+    report.kv_blocks_used_after = gauge(&after, "ponder_kv_blocks_used");
+    report.settle_s = settle_start.elapsed().as_secs_f64();
+    Ok(report)
+}

@@ -1,0 +1,181 @@
+//! Reliability under load and faults, with the real model: a short run of Ponder's own load
+//! generator (`ponder bench load`, the CI form of `scripts/load.sh`) against a real `ponder serve`
+//! gets no 5xx and leaves the gauges at idle; a KV pool too small for the work preempts and
+//! recomputes yet answers exactly as a large pool does; a deadline mid-search returns the best
+//! answer so far with `finish_reason: "deadline"`; SIGTERM under load drains the in-flight streams
+//! and exits 0. (A remote backend killed mid-request: `server_remote`.)
+
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+use ponder::bench::load::{run, LoadOptions};
+use ponder::engine::bytes_per_block;
+use ponder::reason::{reason, ReasonRequest};
+use ponder::runtime::{Runtime, RuntimeOptions};
+use ponder_strategies::Registry;
+use serde_json::{json, Value};
+use tokio_util::sync::CancellationToken;
+
+use crate::server::TestServer;
+use crate::server_remote::Process;
+
+#[test]
+fn a_short_mixed_load_gets_no_5xx_and_leaves_the_server_idle() {
+    let server = Process::start_with(&["--max-running", "8", "--max-queue", "64"]);
+    let opts = LoadOptions {
+        url: server.url.clone(),
+        clients: 8,
+        duration: Duration::from_secs(10),
+        pid: Some(server.child.id()),
+        api_key: None,
+        seed: 7,
+        settle: Duration::from_secs(60),
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("tokio");
+    let report = rt.block_on(run(&opts)).expect("load");
+    let json = serde_json::to_string_pretty(&report).unwrap_or_default();
+    assert!(report.requests >= 8, "{json}");
+    assert_eq!(report.server_errors, 0, "{json}");
+    assert_eq!(report.transport_errors, 0, "{json}");
+    assert_eq!(report.truncated_streams, 0, "{json}");
+    assert!(report.by_status.keys().all(|s| matches!(s.as_str(), "200" | "422" | "429")), "{json}");
+    assert!(report.by_status.get("422").is_some_and(|&n| n > 0), "over-limit budgets are refused: {json}");
+    assert!(report.idle_after(), "gauges back to idle: {json}");
+    assert!(report.rss_end_kib.is_some_and(|r| r > 0), "{json}");
+}
+
+fn best_of_n(seed: u64) -> ReasonRequest {
+    ReasonRequest {
+        problem: "Name three animals that live in the sea.".into(),
+        strategy: "best_of_n".into(),
+        params: json!({"n": 4, "max_tokens": 40}),
+        budget_tokens: 100_000,
+        deadline_ms: None,
+        seed,
+    }
+}
+
+#[test]
+fn a_tiny_kv_pool_preempts_and_recomputes_to_the_same_seeded_answers() {
+    let config = crate::util::smollm2().model.config().clone();
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("tokio");
+    // Three seeded searches at once, each needing 16 of the pool's blocks at its peak.
+    let outcome = |kv_memory: u64| {
+        let opts = RuntimeOptions { model: crate::util::smollm2_path(), kv_memory, ..RuntimeOptions::default_model() };
+        let runtime = Runtime::start(&opts).expect("runtime");
+        let registry = Registry::with_builtins();
+        let texts = rt.block_on(async {
+            let runs = [3, 4, 5].map(|seed| {
+                let req = best_of_n(seed);
+                let (registry, generator) = (&registry, runtime.generator());
+                async move { reason(registry, generator, None, &req, CancellationToken::new()).await }
+            });
+            let [a, b, c] = runs;
+            let (a, b, c) = tokio::join!(a, b, c);
+            [a, b, c].map(|o| {
+                let o = o.expect("reason");
+                (o.answer.clone(), o.candidates.iter().map(|c| c.text.clone()).collect::<Vec<_>>())
+            })
+        });
+        let counters = rt.block_on(runtime.counters()).expect("counters");
+        (texts, counters.preemptions)
+    };
+    let (large, large_preemptions) = outcome(512 << 20);
+    // Twenty 16-token blocks: enough for any one search, far from enough for three at once.
+    let (tiny, tiny_preemptions) = outcome(20 * bytes_per_block(&config, 16));
+    assert_eq!(large_preemptions, 0);
+    assert!(tiny_preemptions > 0, "the tiny pool must preempt");
+    assert_eq!(tiny, large, "preemption and recompute change no seeded answer");
+}
+
+#[test]
+fn a_deadline_mid_search_returns_the_best_answer_so_far() {
+    let server = TestServer::start(|b| b);
+    let client = reqwest::Client::new();
+    let body = json!({
+        "problem": "What is 17 * 23?",
+        "strategy": "mcts",
+        "params": {"iterations": 100000},
+        "budget_tokens": 200_000,
+        "deadline_ms": 4000,
+        "seed": 1,
+    });
+    let (status, out) = server.block_on(async {
+        let r = client.post(server.url("/v1/reason")).json(&body).send().await.expect("send");
+        (r.status().as_u16(), r.json::<Value>().await.unwrap_or(Value::Null))
+    });
+    assert_eq!(status, 200, "{out}");
+    assert_eq!(out["finish_reason"], "deadline", "{}", out["finish_reason"]);
+    // How many rollouts finish in 4 s depends on the machine; whatever finished is the answer.
+    if out["candidates"].as_array().is_some_and(|c| !c.is_empty()) {
+        assert!(out["answer"].is_string() || out["text"].is_string(), "a best-so-far answer: {}", out["answer"]);
+    }
+    assert!(out["usage"]["generated_tokens"].as_u64().is_some_and(|g| g < 200_000));
+
+    // The OpenAI-shaped endpoint says why in its extension and ends the choice as "length".
+    let chat = json!({
+        "model": "ponder/mcts",
+        "messages": [{"role": "user", "content": "What is 17 * 23?"}],
+        "strategy_params": {"iterations": 100000},
+        "budget_tokens": 200_000,
+        "deadline_ms": 2000,
+        "seed": 1,
+    });
+    let (status, out) = server.block_on(async {
+        let r = client.post(server.url("/v1/chat/completions")).json(&chat).send().await.expect("send");
+        (r.status().as_u16(), r.json::<Value>().await.unwrap_or(Value::Null))
+    });
+    assert_eq!(status, 200, "{out}");
+    assert_eq!(out["ponder"]["finish_reason"], "deadline", "{}", out["ponder"]);
+    assert_eq!(out["choices"][0]["finish_reason"], "length");
+}
+
+#[test]
+fn sigterm_under_load_drains_in_flight_streams_and_exits_zero() {
+    let mut server = Process::start_with(&["--shutdown-timeout-s", "60"]);
+    let url = server.url.clone();
+    let pid = server.child.id();
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("tokio");
+    let (tx, mut started) = tokio::sync::mpsc::unbounded_channel::<()>();
+    let streams: Vec<_> = (0..4)
+        .map(|i| {
+            let (url, tx) = (url.clone(), tx.clone());
+            rt.spawn(async move {
+                let body = json!({"model": "ponder", "messages": [{"role": "user", "content": format!("Count to {}.", 20 + i)}], "max_tokens": 48, "stream": true, "seed": i});
+                let r = reqwest::Client::new().post(format!("{url}/v1/chat/completions")).json(&body).send().await.expect("send");
+                assert_eq!(r.status(), 200);
+                let mut stream = r.bytes_stream();
+                let mut text = String::new();
+                let mut first = true;
+                while let Some(chunk) = stream.next().await {
+                    text.push_str(&String::from_utf8_lossy(&chunk.expect("chunk")));
+                    if std::mem::take(&mut first) {
+                        let _ = tx.send(());
+                    }
+                }
+                text
+            })
+        })
+        .collect();
+    drop(tx);
+    rt.block_on(async {
+        for _ in 0..4 {
+            started.recv().await;
+        }
+    });
+    let term = std::process::Command::new("kill").args(["-TERM", &pid.to_string()]).status().expect("kill");
+    assert!(term.success());
+    for s in streams {
+        let text = rt.block_on(s).expect("stream task");
+        assert!(text.trim_end().ends_with("data: [DONE]"), "an in-flight stream finished: {text}");
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = server.child.try_wait().expect("wait") {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "ponder serve did not exit within its shutdown timeout");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(status.success(), "exit status {status:?}");
+}

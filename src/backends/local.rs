@@ -11,13 +11,14 @@
 //! token ([`StopStrings`]), so a step ends exactly at its delimiter whatever the timing.
 //!
 //! Accounting: prefill is *charged* as if this generator's search ran alone — the tokens after
-//! the last full block this search itself computed, once per distinct token list (exactly
-//! [`Generator::prefill_bound_batch`]). Blocks another request happened to leave in the cache
+//! the longest run of full blocks that any sequence of this generator computed before
+//! ([`PaidPrefixes`]), once per distinct token list (exactly [`Generator::prefill_bound_batch`]). Blocks another request happened to leave in the cache
 //! still save the engine the work (its counters and `/metrics` show it), but not the search its
 //! budget: otherwise the same request with the same seed could spend, and so answer,
 //! differently depending on what else ran before it or whether it was preempted.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -59,6 +60,36 @@ impl StopCondition for StopStrings {
     }
 }
 
+/// The full-block prefixes this generator has computed, as a chain of hashes (hash of block
+/// k = hash(hash of block k-1, its tokens)): a token list's leading blocks found here were
+/// paid for by this search, whichever of its sequences computed them.
+#[derive(Debug, Default)]
+struct PaidPrefixes {
+    blocks: HashSet<u64>,
+}
+
+impl PaidPrefixes {
+    fn chain(tokens: &[u32], block_size: usize) -> impl Iterator<Item = u64> + '_ {
+        tokens.chunks_exact(block_size).scan(0u64, |prev, block| {
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            (*prev, block).hash(&mut h);
+            *prev = h.finish();
+            Some(*prev)
+        })
+    }
+
+    /// Leading positions of `tokens` (whole blocks) already paid for.
+    fn paid(&self, tokens: &[u32], block_size: usize) -> usize {
+        Self::chain(tokens, block_size).take_while(|h| self.blocks.contains(h)).count() * block_size
+    }
+
+    /// Records that the first `computed` positions of `tokens` have been computed.
+    fn pay(&mut self, tokens: &[u32], computed: usize, block_size: usize) {
+        let computed = computed.min(tokens.len());
+        self.blocks.extend(Self::chain(&tokens[..computed], block_size));
+    }
+}
+
 #[derive(Debug, Clone)]
 struct LocalSeq {
     tokens: Vec<u32>,
@@ -73,6 +104,7 @@ pub struct LocalGenerator {
     executor: Arc<Executor>,
     block_size: usize,
     seqs: Mutex<HashMap<u64, LocalSeq>>,
+    paid: Mutex<PaidPrefixes>,
     next: AtomicU64,
     priority: i32,
 }
@@ -84,7 +116,7 @@ fn engine(e: EngineError) -> StrategyError {
 impl LocalGenerator {
     /// A generator over `executor`, which runs `model` with KV blocks of `block_size` tokens.
     pub fn new(model: Arc<LoadedModel>, executor: Arc<Executor>, block_size: usize) -> Self {
-        Self { model, executor, block_size: block_size.max(1), seqs: Mutex::new(HashMap::new()), next: AtomicU64::new(1), priority: 0 }
+        Self { model, executor, block_size: block_size.max(1), seqs: Mutex::new(HashMap::new()), paid: Mutex::default(), next: AtomicU64::new(1), priority: 0 }
     }
 
     /// Runs this generator's sequences at `priority` (higher runs first, preempted last).
@@ -95,6 +127,11 @@ impl LocalGenerator {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, LocalSeq>> {
         self.seqs.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Leading positions of `tokens` this search has paid for (whole blocks).
+    fn paid(&self, tokens: &[u32]) -> usize {
+        self.paid.lock().unwrap_or_else(|p| p.into_inner()).paid(tokens, self.block_size)
     }
 
     fn get(&self, seq: SeqHandle) -> Result<LocalSeq> {
@@ -127,7 +164,7 @@ impl LocalGenerator {
 /// One executor group: requests (by index) that continue the same tokens.
 struct Group {
     tokens: Vec<u32>,
-    /// Leading positions this search has already computed (full blocks), charged nothing.
+    /// Leading positions this search has already paid for (full blocks), charged nothing.
     cached: usize,
     members: Vec<usize>,
     max_tokens: usize,
@@ -166,9 +203,8 @@ impl Generator for LocalGenerator {
 
     fn prefill_bound(&self, seq: SeqHandle) -> Result<usize> {
         let s = self.get(seq)?;
-        // Full blocks of computed positions are in the prefix index; the rest is computed.
-        let cached = s.computed / self.block_size * self.block_size;
-        Ok(s.tokens.len() - cached)
+        // What this search computed before is free; the rest is charged.
+        Ok(s.tokens.len() - self.paid(&s.tokens))
     }
 
     fn prefill_bound_batch(&self, seqs: &[SeqHandle]) -> Result<usize> {
@@ -181,7 +217,7 @@ impl Generator for LocalGenerator {
                 distinct.push(s);
             }
         }
-        Ok(distinct.iter().map(|s| s.tokens.len() - s.computed / self.block_size * self.block_size).sum())
+        Ok(distinct.iter().map(|s| s.tokens.len() - self.paid(&s.tokens)).sum())
     }
 
     async fn extend(&self, batch: &[ExtendRequest]) -> Result<Vec<Extension>> {
@@ -192,13 +228,12 @@ impl Generator for LocalGenerator {
             let seq = self.get(req.seq)?;
             let room = context.saturating_sub(seq.tokens.len() + 1);
             let max_tokens = req.max_tokens.min(room);
-            let cached = seq.computed / self.block_size * self.block_size;
             match groups.iter_mut().find(|g| g.tokens == seq.tokens && g.max_tokens == max_tokens && g.stop == req.stop) {
-                Some(g) => {
-                    g.members.push(i);
-                    g.cached = g.cached.max(cached);
+                Some(g) => g.members.push(i),
+                None => {
+                    let cached = self.paid(&seq.tokens);
+                    groups.push(Group { tokens: seq.tokens, cached, members: vec![i], max_tokens, stop: req.stop.clone() });
                 }
-                None => groups.push(Group { tokens: seq.tokens, cached, members: vec![i], max_tokens, stop: req.stop.clone() }),
             }
         }
         let mut results: Vec<Option<Extension>> = vec![None; batch.len()];
@@ -264,6 +299,7 @@ impl Generator for LocalGenerator {
                                 // The last sampled token's KV is computed by the next call.
                                 s.computed = s.tokens.len() + ids.len().saturating_sub(1);
                                 s.tokens.extend_from_slice(&ids);
+                                self.paid.lock().unwrap_or_else(|p| p.into_inner()).pay(&s.tokens, s.computed, self.block_size);
                             }
                         }
                         results[i] = Some(Extension { text, tokens: infos, stop, cost: Cost { generated, ..Cost::default() } });
@@ -287,5 +323,27 @@ impl Generator for LocalGenerator {
 
     fn release(&self, seq: SeqHandle) {
         self.lock().remove(&seq.0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::PaidPrefixes;
+
+    #[test]
+    fn only_whole_blocks_of_paid_prefixes_are_free() {
+        let mut paid = PaidPrefixes::default();
+        let a: Vec<u32> = (0..40).collect();
+        assert_eq!(paid.paid(&a, 16), 0);
+        paid.pay(&a, 39, 16);
+        assert_eq!(paid.paid(&a, 16), 32, "two whole blocks; the partial third is recomputed");
+        // A sibling sharing the first 20 tokens gets the first block free, not the second.
+        let mut b = a[..20].to_vec();
+        b.extend(100..130);
+        assert_eq!(paid.paid(&b, 16), 16);
+        // The same block contents after a different first block are a different prefix.
+        let mut c: Vec<u32> = (1000..1016).collect();
+        c.extend(16..32);
+        assert_eq!(paid.paid(&c, 16), 0);
     }
 }

@@ -7,6 +7,8 @@ mod util;
 
 mod bad_input;
 mod cli;
+#[cfg(feature = "cuda")]
+mod engine_cuda;
 mod executor;
 mod gguf_quant_types;
 mod llama_parity;

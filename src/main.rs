@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use ponder::engine::{
-    encode_prompt, ChatMessage, Event, FinishReason, GroupRequest, LoadOptions, LoadedModel, PagedKvStore, SamplingParams, Scheduler,
+    encode_prompt, ChatMessage, ComputeDevice, Event, FinishReason, GroupRequest, LoadOptions, LoadedModel, PagedKvStore, SamplingParams, Scheduler,
     SchedulerConfig, SeqFinish, TextStream,
 };
 
@@ -69,6 +69,9 @@ struct ReasonArgs {
     /// A .gguf file or safetensors directory [default: the installed SmolLM2].
     #[arg(long, env = "PONDER_MODEL")]
     model: Option<PathBuf>,
+    /// Where the model runs: cpu, cuda or cuda:N (cuda needs a build with `--features cuda`).
+    #[arg(long, env = "PONDER_DEVICE", default_value = "cpu")]
+    device: ComputeDevice,
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -200,6 +203,9 @@ struct GenerateArgs {
     /// A tokenizer.json to use instead of the model's own.
     #[arg(long)]
     tokenizer: Option<PathBuf>,
+    /// Where the model runs: cpu, cuda or cuda:N (cuda needs a build with `--features cuda`).
+    #[arg(long, env = "PONDER_DEVICE", default_value = "cpu")]
+    device: ComputeDevice,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -218,7 +224,7 @@ fn main() -> anyhow::Result<()> {
 
 fn run_generate(args: GenerateArgs) -> anyhow::Result<()> {
     let model_path = args.model.unwrap_or_else(ponder::models::default_llm_path);
-    let opts = LoadOptions { tokenizer: args.tokenizer, ..LoadOptions::cpu(model_path.clone()) };
+    let opts = LoadOptions { tokenizer: args.tokenizer, ..LoadOptions::on(model_path.clone(), args.device) };
     let model = LoadedModel::load(&opts).with_context(|| format!("loading {}", model_path.display()))?;
     let prompt = if args.raw {
         args.prompt
@@ -251,7 +257,8 @@ fn run_generate(args: GenerateArgs) -> anyhow::Result<()> {
     let max_tokens = args.max_tokens.min(context - prompt_ids.len());
     let block_size = 16;
     let blocks = (prompt_ids.len() + max_tokens).div_ceil(block_size) + 1;
-    let store = PagedKvStore::new(model.model.config(), block_size, blocks)?;
+    let kv_bytes = (blocks * block_size) as u64 * ponder::engine::bytes_per_block(model.model.config(), 1);
+    let store = PagedKvStore::for_model(&model.model, kv_bytes, block_size)?;
     let mut scheduler = Scheduler::new(Arc::clone(&model.model), store, SchedulerConfig::default());
     let started = Instant::now();
     scheduler.submit(GroupRequest {
@@ -342,6 +349,7 @@ fn run_strategy_bench(args: BenchArgs, model: PathBuf) -> anyhow::Result<()> {
         kv_memory: args.kv_memory.as_u64(),
         block_size: args.block_size,
         max_step_tokens: args.max_step_tokens,
+        device: Some(ComputeDevice::Cpu),
     };
     let runtime = ponder::runtime::Runtime::start(&opts).with_context(|| format!("loading {}", opts.model.display()))?;
     if matches!(args.workload, Workload::Beam) {
@@ -378,6 +386,7 @@ fn run_reason(args: ReasonArgs) -> anyhow::Result<()> {
     let opts = ponder::runtime::RuntimeOptions {
         model: args.model.unwrap_or_else(ponder::models::default_llm_path),
         kv_memory: args.kv_memory.as_u64(),
+        device: Some(args.device),
         ..ponder::runtime::RuntimeOptions::default_model()
     };
     let runtime = ponder::runtime::Runtime::start(&opts).with_context(|| format!("loading {}", opts.model.display()))?;

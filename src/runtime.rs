@@ -6,7 +6,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::backends::LocalGenerator;
-use crate::engine::{Executor, LoadOptions, LoadedModel, PagedKvStore, Result, Scheduler, SchedulerConfig, SchedulerCounters};
+use crate::engine::{
+    ComputeDevice, EngineError, Executor, LoadOptions, LoadedModel, PagedKvStore, Result, Scheduler, SchedulerConfig, SchedulerCounters,
+};
 
 /// How to start a runtime.
 #[derive(Debug, Clone)]
@@ -19,12 +21,31 @@ pub struct RuntimeOptions {
     pub block_size: usize,
     /// Most tokens per forward pass.
     pub max_step_tokens: usize,
+    /// Where the model runs; `None`: `$PONDER_DEVICE` if set (`cpu`, `cuda`, `cuda:N`), else
+    /// the CPU (how `ponder serve` picks a device).
+    pub device: Option<ComputeDevice>,
+}
+
+impl RuntimeOptions {
+    /// The device to run on: `device`, else `$PONDER_DEVICE`, else the CPU.
+    pub fn resolved_device(&self) -> Result<ComputeDevice> {
+        if let Some(d) = self.device {
+            return Ok(d);
+        }
+        match std::env::var("PONDER_DEVICE") {
+            Ok(v) if !v.trim().is_empty() => v.parse().map_err(|e: EngineError| match e {
+                EngineError::InvalidInput { reason, .. } => EngineError::InvalidInput { field: "PONDER_DEVICE", reason },
+                other => other,
+            }),
+            _ => Ok(ComputeDevice::Cpu),
+        }
+    }
 }
 
 impl RuntimeOptions {
     /// The installed default model with 512 MiB of KV blocks of 16 tokens.
     pub fn default_model() -> Self {
-        Self { model: crate::models::default_llm_path(), kv_memory: 512 << 20, block_size: 16, max_step_tokens: 512 }
+        Self { model: crate::models::default_llm_path(), kv_memory: 512 << 20, block_size: 16, max_step_tokens: 512, device: None }
     }
 }
 
@@ -41,8 +62,9 @@ pub struct Runtime {
 impl Runtime {
     /// Loads the model and starts the executor thread.
     pub fn start(opts: &RuntimeOptions) -> Result<Self> {
-        let model = Arc::new(LoadedModel::load(&LoadOptions::cpu(opts.model.clone()))?);
-        let store = PagedKvStore::with_memory(model.model.config(), opts.kv_memory, opts.block_size)?;
+        let device = opts.resolved_device()?;
+        let model = Arc::new(LoadedModel::load(&LoadOptions::on(opts.model.clone(), device))?);
+        let store = PagedKvStore::for_model(&model.model, opts.kv_memory, opts.block_size)?;
         let scheduler = Scheduler::new(
             Arc::clone(&model.model),
             store,

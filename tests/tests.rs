@@ -8,6 +8,8 @@ mod util;
 mod auth;
 mod bad_input;
 mod cli;
+#[cfg(feature = "cuda")]
+mod engine_cuda;
 mod executor;
 mod gguf_quant_types;
 mod hostile_input;

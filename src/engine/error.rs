@@ -73,6 +73,20 @@ pub enum EngineError {
     /// The KV store and the batch disagree about a sequence (a caller bug, reported not panicked).
     #[error("kv store: {0}")]
     Kv(String),
+    /// `--device cuda` in a build without the `cuda` feature.
+    #[error("device {device} needs a build with the `cuda` feature (cargo build --release --features cuda)")]
+    CudaNotBuilt {
+        /// The device asked for.
+        device: String,
+    },
+    /// The CUDA device could not be opened or a CUDA call failed.
+    #[error("cuda: {op}: {reason}")]
+    Cuda {
+        /// What was being done (opening the device, a launch, a copy).
+        op: &'static str,
+        /// The driver's, cuBLAS's, NVRTC's or a launcher's error.
+        reason: String,
+    },
     /// A CPU kernel rejected its arguments.
     #[error(transparent)]
     Kernel(#[from] ponder_kernels::KernelError),

@@ -60,6 +60,23 @@ pub trait KvStore {
 
     /// Forgets `seq` and frees its memory.
     fn release(&mut self, seq: SeqId);
+
+    /// [`KvStore::attend`] on a CUDA device: stores `k` and `v` (`[tokens, num_kv_heads,
+    /// head_dim]`, f32, the step's tokens in batch order) for `layer` and writes every token's
+    /// attention output into `out` (`[tokens, num_heads, head_dim]`). Provided: an error, for
+    /// stores whose memory is on the host.
+    #[cfg(feature = "cuda")]
+    fn attend_cuda(
+        &mut self,
+        layer: usize,
+        q: &cudarc::driver::CudaSlice<f32>,
+        k: &cudarc::driver::CudaSlice<f32>,
+        v: &cudarc::driver::CudaSlice<f32>,
+        out: &mut cudarc::driver::CudaSlice<f32>,
+    ) -> Result<()> {
+        let _ = (layer, q, k, v, out);
+        Err(EngineError::Kv("this KV store keeps its memory on the host; a CUDA model needs PagedKvStore::for_model".into()))
+    }
 }
 
 /// One `(keys, values)` tensor pair per layer per sequence.

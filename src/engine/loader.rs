@@ -1,5 +1,6 @@
 //! Loading a model by path: a `.gguf` file or a safetensors checkpoint directory, with its
-//! tokenizer and chat template, onto a device.
+//! tokenizer and chat template, onto a device. Files are always read on the CPU; a model for a
+//! CUDA device is then uploaded (GGUF matrices dequantized first) and its host copy dropped.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -7,6 +8,7 @@ use std::sync::Arc;
 use candle_core::Device;
 
 use super::chat_template::{ChatMessage, ChatTemplate};
+use super::device::{ComputeDevice, WeightDtype};
 use super::error::{EngineError, Result};
 use super::gguf::GgufFile;
 use super::model::Model;
@@ -24,9 +26,11 @@ pub struct LoadOptions {
     /// A `tokenizer.json` to use instead of the one the model carries.
     pub tokenizer: Option<PathBuf>,
     /// Where to run.
-    pub device: Device,
-    /// Which implementation multiplies quantized weights.
+    pub device: ComputeDevice,
+    /// Which implementation multiplies quantized weights (on CPU).
     pub matmul: MatmulImpl,
+    /// How matrices are stored on a CUDA device (ignored on CPU).
+    pub weight_dtype: WeightDtype,
 }
 
 /// Who multiplies GGUF Q4_1 / Q8_0 weights on CPU.
@@ -42,7 +46,22 @@ pub enum MatmulImpl {
 impl LoadOptions {
     /// CPU, the model's own tokenizer.
     pub fn cpu(model: impl Into<PathBuf>) -> Self {
-        Self { model: model.into(), tokenizer: None, device: Device::Cpu, matmul: MatmulImpl::default() }
+        Self::on(model, ComputeDevice::Cpu)
+    }
+
+    /// On `device`, the model's own tokenizer, f32 matrices.
+    pub fn on(model: impl Into<PathBuf>, device: ComputeDevice) -> Self {
+        Self { model: model.into(), tokenizer: None, device, matmul: MatmulImpl::default(), weight_dtype: WeightDtype::default() }
+    }
+
+    /// The matmul implementation to read GGUF matrices with: a CUDA model uploads candle's
+    /// (dequantizable) tensors, not our CPU kernel's packed ones.
+    fn host_matmul(&self) -> MatmulImpl {
+        if self.device.is_cuda() {
+            MatmulImpl::Candle
+        } else {
+            self.matmul
+        }
     }
 }
 
@@ -83,8 +102,9 @@ impl LoadedModel {
             Some(src) => Some(ChatTemplate::new(src, &token_text(tokenizer.bos()), &token_text(tokenizer.eos().first().copied()))?),
             None => None,
         };
-        let weights = gguf.weights(&config, &opts.device, opts.matmul)?;
-        let model = Arc::new(Model::new(config, weights, opts.device.clone())?);
+        opts.device.check_built()?;
+        let weights = gguf.weights(&config, &Device::Cpu, opts.host_matmul())?;
+        let model = Arc::new(Model::on_device(config, weights, opts.device, opts.weight_dtype)?);
         Ok(Self { model, tokenizer, chat_template })
     }
 
@@ -93,8 +113,8 @@ impl LoadedModel {
     }
 
     /// Loads a safetensors checkpoint directory like [`LoadedModel::load`], and also returns the
-    /// tensors the decoder does not use whose names `keep` accepts, as f32 on the model's
-    /// device (a reward model's score head). A GGUF file is refused: heads live in checkpoints.
+    /// tensors the decoder does not use whose names `keep` accepts, as f32 on the CPU (a
+    /// reward model's score head, applied to read-out rows, which are host tensors on any device). A GGUF file is refused: heads live in checkpoints.
     pub fn load_with_extras(
         opts: &LoadOptions,
         keep: impl Fn(&str) -> bool,
@@ -117,8 +137,9 @@ impl LoadedModel {
         let tokenizer_path = opts.tokenizer.clone().unwrap_or_else(|| dir.join("tokenizer.json"));
         let tokenizer = TextTokenizer::from_file(&tokenizer_path, END_OF_TURN_TOKENS)?;
         let chat_template = read_hf_chat_template(&dir.join("tokenizer_config.json"))?;
-        let (weights, extras) = st.weights_and_extras(&opts.device, keep)?;
-        let model = Arc::new(Model::new(st.config().clone(), weights, opts.device.clone())?);
+        opts.device.check_built()?;
+        let (weights, extras) = st.weights_and_extras(&Device::Cpu, keep)?;
+        let model = Arc::new(Model::on_device(st.config().clone(), weights, opts.device, opts.weight_dtype)?);
         Ok((Self { model, tokenizer, chat_template }, extras))
     }
 

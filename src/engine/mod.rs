@@ -1,6 +1,10 @@
 //! The model runtime: loading (GGUF, safetensors), tokenizer and chat template, our own batched
 //! forward pass over an external KV store, sampling, and the single-sequence generation loop.
 //!
+//! The forward pass runs on the CPU (the default) or, in a build with feature `cuda`, on a CUDA
+//! device (`cuda/`: weights, activations and KV blocks in device memory, our attention and KV
+//! kernels, cuBLAS projections); the bookkeeping, scheduling and sampling are shared.
+//!
 //! It knows nothing of HTTP or strategies; the scheduler drives the forward pass for many
 //! requests at once through the paged KV store — sampling for generation, and reading chosen
 //! positions for scoring (process reward models).
@@ -8,6 +12,9 @@
 mod attention;
 mod chat_template;
 mod config;
+#[cfg(feature = "cuda")]
+mod cuda;
+mod device;
 mod error;
 mod executor;
 mod generate;
@@ -26,6 +33,7 @@ mod weights;
 pub use attention::AttentionShape;
 pub use chat_template::{ChatMessage, ChatTemplate};
 pub use config::{Architecture, ModelConfig, RopeStyle};
+pub use device::{ComputeDevice, WeightDtype};
 pub use error::{EngineError, Result};
 pub use executor::{Executor, GroupHandle, ScoreHandle};
 pub use generate::{encode_prompt, generate, FinishReason, Generation, TextStream};

@@ -10,6 +10,9 @@
 //! chunks ([`Model::forward_readouts`]): final-normed hidden states for a reward head, or
 //! logits at step tags, which is how process reward models are scored inside the batch.
 //!
+//! On a CUDA device (feature `cuda`) the same passes run in `cuda::CudaModel`: same
+//! validation, same rollback on error, same outputs (read-out rows copied to the host).
+//!
 //! Numerics follow llama.cpp / candle-transformers: RMSNorm, RoPE (interleaved for llama GGUF,
 //! halves otherwise), grouped-query attention with a causal mask, SiLU-gated MLP, f32 activations.
 
@@ -21,6 +24,12 @@ use super::attention::AttentionShape;
 use super::kv::{KvStore, LayerChunk, SeqId};
 use super::rope::Rope;
 use super::weights::{LayerWeights, Linear, ModelWeights};
+use super::device::ComputeDevice;
+use super::WeightDtype;
+#[cfg(feature = "cuda")]
+use super::cuda::CudaModel;
+#[cfg(feature = "cuda")]
+use std::sync::Arc;
 
 /// New tokens of one sequence, to be appended at `start_pos` (which must equal what the KV store
 /// already holds for `seq`).
@@ -62,14 +71,79 @@ pub enum Readout {
 #[derive(Debug, Clone)]
 pub struct Model {
     config: ModelConfig,
+    /// The CPU weights; empty for a model on a CUDA device.
     weights: ModelWeights,
     rope: Rope,
     device: Device,
+    /// The weights on a CUDA device, when the model runs there.
+    #[cfg(feature = "cuda")]
+    cuda: Option<Arc<CudaModel>>,
 }
 
 impl Model {
     pub(crate) fn new(config: ModelConfig, weights: ModelWeights, device: Device) -> Result<Self> {
-        Ok(Self { rope: Rope::new(&config), config, weights, device })
+        Ok(Self {
+            rope: Rope::new(&config),
+            config,
+            weights,
+            device,
+            #[cfg(feature = "cuda")]
+            cuda: None,
+        })
+    }
+
+    /// Loads `weights` onto `device`: a CPU model as is, a CUDA one by uploading them (as
+    /// `dtype`) and dropping the host copies.
+    pub(crate) fn on_device(config: ModelConfig, weights: ModelWeights, device: ComputeDevice, dtype: WeightDtype) -> Result<Self> {
+        device.check_built()?;
+        match device {
+            ComputeDevice::Cpu => {
+                let _ = dtype;
+                Self::new(config, weights, Device::Cpu)
+            }
+            #[cfg(feature = "cuda")]
+            ComputeDevice::Cuda(ordinal) => {
+                let gpu = super::cuda::Gpu::open(ordinal)?;
+                let cuda = CudaModel::upload(gpu, &config, &weights, dtype)?;
+                drop(weights);
+                Self::with_cuda(config, cuda)
+            }
+            #[cfg(not(feature = "cuda"))]
+            ComputeDevice::Cuda(_) => Err(EngineError::CudaNotBuilt { device: device.to_string() }),
+        }
+    }
+
+    /// A model of `config`'s shape with random weights generated on CUDA device `ordinal`
+    /// (for benchmarks: nothing is read from disk). Matrices are uniform in `±1/sqrt(in)`,
+    /// norms one, no biases; the same `seed` gives the same weights.
+    #[cfg(feature = "cuda")]
+    pub fn random_on_cuda(config: ModelConfig, ordinal: usize, dtype: WeightDtype, seed: u64) -> Result<Self> {
+        config.validate().map_err(|reason| EngineError::InvalidInput { field: "config", reason })?;
+        let gpu = super::cuda::Gpu::open(ordinal)?;
+        let cuda = CudaModel::random(gpu, &config, dtype, seed)?;
+        Self::with_cuda(config, cuda)
+    }
+
+    #[cfg(feature = "cuda")]
+    fn with_cuda(config: ModelConfig, cuda: CudaModel) -> Result<Self> {
+        let empty = Tensor::zeros(0, candle_core::DType::F32, &Device::Cpu)?;
+        let weights = ModelWeights { embed: empty.clone(), layers: Vec::new(), final_norm: empty, lm_head: None };
+        Ok(Self { rope: Rope::new(&config), config, weights, device: Device::Cpu, cuda: Some(Arc::new(cuda)) })
+    }
+
+    /// The model's CUDA weights, when it runs on a CUDA device.
+    #[cfg(feature = "cuda")]
+    pub(crate) fn cuda_model(&self) -> Option<&Arc<CudaModel>> {
+        self.cuda.as_ref()
+    }
+
+    /// Where the forward pass runs.
+    pub fn compute_device(&self) -> ComputeDevice {
+        #[cfg(feature = "cuda")]
+        if let Some(c) = &self.cuda {
+            return ComputeDevice::Cuda(c.gpu().ordinal());
+        }
+        ComputeDevice::Cpu
     }
 
     /// The model's hyper-parameters.
@@ -77,7 +151,8 @@ impl Model {
         &self.config
     }
 
-    /// The device the weights live on.
+    /// The device of the tensors the model returns (the CPU: a CUDA model copies its read-out
+    /// rows to the host; see [`Model::compute_device`] for where it runs).
     pub fn device(&self) -> &Device {
         &self.device
     }
@@ -131,6 +206,24 @@ impl Model {
     }
 
     fn forward_unchecked(&self, batch: &[SeqChunk<'_>], kv: &mut dyn KvStore, which: LogitsFor) -> Result<Vec<Tensor>> {
+        #[cfg(feature = "cuda")]
+        if let Some(cuda) = &self.cuda {
+            if !cuda.has_lm_head() {
+                self.lm_head()?;
+            }
+            let readouts: Vec<Readout> = batch
+                .iter()
+                .map(|c| match which {
+                    LogitsFor::LastPosition => Readout::LastLogits,
+                    LogitsFor::AllPositions => Readout::Logits((0..c.tokens.len()).collect()),
+                })
+                .collect();
+            return cuda
+                .forward_readouts(batch, kv, &readouts)?
+                .into_iter()
+                .map(|t| t.ok_or_else(|| EngineError::Kv("logits missing".into())))
+                .collect();
+        }
         let lm_head = self.lm_head()?;
         let x = self.residual(batch, kv)?;
         let offsets = Self::offsets(batch);
@@ -188,13 +281,17 @@ impl Model {
                 });
             }
         }
-        if readouts.iter().any(|r| matches!(r, Readout::LastLogits | Readout::Logits(_))) {
+        if readouts.iter().any(|r| matches!(r, Readout::LastLogits | Readout::Logits(_))) && !self.has_lm_head() {
             self.lm_head()?;
         }
         Ok(())
     }
 
     fn readouts_unchecked(&self, batch: &[SeqChunk<'_>], kv: &mut dyn KvStore, readouts: &[Readout]) -> Result<Vec<Option<Tensor>>> {
+        #[cfg(feature = "cuda")]
+        if let Some(cuda) = &self.cuda {
+            return cuda.forward_readouts(batch, kv, readouts);
+        }
         let x = self.residual(batch, kv)?;
         let offsets = Self::offsets(batch);
         let eps = self.config.rms_norm_eps as f32;
@@ -233,6 +330,10 @@ impl Model {
 
     /// Whether the model has a language-model head (a reward model may have only a score head).
     pub fn has_lm_head(&self) -> bool {
+        #[cfg(feature = "cuda")]
+        if let Some(cuda) = &self.cuda {
+            return cuda.has_lm_head();
+        }
         self.weights.lm_head.is_some()
     }
 

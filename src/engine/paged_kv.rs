@@ -5,6 +5,10 @@
 //! module owns only the f32 memory the blocks name and the glue to the attention kernel. Memory
 //! layout per layer: `[num_blocks, block_size, num_kv_heads, head_dim]`, keys and values apart.
 //! A fork costs nothing here; the first divergent append copies at most one partial block.
+//!
+//! The memory is on the host (f32, attended by the CPU kernel) or, for a model on a CUDA
+//! device ([`PagedKvStore::for_model`], feature `cuda`), in device buffers of the model's
+//! element type (`cuda::DeviceKv`), driven by the same bookkeeping.
 
 use std::collections::HashMap;
 
@@ -15,10 +19,22 @@ use super::attention::AttentionShape;
 use super::config::ModelConfig;
 use super::error::{EngineError, Result};
 use super::kv::{KvStore, LayerChunk, SeqId};
-use super::model::SeqChunk;
+use super::model::{Model, SeqChunk};
+#[cfg(feature = "cuda")]
+use std::sync::Arc;
 
 fn kv_err(e: impl std::fmt::Display) -> EngineError {
     EngineError::Kv(e.to_string())
+}
+
+/// Where the blocks' keys and values live.
+#[derive(Debug)]
+enum Memory {
+    /// Host f32, `[layer][num_blocks * block_floats]`.
+    Host { keys: Vec<Vec<f32>>, values: Vec<Vec<f32>> },
+    /// Device buffers of a CUDA model.
+    #[cfg(feature = "cuda")]
+    Cuda(super::cuda::DeviceKv),
 }
 
 /// Block memory plus its bookkeeping.
@@ -28,8 +44,7 @@ pub struct PagedKvStore {
     shape: AttentionShape,
     /// Floats in one block of one layer (keys or values).
     block_floats: usize,
-    keys: Vec<Vec<f32>>,
-    values: Vec<Vec<f32>>,
+    memory: Memory,
     /// Slots reserved by the current step, per sequence, in token order.
     step_slots: HashMap<SeqId, Vec<Slot>>,
     blocks_read: u64,
@@ -53,8 +68,10 @@ impl PagedKvStore {
             cache,
             shape: AttentionShape { num_heads: config.num_heads, num_kv_heads: config.num_kv_heads, head_dim: config.head_dim },
             block_floats,
-            keys: (0..config.num_layers).map(|_| layer()).collect(),
-            values: (0..config.num_layers).map(|_| layer()).collect(),
+            memory: Memory::Host {
+                keys: (0..config.num_layers).map(|_| layer()).collect(),
+                values: (0..config.num_layers).map(|_| layer()).collect(),
+            },
             step_slots: HashMap::new(),
             blocks_read: 0,
             block_reads_saved: 0,
@@ -65,6 +82,34 @@ impl PagedKvStore {
     pub fn with_memory(config: &ModelConfig, bytes: u64, block_size: usize) -> Result<Self> {
         let cfg = KvCacheConfig::from_memory(bytes, bytes_per_block(config, block_size), block_size).map_err(kv_err)?;
         Self::new(config, block_size, cfg.num_blocks)
+    }
+
+    /// A store of about `bytes` of blocks where `model` runs: host memory for a CPU model (as
+    /// [`PagedKvStore::with_memory`]), device memory of the model's element type for a CUDA one.
+    pub fn for_model(model: &Model, bytes: u64, block_size: usize) -> Result<Self> {
+        #[cfg(feature = "cuda")]
+        if let Some(cuda) = model.cuda_model() {
+            let config = model.config();
+            let dtype = match cuda.dtype() {
+                super::cuda::WeightDtype::F32 => super::cuda::KvDtype::F32,
+                super::cuda::WeightDtype::Bf16 => super::cuda::KvDtype::Bf16,
+            };
+            let per_block = (2 * config.num_layers * block_size * config.num_kv_heads * config.head_dim * dtype.size()) as u64;
+            let cfg = KvCacheConfig::from_memory(bytes, per_block, block_size).map_err(kv_err)?;
+            let cache = KvCacheManager::new(cfg).map_err(kv_err)?;
+            let shape = model.attention_shape();
+            let dev = super::cuda::DeviceKv::new(Arc::clone(cuda.gpu()), shape, config.num_layers, block_size, cfg.num_blocks, dtype)?;
+            return Ok(Self {
+                cache,
+                shape,
+                block_floats: block_size * config.num_kv_heads * config.head_dim,
+                memory: Memory::Cuda(dev),
+                step_slots: HashMap::new(),
+                blocks_read: 0,
+                block_reads_saved: 0,
+            });
+        }
+        Self::with_memory(model.config(), bytes, block_size)
     }
 
     /// Starts `seq` for `prompt`, reusing cached prompt blocks; returns how many leading tokens
@@ -93,16 +138,32 @@ impl PagedKvStore {
         self.cache.available_blocks()
     }
 
+    /// Layers the memory holds.
+    #[cfg(feature = "cuda")]
+    fn cache_layers(&self) -> usize {
+        match &self.memory {
+            Memory::Host { keys, .. } => keys.len(),
+            Memory::Cuda(dev) => dev.layers(),
+        }
+    }
+
     /// Tokens per block.
     pub fn block_size(&self) -> usize {
         self.cache.block_size()
     }
 
-    fn copy_block(&mut self, src: u32, dst: u32, tokens: usize) {
-        let n = tokens * self.shape.num_kv_heads * self.shape.head_dim;
-        let (s, d) = (src as usize * self.block_floats, dst as usize * self.block_floats);
-        for layer in self.keys.iter_mut().chain(self.values.iter_mut()) {
-            layer.copy_within(s..s + n, d);
+    fn copy_block(&mut self, src: u32, dst: u32, tokens: usize) -> Result<()> {
+        match &mut self.memory {
+            Memory::Host { keys, values } => {
+                let n = tokens * self.shape.num_kv_heads * self.shape.head_dim;
+                let (s, d) = (src as usize * self.block_floats, dst as usize * self.block_floats);
+                for layer in keys.iter_mut().chain(values.iter_mut()) {
+                    layer.copy_within(s..s + n, d);
+                }
+                Ok(())
+            }
+            #[cfg(feature = "cuda")]
+            Memory::Cuda(dev) => dev.copy_blocks(&[(src, dst)]),
         }
     }
 
@@ -132,16 +193,38 @@ impl KvStore for PagedKvStore {
             }
             let appended = self.cache.append(chunk.seq, chunk.tokens).map_err(kv_err)?;
             for c in appended.copies {
-                self.copy_block(c.src, c.dst, c.tokens);
+                self.copy_block(c.src, c.dst, c.tokens)?;
             }
             self.step_slots.insert(chunk.seq, appended.slots);
+        }
+        #[cfg(feature = "cuda")]
+        if let Memory::Cuda(dev) = &mut self.memory {
+            let block_size = self.cache.block_size();
+            let mut seqs = Vec::with_capacity(chunks.len());
+            let mut slots = Vec::new();
+            for chunk in chunks {
+                let table = self.cache.block_table(chunk.seq).ok_or_else(|| kv_err(format!("unknown sequence {}", chunk.seq)))?;
+                seqs.push(super::cuda::StepSeq { len: chunk.tokens.len(), table: table.to_vec(), start_pos: chunk.start_pos });
+                let reserved = self.step_slots.get(&chunk.seq).map(Vec::as_slice).unwrap_or_default();
+                slots.extend(reserved.iter().map(|s| (s.block as usize * block_size + s.offset) as u32));
+            }
+            dev.begin_step(&seqs, slots)?;
+            let (read, saved) = dev.plan_reads();
+            let layers = self.cache_layers() as u64;
+            self.blocks_read += read * layers;
+            self.block_reads_saved += saved * layers;
         }
         Ok(())
     }
 
     fn attend(&mut self, layer: usize, chunks: &[LayerChunk<'_>], shape: &AttentionShape) -> Result<Vec<f32>> {
-        if layer >= self.keys.len() {
-            return Err(EngineError::Kv(format!("layer {layer} out of range (store has {})", self.keys.len())));
+        let (keys, values) = match &mut self.memory {
+            Memory::Host { keys, values } => (keys, values),
+            #[cfg(feature = "cuda")]
+            Memory::Cuda(_) => return Err(EngineError::Kv("this store's blocks are on a CUDA device; attend with attend_cuda".into())),
+        };
+        if layer >= keys.len() {
+            return Err(EngineError::Kv(format!("layer {layer} out of range (store has {})", keys.len())));
         }
         let block_size = self.cache.block_size();
         let token_floats = shape.num_kv_heads * shape.head_dim;
@@ -150,8 +233,8 @@ impl KvStore for PagedKvStore {
                 .step_slots
                 .get(&c.seq)
                 .ok_or_else(|| EngineError::Kv(format!("sequence {} has no slots reserved this step", c.seq)))?;
-            Self::write_rows(&mut self.keys[layer], token_floats, block_size, slots, c.k)?;
-            Self::write_rows(&mut self.values[layer], token_floats, block_size, slots, c.v)?;
+            Self::write_rows(&mut keys[layer], token_floats, block_size, slots, c.k)?;
+            Self::write_rows(&mut values[layer], token_floats, block_size, slots, c.v)?;
         }
         let mut seqs = Vec::with_capacity(chunks.len());
         for c in chunks {
@@ -163,8 +246,8 @@ impl KvStore for PagedKvStore {
         }
         let mut out = vec![0f32; chunks.iter().map(|c| c.q.len()).sum()];
         let kv = PagedKv {
-            k: &self.keys[layer],
-            v: &self.values[layer],
+            k: &keys[layer],
+            v: &values[layer],
             block_size,
             num_kv_heads: shape.num_kv_heads,
             head_dim: shape.head_dim,
@@ -174,6 +257,21 @@ impl KvStore for PagedKvStore {
         self.blocks_read += stats.kv_blocks_read as u64;
         self.block_reads_saved += stats.shared_block_reads_saved as u64;
         Ok(out)
+    }
+
+    #[cfg(feature = "cuda")]
+    fn attend_cuda(
+        &mut self,
+        layer: usize,
+        q: &cudarc::driver::CudaSlice<f32>,
+        k: &cudarc::driver::CudaSlice<f32>,
+        v: &cudarc::driver::CudaSlice<f32>,
+        out: &mut cudarc::driver::CudaSlice<f32>,
+    ) -> Result<()> {
+        match &mut self.memory {
+            Memory::Cuda(dev) => dev.attend(layer, q, k, v, out),
+            Memory::Host { .. } => Err(EngineError::Kv("this store's blocks are on the host; a CUDA model needs PagedKvStore::for_model".into())),
+        }
     }
 
     fn truncate(&mut self, seq: SeqId, len: usize) -> Result<()> {

@@ -36,6 +36,12 @@ impl Rope {
         Self { style: config.rope_style, half, cos, sin }
     }
 
+    /// The `[context, half]` cos and sin tables (the CUDA pass uploads them).
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    pub(crate) fn tables(&self) -> (&[f32], &[f32]) {
+        (&self.cos, &self.sin)
+    }
+
     /// Rotates `rows` (`positions.len()` tokens × `heads` × `2 * half`) in place.
     pub(crate) fn apply(&self, rows: &mut [f32], heads: usize, positions: &[usize]) {
         let d = 2 * self.half;

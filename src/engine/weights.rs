@@ -33,6 +33,18 @@ impl Linear {
         Self { weight, bias }
     }
 
+    /// The weight (the CUDA path uploads it).
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    pub(crate) fn weight(&self) -> &Projection {
+        &self.weight
+    }
+
+    /// The bias, if any.
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    pub(crate) fn bias(&self) -> Option<&Tensor> {
+        self.bias.as_ref()
+    }
+
     /// `x`: `[tokens, in]` → `[tokens, out]`.
     pub(crate) fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let y = match &self.weight {

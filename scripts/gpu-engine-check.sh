@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# GPU check for the engine on `--device cuda`: on a machine with an NVIDIA GPU, its driver and a
+# CUDA toolkit's libraries (cuBLAS and NVRTC, loaded at run time), runs the `engine_cuda` tests
+# of a PREBUILT test binary: CPU-vs-CUDA parity of greedy forked branches (tokens equal,
+# logprobs within a stated tolerance; short prompt and a >1024-token shared prefix that the
+# CUDA plan groups) and the decode throughput of a random 1B-shape bf16 model for 1 vs 16
+# branches over a 2048-token prompt. Prints ONE JSON summary on stdout; logs go to stderr and
+# to the log file named in the summary. Needs no cargo, nvcc or network.
+#
+# Build the binary on the build machine (repo root):
+#   cargo test --features cuda --test tests --no-run    # prints "Executable ... (target/.../tests-<hash>)"
+#   mkdir -p .gpu && strip -o .gpu/engine-tests <that executable>
+# then on the GPU machine:
+#   PONDER_GPU_TEST_BIN=.gpu/engine-tests bash scripts/gpu-engine-check.sh
+#
+# Knobs: PONDER_GPU_LOG (log file; default a temp file), PONDER_GPU_TIMEOUT (seconds, default
+# 400), CUDA_LIB_DIR (where libcublas / libnvrtc live; default /usr/local/cuda/lib64).
+# Exit status: 0 when every check ran on the GPU and passed; 1 otherwise (the JSON says why).
+set -uo pipefail
+
+log=${PONDER_GPU_LOG:-$(mktemp -t ponder-gpu-engine.XXXXXX)}
+timeout_s=${PONDER_GPU_TIMEOUT:-400}
+: >"$log"
+
+json_str() {
+  local s=$1
+  s=${s//\\/\\\\}
+  s=${s//\"/\\\"}
+  s=${s//$'\n'/\\n}
+  s=${s//$'\r'/}
+  s=${s//$'\t'/\\t}
+  printf '"%s"' "$s"
+}
+
+fail() {
+  printf '{"ok": false, "error": %s, "log": %s}\n' "$(json_str "$1")" "$(json_str "$log")"
+  exit 1
+}
+
+# The driver's libcuda, and the toolkit's cuBLAS / NVRTC, may live outside the loader's path.
+for dir in /usr/local/nvidia/lib64 /usr/local/nvidia/lib /usr/lib/x86_64-linux-gnu; do
+  if [ -e "$dir/libcuda.so.1" ]; then
+    export LD_LIBRARY_PATH="$dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    break
+  fi
+done
+cuda_lib=${CUDA_LIB_DIR:-/usr/local/cuda/lib64}
+[ -d "$cuda_lib" ] && export LD_LIBRARY_PATH="$cuda_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+
+device=null
+driver=null
+if command -v nvidia-smi >/dev/null 2>&1; then
+  info=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -n1)
+  if [ -n "$info" ]; then
+    device=$(json_str "${info%%,*}")
+    driver=$(json_str "$(echo "${info#*,}" | tr -d ' ')")
+  fi
+fi
+
+[ -n "${PONDER_GPU_TEST_BIN:-}" ] || fail "set PONDER_GPU_TEST_BIN to the stripped test binary (cargo test --features cuda --test tests --no-run; strip -o .gpu/engine-tests <executable>)"
+bin=$PONDER_GPU_TEST_BIN
+case $bin in /*) ;; *) bin=$PWD/$bin ;; esac
+[ -x "$bin" ] || fail "PONDER_GPU_TEST_BIN=$bin is not an executable file"
+
+echo "gpu-engine-check: running $bin engine_cuda:: (log: $log)" >&2
+start=$(date +%s)
+out=$(timeout "$timeout_s" "$bin" engine_cuda:: --include-ignored --test-threads=1 --nocapture 2>&1)
+rc=$?
+run_s=$(($(date +%s) - start))
+printf '%s\n' "$out" >>"$log"
+printf '%s\n' "$out" >&2
+
+checks=$(printf '%s\n' "$out" | grep -o 'GPU_ENGINE {.*}' | sed 's/^GPU_ENGINE //' | paste -sd, -)
+failed=$(printf '%s\n' "$out" | awk '/^failures:$/ {n = 0; delete names; inlist = 1; next}
+  inlist && /^    [^ ]/ {names[n++] = substr($0, 5); next}
+  inlist && /^$/ {next}
+  {inlist = 0}
+  END {for (i = 0; i < n; i++) print names[i]}')
+failed_json=""
+while IFS= read -r name; do
+  [ -n "$name" ] && failed_json="$failed_json${failed_json:+, }$(json_str "$name")"
+done <<<"$failed"
+result=$(printf '%s\n' "$out" | grep '^test result:' | tail -n1)
+passed=$(echo "$result" | sed -n 's/.* \([0-9]*\) passed.*/\1/p')
+nfailed=$(echo "$result" | sed -n 's/.* \([0-9]*\) failed.*/\1/p')
+skipped=false
+printf '%s\n' "$out" | grep -q 'GPU_ENGINE .*"skipped":true' && skipped=true
+ok=false
+if [ "$rc" -eq 0 ] && [ "$skipped" = false ] && [ -n "$checks" ]; then ok=true; fi
+timed_out=false
+[ "$rc" -eq 124 ] && timed_out=true
+
+printf '{"ok": %s, "device": %s, "driver": %s, "binary": %s, "run_s": %d, "exit_code": %d, "timed_out": %s, "skipped_no_gpu": %s, "tests_passed": %s, "tests_failed": %s, "failed": [%s], "checks": [%s], "log": %s}\n' \
+  "$ok" "$device" "$driver" "$(json_str "$bin")" "$run_s" "$rc" "$timed_out" \
+  "$skipped" "${passed:-0}" "${nfailed:-0}" "$failed_json" "$checks" "$(json_str "$log")"
+[ "$ok" = true ]

@@ -1,0 +1,181 @@
+//! The forward pass on a CUDA device: the CPU pass's structure (one packed `[tokens, hidden]`
+//! matrix for the projections and the MLP, attention per sequence against the paged store)
+//! with every tensor in device memory. Only token ids, positions and the rows read out cross
+//! to the device; only the read-out rows (logits or hidden states) come back, as CPU tensors,
+//! so the scheduler, sampling and scoring code is the same for both devices.
+//!
+//! Numerics: f32 activations, f32 accumulation in every product, RMSNorm / RoPE / SiLU as the
+//! CPU computes them (the RoPE angle table is the CPU's own, uploaded), no fused multiply-add
+//! in the elementwise kernels; cuBLAS and attention sum in a different order than the CPU, so
+//! results agree within float tolerance, not bitwise.
+
+use std::sync::Arc;
+
+use candle_core::{Device, Tensor};
+use cudarc::driver::CudaSlice;
+use half::bf16;
+
+use super::weights::{CudaWeights, WeightDtype};
+use super::{cuda_err, Gpu};
+use crate::engine::config::{ModelConfig, RopeStyle};
+use crate::engine::error::{EngineError, Result};
+use crate::engine::kv::KvStore;
+use crate::engine::model::{Readout, SeqChunk};
+use crate::engine::rope::Rope;
+use crate::engine::weights::ModelWeights;
+
+/// A model's weights and RoPE tables on one device.
+#[derive(Debug)]
+pub(crate) struct CudaModel {
+    gpu: Arc<Gpu>,
+    weights: CudaWeights,
+    cos: CudaSlice<f32>,
+    sin: CudaSlice<f32>,
+    config: ModelConfig,
+    dtype: WeightDtype,
+}
+
+impl CudaModel {
+    /// Uploads CPU weights to `gpu`.
+    pub(crate) fn upload(gpu: Arc<Gpu>, config: &ModelConfig, weights: &ModelWeights, dtype: WeightDtype) -> Result<Self> {
+        let w = CudaWeights::upload(&gpu, weights, dtype)?;
+        Self::with_weights(gpu, config, w, dtype)
+    }
+
+    /// A random model of `config`'s shape generated on `gpu`.
+    pub(crate) fn random(gpu: Arc<Gpu>, config: &ModelConfig, dtype: WeightDtype, seed: u64) -> Result<Self> {
+        let w = CudaWeights::random(&gpu, config, dtype, seed)?;
+        Self::with_weights(gpu, config, w, dtype)
+    }
+
+    fn with_weights(gpu: Arc<Gpu>, config: &ModelConfig, weights: CudaWeights, dtype: WeightDtype) -> Result<Self> {
+        let rope = Rope::new(config);
+        let (cos, sin) = rope.tables();
+        let stream = gpu.stream();
+        let cos = stream.clone_htod(cos).map_err(|e| cuda_err("uploading rope tables", e))?;
+        let sin = stream.clone_htod(sin).map_err(|e| cuda_err("uploading rope tables", e))?;
+        stream.synchronize().map_err(|e| cuda_err("uploading weights", e))?;
+        Ok(Self { gpu, weights, cos, sin, config: config.clone(), dtype })
+    }
+
+    /// The device.
+    pub(crate) fn gpu(&self) -> &Arc<Gpu> {
+        &self.gpu
+    }
+
+    /// How the matrices are stored.
+    pub(crate) fn dtype(&self) -> WeightDtype {
+        self.dtype
+    }
+
+    /// Whether the model has a language-model head.
+    pub(crate) fn has_lm_head(&self) -> bool {
+        self.weights.lm_head.is_some()
+    }
+
+    fn alloc(&self, n: usize) -> Result<CudaSlice<f32>> {
+        self.gpu.stream().alloc_zeros::<f32>(n.max(1)).map_err(|e| cuda_err("allocating activations", e))
+    }
+
+    /// One forward pass over `batch` (validated by `Model`), returning what `readouts` ask for.
+    pub(crate) fn forward_readouts(&self, batch: &[SeqChunk<'_>], kv: &mut dyn KvStore, readouts: &[Readout]) -> Result<Vec<Option<Tensor>>> {
+        self.gpu.bind()?;
+        kv.begin_step(batch)?;
+        let c = &self.config;
+        let (hdim, inter) = (c.hidden_size, c.intermediate_size);
+        let (nh, nkv, d) = (c.num_heads, c.num_kv_heads, c.head_dim);
+        let ids: Vec<u32> = batch.iter().flat_map(|ch| ch.tokens.iter().copied()).collect();
+        let positions: Vec<u32> =
+            batch.iter().flat_map(|ch| (ch.start_pos..ch.start_pos + ch.tokens.len()).map(|p| p as u32)).collect();
+        let t = ids.len();
+        let stream = self.gpu.stream();
+        let ids_d = stream.clone_htod(&ids).map_err(|e| cuda_err("uploading token ids", e))?;
+        let pos_d = stream.clone_htod(&positions).map_err(|e| cuda_err("uploading positions", e))?;
+        let mut x = self.alloc(t * hdim)?;
+        self.gpu.embed(&self.weights.embed, &ids_d, &mut x, t, hdim)?;
+        let (mut h, mut q, mut k, mut v, mut att) =
+            (self.alloc(t * hdim)?, self.alloc(t * nh * d)?, self.alloc(t * nkv * d)?, self.alloc(t * nkv * d)?, self.alloc(t * nh * d)?);
+        let (mut g, mut u) = (self.alloc(t * inter)?, self.alloc(t * inter)?);
+        let mut scratch: Option<CudaSlice<bf16>> = None;
+        let eps = c.rms_norm_eps as f32;
+        let interleaved = c.rope_style == RopeStyle::Interleaved;
+        for (layer_idx, l) in self.weights.layers.iter().enumerate() {
+            let gpu = &self.gpu;
+            gpu.rms_norm(&x, &l.attn_norm, &mut h, t, hdim, eps)?;
+            gpu.linear(&l.q, &h, t, &mut q, 0.0, &mut scratch)?;
+            gpu.linear(&l.k, &h, t, &mut k, 0.0, &mut scratch)?;
+            gpu.linear(&l.v, &h, t, &mut v, 0.0, &mut scratch)?;
+            gpu.rope(&mut q, &pos_d, &self.cos, &self.sin, t, nh, d / 2, interleaved)?;
+            gpu.rope(&mut k, &pos_d, &self.cos, &self.sin, t, nkv, d / 2, interleaved)?;
+            kv.attend_cuda(layer_idx, &q, &k, &v, &mut att)?;
+            gpu.linear(&l.o, &att, t, &mut x, 1.0, &mut scratch)?;
+            gpu.rms_norm(&x, &l.ffn_norm, &mut h, t, hdim, eps)?;
+            gpu.linear(&l.gate, &h, t, &mut g, 0.0, &mut scratch)?;
+            gpu.linear(&l.up, &h, t, &mut u, 0.0, &mut scratch)?;
+            gpu.silu_mul(&mut g, &u, t * inter)?;
+            gpu.linear(&l.down, &g, t, &mut x, 1.0, &mut scratch)?;
+        }
+        self.read_out(&x, batch, readouts, &mut scratch)
+    }
+
+    /// The rows `readouts` ask for, as the CPU pass returns them.
+    fn read_out(&self, x: &CudaSlice<f32>, batch: &[SeqChunk<'_>], readouts: &[Readout], scratch: &mut Option<CudaSlice<bf16>>) -> Result<Vec<Option<Tensor>>> {
+        let mut offsets = Vec::with_capacity(batch.len());
+        let mut at = 0;
+        for ch in batch {
+            offsets.push(at);
+            at += ch.tokens.len();
+        }
+        let last: Vec<u32> = batch
+            .iter()
+            .zip(&offsets)
+            .zip(readouts)
+            .filter(|(_, r)| matches!(r, Readout::LastLogits))
+            .map(|((ch, o), _)| (o + ch.tokens.len() - 1) as u32)
+            .collect();
+        let last_logits = if last.is_empty() { None } else { Some(self.head_rows(x, &last, true, scratch)?) };
+        let mut next_last = 0;
+        let mut out = Vec::with_capacity(batch.len());
+        for (r, &o) in readouts.iter().zip(&offsets) {
+            let absolute = |rows: &[usize]| -> Vec<u32> { rows.iter().map(|&row| (o + row) as u32).collect() };
+            out.push(match r {
+                Readout::Nothing => None,
+                Readout::LastLogits => {
+                    let logits = last_logits.as_ref().ok_or_else(|| EngineError::Kv("last-position logits missing".into()))?;
+                    next_last += 1;
+                    Some(logits.get(next_last - 1)?)
+                }
+                Readout::Hidden(rows) | Readout::Logits(rows) if rows.is_empty() => None,
+                Readout::Hidden(rows) => Some(self.head_rows(x, &absolute(rows), false, scratch)?),
+                Readout::Logits(rows) => Some(self.head_rows(x, &absolute(rows), true, scratch)?),
+            });
+        }
+        Ok(out)
+    }
+
+    /// Final-normed rows `rows` of `x` (`[n, hidden]`), through the head when `logits`
+    /// (`[n, vocab]`), copied to the host.
+    fn head_rows(&self, x: &CudaSlice<f32>, rows: &[u32], logits: bool, scratch: &mut Option<CudaSlice<bf16>>) -> Result<Tensor> {
+        let (n, hdim) = (rows.len(), self.config.hidden_size);
+        let stream = self.gpu.stream();
+        let rows_d = stream.clone_htod(rows).map_err(|e| cuda_err("uploading rows", e))?;
+        let mut sel = self.alloc(n * hdim)?;
+        self.gpu.gather_rows(x, &rows_d, n, hdim, &mut sel)?;
+        let mut normed = self.alloc(n * hdim)?;
+        self.gpu.rms_norm(&sel, &self.weights.final_norm, &mut normed, n, hdim, self.config.rms_norm_eps as f32)?;
+        let (data, cols) = if logits {
+            let head = self.weights.lm_head.as_ref().ok_or_else(|| EngineError::InvalidInput {
+                field: "readouts",
+                reason: "the model has no language-model head (a reward model); ask for hidden states".into(),
+            })?;
+            let mut y = self.alloc(n * head.out_dim)?;
+            self.gpu.linear(head, &normed, n, &mut y, 0.0, scratch)?;
+            (y, head.out_dim)
+        } else {
+            (normed, hdim)
+        };
+        let mut host = stream.clone_dtoh(&data).map_err(|e| cuda_err("copying outputs to the host", e))?;
+        host.truncate(n * cols);
+        Ok(Tensor::from_vec(host, (n, cols), &Device::Cpu)?)
+    }
+}

@@ -27,6 +27,9 @@ pub struct ServeArgs {
     /// KV cache memory, e.g. 512MiB.
     #[arg(long, default_value = "512MiB")]
     pub kv_memory: bytesize::ByteSize,
+    /// Where the model runs: cpu, cuda or cuda:N (cuda needs a build with `--features cuda`).
+    #[arg(long, env = "PONDER_DEVICE", default_value = "cpu")]
+    pub device: crate::engine::ComputeDevice,
     /// A file of bearer API keys, one per line (also: PONDER_API_KEYS, comma-separated).
     #[arg(long)]
     pub api_key_file: Option<PathBuf>,
@@ -113,7 +116,12 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
         .into());
     }
     let model = args.model.clone().unwrap_or_else(crate::models::default_llm_path);
-    let opts = RuntimeOptions { model: model.clone(), kv_memory: args.kv_memory.as_u64(), ..RuntimeOptions::default_model() };
+    let opts = RuntimeOptions {
+        model: model.clone(),
+        kv_memory: args.kv_memory.as_u64(),
+        device: Some(args.device),
+        ..RuntimeOptions::default_model()
+    };
     tracing::info!(model = %model.display(), "loading the model");
     let runtime = Arc::new(Runtime::start(&opts)?);
     let limits = Limits {

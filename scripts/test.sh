@@ -28,3 +28,5 @@ CHROMIUM="$(bash scripts/setup-browser.sh | tail -n 1)"
 node scripts/browser_test.mjs --ponder "${CARGO_TARGET_DIR:-target}/debug/ponder" --chromium "$CHROMIUM" \
   --playwright "${CARGO_TARGET_DIR:-target}/browser" --artifacts "${CARGO_TARGET_DIR:-target}/artifacts"
 cargo test -p ponder-kernels --features cuda --lib --test tests -- cuda:: gpu::
+# The engine's `--device cuda` path compiles (it runs only where a GPU is: scripts/gpu-engine-check.sh).
+cargo check -p ponder --features cuda --bins --tests

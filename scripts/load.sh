@@ -10,29 +10,16 @@
 #   PONDER_BIN=target/debug/ponder bash scripts/load.sh   # an already built binary, no release build
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+source scripts/lib/serve.sh
 CLIENTS="${1:-32}"
 DURATION="${2:-60s}"
-TARGET="${CARGO_TARGET_DIR:-target}"
-if [ -n "${PONDER_BIN:-}" ]; then
-    PONDER="$PONDER_BIN"
-else
-    cargo build --release --bin ponder
-    PONDER="$TARGET/release/ponder"
-fi
-LOG="$(mktemp)"
+ponder_binary
+trap stop_all EXIT
 # shellcheck disable=SC2086
-"$PONDER" serve --port 0 ${PONDER_SERVE_ARGS:-} >"$LOG" 2>&1 &
-PID=$!
-trap 'kill "$PID" 2>/dev/null || true; rm -f "$LOG"' EXIT
-for _ in $(seq 1 600); do
-    URL="$(sed -n 's/^ponder listening on \(http:[^ ]*\)$/\1/p' "$LOG")"
-    [ -n "$URL" ] && break
-    kill -0 "$PID" 2>/dev/null || { cat "$LOG" >&2; exit 1; }
-    sleep 0.1
-done
-[ -n "${URL:-}" ] || { echo "ponder serve did not start" >&2; cat "$LOG" >&2; exit 1; }
-echo "ponder serve (pid $PID) on $URL; $CLIENTS clients for $DURATION" >&2
-"$PONDER" bench load --url "$URL" --clients "$CLIENTS" --duration "$DURATION" --pid "$PID"
+start_serve 0 ${PONDER_SERVE_ARGS:-}
+PID="$SERVE_PID"
+echo "ponder serve (pid $PID) on $SERVE_URL; $CLIENTS clients for $DURATION" >&2
+"$PONDER" bench load --url "$SERVE_URL" --clients "$CLIENTS" --duration "$DURATION" --pid "$PID"
 kill -TERM "$PID"
 if wait "$PID"; then
     echo "ponder serve drained and exited 0 after SIGTERM" >&2
@@ -41,4 +28,3 @@ else
     echo "ponder serve exited $code after SIGTERM" >&2
     exit 1
 fi
-trap 'rm -f "$LOG"' EXIT

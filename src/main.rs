@@ -149,6 +149,12 @@ struct BenchArgs {
     /// `load`: a bearer key for the server.
     #[arg(long, env = "PONDER_API_KEY", hide_env_values = true)]
     api_key: Option<String>,
+    /// `load`: the request kinds each client cycles through (comma-separated; default: all).
+    #[arg(long, value_enum, value_delimiter = ',')]
+    kinds: Vec<ponder::bench::load::Kind>,
+    /// `load`: per-request timeout; a request unanswered by then counts as a transport error.
+    #[arg(long, default_value = "300s", value_parser = parse_duration)]
+    request_timeout: std::time::Duration,
 }
 
 /// `60s`, `2m`, `500ms` or plain seconds.
@@ -308,13 +314,11 @@ fn run_generate(args: GenerateArgs) -> anyhow::Result<()> {
 fn run_bench(args: BenchArgs) -> anyhow::Result<()> {
     if matches!(args.workload, Workload::Load) {
         let opts = ponder::bench::load::LoadOptions {
-            url: args.url.trim_end_matches('/').to_string(),
-            clients: args.clients.max(1),
-            duration: args.duration,
             pid: args.pid,
             api_key: args.api_key,
-            seed: 0,
-            settle: std::time::Duration::from_secs(60),
+            kinds: args.kinds,
+            timeout: args.request_timeout,
+            ..ponder::bench::load::LoadOptions::new(args.url.trim_end_matches('/'), args.clients.max(1), args.duration)
         };
         let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
         let report = rt.block_on(ponder::bench::load::run(&opts)).map_err(anyhow::Error::msg)?;

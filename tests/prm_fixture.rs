@@ -10,8 +10,8 @@ use std::path::Path;
 use candle_core::{DType, Device, Tensor, D};
 use candle_nn::VarBuilder;
 use candle_transformers::models::qwen2::{Config, Model};
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
+
+use crate::util::RandomTensors;
 
 pub(crate) const HIDDEN: usize = 64;
 pub(crate) const VOCAB: usize = 264;
@@ -81,43 +81,20 @@ pub(crate) struct Checkpoint {
 /// the fixture tokenizer. A reward model gets a `score.0`/`score.2` head and no `lm_head`.
 pub(crate) fn write_checkpoint(seed: u64, reward_model: bool) -> Checkpoint {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let mut tensor = |shape: &[usize], centre: f32, spread: f32| -> Tensor {
-        let n: usize = shape.iter().product();
-        let data: Vec<f32> = (0..n).map(|_| centre + rng.random_range(-spread..spread)).collect();
-        Tensor::from_vec(data, shape, &Device::Cpu).expect("tensor")
-    };
+    let mut rand = RandomTensors::new(seed);
     let (q, kv) = (64, 32);
     let mut t = HashMap::new();
-    t.insert("model.embed_tokens.weight".to_string(), tensor(&[VOCAB, HIDDEN], 0.0, 1.0));
-    t.insert("model.norm.weight".to_string(), tensor(&[HIDDEN], 1.0, 0.1));
+    t.insert("model.embed_tokens.weight".to_string(), rand.tensor(&[VOCAB, HIDDEN], 0.0, 1.0));
+    t.insert("model.norm.weight".to_string(), rand.tensor(&[HIDDEN], 1.0, 0.1));
     if reward_model {
-        t.insert("score.0.weight".to_string(), tensor(&[HIDDEN, HIDDEN], 0.0, 0.3));
-        t.insert("score.0.bias".to_string(), tensor(&[HIDDEN], 0.0, 0.1));
-        t.insert("score.2.weight".to_string(), tensor(&[2, HIDDEN], 0.0, 0.3));
-        t.insert("score.2.bias".to_string(), tensor(&[2], 0.0, 0.1));
+        t.insert("score.0.weight".to_string(), rand.tensor(&[HIDDEN, HIDDEN], 0.0, 0.3));
+        t.insert("score.0.bias".to_string(), rand.tensor(&[HIDDEN], 0.0, 0.1));
+        t.insert("score.2.weight".to_string(), rand.tensor(&[2, HIDDEN], 0.0, 0.3));
+        t.insert("score.2.bias".to_string(), rand.tensor(&[2], 0.0, 0.1));
     } else {
-        t.insert("lm_head.weight".to_string(), tensor(&[VOCAB, HIDDEN], 0.0, 0.3));
+        t.insert("lm_head.weight".to_string(), rand.tensor(&[VOCAB, HIDDEN], 0.0, 0.3));
     }
-    for i in 0..LAYERS {
-        let p = format!("model.layers.{i}");
-        for (name, rows, cols, bias) in [
-            ("self_attn.q_proj", q, HIDDEN, true),
-            ("self_attn.k_proj", kv, HIDDEN, true),
-            ("self_attn.v_proj", kv, HIDDEN, true),
-            ("self_attn.o_proj", HIDDEN, q, false),
-            ("mlp.gate_proj", INTER, HIDDEN, false),
-            ("mlp.up_proj", INTER, HIDDEN, false),
-            ("mlp.down_proj", HIDDEN, INTER, false),
-        ] {
-            t.insert(format!("{p}.{name}.weight"), tensor(&[rows, cols], 0.0, 0.15));
-            if bias {
-                t.insert(format!("{p}.{name}.bias"), tensor(&[rows], 0.0, 0.3));
-            }
-        }
-        t.insert(format!("{p}.input_layernorm.weight"), tensor(&[HIDDEN], 1.0, 0.1));
-        t.insert(format!("{p}.post_attention_layernorm.weight"), tensor(&[HIDDEN], 1.0, 0.1));
-    }
+    rand.qwen2_layers(&mut t, LAYERS, HIDDEN, (q, kv, INTER));
     let stored: HashMap<String, Tensor> = t.into_iter().map(|(k, v)| (k, v.to_dtype(DType::BF16).expect("cast"))).collect();
     candle_core::safetensors::save(&stored, dir.path().join("model.safetensors")).expect("save");
     std::fs::write(dir.path().join("config.json"), config_json(reward_model).to_string()).expect("config");

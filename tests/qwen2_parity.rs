@@ -9,10 +9,8 @@ use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
 use candle_transformers::models::qwen2::{Config, ModelForCausalLM};
 use ponder::engine::{load_model, MatmulImpl};
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
 
-use crate::util::assert_tracks_reference;
+use crate::util::{assert_tracks_reference, RandomTensors};
 
 const VOCAB: usize = 96;
 const HIDDEN: usize = 64;
@@ -30,38 +28,15 @@ fn config_json(tie: bool) -> serde_json::Value {
 
 /// Writes a random qwen2 checkpoint into `dir` and returns its tensors (as f32).
 fn write_checkpoint(dir: &Path, seed: u64, tie: bool, dtype: DType) -> HashMap<String, Tensor> {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let mut tensor = |shape: &[usize], centre: f32, spread: f32| -> Tensor {
-        let n: usize = shape.iter().product();
-        let data: Vec<f32> = (0..n).map(|_| centre + rng.random_range(-spread..spread)).collect();
-        Tensor::from_vec(data, shape, &Device::Cpu).expect("tensor")
-    };
+    let mut rand = RandomTensors::new(seed);
     let (q, kv, inter) = (64, 32, 112);
     let mut t = HashMap::new();
-    t.insert("model.embed_tokens.weight".to_string(), tensor(&[VOCAB, HIDDEN], 0.0, 1.0));
-    t.insert("model.norm.weight".to_string(), tensor(&[HIDDEN], 1.0, 0.1));
+    t.insert("model.embed_tokens.weight".to_string(), rand.tensor(&[VOCAB, HIDDEN], 0.0, 1.0));
+    t.insert("model.norm.weight".to_string(), rand.tensor(&[HIDDEN], 1.0, 0.1));
     if !tie {
-        t.insert("lm_head.weight".to_string(), tensor(&[VOCAB, HIDDEN], 0.0, 0.2));
+        t.insert("lm_head.weight".to_string(), rand.tensor(&[VOCAB, HIDDEN], 0.0, 0.2));
     }
-    for i in 0..LAYERS {
-        let p = format!("model.layers.{i}");
-        for (name, rows, cols, bias) in [
-            ("self_attn.q_proj", q, HIDDEN, true),
-            ("self_attn.k_proj", kv, HIDDEN, true),
-            ("self_attn.v_proj", kv, HIDDEN, true),
-            ("self_attn.o_proj", HIDDEN, q, false),
-            ("mlp.gate_proj", inter, HIDDEN, false),
-            ("mlp.up_proj", inter, HIDDEN, false),
-            ("mlp.down_proj", HIDDEN, inter, false),
-        ] {
-            t.insert(format!("{p}.{name}.weight"), tensor(&[rows, cols], 0.0, 0.15));
-            if bias {
-                t.insert(format!("{p}.{name}.bias"), tensor(&[rows], 0.0, 0.3));
-            }
-        }
-        t.insert(format!("{p}.input_layernorm.weight"), tensor(&[HIDDEN], 1.0, 0.1));
-        t.insert(format!("{p}.post_attention_layernorm.weight"), tensor(&[HIDDEN], 1.0, 0.1));
-    }
+    rand.qwen2_layers(&mut t, LAYERS, HIDDEN, (q, kv, inter));
     let stored: HashMap<String, Tensor> =
         t.into_iter().map(|(k, v)| (k, v.to_dtype(dtype).expect("cast"))).collect();
     candle_core::safetensors::save(&stored, dir.join("model.safetensors")).expect("save");

@@ -3,12 +3,14 @@
 //! gets no 5xx and leaves the gauges at idle; a KV pool too small for the work preempts and
 //! recomputes yet answers exactly as a large pool does; a deadline mid-search returns the best
 //! answer so far with `finish_reason: "deadline"`; SIGTERM under load drains the in-flight streams
-//! and exits 0. (A remote backend killed mid-request: `server_remote`.)
+//! and exits 0; a remote backend killed and restarted under sustained load gives clean 502s or
+//! error events (never a hung request or a cut stream) and the front recovers once it is back.
+//! (A remote backend killed mid-request, and failover: `server_remote`.)
 
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
-use ponder::bench::load::{run, LoadOptions};
+use ponder::bench::load::{run, Kind, LoadOptions};
 use ponder::engine::bytes_per_block;
 use ponder::reason::{reason, ReasonRequest};
 use ponder::runtime::{Runtime, RuntimeOptions};
@@ -22,15 +24,7 @@ use crate::server_remote::Process;
 #[test]
 fn a_short_mixed_load_gets_no_5xx_and_leaves_the_server_idle() {
     let server = Process::start_with(&["--max-running", "8", "--max-queue", "64"]);
-    let opts = LoadOptions {
-        url: server.url.clone(),
-        clients: 8,
-        duration: Duration::from_secs(10),
-        pid: Some(server.child.id()),
-        api_key: None,
-        seed: 7,
-        settle: Duration::from_secs(60),
-    };
+    let opts = LoadOptions { pid: Some(server.child.id()), seed: 7, ..LoadOptions::new(server.url.clone(), 8, Duration::from_secs(10)) };
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("tokio");
     let report = rt.block_on(run(&opts)).expect("load");
     let json = serde_json::to_string_pretty(&report).unwrap_or_default();
@@ -42,6 +36,42 @@ fn a_short_mixed_load_gets_no_5xx_and_leaves_the_server_idle() {
     assert!(report.by_status.get("422").is_some_and(|&n| n > 0), "over-limit budgets are refused: {json}");
     assert!(report.idle_after(), "gauges back to idle: {json}");
     assert!(report.rss_end_kib.is_some_and(|r| r > 0), "{json}");
+}
+
+#[test]
+fn a_backend_killed_and_restarted_under_load_gives_clean_errors_and_the_front_recovers() {
+    let mut backend = Process::start_with(&[]);
+    let port = backend.port();
+    let front = Process::start_with(&["--backend", &backend.url, "--max-running", "8"]);
+    // Strategy requests (streamed or not) go to the backend; plain chat stays local.
+    let opts = LoadOptions {
+        pid: Some(front.child.id()),
+        seed: 11,
+        kinds: vec![Kind::Strategy, Kind::StreamedStrategy, Kind::Chat],
+        // A request still unanswered after this counts as a transport error: nothing may hang.
+        timeout: Duration::from_secs(90),
+        ..LoadOptions::new(front.url.clone(), 6, Duration::from_secs(30))
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("tokio");
+    let (report, restarted) = rt.block_on(async {
+        let load = tokio::spawn(async move { run(&opts).await });
+        tokio::time::sleep(Duration::from_secs(8)).await;
+        let _ = backend.child.kill();
+        let _ = backend.child.wait();
+        tokio::time::sleep(Duration::from_secs(6)).await;
+        let restarted = Process::start_on(port, &[]);
+        (load.await.expect("load task").expect("load"), restarted)
+    });
+    let json = serde_json::to_string_pretty(&report).unwrap_or_default();
+    eprintln!("backend kill/restart under load: {}", serde_json::to_string(&report.timeline).unwrap_or_default());
+    assert!(report.by_status.keys().all(|s| matches!(s.as_str(), "200" | "422" | "429" | "502" | "503")), "{json}");
+    assert_eq!(report.transport_errors, 0, "no request hung or was cut: {json}");
+    assert_eq!(report.truncated_streams, 0, "every stream ended with [DONE]: {json}");
+    assert!(report.server_errors + report.stream_errors > 0, "the killed backend was noticed: {json}");
+    let last = report.timeline.last().expect("a timeline");
+    assert!(last.ok > 0 && last.server_errors == 0 && last.stream_errors == 0, "recovered by the end: {json}");
+    assert!(report.idle_after(), "the front's gauges back to idle: {json}");
+    drop(restarted);
 }
 
 fn best_of_n(seed: u64) -> ReasonRequest {

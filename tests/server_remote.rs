@@ -31,8 +31,13 @@ impl Process {
 
     /// `ponder serve` with extra arguments.
     pub(crate) fn start_with(args: &[&str]) -> Self {
+        Self::start_on(0, args)
+    }
+
+    /// `ponder serve` on `port` (0: a free one) with extra arguments.
+    pub(crate) fn start_on(port: u16, args: &[&str]) -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_ponder"))
-            .args(["serve", "--port", "0", "--model"])
+            .args(["serve", "--port", &port.to_string(), "--model"])
             .arg(crate::util::smollm2_path())
             .args(args)
             .stdout(Stdio::piped())
@@ -43,6 +48,11 @@ impl Process {
         let url = line.trim().rsplit(' ').next().unwrap_or_default().to_string();
         assert!(url.starts_with("http://127.0.0.1:"), "ponder serve printed {line:?}");
         Self { child, url }
+    }
+
+    /// The port it listens on.
+    pub(crate) fn port(&self) -> u16 {
+        self.url.rsplit(':').next().and_then(|p| p.parse().ok()).unwrap_or(0)
     }
 }
 

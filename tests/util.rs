@@ -1,9 +1,14 @@
-//! Shared fixtures: the default model, loaded once per test binary.
+//! Shared fixtures: the default model, loaded once per test binary; seeded random weights for
+//! the tiny Qwen2 checkpoints of the parity and PRM tests.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
+use candle_core::{Device, Tensor};
 use ponder::engine::{LoadOptions, LoadedModel};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
 
 /// Path of the installed SmolLM2 GGUF; panics with the setup command when it is missing.
 pub(crate) fn smollm2_path() -> PathBuf {
@@ -50,5 +55,45 @@ pub(crate) fn assert_tracks_reference(
         let diff = max_abs_diff(&got, &expected);
         assert!(diff <= 1e-3, "{label} step {step}: max |Δlogit| = {diff}");
         input = vec![argmax(&expected)];
+    }
+}
+
+/// Seeded random weights: every value is `centre ± spread`, drawn from one stream in call order.
+pub(crate) struct RandomTensors(ChaCha8Rng);
+
+impl RandomTensors {
+    pub(crate) fn new(seed: u64) -> Self {
+        Self(ChaCha8Rng::seed_from_u64(seed))
+    }
+
+    pub(crate) fn tensor(&mut self, shape: &[usize], centre: f32, spread: f32) -> Tensor {
+        let n: usize = shape.iter().product();
+        let data: Vec<f32> = (0..n).map(|_| centre + self.0.random_range(-spread..spread)).collect();
+        Tensor::from_vec(data, shape, &Device::Cpu).expect("tensor")
+    }
+
+    /// The weights of `layers` Qwen2 decoder layers under their checkpoint names: q/k/v
+    /// projections with biases (`q`, `kv` output widths), o_proj, a SwiGLU MLP of width `inter`,
+    /// and both RMSNorms.
+    pub(crate) fn qwen2_layers(&mut self, t: &mut HashMap<String, Tensor>, layers: usize, hidden: usize, (q, kv, inter): (usize, usize, usize)) {
+        for i in 0..layers {
+            let p = format!("model.layers.{i}");
+            for (name, rows, cols, bias) in [
+                ("self_attn.q_proj", q, hidden, true),
+                ("self_attn.k_proj", kv, hidden, true),
+                ("self_attn.v_proj", kv, hidden, true),
+                ("self_attn.o_proj", hidden, q, false),
+                ("mlp.gate_proj", inter, hidden, false),
+                ("mlp.up_proj", inter, hidden, false),
+                ("mlp.down_proj", hidden, inter, false),
+            ] {
+                t.insert(format!("{p}.{name}.weight"), self.tensor(&[rows, cols], 0.0, 0.15));
+                if bias {
+                    t.insert(format!("{p}.{name}.bias"), self.tensor(&[rows], 0.0, 0.3));
+                }
+            }
+            t.insert(format!("{p}.input_layernorm.weight"), self.tensor(&[hidden], 1.0, 0.1));
+            t.insert(format!("{p}.post_attention_layernorm.weight"), self.tensor(&[hidden], 1.0, 0.1));
+        }
     }
 }

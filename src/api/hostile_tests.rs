@@ -4,16 +4,12 @@
 //! to a 4xx in OpenAI's shape; arbitrary strings inside an SSE `data:` event round-trip through a
 //! spec-following SSE parser.
 
-use std::convert::Infallible;
-
-use axum::response::sse::{Event, Sse};
-use axum::response::IntoResponse;
 use ponder_strategies::Registry;
 use proptest::prelude::*;
 use serde_json::{json, Map, Number, Value};
 
 use super::error::AppError;
-use super::{sse, validate, Limits};
+use super::{sse_wire, validate, Limits};
 
 /// Any JSON value, numbers at the edges included.
 fn any_json() -> impl Strategy<Value = Value> {
@@ -122,44 +118,6 @@ fn parse_and_validate(bytes: &[u8], limits: &Limits, registry: &Registry) -> Res
     Ok(())
 }
 
-/// The `data` payloads of an SSE stream, parsed as the WHATWG spec says (lines end at CRLF, CR or
-/// LF; `data:` drops one leading space; several data lines join with LF; a blank line dispatches).
-fn parse_sse(text: &str) -> Vec<String> {
-    let mut events = Vec::new();
-    let mut data: Option<String> = None;
-    let normalized = text.replace("\r\n", "\n").replace('\r', "\n");
-    for line in normalized.split('\n') {
-        if line.is_empty() {
-            if let Some(d) = data.take() {
-                events.push(d);
-            }
-            continue;
-        }
-        let (field, value) = match line.split_once(':') {
-            Some((f, v)) => (f, v.strip_prefix(' ').unwrap_or(v)),
-            None => (line, ""),
-        };
-        if field == "data" {
-            match &mut data {
-                Some(d) => {
-                    d.push('\n');
-                    d.push_str(value);
-                }
-                None => data = Some(value.to_string()),
-            }
-        }
-    }
-    events
-}
-
-/// The bytes axum sends for `events`.
-fn encode(rt: &tokio::runtime::Runtime, events: Vec<Event>) -> String {
-    let stream = futures_util::stream::iter(events.into_iter().map(Ok::<_, Infallible>));
-    let body = Sse::new(stream).into_response().into_body();
-    let bytes = rt.block_on(axum::body::to_bytes(body, usize::MAX)).unwrap_or_default();
-    String::from_utf8_lossy(&bytes).into_owned()
-}
-
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
 
@@ -187,17 +145,7 @@ proptest! {
 
     #[test]
     fn arbitrary_strings_round_trip_through_sse_data_events(texts in prop::collection::vec(any::<String>(), 1..4)) {
-        let rt = tokio::runtime::Builder::new_current_thread().build().map_err(|e| TestCaseError::fail(e.to_string()))?;
         let values: Vec<Value> = texts.iter().map(|t| json!({"choices": [{"delta": {"content": t}}], "t": t})).collect();
-        let mut events: Vec<Event> = values.iter().map(sse::data).collect();
-        events.push(sse::done());
-        let wire = encode(&rt, events);
-        let data = parse_sse(&wire);
-        prop_assert_eq!(data.len(), values.len() + 1, "{:?}", wire);
-        for (d, v) in data.iter().zip(&values) {
-            let back: Value = serde_json::from_str(d).map_err(|e| TestCaseError::fail(format!("{e}: {d:?}")))?;
-            prop_assert_eq!(&back, v);
-        }
-        prop_assert_eq!(data.last().map(String::as_str), Some("[DONE]"));
+        sse_wire::round_trip(&values).map_err(TestCaseError::fail)?;
     }
 }

@@ -1,10 +1,14 @@
 //! `ponder bench load`: Ponder's own load generator. `clients` concurrent loops drive a running
 //! server over HTTP for a fixed time with a seeded mix of request kinds — plain and streamed chat,
 //! legacy completions, streams the client drops after two chunks (cancellation), strategies under
-//! small budgets that the meter stops (`best_of_n`, `self_consistency`), and budgets over the server's limit (refused, 422) — then
-//! report requests by status, 5xx and transport errors, latency percentiles, the server's RSS
-//! over time (read from `/proc/PID/status` when given its pid), and the `/metrics` gauges once the
-//! server is idle again. Transport-level outcomes are counted, never unwrapped.
+//! small budgets that the meter stops (`best_of_n`, `self_consistency`), strategies with room to
+//! finish (streamed or not), and
+//! budgets over the server's limit (refused, 422) — then report requests by status, 5xx, error
+//! events inside streams and transport errors, latency percentiles, a per-window timeline (to see
+//! a fault come and go), the server's RSS over time (read from `/proc/PID/status` when given its
+//! pid), and the `/metrics` gauges once the server is idle again. Transport-level outcomes are
+//! counted, never unwrapped; a request that outlives the timeout is a transport error, so a hung
+//! request cannot hide.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -33,11 +37,24 @@ pub struct LoadOptions {
     pub seed: u64,
     /// How long to wait for the gauges to return to idle after the run.
     pub settle: Duration,
+    /// The request kinds to cycle through (empty: all of [`Kind::ALL`]).
+    pub kinds: Vec<Kind>,
+    /// Per-request timeout; a request still unanswered then counts as a transport error.
+    pub timeout: Duration,
+}
+
+impl LoadOptions {
+    /// `clients` loops against `url` for `duration`: the full mix, seed 0, 60 s to settle, 300 s
+    /// per request.
+    pub fn new(url: impl Into<String>, clients: usize, duration: Duration) -> Self {
+        Self { url: url.into(), clients, duration, pid: None, api_key: None, seed: 0, settle: Duration::from_secs(60), kinds: Vec::new(), timeout: Duration::from_secs(300) }
+    }
 }
 
 /// The kinds of request in the mix.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, clap::ValueEnum)]
 #[serde(rename_all = "snake_case")]
+#[value(rename_all = "snake_case")]
 pub enum Kind {
     /// Non-streamed chat completion.
     Chat,
@@ -51,9 +68,36 @@ pub enum Kind {
     OverLimit,
     /// Legacy `/v1/completions`.
     Completion,
+    /// A strategy (`best_of_n`, 2 samples) with budget enough to finish.
+    Strategy,
+    /// The same, streamed with its progress events and read to `[DONE]`.
+    StreamedStrategy,
 }
 
-const KINDS: [Kind; 6] = [Kind::Chat, Kind::Streamed, Kind::Cancelled, Kind::SmallBudget, Kind::OverLimit, Kind::Completion];
+impl Kind {
+    /// The default mix, in the order each client cycles through it.
+    pub const ALL: [Kind; 8] = [Kind::Chat, Kind::Streamed, Kind::Cancelled, Kind::SmallBudget, Kind::OverLimit, Kind::Completion, Kind::Strategy, Kind::StreamedStrategy];
+}
+
+/// Requests that started in one window of the run, by outcome.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Window {
+    /// Seconds into the run at which the window starts.
+    pub start_s: f64,
+    /// 2xx responses (streams included, whatever they carried).
+    pub ok: u64,
+    /// 4xx responses.
+    pub client_errors: u64,
+    /// 5xx responses.
+    pub server_errors: u64,
+    /// 200 streams that carried an error event.
+    pub stream_errors: u64,
+    /// No status: refused, reset, timed out.
+    pub transport_errors: u64,
+}
+
+/// Width of a timeline window.
+const WINDOW: Duration = Duration::from_secs(5);
 
 /// The run's figures.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -74,10 +118,15 @@ pub struct LoadReport {
     pub transport_errors: u64,
     /// Streams answered 200 that did not end with `data: [DONE]` (cancelled ones excluded).
     pub truncated_streams: u64,
+    /// Streams answered 200 that carried an error event (e.g. a backend died mid-search); they
+    /// still end with `[DONE]`.
+    pub stream_errors: u64,
     /// Median latency of completed (not cancelled) requests, milliseconds.
     pub p50_ms: f64,
     /// 99th percentile latency of completed requests, milliseconds.
     pub p99_ms: f64,
+    /// Slowest completed request, milliseconds.
+    pub max_ms: f64,
     /// Completed requests per second.
     pub throughput_rps: f64,
     /// Server RSS (KiB) when the warm-up ended: at one minute, or half the run if shorter.
@@ -98,6 +147,8 @@ pub struct LoadReport {
     pub kv_blocks_used_after: Option<f64>,
     /// Seconds the gauges took to settle.
     pub settle_s: f64,
+    /// Outcomes by the window the request started in.
+    pub timeline: Vec<Window>,
 }
 
 impl LoadReport {
@@ -112,8 +163,12 @@ impl LoadReport {
 struct Sample {
     kind: Kind,
     status: Option<u16>,
+    /// When the request was sent, from the start of the run.
+    sent: Duration,
     latency: Duration,
     truncated: bool,
+    /// A 200 stream carried an error event.
+    stream_error: bool,
 }
 
 /// The resident set size of `pid` in KiB, from `/proc/PID/status`.
@@ -153,45 +208,55 @@ fn body(kind: Kind, rng: &mut ChaCha8Rng, client: usize) -> (&'static str, Value
         }
         Kind::OverLimit => ("/v1/chat/completions", chat("What is 2 + 2?".into(), json!({"budget_tokens": i64::MAX})), false),
         Kind::Completion => ("/v1/completions", json!({"model": "ponder", "prompt": format!("A list of facts about {topic}:\n1."), "max_tokens": rng.random_range(4..24), "seed": seed}), false),
+        Kind::Strategy | Kind::StreamedStrategy => {
+            let stream = kind == Kind::StreamedStrategy;
+            let extra = json!({"strategy": "best_of_n", "strategy_params": {"n": 2, "max_tokens": 32}, "budget_tokens": 1000, "stream": stream});
+            ("/v1/chat/completions", chat(format!("What is {} times {}?", rng.random_range(2..12), rng.random_range(2..12)), extra), stream)
+        }
     }
 }
 
-async fn one(http: &reqwest::Client, opts: &LoadOptions, kind: Kind, rng: &mut ChaCha8Rng, client: usize) -> Sample {
+async fn one(http: &reqwest::Client, opts: &LoadOptions, kind: Kind, rng: &mut ChaCha8Rng, client: usize, run_start: Instant) -> Sample {
     let (path, payload, stream) = body(kind, rng, client);
     let start = Instant::now();
     let mut req = http.post(format!("{}{path}", opts.url)).json(&payload);
     if let Some(k) = &opts.api_key {
         req = req.bearer_auth(k);
     }
-    let done = |status: Option<u16>, truncated: bool| Sample { kind, status, latency: start.elapsed(), truncated };
+    let sent = start.duration_since(run_start);
+    let mut stream_error = false;
+    let done = |status: Option<u16>, truncated: bool, stream_error: bool| Sample { kind, status, sent, latency: start.elapsed(), truncated, stream_error };
     let response = match req.send().await {
         Ok(r) => r,
-        Err(_) => return done(None, false),
+        Err(_) => return done(None, false, false),
     };
     let status = response.status().as_u16();
     if !stream || status != 200 {
         return match response.bytes().await {
-            Ok(_) => done(Some(status), false),
-            Err(_) => done(None, false),
+            Ok(_) => done(Some(status), false, false),
+            Err(_) => done(None, false, false),
         };
     }
     let mut chunks = response.bytes_stream();
     let mut tail: Vec<u8> = Vec::new();
     let mut seen = 0usize;
     while let Some(chunk) = chunks.next().await {
-        let Ok(chunk) = chunk else { return done(None, false) };
+        let Ok(chunk) = chunk else { return done(None, false, stream_error) };
         seen += 1;
         if kind == Kind::Cancelled && seen >= 2 {
             // Dropping the stream closes the connection mid-generation.
-            return done(Some(status), false);
+            return done(Some(status), false, false);
         }
+        // Error events are `data: {"error": …}` (a chunk boundary could split the marker; the
+        // tail carries the previous chunk's end across).
         tail.extend_from_slice(&chunk);
+        stream_error |= String::from_utf8_lossy(&tail).contains("{\"error\":");
         if tail.len() > 64 {
             tail.drain(..tail.len() - 64);
         }
     }
     let ended = String::from_utf8_lossy(&tail).trim_end().ends_with("data: [DONE]");
-    done(Some(status), kind != Kind::Cancelled && !ended)
+    done(Some(status), kind != Kind::Cancelled && !ended, stream_error)
 }
 
 async fn metrics_text(http: &reqwest::Client, opts: &LoadOptions) -> Option<String> {
@@ -212,7 +277,7 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 
 /// Runs the load and reports; errors only when the server cannot be reached at all.
 pub async fn run(opts: &LoadOptions) -> Result<LoadReport, String> {
-    let http = reqwest::Client::builder().timeout(Duration::from_secs(300)).build().map_err(|e| e.to_string())?;
+    let http = reqwest::Client::builder().timeout(opts.timeout).build().map_err(|e| e.to_string())?;
     let before = metrics_text(&http, opts).await.ok_or_else(|| format!("cannot read {}/metrics", opts.url))?;
     let samples: Arc<Mutex<Vec<Sample>>> = Arc::default();
     let start = Instant::now();
@@ -222,11 +287,12 @@ pub async fn run(opts: &LoadOptions) -> Result<LoadReport, String> {
         let (http, opts, samples) = (http.clone(), opts.clone(), Arc::clone(&samples));
         loops.push(tokio::spawn(async move {
             let mut rng = ChaCha8Rng::seed_from_u64(opts.seed ^ (client as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+            let kinds: &[Kind] = if opts.kinds.is_empty() { &Kind::ALL } else { &opts.kinds };
             let mut i = client;
             while Instant::now() < end {
-                let kind = KINDS[i % KINDS.len()];
+                let kind = kinds[i % kinds.len()];
                 i += 1;
-                let sample = one(&http, &opts, kind, &mut rng, client).await;
+                let sample = one(&http, &opts, kind, &mut rng, client, start).await;
                 if let Ok(mut s) = samples.lock() {
                     s.push(sample);
                 }
@@ -269,12 +335,27 @@ pub async fn run(opts: &LoadOptions) -> Result<LoadReport, String> {
         *report.by_status.entry(key).or_default() += 1;
         let kind = serde_json::to_value(s.kind).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default();
         *report.by_kind.entry(kind).or_default() += 1;
+        let w = (s.sent.as_secs_f64() / WINDOW.as_secs_f64()) as usize;
+        while report.timeline.len() <= w {
+            let start_s = (report.timeline.len() as f64) * WINDOW.as_secs_f64();
+            report.timeline.push(Window { start_s, ..Window::default() });
+        }
+        let window = &mut report.timeline[w];
         match s.status {
-            Some(c) if c >= 500 => report.server_errors += 1,
-            None => report.transport_errors += 1,
-            _ => {}
+            Some(c) if c >= 500 => {
+                report.server_errors += 1;
+                window.server_errors += 1;
+            }
+            Some(c) if c >= 400 => window.client_errors += 1,
+            Some(_) if s.stream_error => window.stream_errors += 1,
+            Some(_) => window.ok += 1,
+            None => {
+                report.transport_errors += 1;
+                window.transport_errors += 1;
+            }
         }
         report.truncated_streams += u64::from(s.truncated);
+        report.stream_errors += u64::from(s.stream_error);
         if s.kind != Kind::Cancelled && s.status.is_some() {
             latencies.push(s.latency.as_secs_f64() * 1000.0);
         }
@@ -282,6 +363,7 @@ pub async fn run(opts: &LoadOptions) -> Result<LoadReport, String> {
     latencies.sort_by(f64::total_cmp);
     report.p50_ms = percentile(&latencies, 0.5);
     report.p99_ms = percentile(&latencies, 0.99);
+    report.max_ms = latencies.last().copied().unwrap_or(0.0);
     report.throughput_rps = latencies.len() as f64 / duration_s.max(1e-9);
     report.rss_warm_kib = rss_warm;
     report.rss_end_kib = rss_end;

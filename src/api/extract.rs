@@ -1,6 +1,7 @@
 //! [`ApiJson`]: the JSON body extractor every POST endpoint uses, so that a wrong content type,
 //! an oversized body and malformed JSON become OpenAI-shaped 415 / 413 / 400 errors (axum's own
 //! `Json` rejections are plain text).
+#![deny(clippy::indexing_slicing)]
 
 use axum::body::Bytes;
 use axum::extract::{FromRequest, Request};

@@ -6,6 +6,7 @@
 //! answer. Either way the request holds a queue [`Slot`] and the executor's group handle (or the
 //! search's cancellation guard) inside the response future or stream, so a client that goes away
 //! drops them: the group is cancelled and its KV blocks are freed at the next scheduler step.
+#![deny(clippy::indexing_slicing)]
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -26,7 +27,7 @@ use tokio_util::sync::CancellationToken;
 use super::error::{AppError, Result, ValidationError};
 use super::extract::ApiJson;
 use super::guard::Slot;
-use super::sse::{data, done, ChoiceOut, Envelope, Flavor};
+use super::sse::{data, done, set_field, ChoiceOut, Envelope, Flavor};
 use super::types::{ChatCompletionRequest, CompletionRequest, ReasonBody, UsageOut};
 use super::validate::{self, PromptIn, ValidGeneration};
 use super::AppState;
@@ -183,8 +184,7 @@ async fn direct(state: Arc<AppState>, valid: ValidGeneration, flavor: Flavor, ro
                 run.first_token = false;
                 state.metrics.ttft(route, start.elapsed());
             }
-            run.choices[i].ids.push(t.token);
-            run.choices[i].tokens.push(t);
+            run.push(i, t);
         }
     }
     let completion: u64 = run.choices.iter().map(|c| c.ids.len() as u64).sum();
@@ -224,6 +224,14 @@ impl DirectRun {
         Self { handle, index, choices: (0..n).map(|_| Choice::default()).collect(), open: n, cached: 0, first_token: true }
     }
 
+    /// Records a token of choice `i`.
+    fn push(&mut self, i: usize, token: SampledToken) {
+        if let Some(choice) = self.choices.get_mut(i) {
+            choice.ids.push(token.token);
+            choice.tokens.push(token);
+        }
+    }
+
     /// The next token of some choice (`Some((i, Some(token)))`), a choice finishing
     /// (`Some((i, None))`, its `finish` set), or `None` when every choice has finished.
     async fn next(&mut self) -> Result<Option<(usize, Option<SampledToken>)>> {
@@ -244,7 +252,9 @@ impl DirectRun {
                 EngineEvent::Finished { seq, reason } => {
                     if let Some(&i) = self.index.get(&seq) {
                         self.open -= 1;
-                        self.choices[i].finish = Some(finish_name(reason));
+                        if let Some(choice) = self.choices.get_mut(i) {
+                            choice.finish = Some(finish_name(reason));
+                        }
                         return Ok(Some((i, None)));
                     }
                 }
@@ -289,15 +299,14 @@ fn direct_stream(
                     run.first_token = false;
                     state.metrics.ttft(route, start.elapsed());
                 }
-                run.choices[i].ids.push(t.token);
-                run.choices[i].tokens.push(t);
+                run.push(i, t);
             }
-            let choice = &mut run.choices[i];
+            let Some(choice) = run.choices.get_mut(i) else { continue };
             let delta = decoder.delta(choice, finished);
             let logprobs = if valid.logprobs && (delta.is_some() || finished) {
                 let from = choice.sent_tokens;
                 choice.sent_tokens = choice.tokens.len();
-                Some(env.logprobs(&decoder.model, &choice.tokens[from..], 0))
+                Some(env.logprobs(&decoder.model, choice.tokens.get(from..).unwrap_or_default(), 0))
             } else {
                 None
             };
@@ -373,10 +382,10 @@ fn search_summary(outcome: &Outcome, trace: bool) -> Value {
         "spent": outcome.usage.spent(),
     });
     if let Some(router) = &outcome.router {
-        v["router"] = router.clone();
+        set_field(&mut v, "router", router.clone());
     }
     if trace {
-        v["trace"] = json!(outcome.tree);
+        set_field(&mut v, "trace", json!(outcome.tree));
     }
     v
 }
@@ -421,7 +430,7 @@ async fn search(state: Arc<AppState>, valid: ValidGeneration, flavor: Flavor, ro
     state.metrics.budget_spent(&outcome.strategy, outcome.usage.spent());
     let choice = ChoiceOut { text: answer_text(&outcome), logprobs: None, finish: search_finish(&outcome), stop_reason: None };
     let mut body = env.response(vec![choice], &search_usage(&outcome));
-    body["ponder"] = search_summary(&outcome, strategy.return_trace);
+    set_field(&mut body, "ponder", search_summary(&outcome, strategy.return_trace));
     Ok(Json(body).into_response())
 }
 
@@ -480,7 +489,7 @@ fn search_stream(
                 state.metrics.budget_spent(&outcome.strategy, outcome.usage.spent());
                 yield Ok(data(&env.chunk(0, Some(&answer_text(&outcome)), false, None, None)));
                 let mut last = env.chunk(0, None, false, None, Some(search_finish(&outcome)));
-                last["ponder"] = search_summary(&outcome, trace);
+                set_field(&mut last, "ponder", search_summary(&outcome, trace));
                 yield Ok(data(&last));
                 if include_usage {
                     yield Ok(data(&env.bare_chunk(Some(&search_usage(&outcome)), None)));

@@ -3,6 +3,7 @@
 //! [`Slot`] a request holds while it runs (its drop frees the place and the running gauge, also
 //! when a client disconnects mid-stream), and bearer API keys ([`ApiKeys`]: compared in constant
 //! time on SHA-256 digests, so neither content nor length leaks; never logged).
+#![deny(clippy::indexing_slicing)]
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

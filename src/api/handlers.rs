@@ -1,5 +1,6 @@
 //! The small endpoints: liveness and readiness probes, the model and strategy lists, metrics,
 //! and the OpenAI-shaped 404 / 405 fallbacks.
+#![deny(clippy::indexing_slicing)]
 
 use std::sync::Arc;
 

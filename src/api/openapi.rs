@@ -1,34 +1,36 @@
 //! `GET /openapi.json`: the OpenAPI 3.0 description of this server, generated from its state —
 //! the registered strategy names, the model names and the configured limits appear in the
 //! schemas, so clients and fuzzers (schemathesis in CI) see the contract actually enforced.
+#![deny(clippy::indexing_slicing)]
 
 use std::sync::Arc;
 
 use axum::extract::State;
 use axum::Json;
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 
 use super::AppState;
 
-fn error_responses() -> Value {
+fn error_responses() -> Map<String, Value> {
     let err = json!({"description": "OpenAI-shaped error", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}});
-    let mut map = serde_json::Map::new();
+    let mut map = Map::new();
     for code in ["400", "401", "404", "413", "415", "422", "429", "500", "502", "503", "504"] {
         map.insert(code.into(), err.clone());
     }
-    Value::Object(map)
+    map
 }
 
 fn post(summary: &str, request: &str, response: &str, streams: bool) -> Value {
     let mut responses = error_responses();
-    let mut content = json!({"application/json": {"schema": {"$ref": format!("#/components/schemas/{response}")}}});
+    let mut content = Map::new();
+    content.insert("application/json".into(), json!({"schema": {"$ref": format!("#/components/schemas/{response}")}}));
     if streams {
         // Each event: an OpenAI chunk (or an error object) as JSON in `data`, the last `[DONE]`.
-        content["text/event-stream"] = json!({"schema": {"type": "object", "required": ["data"], "properties": {
+        content.insert("text/event-stream".into(), json!({"schema": {"type": "object", "required": ["data"], "properties": {
             "data": {"type": "string"}, "event": {"type": "string"}, "id": {"type": "string"},
-        }}});
+        }}}));
     }
-    responses["200"] = json!({"description": "OK", "content": content});
+    responses.insert("200".into(), json!({"description": "OK", "content": content}));
     json!({"post": {
         "summary": summary,
         "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": format!("#/components/schemas/{request}")}}}},
@@ -38,8 +40,16 @@ fn post(summary: &str, request: &str, response: &str, streams: bool) -> Value {
 
 fn get(summary: &str, schema: Value) -> Value {
     let mut responses = error_responses();
-    responses["200"] = json!({"description": "OK", "content": {"application/json": {"schema": schema}}});
+    responses.insert("200".into(), json!({"description": "OK", "content": {"application/json": {"schema": schema}}}));
     json!({"get": {"summary": summary, "responses": responses}})
+}
+
+/// A `get` operation with its response for `code` replaced.
+fn with_response(mut op: Value, code: &str, response: Value) -> Value {
+    if let Some(responses) = op.pointer_mut("/get/responses").and_then(Value::as_object_mut) {
+        responses.insert(code.into(), response);
+    }
+    op
 }
 
 /// The document.
@@ -108,11 +118,16 @@ pub(crate) async fn openapi(State(state): State<Arc<AppState>>) -> Json<Value> {
     }});
     let list = json!({"type": "object", "required": ["object", "data"], "properties": {"object": {"type": "string"}, "data": {"type": "array", "items": {"type": "object"}}}});
     let status = json!({"type": "object", "required": ["status"], "properties": {"status": {"type": "string"}}});
-    let mut metrics = get("Prometheus metrics", json!({}));
-    metrics["get"]["responses"]["200"] =
-        json!({"description": "OpenMetrics text", "content": {"application/openmetrics-text": {"schema": {"type": "string"}}}});
-    let mut ready = get("Readiness (503 while draining)", status.clone());
-    ready["get"]["responses"]["503"] = json!({"description": "not ready", "content": {"application/json": {"schema": status.clone()}}});
+    let metrics = with_response(
+        get("Prometheus metrics", json!({})),
+        "200",
+        json!({"description": "OpenMetrics text", "content": {"application/openmetrics-text": {"schema": {"type": "string"}}}}),
+    );
+    let ready = with_response(
+        get("Readiness (503 while draining)", status.clone()),
+        "503",
+        json!({"description": "not ready", "content": {"application/json": {"schema": status.clone()}}}),
+    );
     Json(json!({
         "openapi": "3.0.3",
         "info": {"title": "Ponder", "version": env!("CARGO_PKG_VERSION"), "description": "Test-time-scaling reasoning server: OpenAI-compatible completions with a compute budget."},

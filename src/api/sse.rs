@@ -1,6 +1,7 @@
 //! Response and chunk bodies in OpenAI's shapes (chat and legacy text completion), shared by the
 //! streaming and non-streaming paths: choices, logprobs, usage, and Ponder's extension field
 //! `ponder` (progress events while a search runs; the outcome summary at the end).
+#![deny(clippy::indexing_slicing)]
 
 use std::sync::Arc;
 
@@ -78,10 +79,10 @@ impl Envelope {
     pub(crate) fn bare_chunk(&self, usage: Option<&UsageOut>, ponder: Option<Value>) -> Value {
         let mut v = json!({"id": self.id, "object": self.object(true), "created": self.created, "model": self.model, "choices": []});
         if let Some(u) = usage {
-            v["usage"] = json!(u);
+            set_field(&mut v, "usage", json!(u));
         }
         if let Some(p) = ponder {
-            v["ponder"] = p;
+            set_field(&mut v, "ponder", p);
         }
         v
     }
@@ -161,6 +162,14 @@ impl Envelope {
                 })
             }
         }
+    }
+}
+
+/// Sets `body[key] = value` on a JSON object, without `IndexMut`'s panic when `body` is not an
+/// object (every body built here is one).
+pub(crate) fn set_field(body: &mut Value, key: &str, value: Value) {
+    if let Some(fields) = body.as_object_mut() {
+        fields.insert(key.into(), value);
     }
 }
 

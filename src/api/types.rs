@@ -2,6 +2,7 @@
 //! answered. Parsing accepts what OpenAI clients send (unknown fields are ignored, `content` may
 //! be a string or a list of parts, `stop` a string or a list); [`super::validate`] then turns a
 //! parsed request into a `Valid…` one, once.
+#![deny(clippy::indexing_slicing)]
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;

@@ -2,6 +2,7 @@
 //! [`ValidGeneration`] (ranges checked, limits enforced, the model name resolved to a strategy
 //! or to plain decoding), and `/v1/reason`'s body a [`ReasonRequest`]. Each error names the
 //! field and the limit. [`Limits`] holds this server's limits.
+#![deny(clippy::indexing_slicing)]
 
 use std::time::Duration;
 
@@ -303,8 +304,10 @@ pub(crate) fn chat(req: &ChatCompletionRequest, limits: &Limits, registry: &Regi
 pub(crate) fn completion(req: &CompletionRequest, limits: &Limits, registry: &Registry, model_id: &str) -> Result<ValidGeneration, ValidationError> {
     let text = match &req.prompt {
         PromptField::One(s) => s.clone(),
-        PromptField::Many(v) if v.len() == 1 => v[0].clone(),
-        PromptField::Many(v) => return Err(ValidationError::invalid("prompt", format!("must be one string, got a list of {}", v.len()))),
+        PromptField::Many(v) => match v.as_slice() {
+            [one] => one.clone(),
+            _ => return Err(ValidationError::invalid("prompt", format!("must be one string, got a list of {}", v.len()))),
+        },
     };
     if text.trim().is_empty() {
         return Err(ValidationError::invalid("prompt", "must not be empty"));

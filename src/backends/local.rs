@@ -16,6 +16,7 @@
 //! still save the engine the work (its counters and `/metrics` show it), but not the search its
 //! budget: otherwise the same request with the same seed could spend, and so answer,
 //! differently depending on what else ran before it or whether it was preempted.
+#![deny(clippy::indexing_slicing)]
 
 use std::collections::{HashMap, HashSet};
 use std::hash::{Hash, Hasher};
@@ -52,7 +53,7 @@ impl StopCondition for StopStrings {
         let Some((_, earlier)) = generated.split_last() else { return false };
         let start = generated.len().saturating_sub(STOP_WINDOW);
         let tok = &self.model.tokenizer;
-        let (Ok(now), Ok(before)) = (tok.decode(&generated[start..]), tok.decode(&earlier[start.min(earlier.len())..])) else {
+        let (Ok(now), Ok(before)) = (tok.decode(generated.get(start..).unwrap_or_default()), tok.decode(earlier.get(start..).unwrap_or_default())) else {
             return false;
         };
         // Stop when the latest token completed a new occurrence of a stop string.
@@ -85,8 +86,9 @@ impl PaidPrefixes {
 
     /// Records that the first `computed` positions of `tokens` have been computed.
     fn pay(&mut self, tokens: &[u32], computed: usize, block_size: usize) {
-        let computed = computed.min(tokens.len());
-        self.blocks.extend(Self::chain(&tokens[..computed], block_size));
+        // `computed` may run past the end: then all of `tokens`.
+        let prefix = tokens.get(..computed).unwrap_or(tokens);
+        self.blocks.extend(Self::chain(prefix, block_size));
     }
 }
 
@@ -241,7 +243,9 @@ impl Generator for LocalGenerator {
         for g in &groups {
             if g.max_tokens == 0 {
                 for &i in &g.members {
-                    results[i] = Some(Extension { text: String::new(), tokens: Vec::new(), stop: StopKind::Length, cost: Cost::default() });
+                    if let Some(result) = results.get_mut(i) {
+                        *result = Some(Extension { text: String::new(), tokens: Vec::new(), stop: StopKind::Length, cost: Cost::default() });
+                    }
                 }
                 continue;
             }
@@ -250,7 +254,7 @@ impl Generator for LocalGenerator {
                 (!stops.is_empty()).then(|| Arc::new(StopStrings { model: Arc::clone(&self.model), stops }) as Arc<dyn StopCondition>);
             let req = GroupRequest {
                 prompt: g.tokens.clone(),
-                samples: g.members.iter().map(|&i| Self::sampling(&batch[i])).collect(),
+                samples: g.members.iter().filter_map(|&i| batch.get(i)).map(Self::sampling).collect(),
                 max_new_tokens: g.max_tokens,
                 stop_tokens: self.model.tokenizer.eos().to_vec(),
                 stop_condition,
@@ -295,14 +299,16 @@ impl Generator for LocalGenerator {
                         let generated = ids.len() as u64 + u64::from(stop == StopKind::Eos);
                         {
                             let mut seqs = self.lock();
-                            if let Some(s) = seqs.get_mut(&batch[i].seq.0) {
+                            if let Some(s) = batch.get(i).and_then(|req| seqs.get_mut(&req.seq.0)) {
                                 // The last sampled token's KV is computed by the next call.
                                 s.computed = s.tokens.len() + ids.len().saturating_sub(1);
                                 s.tokens.extend_from_slice(&ids);
                                 self.paid.lock().unwrap_or_else(|p| p.into_inner()).pay(&s.tokens, s.computed, self.block_size);
                             }
                         }
-                        results[i] = Some(Extension { text, tokens: infos, stop, cost: Cost { generated, ..Cost::default() } });
+                        if let Some(result) = results.get_mut(i) {
+                            *result = Some(Extension { text, tokens: infos, stop, cost: Cost { generated, ..Cost::default() } });
+                        }
                     }
                 }
             }
@@ -310,7 +316,7 @@ impl Generator for LocalGenerator {
             // would have computed it (see the module doc).
             let charged = (g.tokens.len() - g.cached) as u64;
             tracing::trace!(charged, computed = engine_cost.prefill_computed, reused = engine_cost.prefill_reused, "group prefill");
-            if let Some(first) = g.members.first().and_then(|&i| results[i].as_mut()) {
+            if let Some(first) = g.members.first().and_then(|&i| results.get_mut(i)?.as_mut()) {
                 first.cost.prefill_computed += charged;
                 first.cost.prefill_reused += g.cached as u64;
             }
@@ -327,6 +333,7 @@ impl Generator for LocalGenerator {
 }
 
 #[cfg(test)]
+#[allow(clippy::indexing_slicing)]
 mod tests {
     use super::PaidPrefixes;
 

@@ -14,6 +14,7 @@
 //! cached. A failed call (connection error, 5xx) marks that backend down for a cool-down and is
 //! retried with exponential backoff on the next backend in the key's order (failover); when all
 //! fail, the call fails with [`UNAVAILABLE`] in its message (the API answers 502).
+#![deny(clippy::indexing_slicing)]
 
 use std::collections::hash_map::DefaultHasher;
 use std::collections::HashMap;
@@ -97,25 +98,24 @@ impl RemotePool {
         Ok(Self { client, backends, opts })
     }
 
-    /// Backend indices in rendezvous order for `key`: healthy ones first.
-    fn order(&self, key: u64) -> Vec<usize> {
-        let mut scored: Vec<(bool, u64, usize)> = self
+    /// The backends in rendezvous order for `key`: healthy ones first.
+    fn order(&self, key: u64) -> Vec<&Backend> {
+        let mut scored: Vec<(bool, u64, &Backend)> = self
             .backends
             .iter()
-            .enumerate()
-            .map(|(i, b)| {
+            .map(|b| {
                 let mut h = DefaultHasher::new();
                 (key, &b.base).hash(&mut h);
-                (b.healthy(), h.finish(), i)
+                (b.healthy(), h.finish(), b)
             })
             .collect();
         scored.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.cmp(&a.1)));
-        scored.into_iter().map(|(_, _, i)| i).collect()
+        scored.into_iter().map(|(_, _, b)| b).collect()
     }
 
-    /// The backend a key goes to now.
+    /// The backend a key goes to now (`new` refuses an empty pool, so there is one).
     pub fn route(&self, key: u64) -> &str {
-        &self.backends[self.order(key)[0]].base
+        self.order(key).first().map_or("", |b| &b.base)
     }
 
     /// Probes every backend's `/health`, marking each up or down; returns how many are up.
@@ -138,8 +138,7 @@ impl RemotePool {
         let order = self.order(key);
         let mut last = String::new();
         let mut backoff = self.opts.backoff;
-        for attempt in 0..=self.opts.retries {
-            let b = &self.backends[order[attempt % order.len()]];
+        for (attempt, b) in (0..=self.opts.retries).zip(order.iter().cycle()) {
             if attempt > 0 {
                 tokio::time::sleep(backoff).await;
                 backoff *= 2;
@@ -234,23 +233,25 @@ impl RemoteGenerator {
             "seed": s.seed,
             "logprobs": s.top_logprobs,
         });
-        if s.top_k > 0 {
-            body["top_k"] = json!(s.top_k);
-        }
-        if s.min_p > 0.0 {
-            body["min_p"] = json!(s.min_p);
-        }
-        let stops: Vec<&String> = req.stop.iter().filter(|x| !x.is_empty()).collect();
-        if !stops.is_empty() {
-            body["stop"] = json!(stops);
+        if let Some(fields) = body.as_object_mut() {
+            if s.top_k > 0 {
+                fields.insert("top_k".into(), json!(s.top_k));
+            }
+            if s.min_p > 0.0 {
+                fields.insert("min_p".into(), json!(s.min_p));
+            }
+            let stops: Vec<&String> = req.stop.iter().filter(|x| !x.is_empty()).collect();
+            if !stops.is_empty() {
+                fields.insert("stop".into(), json!(stops));
+            }
         }
         let v = self.pool.complete(seq.affinity, &body).await?;
         let bad = |what: &str| StrategyError::Generator(format!("backend response without {what}: {v}"));
-        let choice = v["choices"].get(0).ok_or_else(|| bad("choices"))?;
-        let mut text = choice["text"].as_str().ok_or_else(|| bad("choices[0].text"))?.to_string();
+        let choice = v.get("choices").and_then(|c| c.get(0)).ok_or_else(|| bad("choices"))?;
+        let mut text = choice.get("text").and_then(Value::as_str).ok_or_else(|| bad("choices[0].text"))?.to_string();
         // vLLM and Ponder report the stop string that matched; it is part of the step.
-        let matched = choice["stop_reason"].as_str().map(str::to_string);
-        let stop = match (choice["finish_reason"].as_str(), &matched) {
+        let matched = choice.get("stop_reason").and_then(Value::as_str).map(str::to_string);
+        let stop = match (choice.get("finish_reason").and_then(Value::as_str), &matched) {
             (Some("length"), _) => StopKind::Length,
             (_, Some(m)) => {
                 text.push_str(m);
@@ -258,11 +259,11 @@ impl RemoteGenerator {
             }
             _ => StopKind::Eos,
         };
-        let tokens = token_infos(&choice["logprobs"]);
-        let usage = &v["usage"];
-        let prompt_tokens = usage["prompt_tokens"].as_u64().unwrap_or(0);
-        let cached = usage["prompt_tokens_details"]["cached_tokens"].as_u64().unwrap_or(0).min(prompt_tokens);
-        let completion = usage["completion_tokens"].as_u64().unwrap_or(tokens.len() as u64);
+        let tokens = choice.get("logprobs").map(token_infos).unwrap_or_default();
+        let count = |path: &str| v.pointer(path).and_then(Value::as_u64);
+        let prompt_tokens = count("/usage/prompt_tokens").unwrap_or(0);
+        let cached = count("/usage/prompt_tokens_details/cached_tokens").unwrap_or(0).min(prompt_tokens);
+        let completion = count("/usage/completion_tokens").unwrap_or(tokens.len() as u64);
         let cost = Cost { generated: completion + u64::from(stop == StopKind::Eos), prefill_computed: prompt_tokens - cached, prefill_reused: cached };
         Ok((text.clone(), Extension { text, tokens, stop, cost }))
     }
@@ -270,8 +271,8 @@ impl RemoteGenerator {
 
 /// Per-token logprobs from a completions `logprobs` object (`token_logprobs`, `top_logprobs`).
 fn token_infos(lp: &Value) -> Vec<TokenInfo> {
-    let Some(lps) = lp["token_logprobs"].as_array() else { return Vec::new() };
-    let tops = lp["top_logprobs"].as_array();
+    let Some(lps) = lp.get("token_logprobs").and_then(Value::as_array) else { return Vec::new() };
+    let tops = lp.get("top_logprobs").and_then(Value::as_array);
     lps.iter()
         .enumerate()
         .map(|(i, l)| {
@@ -340,6 +341,7 @@ impl Generator for RemoteGenerator {
 }
 
 #[cfg(test)]
+#[allow(clippy::indexing_slicing)]
 mod tests {
     use super::*;
 

@@ -17,6 +17,7 @@
 //!
 //! Invariants: total and symmetric — `equivalent(a, b) == equivalent(b, a)` — and reflexive on
 //! any non-empty answer; deterministic (fixed seed); bounded work (see [`crate::latex`]).
+#![deny(clippy::indexing_slicing)]
 
 use crate::extract::extract_answer;
 use crate::latex::{self, eval_value, Env, Expr, Num, RelOp, Value};
@@ -104,7 +105,7 @@ fn inequality_to_interval(e: Expr) -> Expr {
     match (operands.as_slice(), ops.as_slice()) {
         // x < c, x > c, and the same with the sides swapped.
         ([v, c], [op]) | ([c, v], [op]) if is_var(v) && constant(c) => {
-            let op = if is_var(&operands[0]) {
+            let op = if operands.first().is_some_and(is_var) {
                 *op
             } else {
                 op.mirrored()
@@ -359,7 +360,7 @@ fn values_eq(a: &Value, b: &Value) -> bool {
         (Value::Set(x), other) | (other, Value::Set(x))
             if x.len() == 1 && !matches!(other, Value::Set(_)) =>
         {
-            values_eq(&x[0], other)
+            x.first().is_some_and(|only| values_eq(only, other))
         }
         (Value::Matrix(x), Value::Matrix(y)) => {
             x.len() == y.len()

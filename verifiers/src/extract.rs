@@ -8,6 +8,7 @@
 //!
 //! Invariants: total (never panics on any string), returns the raw answer substring, trimmed,
 //! or `None` when there is no answer (an empty output, an unfinished think block).
+#![deny(clippy::indexing_slicing)]
 
 use std::collections::HashMap;
 
@@ -56,12 +57,12 @@ fn last_math_span(text: &str) -> Option<(usize, usize, String)> {
     let b = text.as_bytes();
     let mut delims: Vec<(usize, usize)> = Vec::new();
     let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\' {
+    while let Some(&c) = b.get(i) {
+        if c == b'\\' {
             i += 2;
             continue;
         }
-        if b[i] == b'$' {
+        if c == b'$' {
             let len = if b.get(i + 1) == Some(&b'$') { 2 } else { 1 };
             delims.push((i, i + len));
             i += len;
@@ -70,7 +71,9 @@ fn last_math_span(text: &str) -> Option<(usize, usize, String)> {
         i += 1;
     }
     for pair in delims.chunks_exact(2) {
-        spans.push((pair[0].0, pair[1].1, &text[pair[0].1..pair[1].0]));
+        if let &[(start, body), (body_end, end)] = pair {
+            spans.push((start, end, &text[body..body_end]));
+        }
     }
     for (open, close) in [("\\(", "\\)"), ("\\[", "\\]")] {
         let mut from = 0;
@@ -114,8 +117,8 @@ fn brace_pairs(text: &str) -> HashMap<usize, usize> {
     let mut stack = Vec::new();
     let mut pairs = HashMap::new();
     let mut i = 0;
-    while i < b.len() {
-        match b[i] {
+    while let Some(&c) = b.get(i) {
+        match c {
             b'\\' => i += 1,
             b'{' => stack.push(i),
             b'}' => {
@@ -207,7 +210,7 @@ fn sentence_end(line: &str) -> usize {
     for (i, &c) in b.iter().enumerate() {
         if c == b'.' {
             let next_is_space = b.get(i + 1).is_none_or(|n| n.is_ascii_whitespace());
-            let prev_digit = i > 0 && b[i - 1].is_ascii_digit();
+            let prev_digit = i > 0 && b.get(i - 1).is_some_and(u8::is_ascii_digit);
             let next_digit = b.get(i + 1).is_some_and(u8::is_ascii_digit);
             if next_is_space && !(prev_digit && next_digit) {
                 return i;
@@ -244,15 +247,18 @@ fn last_number(text: &str) -> Option<(usize, String)> {
     let b = text.as_bytes();
     let mut best: Option<(usize, usize)> = None;
     let mut i = 0;
-    while i < b.len() {
+    while let Some(&c) = b.get(i) {
         let starts =
-            b[i].is_ascii_digit() || (b[i] == b'.' && b.get(i + 1).is_some_and(u8::is_ascii_digit));
+            c.is_ascii_digit() || (c == b'.' && b.get(i + 1).is_some_and(u8::is_ascii_digit));
         if !starts {
             i += 1;
             continue;
         }
         let start = i;
-        while i < b.len() && (b[i].is_ascii_digit() || matches!(b[i], b'.' | b',' | b'/')) {
+        while b
+            .get(i)
+            .is_some_and(|&c| c.is_ascii_digit() || matches!(c, b'.' | b',' | b'/'))
+        {
             i += 1;
         }
         best = Some((start, i));
@@ -272,9 +278,12 @@ fn last_number(text: &str) -> Option<(usize, String)> {
     if run.is_empty() {
         return None;
     }
-    let negative = start > 0
-        && b[start - 1] == b'-'
-        && (start < 2 || !(b[start - 2].is_ascii_alphanumeric() || b[start - 2] == b')'));
+    // A `-` right before the number, not after a word or a `)`.
+    let negative = match b.get(..start) {
+        Some([.., before, b'-']) => !(before.is_ascii_alphanumeric() || *before == b')'),
+        Some([b'-']) => true,
+        _ => false,
+    };
     Some(if negative {
         (start - 1, format!("-{run}"))
     } else {
@@ -285,9 +294,12 @@ fn last_number(text: &str) -> Option<(usize, String)> {
 fn thousands_ok(run: &str) -> bool {
     let int = run.split('.').next().unwrap_or("");
     let groups: Vec<&str> = int.split(',').collect();
-    groups.len() > 1
-        && (1..=3).contains(&groups[0].len())
-        && groups[1..]
+    let [first, rest @ ..] = groups.as_slice() else {
+        return false;
+    };
+    !rest.is_empty()
+        && (1..=3).contains(&first.len())
+        && rest
             .iter()
             .all(|g| g.len() == 3 && g.bytes().all(|c| c.is_ascii_digit()))
 }

@@ -10,6 +10,7 @@
 //! Invariants: total (never panics, linear passes over the input), idempotent on its own output
 //! for the answers graders see, and it never *adds* meaning: the percent and degree markers it
 //! removes are reported alongside the text so equivalence can still use them.
+#![deny(clippy::indexing_slicing)]
 
 /// A normalised answer and what normalisation removed that still matters.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -181,8 +182,8 @@ pub(crate) fn matching_brace(s: &str, open: usize) -> Option<usize> {
     }
     let mut depth = 0usize;
     let mut i = open;
-    while i < bytes.len() {
-        match bytes[i] {
+    while let Some(&c) = bytes.get(i) {
+        match c {
             b'\\' => i += 1,
             b'{' => depth += 1,
             b'}' => {
@@ -249,8 +250,12 @@ pub(crate) fn unwrap_commands(s: &str, names: &[&str]) -> String {
             let skip = s[after..].len() - s[after..].trim_start().len();
             let open = after + skip;
             if let Some(close) = matching_brace(s, open) {
-                keep[at..=open].iter_mut().for_each(|k| *k = false);
-                keep[close] = false;
+                if let Some(command) = keep.get_mut(at..=open) {
+                    command.fill(false);
+                }
+                if let Some(k) = keep.get_mut(close) {
+                    *k = false;
+                }
                 any = true;
             }
             from = after;
@@ -448,8 +453,8 @@ pub(crate) fn split_top_level(s: &str, sep: char) -> Vec<&str> {
     let mut start = 0;
     let bytes = s.as_bytes();
     let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
+    while let Some(&c) = bytes.get(i) {
+        match c {
             b'\\' => {
                 // `\{` and `\}` are set braces.
                 match bytes.get(i + 1) {
@@ -543,11 +548,14 @@ fn thousands(s: &str) -> String {
         None => (body, None),
     };
     let groups: Vec<&str> = int.split(',').collect();
-    let ok = groups.len() > 1
-        && (1..=3).contains(&groups[0].len())
-        && !groups[0].starts_with('0')
+    let [first, rest @ ..] = groups.as_slice() else {
+        return s.to_string();
+    };
+    let ok = !rest.is_empty()
+        && (1..=3).contains(&first.len())
+        && !first.starts_with('0')
         && groups.iter().all(|g| g.chars().all(|c| c.is_ascii_digit()))
-        && groups[1..].iter().all(|g| g.len() == 3)
+        && rest.iter().all(|g| g.len() == 3)
         && frac.is_none_or(|f| !f.is_empty() && f.chars().all(|c| c.is_ascii_digit()));
     if ok {
         s.replace(',', "")

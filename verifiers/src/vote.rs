@@ -8,6 +8,7 @@
 //!
 //! Invariants: empty answers are ignored (they are "no answer", not a candidate); weights that
 //! are negative or not finite count as 0; `support ≤ total`, `0 ≤ margin ≤ 1`.
+#![deny(clippy::indexing_slicing)]
 
 use crate::equivalence::Answer;
 

@@ -8,6 +8,7 @@
 //! Invariants: no operation can blow up. Exact results are kept only while they fit in
 //! [`MAX_BITS`] bits (else they become floats), exponents, factorials and binomials are bounded,
 //! and a `±`-expression has at most [`MAX_BRANCHES`] values.
+#![deny(clippy::indexing_slicing)]
 
 use super::{Constant, Expr, Func, RelOp};
 use num_bigint::BigInt;

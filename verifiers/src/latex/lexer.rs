@@ -4,6 +4,7 @@
 //! panics. Spacing commands (`\,`, `\!`, `\quad`, `\left`, `\right`, …) are dropped here so the
 //! parser never sees them. Runs of ASCII letters become one [`Tok::Word`]; the parser decides
 //! whether a word is a function name, a product of one-letter variables, or text.
+#![deny(clippy::indexing_slicing)]
 
 use super::ParseError;
 
@@ -59,11 +60,10 @@ pub(crate) fn lex(src: &str) -> Result<Vec<Tok>, ParseError> {
     let chars: Vec<char> = src.chars().collect();
     let mut toks = Vec::new();
     let mut i = 0;
-    while i < chars.len() {
+    while let Some(&c) = chars.get(i) {
         if toks.len() > MAX_TOKENS {
             return Err(ParseError::TooLong);
         }
-        let c = chars[i];
         if c.is_whitespace() || c == '~' {
             i += 1;
             continue;
@@ -72,8 +72,7 @@ pub(crate) fn lex(src: &str) -> Result<Vec<Tok>, ParseError> {
         {
             let start = i;
             let mut seen_dot = false;
-            while i < chars.len() {
-                let d = chars[i];
+            while let Some(&d) = chars.get(i) {
                 if d.is_ascii_digit() {
                     i += 1;
                 } else if d == '.'
@@ -86,15 +85,15 @@ pub(crate) fn lex(src: &str) -> Result<Vec<Tok>, ParseError> {
                     break;
                 }
             }
-            toks.push(Tok::Num(chars[start..i].iter().collect()));
+            toks.push(Tok::Num(substring(&chars, start, i)));
             continue;
         }
         if c.is_ascii_alphabetic() {
             let start = i;
-            while i < chars.len() && chars[i].is_ascii_alphabetic() {
+            while chars.get(i).is_some_and(char::is_ascii_alphabetic) {
                 i += 1;
             }
-            toks.push(Tok::Word(chars[start..i].iter().collect()));
+            toks.push(Tok::Word(substring(&chars, start, i)));
             continue;
         }
         if c == '\\' {
@@ -104,10 +103,10 @@ pub(crate) fn lex(src: &str) -> Result<Vec<Tok>, ParseError> {
             };
             if n.is_ascii_alphabetic() {
                 let start = i;
-                while i < chars.len() && chars[i].is_ascii_alphabetic() {
+                while chars.get(i).is_some_and(char::is_ascii_alphabetic) {
                     i += 1;
                 }
-                let name: String = chars[start..i].iter().collect();
+                let name = substring(&chars, start, i);
                 if let Some(t) = command_token(&name) {
                     toks.extend(t);
                 } else {
@@ -155,6 +154,11 @@ pub(crate) fn lex(src: &str) -> Result<Vec<Tok>, ParseError> {
         i += 1;
     }
     Ok(toks)
+}
+
+/// `chars[start..end]` as a string (empty when the range is).
+fn substring(chars: &[char], start: usize, end: usize) -> String {
+    chars.iter().take(end).skip(start).collect()
 }
 
 /// Control words that are plain tokens (or nothing at all).

@@ -14,11 +14,13 @@
 //! are refused, recursion deeper than [`MAX_DEPTH`] is an error. Evaluation (in `eval`) bounds
 //! big-integer work the same way. Words of three or more letters that are not function names are
 //! *text*, not products of variables, so `Monday` never equals `dynamo`.
+#![deny(clippy::indexing_slicing)]
 
 mod eval;
 mod lexer;
 mod parser;
 #[cfg(test)]
+#[allow(clippy::indexing_slicing)]
 mod tests;
 
 pub(crate) use eval::{eval_value, Env, Num, Value};

@@ -17,6 +17,7 @@
 //!
 //! Every recursive entry counts depth and fails with [`ParseError::TooDeep`] past
 //! [`MAX_DEPTH`](super::MAX_DEPTH), so no input can overflow the stack.
+#![deny(clippy::indexing_slicing)]
 
 use super::lexer::Tok;
 use super::{Constant, Expr, Func, ParseError, RelOp, MAX_DEPTH};
@@ -192,6 +193,13 @@ impl Parser {
 
     fn peek(&self) -> Option<&Tok> {
         self.toks.get(self.pos)
+    }
+
+    /// Replaces the token [`Self::peek`] returns, if there is one.
+    fn replace_peeked(&mut self, tok: Tok) {
+        if let Some(t) = self.toks.get_mut(self.pos) {
+            *t = tok;
+        }
     }
 
     fn bump(&mut self) -> PResult<Tok> {
@@ -401,7 +409,7 @@ impl Parser {
             if let (Some(first), rest) = (chars.next(), chars.as_str()) {
                 if !rest.is_empty() {
                     let rest = rest.to_string();
-                    self.toks[self.pos] = Tok::Word(first.to_string());
+                    self.replace_peeked(Tok::Word(first.to_string()));
                     self.toks.insert(self.pos + 1, Tok::Word(rest));
                 }
             }
@@ -428,7 +436,7 @@ impl Parser {
                 let mut chars = s.chars();
                 let first = chars.next().ok_or(ParseError::UnexpectedEnd)?;
                 let rest = chars.as_str().to_string();
-                self.toks[self.pos] = Tok::Num(rest);
+                self.replace_peeked(Tok::Num(rest));
                 if first == '.' {
                     return Err(ParseError::Unexpected("'.' as an argument".into()));
                 }

@@ -22,40 +22,9 @@ log=${PONDER_GPU_LOG:-$(mktemp -t ponder-gpu-engine.XXXXXX)}
 timeout_s=${PONDER_GPU_TIMEOUT:-400}
 : >"$log"
 
-json_str() {
-  local s=$1
-  s=${s//\\/\\\\}
-  s=${s//\"/\\\"}
-  s=${s//$'\n'/\\n}
-  s=${s//$'\r'/}
-  s=${s//$'\t'/\\t}
-  printf '"%s"' "$s"
-}
-
-fail() {
-  printf '{"ok": false, "error": %s, "log": %s}\n' "$(json_str "$1")" "$(json_str "$log")"
-  exit 1
-}
-
-# The driver's libcuda, and the toolkit's cuBLAS / NVRTC, may live outside the loader's path.
-for dir in /usr/local/nvidia/lib64 /usr/local/nvidia/lib /usr/lib/x86_64-linux-gnu; do
-  if [ -e "$dir/libcuda.so.1" ]; then
-    export LD_LIBRARY_PATH="$dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-    break
-  fi
-done
+source "$(dirname "${BASH_SOURCE[0]}")/lib/gpu.sh"
 cuda_lib=${CUDA_LIB_DIR:-/usr/local/cuda/lib64}
 [ -d "$cuda_lib" ] && export LD_LIBRARY_PATH="$cuda_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-
-device=null
-driver=null
-if command -v nvidia-smi >/dev/null 2>&1; then
-  info=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -n1)
-  if [ -n "$info" ]; then
-    device=$(json_str "${info%%,*}")
-    driver=$(json_str "$(echo "${info#*,}" | tr -d ' ')")
-  fi
-fi
 
 [ -n "${PONDER_GPU_TEST_BIN:-}" ] || fail "set PONDER_GPU_TEST_BIN to the stripped test binary (cargo test --features cuda --test tests --no-run; strip -o .gpu/engine-tests <executable>)"
 bin=$PONDER_GPU_TEST_BIN

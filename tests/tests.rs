@@ -11,6 +11,7 @@ mod cli;
 #[cfg(feature = "cuda")]
 mod engine_cuda;
 mod executor;
+mod fuzz_corpus;
 mod gguf_quant_types;
 mod hostile_input;
 mod llama_parity;

@@ -2,18 +2,9 @@
 //! fail with an error, never a panic.
 #![no_main]
 
-use libfuzzer_sys::fuzz_target;
-use ponder::engine::{ChatMessage, ChatTemplate};
+#[allow(dead_code)] // each target uses one of the checks
+mod checks {
+    include!("../checks.rs");
+}
 
-fuzz_target!(|data: &[u8]| {
-    let text = String::from_utf8_lossy(data);
-    let mut lines = text.split('\n');
-    let source = lines.next().unwrap_or_default();
-    let messages: Vec<ChatMessage> = lines.map(|l| {
-        let (role, content) = l.split_once(':').unwrap_or(("user", l));
-        ChatMessage::new(role, content)
-    }).collect();
-    if let Ok(t) = ChatTemplate::new(source, "<s>", "</s>") {
-        let _ = t.render(&messages, true);
-    }
-});
+libfuzzer_sys::fuzz_target!(|data: &[u8]| checks::chat_template(data));

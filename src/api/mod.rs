@@ -20,7 +20,6 @@ mod hostile_tests;
 mod metrics;
 mod openapi;
 mod sse;
-#[cfg(any(test, fuzzing))]
 #[doc(hidden)]
 pub mod sse_wire;
 mod types;

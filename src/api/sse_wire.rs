@@ -1,7 +1,7 @@
-//! The SSE round-trip check shared by the property test (`hostile_tests`, stable, in CI) and the
-//! `sse_data` fuzz target (`fuzz/`, built with `--cfg fuzzing`): values sent as Ponder's `data:`
-//! events, encoded by axum exactly as a response body is, then parsed back the way the WHATWG
-//! spec tells a browser or client to. Compiled only for those two; not part of the API.
+//! The SSE round-trip check shared by the property test (`hostile_tests`), the `sse_data` fuzz
+//! target (`fuzz/`) and the corpus replay (`tests/fuzz_corpus.rs`): values sent as Ponder's
+//! `data:` events, encoded by axum exactly as a response body is, then parsed back the way the
+//! WHATWG spec tells a browser or client to. Hidden from the docs: a test aid, not API.
 
 use std::convert::Infallible;
 

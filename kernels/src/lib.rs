@@ -17,6 +17,7 @@ mod cpu;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 pub mod kv;
+pub mod math;
 pub mod sampling;
 
 pub use cpu::{KernelError, KernelPath, QuantFormat, QuantMatrix, Result};

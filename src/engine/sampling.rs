@@ -109,42 +109,77 @@ impl Sampler {
         if logits.iter().any(|x| x.is_nan()) {
             return Err(EngineError::InvalidInput { field: "logits", reason: "contain NaN".into() });
         }
-        let log_probs = log_softmax(logits);
-        let entropy = -log_probs.iter().filter(|l| l.is_finite()).map(|&l| l.exp() * l).sum::<f32>();
-        let top_logprobs = top_n(&log_probs, self.params.top_logprobs);
+        // One exponential pass over the vocabulary serves the log-probabilities, the entropy
+        // and, at temperature 1 without a penalty, the draw itself (the kernels' vectorised
+        // `exp`: a libm call per logit, three times, was most of a step's sampling time).
+        let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let weights = shifted_exp(logits, max, 1.0);
+        let z: f32 = weights.iter().sum();
+        let log_sum = z.ln() + max;
+        // H = -sum p log p with p = w / z and log p = l - log_sum (tokens of probability 0
+        // contribute nothing).
+        let entropy = -weights.iter().zip(logits).filter(|(_, l)| l.is_finite()).map(|(&w, &l)| w / z * (l - log_sum)).sum::<f32>();
+        let top_logprobs = top_n(logits, self.params.top_logprobs).into_iter().map(|(t, l)| (t, l - log_sum)).collect();
+        let logprob_of = |t: u32| logits.get(t as usize).map_or(f32::NEG_INFINITY, |&l| l - log_sum);
 
-        let mut adjusted = logits.to_vec();
-        if self.params.repetition_penalty != 1.0 {
-            let penalty = self.params.repetition_penalty as f32;
-            let mut seen = context.to_vec();
-            seen.sort_unstable();
-            seen.dedup();
-            for t in seen {
-                if let Some(l) = adjusted.get_mut(t as usize) {
-                    *l = if *l > 0.0 { *l / penalty } else { *l * penalty };
-                }
-            }
-        }
         let token = if self.params.temperature == 0.0 {
-            argmax(&adjusted)
+            if self.params.repetition_penalty == 1.0 {
+                argmax(logits)
+            } else {
+                argmax(&self.penalised(logits, context))
+            }
+        } else if self.params.repetition_penalty == 1.0 && self.params.temperature == 1.0 {
+            self.draw(weights)
         } else {
-            self.draw(&adjusted)
+            let adjusted = if self.params.repetition_penalty == 1.0 { logits.to_vec() } else { self.penalised(logits, context) };
+            let max = adjusted.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            self.draw(shifted_exp(&adjusted, max, 1.0 / self.params.temperature as f32))
         };
-        Ok(SampledToken { token, logprob: log_probs[token as usize], top_logprobs, entropy })
+        Ok(SampledToken { token, logprob: logprob_of(token), top_logprobs, entropy })
     }
 
-    fn draw(&mut self, logits: &[f32]) -> u32 {
-        let inv_t = 1.0 / self.params.temperature as f32;
-        let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-        let mut cands: Vec<(u32, f32)> =
-            logits.iter().enumerate().map(|(i, &l)| (i as u32, ((l - max) * inv_t).exp())).collect();
+    /// `logits` with the repetition penalty applied to every token of `context`.
+    fn penalised(&self, logits: &[f32], context: &[u32]) -> Vec<f32> {
+        let mut adjusted = logits.to_vec();
+        let penalty = self.params.repetition_penalty as f32;
+        let mut seen = context.to_vec();
+        seen.sort_unstable();
+        seen.dedup();
+        for t in seen {
+            if let Some(l) = adjusted.get_mut(t as usize) {
+                *l = if *l > 0.0 { *l / penalty } else { *l * penalty };
+            }
+        }
+        adjusted
+    }
+
+    /// Draws a token with probability proportional to `weights` (unnormalised), after top-k,
+    /// top-p and min-p.
+    fn draw(&mut self, weights: Vec<f32>) -> u32 {
+        let restricted = self.params.top_k > 0 || self.params.top_p < 1.0 || self.params.min_p > 0.0;
+        if !restricted {
+            // Plain sampling walks the vocabulary by id: as valid a CDF as any order.
+            let total: f32 = weights.iter().sum();
+            let mut u = self.rng.random::<f32>() * total;
+            let mut last = 0;
+            for (i, &w) in weights.iter().enumerate() {
+                if w > 0.0 {
+                    if u < w {
+                        return i as u32;
+                    }
+                    u -= w;
+                    last = i;
+                }
+            }
+            return last as u32;
+        }
+        let mut cands: Vec<(u32, f32)> = weights.into_iter().enumerate().map(|(i, w)| (i as u32, w)).collect();
         if self.params.top_k > 0 && self.params.top_k < cands.len() {
             let k = self.params.top_k;
             cands.select_nth_unstable_by(k - 1, |a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
             cands.truncate(k);
         }
-        // Only nucleus and min-p need the candidates in order; plain temperature sampling walks
-        // them by id, which is as valid a CDF and saves sorting the vocabulary every token.
+        // Only nucleus and min-p need the candidates in order; top-k alone walks them as left.
         if self.params.top_p < 1.0 || self.params.min_p > 0.0 {
             cands.sort_unstable_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
         }
@@ -164,7 +199,7 @@ impl Sampler {
         }
         if self.params.min_p > 0.0 {
             // Sorted above: the first candidate is the most likely.
-            let floor = self.params.min_p as f32 * cands[0].1;
+            let floor = self.params.min_p as f32 * cands.first().map_or(0.0, |c| c.1);
             cands.retain(|c| c.1 >= floor);
         }
         let total: f32 = cands.iter().map(|c| c.1).sum();
@@ -175,8 +210,14 @@ impl Sampler {
             }
             u -= c.1;
         }
-        cands[cands.len() - 1].0
+        cands.last().map_or(0, |c| c.0)
     }
+}
+
+/// `e^((l - max) * scale)` per logit; exactly 0 for a `-inf` logit (a token ruled out), which the
+/// clamped fast `exp` alone would give a tiny weight.
+fn shifted_exp(logits: &[f32], max: f32, scale: f32) -> Vec<f32> {
+    logits.iter().map(|&l| if l == f32::NEG_INFINITY { 0.0 } else { ponder_kernels::math::exp((l - max) * scale) }).collect()
 }
 
 /// Index of the largest value; the lowest index wins ties.
@@ -193,15 +234,16 @@ pub fn argmax(values: &[f32]) -> u32 {
 /// Numerically stable `log(softmax(x))`.
 pub fn log_softmax(logits: &[f32]) -> Vec<f32> {
     let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    let log_sum = logits.iter().map(|&l| (l - max).exp()).sum::<f32>().ln() + max;
+    let log_sum = shifted_exp(logits, max, 1.0).iter().sum::<f32>().ln() + max;
     logits.iter().map(|&l| l - log_sum).collect()
 }
 
-fn top_n(log_probs: &[f32], n: usize) -> Vec<(u32, f32)> {
-    if n == 0 {
+/// The `n` largest values with their indices, largest first (lowest index first among ties).
+fn top_n(values: &[f32], n: usize) -> Vec<(u32, f32)> {
+    if n == 0 || values.is_empty() {
         return Vec::new();
     }
-    let mut idx: Vec<(u32, f32)> = log_probs.iter().enumerate().map(|(i, &l)| (i as u32, l)).collect();
+    let mut idx: Vec<(u32, f32)> = values.iter().enumerate().map(|(i, &l)| (i as u32, l)).collect();
     let n = n.min(idx.len());
     idx.select_nth_unstable_by(n - 1, |a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
     idx.truncate(n);

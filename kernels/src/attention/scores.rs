@@ -84,8 +84,28 @@ pub(crate) fn scores_direct(
     let (q_panels, q_rest) = q.as_chunks::<PANEL>();
     for (c, panel) in q_panels.iter().enumerate() {
         let (qc, _) = panel.as_chunks::<LANES>();
-        for (t, lane_t) in lanes.iter_mut().enumerate() {
-            let (kc, _) = blk.k[t * blk.stride + c * PANEL..][..PANEL].as_chunks::<LANES>();
+        let key = |t: usize| blk.k[t * blk.stride + c * PANEL..][..PANEL].as_chunks::<LANES>().0;
+        // Four tokens at a time: four independent FMA chains in flight instead of one chain
+        // whose every step waits for the last (each token's lanes still accumulate in chunk
+        // order, so the bits are the same).
+        let (quads, rest) = lanes.as_chunks_mut::<4>();
+        for (u, quad) in quads.iter_mut().enumerate() {
+            let t = 4 * u;
+            let (k0, k1, k2, k3) = (key(t), key(t + 1), key(t + 2), key(t + 3));
+            let mut acc = if c == 0 { [[0.0; LANES]; 4] } else { *quad };
+            for (j, x) in qc.iter().enumerate() {
+                for i in 0..LANES {
+                    acc[0][i] = mul_add(x[i], k0[j][i], acc[0][i]);
+                    acc[1][i] = mul_add(x[i], k1[j][i], acc[1][i]);
+                    acc[2][i] = mul_add(x[i], k2[j][i], acc[2][i]);
+                    acc[3][i] = mul_add(x[i], k3[j][i], acc[3][i]);
+                }
+            }
+            *quad = acc;
+        }
+        let done_tokens = 4 * quads.len();
+        for (t, lane_t) in rest.iter_mut().enumerate() {
+            let kc = key(done_tokens + t);
             let mut acc = if c == 0 { [0.0; LANES] } else { *lane_t };
             for (x, y) in qc.iter().zip(kc) {
                 for i in 0..LANES {

@@ -5,7 +5,7 @@
 
 /// Any bytes as the body of each POST route: parse + validate + strategy factory never panic,
 /// and every rejection is a 4xx.
-pub fn request_json(data: &[u8]) {
+pub(crate) fn request_json(data: &[u8]) {
     let (limits, registry) = (ponder::api::Limits::default(), ponder_strategies::Registry::with_builtins());
     for route in ["/v1/chat/completions", "/v1/completions", "/v1/reason"] {
         if let Err(e) = ponder::api::check_body(route, data, &limits, &registry) {
@@ -16,7 +16,7 @@ pub fn request_json(data: &[u8]) {
 
 /// Any string inside a streamed chunk survives Ponder's SSE framing: up to three events (the
 /// input split at NUL bytes) parse back, by the WHATWG rules, to the same JSON, then `[DONE]`.
-pub fn sse_data(data: &[u8]) {
+pub(crate) fn sse_data(data: &[u8]) {
     let text = String::from_utf8_lossy(data);
     let values: Vec<_> =
         text.split('\0').take(3).map(|s| serde_json::json!({"choices": [{"delta": {"content": s}}], "t": s})).collect();
@@ -27,7 +27,7 @@ pub fn sse_data(data: &[u8]) {
 
 /// Any model output and reference answer (split at the first NUL byte): extraction,
 /// normalisation, the LaTeX parser, grading, equivalence and voting return, never panic.
-pub fn answer_grader(data: &[u8]) {
+pub(crate) fn answer_grader(data: &[u8]) {
     use ponder_verifiers::{equivalent, extract_answer, grade, latex, majority_vote, normalize_answer};
     let text = String::from_utf8_lossy(data);
     let (output, reference) = text.split_once('\0').unwrap_or((&text, "1"));
@@ -41,7 +41,7 @@ pub fn answer_grader(data: &[u8]) {
 
 /// Any template source (first line) and messages (the rest, `role:content` per line) render or
 /// fail with an error, never a panic.
-pub fn chat_template(data: &[u8]) {
+pub(crate) fn chat_template(data: &[u8]) {
     use ponder::engine::{ChatMessage, ChatTemplate};
     let text = String::from_utf8_lossy(data);
     let mut lines = text.split('\n');
@@ -59,7 +59,7 @@ pub fn chat_template(data: &[u8]) {
 
 /// Any bytes as a GGUF file: header, config and tokenizer reading give errors, never panics
 /// that escape `GgufFile::open` (which catches candle's division by a zero alignment).
-pub fn gguf_header(data: &[u8]) {
+pub(crate) fn gguf_header(data: &[u8]) {
     use std::io::Write;
     let Ok(mut f) = tempfile::NamedTempFile::new() else { return };
     if f.write_all(data).is_err() {

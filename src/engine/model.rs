@@ -293,39 +293,16 @@ impl Model {
             return cuda.forward_readouts(batch, kv, readouts);
         }
         let x = self.residual(batch, kv)?;
-        let offsets = Self::offsets(batch);
         let eps = self.config.rms_norm_eps as f32;
-        let normed_rows = |rows: &[u32]| -> Result<Tensor> {
+        read_out(batch, readouts, |rows, logits| {
             let rows = Tensor::new(rows, &self.device)?;
-            Ok(candle_nn::ops::rms_norm(&x.index_select(&rows, 0)?, &self.weights.final_norm, eps)?)
-        };
-        // Decoding rows: one head call over exactly the last positions, as `forward` does.
-        let last: Vec<u32> = batch
-            .iter()
-            .zip(&offsets)
-            .zip(readouts)
-            .filter(|(_, r)| matches!(r, Readout::LastLogits))
-            .map(|((c, o), _)| (o + c.tokens.len() - 1) as u32)
-            .collect();
-        let last_logits = if last.is_empty() { None } else { Some(self.lm_head()?.forward(&normed_rows(&last)?)?) };
-        let mut next_last = 0;
-        let mut out = Vec::with_capacity(batch.len());
-        for (r, &o) in readouts.iter().zip(&offsets) {
-            let absolute = |rows: &[usize]| -> Vec<u32> { rows.iter().map(|&row| (o + row) as u32).collect() };
-            out.push(match r {
-                Readout::Nothing => None,
-                Readout::LastLogits => {
-                    let logits = last_logits.as_ref().ok_or_else(|| EngineError::Kv("last-position logits missing".into()))?;
-                    next_last += 1;
-                    Some(logits.get(next_last - 1)?)
-                }
-                Readout::Hidden(rows) if rows.is_empty() => None,
-                Readout::Logits(rows) if rows.is_empty() => None,
-                Readout::Hidden(rows) => Some(normed_rows(&absolute(rows))?),
-                Readout::Logits(rows) => Some(self.lm_head()?.forward(&normed_rows(&absolute(rows))?)?),
-            });
-        }
-        Ok(out)
+            let normed = candle_nn::ops::rms_norm(&x.index_select(&rows, 0)?, &self.weights.final_norm, eps)?;
+            if logits {
+                Ok(self.lm_head()?.forward(&normed)?)
+            } else {
+                Ok(normed)
+            }
+        })
     }
 
     /// Whether the model has a language-model head (a reward model may have only a score head).
@@ -419,4 +396,42 @@ impl Model {
     pub fn attention_shape(&self) -> AttentionShape {
         AttentionShape { num_heads: self.config.num_heads, num_kv_heads: self.config.num_kv_heads, head_dim: self.config.head_dim }
     }
+}
+
+/// Each chunk's [`Readout`] from the final residual stream, the same on every device: the
+/// last-position rows of every [`Readout::LastLogits`] chunk go through the head in one call (as
+/// [`LogitsFor::LastPosition`] computes them), rows read for scoring in a call of their own.
+/// `head_rows(rows, logits)` returns the final-normed rows `rows` (absolute positions in the
+/// batch), through the language-model head when `logits`.
+pub(crate) fn read_out(
+    batch: &[SeqChunk<'_>],
+    readouts: &[Readout],
+    mut head_rows: impl FnMut(&[u32], bool) -> Result<Tensor>,
+) -> Result<Vec<Option<Tensor>>> {
+    let offsets = Model::offsets(batch);
+    let last: Vec<u32> = batch
+        .iter()
+        .zip(&offsets)
+        .zip(readouts)
+        .filter(|(_, r)| matches!(r, Readout::LastLogits))
+        .map(|((c, o), _)| (o + c.tokens.len() - 1) as u32)
+        .collect();
+    let last_logits = if last.is_empty() { None } else { Some(head_rows(&last, true)?) };
+    let mut next_last = 0;
+    let mut out = Vec::with_capacity(batch.len());
+    for (r, &o) in readouts.iter().zip(&offsets) {
+        let absolute = |rows: &[usize]| -> Vec<u32> { rows.iter().map(|&row| (o + row) as u32).collect() };
+        out.push(match r {
+            Readout::Nothing => None,
+            Readout::LastLogits => {
+                let logits = last_logits.as_ref().ok_or_else(|| EngineError::Kv("last-position logits missing".into()))?;
+                next_last += 1;
+                Some(logits.get(next_last - 1)?)
+            }
+            Readout::Hidden(rows) | Readout::Logits(rows) if rows.is_empty() => None,
+            Readout::Hidden(rows) => Some(head_rows(&absolute(rows), false)?),
+            Readout::Logits(rows) => Some(head_rows(&absolute(rows), true)?),
+        });
+    }
+    Ok(out)
 }

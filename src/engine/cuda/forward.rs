@@ -20,7 +20,7 @@ use super::{cuda_err, Gpu};
 use crate::engine::config::{ModelConfig, RopeStyle};
 use crate::engine::error::{EngineError, Result};
 use crate::engine::kv::KvStore;
-use crate::engine::model::{Readout, SeqChunk};
+use crate::engine::model::{read_out, Readout, SeqChunk};
 use crate::engine::rope::Rope;
 use crate::engine::weights::ModelWeights;
 
@@ -115,42 +115,7 @@ impl CudaModel {
             gpu.silu_mul(&mut g, &u, t * inter)?;
             gpu.linear(&l.down, &g, t, &mut x, 1.0, &mut scratch)?;
         }
-        self.read_out(&x, batch, readouts, &mut scratch)
-    }
-
-    /// The rows `readouts` ask for, as the CPU pass returns them.
-    fn read_out(&self, x: &CudaSlice<f32>, batch: &[SeqChunk<'_>], readouts: &[Readout], scratch: &mut Option<CudaSlice<bf16>>) -> Result<Vec<Option<Tensor>>> {
-        let mut offsets = Vec::with_capacity(batch.len());
-        let mut at = 0;
-        for ch in batch {
-            offsets.push(at);
-            at += ch.tokens.len();
-        }
-        let last: Vec<u32> = batch
-            .iter()
-            .zip(&offsets)
-            .zip(readouts)
-            .filter(|(_, r)| matches!(r, Readout::LastLogits))
-            .map(|((ch, o), _)| (o + ch.tokens.len() - 1) as u32)
-            .collect();
-        let last_logits = if last.is_empty() { None } else { Some(self.head_rows(x, &last, true, scratch)?) };
-        let mut next_last = 0;
-        let mut out = Vec::with_capacity(batch.len());
-        for (r, &o) in readouts.iter().zip(&offsets) {
-            let absolute = |rows: &[usize]| -> Vec<u32> { rows.iter().map(|&row| (o + row) as u32).collect() };
-            out.push(match r {
-                Readout::Nothing => None,
-                Readout::LastLogits => {
-                    let logits = last_logits.as_ref().ok_or_else(|| EngineError::Kv("last-position logits missing".into()))?;
-                    next_last += 1;
-                    Some(logits.get(next_last - 1)?)
-                }
-                Readout::Hidden(rows) | Readout::Logits(rows) if rows.is_empty() => None,
-                Readout::Hidden(rows) => Some(self.head_rows(x, &absolute(rows), false, scratch)?),
-                Readout::Logits(rows) => Some(self.head_rows(x, &absolute(rows), true, scratch)?),
-            });
-        }
-        Ok(out)
+        read_out(batch, readouts, |rows, logits| self.head_rows(&x, rows, logits, &mut scratch))
     }
 
     /// Final-normed rows `rows` of `x` (`[n, hidden]`), through the head when `logits`

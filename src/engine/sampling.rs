@@ -129,11 +129,13 @@ impl Sampler {
                 argmax(&self.penalised(logits, context))
             }
         } else if self.params.repetition_penalty == 1.0 && self.params.temperature == 1.0 {
-            self.draw(weights)
+            self.draw(weights, z)
         } else {
             let adjusted = if self.params.repetition_penalty == 1.0 { logits.to_vec() } else { self.penalised(logits, context) };
             let max = adjusted.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-            self.draw(shifted_exp(&adjusted, max, 1.0 / self.params.temperature as f32))
+            let weights = shifted_exp(&adjusted, max, 1.0 / self.params.temperature as f32);
+            let total = weights.iter().sum();
+            self.draw(weights, total)
         };
         Ok(SampledToken { token, logprob: logprob_of(token), top_logprobs, entropy })
     }
@@ -153,13 +155,12 @@ impl Sampler {
         adjusted
     }
 
-    /// Draws a token with probability proportional to `weights` (unnormalised), after top-k,
-    /// top-p and min-p.
-    fn draw(&mut self, weights: Vec<f32>) -> u32 {
+    /// Draws a token with probability proportional to `weights` (unnormalised; `total` is their
+    /// sum in index order), after top-k, top-p and min-p.
+    fn draw(&mut self, weights: Vec<f32>, total: f32) -> u32 {
         let restricted = self.params.top_k > 0 || self.params.top_p < 1.0 || self.params.min_p > 0.0;
         if !restricted {
             // Plain sampling walks the vocabulary by id: as valid a CDF as any order.
-            let total: f32 = weights.iter().sum();
             let mut u = self.rng.random::<f32>() * total;
             let mut last = 0;
             for (i, &w) in weights.iter().enumerate() {

@@ -39,25 +39,7 @@ run_s=$(($(date +%s) - start))
 printf '%s\n' "$out" >>"$log"
 printf '%s\n' "$out" >&2
 
-checks=$(printf '%s\n' "$out" | grep -o 'GPU_ENGINE {.*}' | sed 's/^GPU_ENGINE //' | paste -sd, -)
-failed=$(printf '%s\n' "$out" | awk '/^failures:$/ {n = 0; delete names; inlist = 1; next}
-  inlist && /^    [^ ]/ {names[n++] = substr($0, 5); next}
-  inlist && /^$/ {next}
-  {inlist = 0}
-  END {for (i = 0; i < n; i++) print names[i]}')
-failed_json=""
-while IFS= read -r name; do
-  [ -n "$name" ] && failed_json="$failed_json${failed_json:+, }$(json_str "$name")"
-done <<<"$failed"
-result=$(printf '%s\n' "$out" | grep '^test result:' | tail -n1)
-passed=$(echo "$result" | sed -n 's/.* \([0-9]*\) passed.*/\1/p')
-nfailed=$(echo "$result" | sed -n 's/.* \([0-9]*\) failed.*/\1/p')
-skipped=false
-printf '%s\n' "$out" | grep -q 'GPU_ENGINE .*"skipped":true' && skipped=true
-ok=false
-if [ "$rc" -eq 0 ] && [ "$skipped" = false ] && [ -n "$checks" ]; then ok=true; fi
-timed_out=false
-[ "$rc" -eq 124 ] && timed_out=true
+summarise_run GPU_ENGINE
 
 printf '{"ok": %s, "device": %s, "driver": %s, "binary": %s, "run_s": %d, "exit_code": %d, "timed_out": %s, "skipped_no_gpu": %s, "tests_passed": %s, "tests_failed": %s, "failed": [%s], "checks": [%s], "log": %s}\n' \
   "$ok" "$device" "$driver" "$(json_str "$bin")" "$run_s" "$rc" "$timed_out" \

@@ -130,10 +130,7 @@ fn a_deadline_mid_search_returns_the_best_answer_so_far() {
         "deadline_ms": 4000,
         "seed": 1,
     });
-    let (status, out) = server.block_on(async {
-        let r = client.post(server.url("/v1/reason")).json(&body).send().await.expect("send");
-        (r.status().as_u16(), r.json::<Value>().await.unwrap_or(Value::Null))
-    });
+    let (status, out) = server.send(client.post(server.url("/v1/reason")).json(&body));
     assert_eq!(status, 200, "{out}");
     assert_eq!(out["finish_reason"], "deadline", "{}", out["finish_reason"]);
     // How many rollouts finish in 4 s depends on the machine; whatever finished is the answer.
@@ -151,10 +148,7 @@ fn a_deadline_mid_search_returns_the_best_answer_so_far() {
         "deadline_ms": 2000,
         "seed": 1,
     });
-    let (status, out) = server.block_on(async {
-        let r = client.post(server.url("/v1/chat/completions")).json(&chat).send().await.expect("send");
-        (r.status().as_u16(), r.json::<Value>().await.unwrap_or(Value::Null))
-    });
+    let (status, out) = server.send(client.post(server.url("/v1/chat/completions")).json(&chat));
     assert_eq!(status, 200, "{out}");
     assert_eq!(out["ponder"]["finish_reason"], "deadline", "{}", out["ponder"]);
     assert_eq!(out["choices"][0]["finish_reason"], "length");

@@ -50,6 +50,15 @@ impl TestServer {
     pub(crate) fn url(&self, path: &str) -> String {
         format!("{}{path}", self.url)
     }
+
+    /// Sends `request` and returns its status and JSON body (`Null` when the body is not JSON).
+    pub(crate) fn send(&self, request: reqwest::RequestBuilder) -> (u16, Value) {
+        self.block_on(async {
+            let r = request.send().await.expect("send");
+            let s = r.status().as_u16();
+            (s, r.json::<Value>().await.unwrap_or(Value::Null))
+        })
+    }
 }
 
 impl Drop for TestServer {
@@ -271,11 +280,7 @@ fn bad_input_table_gets_openai_errors_with_the_right_codes() {
         ("unknown path", client.get(server.url("/v1/nope")).bearer_auth("sk-test-key"), 404, Some("not_found")),
     ];
     for (name, request, status, code) in cases {
-        let (got, body) = server.block_on(async {
-            let r = request.send().await.expect("send");
-            let s = r.status().as_u16();
-            (s, r.json::<Value>().await.unwrap_or(Value::Null))
-        });
+        let (got, body) = server.send(request);
         assert_eq!(got, status, "{name}: {body}");
         let error = &body["error"];
         assert!(error["message"].as_str().is_some_and(|m| !m.is_empty()), "{name}: {body}");

@@ -15,7 +15,7 @@ use ponder::engine::bytes_per_block;
 use ponder::reason::{reason, ReasonRequest};
 use ponder::runtime::{Runtime, RuntimeOptions};
 use ponder_strategies::Registry;
-use serde_json::{json, Value};
+use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use crate::server::TestServer;

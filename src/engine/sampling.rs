@@ -9,7 +9,12 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
+use ponder_kernels::math;
+
 use super::error::{EngineError, Result};
+
+/// Tokens per chunk of the plain draw's two-level walk.
+const DRAW_CHUNK: usize = 1024;
 
 /// Most alternatives a caller may ask for per token (OpenAI's limit).
 pub const MAX_TOP_LOGPROBS: usize = 20;
@@ -106,19 +111,19 @@ impl Sampler {
         if logits.is_empty() {
             return Err(EngineError::InvalidInput { field: "logits", reason: "empty".into() });
         }
-        if logits.iter().any(|x| x.is_nan()) {
+        // One pass flags NaN (no early exit, so it vectorises).
+        if logits.iter().fold(false, |nan, x| nan | x.is_nan()) {
             return Err(EngineError::InvalidInput { field: "logits", reason: "contain NaN".into() });
         }
         // One exponential pass over the vocabulary serves the log-probabilities, the entropy
-        // and, at temperature 1 without a penalty, the draw itself (the kernels' vectorised
-        // `exp`: a libm call per logit, three times, was most of a step's sampling time).
-        let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        // and, at temperature 1 without a penalty, the draw itself. Every pass over the
+        // vocabulary runs 16 lanes wide (`math::exp`, `math::sum`, `math::max`): one dependent
+        // add or compare per logit was most of a step's sampling time.
+        let max = math::max(logits);
         let weights = shifted_exp(logits, max, 1.0);
-        let z: f32 = weights.iter().sum();
+        let z = math::sum(&weights);
         let log_sum = z.ln() + max;
-        // H = -sum p log p with p = w / z and log p = l - log_sum (tokens of probability 0
-        // contribute nothing).
-        let entropy = -weights.iter().zip(logits).filter(|(_, l)| l.is_finite()).map(|(&w, &l)| w / z * (l - log_sum)).sum::<f32>();
+        let entropy = entropy(&weights, logits, z, log_sum);
         let top_logprobs = top_n(logits, self.params.top_logprobs).into_iter().map(|(t, l)| (t, l - log_sum)).collect();
         let logprob_of = |t: u32| logits.get(t as usize).map_or(f32::NEG_INFINITY, |&l| l - log_sum);
 
@@ -131,10 +136,15 @@ impl Sampler {
         } else if self.params.repetition_penalty == 1.0 && self.params.temperature == 1.0 {
             self.draw(weights, z)
         } else {
-            let adjusted = if self.params.repetition_penalty == 1.0 { logits.to_vec() } else { self.penalised(logits, context) };
-            let max = adjusted.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-            let weights = shifted_exp(&adjusted, max, 1.0 / self.params.temperature as f32);
-            let total = weights.iter().sum();
+            let scale = 1.0 / self.params.temperature as f32;
+            // Scaling by 1/T > 0 keeps the maximum where it was.
+            let weights = if self.params.repetition_penalty == 1.0 {
+                shifted_exp(logits, max, scale)
+            } else {
+                let adjusted = self.penalised(logits, context);
+                shifted_exp(&adjusted, math::max(&adjusted), scale)
+            };
+            let total = math::sum(&weights);
             self.draw(weights, total)
         };
         Ok(SampledToken { token, logprob: logprob_of(token), top_logprobs, entropy })
@@ -160,19 +170,34 @@ impl Sampler {
     fn draw(&mut self, weights: Vec<f32>, total: f32) -> u32 {
         let restricted = self.params.top_k > 0 || self.params.top_p < 1.0 || self.params.min_p > 0.0;
         if !restricted {
-            // Plain sampling walks the vocabulary by id: as valid a CDF as any order.
+            // Plain sampling walks the vocabulary by id (as valid a CDF as any order), a
+            // chunk's sum at a time, then token by token inside the chunk the draw lands in.
             let mut u = self.rng.random::<f32>() * total;
-            let mut last = 0;
-            for (i, &w) in weights.iter().enumerate() {
-                if w > 0.0 {
-                    if u < w {
-                        return i as u32;
+            let mut last = None;
+            for (c, chunk) in weights.chunks(DRAW_CHUNK).enumerate() {
+                let mass = math::sum(chunk);
+                if u >= mass {
+                    u -= mass;
+                    if mass > 0.0 {
+                        last = Some((c, chunk));
                     }
-                    u -= w;
-                    last = i;
+                    continue;
                 }
+                for (i, &w) in chunk.iter().enumerate() {
+                    if w > 0.0 {
+                        if u < w {
+                            return (c * DRAW_CHUNK + i) as u32;
+                        }
+                        u -= w;
+                    }
+                }
+                last = Some((c, chunk));
+                break;
             }
-            return last as u32;
+            // Rounding left `u` past the end: the last token with any weight.
+            return last
+                .and_then(|(c, chunk)| chunk.iter().rposition(|&w| w > 0.0).map(|i| (c * DRAW_CHUNK + i) as u32))
+                .unwrap_or(0);
         }
         let mut cands: Vec<(u32, f32)> = weights.into_iter().enumerate().map(|(i, w)| (i as u32, w)).collect();
         if self.params.top_k > 0 && self.params.top_k < cands.len() {
@@ -215,6 +240,22 @@ impl Sampler {
     }
 }
 
+/// `H = -sum p log p` with `p = w / z` and `log p = l - log_sum`; tokens of probability 0
+/// (logit `-inf`) contribute nothing. 16 lanes wide, like `math::sum`.
+fn entropy(weights: &[f32], logits: &[f32], z: f32, log_sum: f32) -> f32 {
+    let inv_z = 1.0 / z;
+    let term = |w: f32, l: f32| if l.is_finite() { w * inv_z * (l - log_sum) } else { 0.0 };
+    let mut lanes = [0f32; 16];
+    let (wc, lc) = (weights.chunks_exact(16), logits.chunks_exact(16));
+    let rest: f32 = wc.remainder().iter().zip(lc.remainder()).map(|(&w, &l)| term(w, l)).sum();
+    for (w, l) in wc.zip(lc) {
+        for ((lane, &w), &l) in lanes.iter_mut().zip(w).zip(l) {
+            *lane += term(w, l);
+        }
+    }
+    -(math::sum(&lanes) + rest)
+}
+
 /// `e^((l - max) * scale)` per logit; exactly 0 for a `-inf` logit (a token ruled out), which the
 /// clamped fast `exp` alone would give a tiny weight.
 fn shifted_exp(logits: &[f32], max: f32, scale: f32) -> Vec<f32> {
@@ -234,8 +275,8 @@ pub fn argmax(values: &[f32]) -> u32 {
 
 /// Numerically stable `log(softmax(x))`.
 pub fn log_softmax(logits: &[f32]) -> Vec<f32> {
-    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    let log_sum = shifted_exp(logits, max, 1.0).iter().sum::<f32>().ln() + max;
+    let max = math::max(logits);
+    let log_sum = math::sum(&shifted_exp(logits, max, 1.0)).ln() + max;
     logits.iter().map(|&l| l - log_sum).collect()
 }
 
@@ -321,6 +362,27 @@ mod tests {
                 other => panic!("expected an error naming {field}, got {other:?}"),
             }
         }
+    }
+
+    #[test]
+    fn plain_draws_over_a_large_vocabulary_land_on_the_tokens_with_weight() -> Result<()> {
+        // Three chunks of the two-level walk; only tokens 5, 1500 and 2999 are possible.
+        let mut logits = vec![f32::NEG_INFINITY; 3000];
+        for (t, l) in [(5usize, 0.0f32), (1500, 1.0), (2999, 0.5)] {
+            logits[t] = l;
+        }
+        let mut s = sampler(SamplingParams { seed: 11, ..SamplingParams::default() });
+        let mut counts = std::collections::BTreeMap::new();
+        for _ in 0..3000 {
+            *counts.entry(s.sample(&logits, &[])?.token).or_insert(0usize) += 1;
+        }
+        assert_eq!(counts.keys().copied().collect::<Vec<_>>(), vec![5, 1500, 2999]);
+        // p = e^0, e^1, e^0.5 over their sum: 0.186, 0.506, 0.307.
+        for (t, p) in [(5u32, 0.186), (1500, 0.506), (2999, 0.307)] {
+            let got = counts[&t] as f64 / 3000.0;
+            assert!((got - p).abs() < 0.04, "token {t}: {got} vs {p}");
+        }
+        Ok(())
     }
 
     #[test]

@@ -3,43 +3,48 @@
 //! running state (flash-decoding, Dao et al. 2023; the merge is FlashAttention's online
 //! softmax rescale applied once per block).
 //!
-//! Invariant (the numerics contract): what `Scratch::attend_block` does to a row's state depends
+//! Invariant (the numerics contract): what `Scratch::attend_rows` does to a row's state depends
 //! only on the row's `q`, the block's keys/values, the visible-token count `n`, `scale`, the
-//! state passed in and `first`; the scratch carries nothing from one call to the next. Every
-//! reduction runs in a fixed order:
-//! - scores as `scores` specifies; the block max in token order;
-//! - `l_b = sum p_t` as 8 lane sums over chunks of 8 tokens plus a fixed tree (`sum8`);
-//! - `acc_b[d] = sum p_t v_t[d]` from 0.0 in token order, one `mul_add` per token;
+//! state passed in and `first`; not on the other rows of the tile, and the scratch carries
+//! nothing from one call to the next. Every reduction runs in a fixed order, written over 16
+//! lanes (lane `i` takes tokens `i, i + 16, ...` in order) and finished by `scores::tree`:
+//! - scores and their max `m_b` as `scores` specifies;
+//! - `p_t = exp(s_t - m_b)` (`math::exp`), `l_b = sum p_t` as 16 lane sums from +0.0, then the
+//!   tree;
+//! - `acc_b[d] = sum p_t v_t[d]` from +0.0 in token order, one `mul_add` per token;
 //! - the `merge` formula, evaluated in the order written.
+//!
+//! Two implementations compute exactly this: the AVX-512 kernel (`x86`, used when the CPU has
+//! AVX-512F and `head_dim` is 64 or 128, a property of the model, so one model always takes
+//! one path), which works on a tile of rows at once so that their dependency chains overlap
+//! and each value vector is loaded once per tile, and the portable loops here, row by row.
+//! They are tested bitwise equal on FMA builds.
 //!
 //! Rust never reassociates floats, so LLVM may vectorise these loops but cannot change their
 //! results. A caller's obligation is to fold a row's blocks in an order fixed by the row's
 //! position alone (`exec` uses fixed segments of blocks, each folded in block order and merged
 //! in segment order); then the row's output is the same bits whether its blocks were visited
-//! alone, in a shared-prefix group, in a prefill chunk, or on any thread.
+//! alone, in a shared-prefix group, in a prefill chunk, in any tile, or on any thread.
 
-use super::scores::{mul_add, scores_direct, LANES};
+use super::scores::{mul_add, scores, tree, LANES};
+#[cfg(target_arch = "x86_64")]
+use super::x86;
 use crate::math::exp;
 
 /// Floats of an output accumulator held in registers across a block's tokens.
 const PANEL: usize = 64;
 
-/// The sum: 8 lane sums over chunks of 8 in order, the remainder into lanes `0..`, then the
-/// tree `((s0 + s4) + (s2 + s6)) + ((s1 + s5) + (s3 + s7))`.
+/// Most rows one `attend_rows` call takes.
+pub(crate) const MAX_TILE: usize = 4;
+
+/// `sum p_t` in the contract's order: 16 lane sums from +0.0, then the tree.
 #[inline]
-fn sum8(xs: &[f32]) -> f32 {
-    let mut s = [0f32; 8];
-    let (chunks, rest) = xs.as_chunks::<8>();
-    for c in chunks {
-        for i in 0..8 {
-            s[i] += c[i];
-        }
+pub(crate) fn lane_sum(ps: &[f32]) -> f32 {
+    let mut lanes = [0f32; LANES];
+    for (t, &p) in ps.iter().enumerate() {
+        lanes[t % LANES] += p;
     }
-    for (i, &x) in rest.iter().enumerate() {
-        s[i] += x;
-    }
-    let s = [s[0] + s[4], s[1] + s[5], s[2] + s[6], s[3] + s[7]];
-    (s[0] + s[2]) + (s[1] + s[3])
+    tree(lanes, |a, b| a + b)
 }
 
 /// One key/value head's slice of one KV block: key `t` is `k[t * stride..][..head_dim]`, where
@@ -64,55 +69,131 @@ pub(crate) struct RowState<'s> {
     pub(crate) acc: &'s mut [f32],
 }
 
-/// Per-work-item scratch: score buffers and the block partial `acc_b`.
+/// The states of a tile of rows, row `r` at `m[r]`, `l[r]`, `acc[r * head_dim..][..head_dim]`.
+pub(crate) struct TileStates<'s> {
+    /// Running maxima.
+    pub(crate) m: &'s mut [f32],
+    /// Normalisers.
+    pub(crate) l: &'s mut [f32],
+    /// Unnormalised outputs, `m.len() * head_dim`.
+    pub(crate) acc: &'s mut [f32],
+}
+
+/// Per-work-item scratch: the block's scores and probabilities, the block partial `acc_b`,
+/// and which kernel runs.
 pub(crate) struct Scratch {
-    lanes: Vec<[f32; LANES]>,
-    tails: Vec<f32>,
-    /// Scores, then probabilities `e^(s_t - m_b)`.
+    /// Scores, then probabilities `e^(s_t - m_b)`: `MAX_TILE` rows of a whole number of
+    /// 16-token chunks.
     probs: Vec<f32>,
+    /// Floats per row in `probs`.
+    probs_row: usize,
     acc_b: Vec<f32>,
+    /// The AVX-512 kernel, when the CPU and the head size allow it.
+    #[cfg(target_arch = "x86_64")]
+    avx512: Option<x86::Avx512>,
 }
 
 impl Scratch {
     /// Scratch for blocks of `block_size` tokens and heads of `head_dim`.
     pub(crate) fn new(block_size: usize, head_dim: usize) -> Self {
+        let probs_row = block_size.div_ceil(LANES) * LANES;
         Scratch {
-            lanes: vec![[0.0; LANES]; block_size],
-            tails: vec![0.0; block_size],
-            probs: vec![0.0; block_size],
+            probs: vec![0.0; MAX_TILE * probs_row],
+            probs_row,
             acc_b: vec![0.0; head_dim],
+            #[cfg(target_arch = "x86_64")]
+            avx512: x86::Avx512::detect().filter(|_| x86::fits(head_dim)),
         }
     }
 
-    /// Folds the first `n` keys of `blk` (`1 <= n <= block_size`) into row `q`'s state.
+    /// Scratch that always runs the portable loops (the bitwise tests' other side).
+    #[cfg(test)]
+    pub(crate) fn portable(block_size: usize, head_dim: usize) -> Self {
+        Scratch {
+            #[cfg(target_arch = "x86_64")]
+            avx512: None,
+            ..Scratch::new(block_size, head_dim)
+        }
+    }
+
+    /// Whether this scratch runs the AVX-512 kernel.
+    #[cfg(test)]
+    pub(crate) fn is_vector(&self) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        {
+            self.avx512.is_some()
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            false
+        }
+    }
+
+    /// Folds the first `n` keys of `blk` (`1 <= n <= block_size`) into the state of each row
+    /// `qs[r]` (at most `MAX_TILE` rows, all `head_dim` long).
     ///
-    /// Computes the block partial `s_t = scale * (q . k_t)`, `m_b = max s_t`,
+    /// Per row: the block partial `s_t = scale * (q . k_t)`, `m_b = max s_t`,
     /// `l_b = sum e^(s_t - m_b)`, `acc_b = sum e^(s_t - m_b) v_t`; with `first` it becomes the
     /// state, otherwise it is folded in by `merge`.
     #[inline]
-    pub(crate) fn attend_block(
+    pub(crate) fn attend_rows(
         &mut self,
-        q: &[f32],
+        qs: &[&[f32]],
         blk: BlockView<'_>,
         n: usize,
         scale: f32,
         first: bool,
-        state: RowState<'_>,
+        states: TileStates<'_>,
     ) {
-        let probs = &mut self.probs[..n];
-        let m_b = scores_direct(q, blk, scale, &mut self.lanes, &mut self.tails, probs);
-        for s in probs.iter_mut() {
-            *s = exp(*s - m_b);
+        #[cfg(target_arch = "x86_64")]
+        if let Some(token) = self.avx512 {
+            let tile = x86::Tile {
+                qs,
+                blk,
+                n,
+                scale,
+                first,
+                probs: &mut self.probs,
+                probs_row: self.probs_row,
+            };
+            // Hands `states` back only for sizes the kernel does not take (never for the
+            // `head_dim` and `block_size` this scratch was made for).
+            let Err(states) = x86::attend_rows(token, tile, states) else {
+                return;
+            };
+            return self.attend_portable(qs, blk, n, scale, first, states);
         }
-        let l_b = sum8(probs);
-        let acc_b = &mut self.acc_b[..];
-        pv(probs, blk, acc_b);
-        if first {
-            *state.m = m_b;
-            *state.l = l_b;
-            state.acc.copy_from_slice(acc_b);
-        } else {
-            merge(state, m_b, l_b, acc_b);
+        self.attend_portable(qs, blk, n, scale, first, states)
+    }
+
+    /// The portable loops of `attend_rows`, row by row.
+    fn attend_portable(
+        &mut self,
+        qs: &[&[f32]],
+        blk: BlockView<'_>,
+        n: usize,
+        scale: f32,
+        first: bool,
+        states: TileStates<'_>,
+    ) {
+        let hd = self.acc_b.len();
+        let rows = states.m.iter_mut().zip(states.l.iter_mut());
+        for ((q, (m, l)), acc) in qs.iter().zip(rows).zip(states.acc.chunks_exact_mut(hd)) {
+            let probs = &mut self.probs[..n];
+            let m_b = scores(q, blk, scale, probs);
+            for s in probs.iter_mut() {
+                *s = exp(*s - m_b);
+            }
+            let l_b = lane_sum(probs);
+            let acc_b = &mut self.acc_b[..];
+            pv(probs, blk, acc_b);
+            if first {
+                *m = m_b;
+                *l = l_b;
+                acc.copy_from_slice(acc_b);
+            } else {
+                merge(RowState { m, l, acc }, m_b, l_b, acc_b);
+            }
         }
     }
 }
@@ -131,11 +212,10 @@ pub(crate) fn merge(state: RowState<'_>, m_b: f32, l_b: f32, acc_b: &[f32]) {
     }
 }
 
-/// `acc_b = sum_t probs[t] * v_t`, each element accumulated over `t` in order from zero; heads
+/// `acc_b = sum_t probs[t] * v_t`, each element accumulated over `t` in order from +0.0; heads
 /// are done in 64-float panels that stay in registers across the tokens.
 #[inline]
 fn pv(probs: &[f32], blk: BlockView<'_>, acc_b: &mut [f32]) {
-    let len = acc_b.len();
     let (panels, rest) = acc_b.as_chunks_mut::<PANEL>();
     for (c, panel) in panels.iter_mut().enumerate() {
         let mut acc = [0f32; PANEL];
@@ -147,7 +227,7 @@ fn pv(probs: &[f32], blk: BlockView<'_>, acc_b: &mut [f32]) {
         }
         *panel = acc;
     }
-    let done = len - rest.len();
+    let done = panels.len() * PANEL;
     rest.fill(0.0);
     for (t, &p) in probs.iter().enumerate() {
         let v = &blk.v[t * blk.stride + done..][..rest.len()];
@@ -178,8 +258,9 @@ mod tests {
         let m_b = s
             .iter()
             .fold(f32::NEG_INFINITY, |m, &x| if x > m { x } else { m });
+        // Order-free here: the test data has no ties of +0 and -0 and no NaN.
         let p: Vec<f32> = s.iter().map(|&x| exp(x - m_b)).collect();
-        let l_b = sum8(&p);
+        let l_b = lane_sum(&p);
         let acc_b: Vec<f32> = (0..hd)
             .map(|d| {
                 p.iter()
@@ -201,47 +282,96 @@ mod tests {
         }
     }
 
+    /// Rows' states: `(m, l, acc)` for `rows` rows of `head_dim`.
+    type States = (Vec<f32>, Vec<f32>, Vec<f32>);
+
+    fn tile(st: &mut States) -> TileStates<'_> {
+        TileStates {
+            m: &mut st.0,
+            l: &mut st.1,
+            acc: &mut st.2,
+        }
+    }
+
     #[test]
-    fn attend_block_is_bitwise_the_plain_loops() {
+    fn every_row_of_a_tile_is_bitwise_the_plain_loops() {
         let val = |i: usize, s: usize| ((i * 7919 + s * 104_729) % 2003) as f32 / 1001.5 - 1.0;
-        for head_dim in [8usize, 40, 64, 72, 128] {
-            let (bs, stride) = (16usize, 2 * head_dim);
-            let k: Vec<f32> = (0..2 * bs * stride).map(|i| 2.0 * val(i, 1)).collect();
-            let v: Vec<f32> = (0..2 * bs * stride).map(|i| val(i, 2)).collect();
-            let q: Vec<f32> = (0..head_dim).map(|i| val(i, 3)).collect();
-            let mut scratch = Scratch::new(bs, head_dim);
-            let mut fast = (0f32, 0f32, vec![0f32; head_dim]);
-            let mut slow = (0f32, 0f32, vec![0f32; head_dim]);
-            for (b, n) in [(0usize, 16usize), (1, 5)] {
-                let blk = BlockView {
+        for head_dim in [8usize, 16, 40, 64, 72, 128, 144] {
+            for bs in [16usize, 5, 33] {
+                let stride = 2 * head_dim;
+                let k: Vec<f32> = (0..2 * bs * stride).map(|i| 2.0 * val(i, 1)).collect();
+                let v: Vec<f32> = (0..2 * bs * stride).map(|i| val(i, 2)).collect();
+                let qs: Vec<Vec<f32>> = (0..MAX_TILE)
+                    .map(|r| (0..head_dim).map(|i| val(i, 3 + r)).collect())
+                    .collect();
+                let blk = |b: usize| BlockView {
                     k: &k[b * bs * stride..],
                     v: &v[b * bs * stride..],
                     stride,
                 };
-                let state = RowState {
-                    m: &mut fast.0,
-                    l: &mut fast.1,
-                    acc: &mut fast.2,
-                };
-                scratch.attend_block(&q, blk, n, 0.35, b == 0, state);
-                attend_slow(
-                    &q,
-                    blk,
-                    n,
-                    0.35,
-                    b == 0,
-                    (&mut slow.0, &mut slow.1, &mut slow.2),
-                );
+                // Block 0 in full, then block 1 partly and in full: `first`, then two merges.
+                let blocks = [(0usize, bs), (1, bs.min(5)), (1, bs)];
+                let slow: Vec<(f32, f32, Vec<f32>)> = qs
+                    .iter()
+                    .map(|q| {
+                        let mut st = (0f32, 0f32, vec![0f32; head_dim]);
+                        for (j, &(b, n)) in blocks.iter().enumerate() {
+                            attend_slow(
+                                q,
+                                blk(b),
+                                n,
+                                0.35,
+                                j == 0,
+                                (&mut st.0, &mut st.1, &mut st.2),
+                            );
+                        }
+                        st
+                    })
+                    .collect();
+                for mut scratch in [Scratch::new(bs, head_dim), Scratch::portable(bs, head_dim)] {
+                    if scratch.is_vector() && !cfg!(target_feature = "fma") {
+                        continue; // the portable side rounds twice without FMA
+                    }
+                    for rows in 1..=MAX_TILE {
+                        let q_refs: Vec<&[f32]> = qs[..rows].iter().map(|q| &q[..]).collect();
+                        let mut fast: States =
+                            (vec![0.0; rows], vec![0.0; rows], vec![0.0; rows * head_dim]);
+                        for (j, &(b, n)) in blocks.iter().enumerate() {
+                            scratch.attend_rows(&q_refs, blk(b), n, 0.35, j == 0, tile(&mut fast));
+                        }
+                        for (r, want) in slow[..rows].iter().enumerate() {
+                            let what = format!(
+                                "head_dim {head_dim}, block {bs}, row {r} of {rows}, vector kernel {}",
+                                scratch.is_vector()
+                            );
+                            assert_eq!(fast.0[r].to_bits(), want.0.to_bits(), "m: {what}");
+                            assert_eq!(fast.1[r].to_bits(), want.1.to_bits(), "l: {what}");
+                            let acc = &fast.2[r * head_dim..][..head_dim];
+                            let bits =
+                                |x: &[f32]| x.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                            assert_eq!(bits(acc), bits(&want.2), "acc: {what}");
+                        }
+                    }
+                }
             }
-            let bits = |st: &(f32, f32, Vec<f32>)| {
-                (
-                    st.0.to_bits(),
-                    st.1.to_bits(),
-                    st.2.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
-                )
-            };
-            assert_eq!(bits(&fast), bits(&slow), "head_dim {head_dim}");
         }
+    }
+
+    /// On a machine with AVX-512 the vector kernel must actually be the one tested above.
+    #[test]
+    #[cfg(all(target_arch = "x86_64", target_feature = "fma"))]
+    fn the_vector_kernel_runs_where_the_cpu_has_it() {
+        let has = std::arch::is_x86_feature_detected!("avx512f");
+        assert_eq!(Scratch::new(16, 64).is_vector(), has);
+        assert_eq!(Scratch::new(16, 128).is_vector(), has);
+        assert!(
+            !Scratch::new(16, 40).is_vector(),
+            "head_dim 40 runs the portable loops"
+        );
+        assert!(
+            !Scratch::new(16, 144).is_vector(),
+            "head_dim 144 runs the portable loops"
+        );
     }
 
     #[test]
@@ -254,7 +384,7 @@ mod tests {
             .map(|i| ((i * 5 % 11) as f32 - 5.0) * 0.2)
             .collect();
         let q = [0.5f32, -1.0, 2.0, 0.25];
-        let (mut m, mut l, mut acc) = (0f32, 0f32, vec![0f32; hd]);
+        let mut st: States = (vec![0.0], vec![0.0], vec![0.0; hd]);
         let mut scratch = Scratch::new(3, hd);
         for half in 0..2 {
             let view = BlockView {
@@ -262,12 +392,7 @@ mod tests {
                 v: &v[half * 3 * hd..],
                 stride: hd,
             };
-            let state = RowState {
-                m: &mut m,
-                l: &mut l,
-                acc: &mut acc,
-            };
-            scratch.attend_block(&q, view, 3, 0.7, half == 0, state);
+            scratch.attend_rows(&[&q], view, 3, 0.7, half == 0, tile(&mut st));
         }
         let s: Vec<f64> = (0..n)
             .map(|t| {
@@ -281,7 +406,49 @@ mod tests {
         let sum: f64 = p.iter().sum();
         for d in 0..hd {
             let want: f64 = (0..n).map(|t| p[t] * v[t * hd + d] as f64).sum::<f64>() / sum;
-            assert!((acc[d] as f64 / l as f64 - want).abs() < 1e-6, "dim {d}");
+            assert!(
+                (st.2[d] as f64 / st.1[0] as f64 - want).abs() < 1e-6,
+                "dim {d}"
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod speed {
+    use super::*;
+
+    /// Nanoseconds per row and block for one L1-resident block, tiles of 4 rows.
+    #[test]
+    #[ignore]
+    fn tile_kernel_speed() {
+        let (bs, hd, stride) = (16usize, 64usize, 192usize);
+        let val = |i: usize, s: usize| ((i * 7919 + s * 104_729) % 2003) as f32 / 1001.5 - 1.0;
+        let k: Vec<f32> = (0..bs * stride).map(|i| val(i, 1)).collect();
+        let v: Vec<f32> = (0..bs * stride).map(|i| val(i, 2)).collect();
+        let qs: Vec<Vec<f32>> = (0..4)
+            .map(|r| (0..hd).map(|i| val(i, 3 + r)).collect())
+            .collect();
+        let q_refs: Vec<&[f32]> = qs.iter().map(|q| &q[..]).collect();
+        let blk = BlockView {
+            k: &k,
+            v: &v,
+            stride,
+        };
+        for mut scratch in [Scratch::new(bs, hd), Scratch::portable(bs, hd)] {
+            let (mut m, mut l, mut acc) = (vec![0f32; 4], vec![0f32; 4], vec![0f32; 4 * hd]);
+            let iters = 200_000;
+            let t0 = std::time::Instant::now();
+            for i in 0..iters {
+                let st = TileStates {
+                    m: &mut m,
+                    l: &mut l,
+                    acc: &mut acc,
+                };
+                scratch.attend_rows(&q_refs, blk, bs, 0.125, i == 0, st);
+            }
+            let ns = t0.elapsed().as_nanos() as f64 / (iters * 4) as f64;
+            println!("vector {}: {ns:.1} ns per row-block", scratch.is_vector());
         }
     }
 }

@@ -20,7 +20,7 @@
 
 use rayon::prelude::*;
 
-use super::block::{merge, BlockView, RowState, Scratch};
+use super::block::{merge, BlockView, RowState, Scratch, TileStates, MAX_TILE};
 use super::plan::Unit;
 use super::shape::{SeqShape, Shape};
 use super::{AttentionStats, PagedKv, SeqQueries};
@@ -52,6 +52,42 @@ struct Partial {
     l: Vec<f32>,
     acc: Vec<f32>,
     loads: usize,
+}
+
+/// Rows waiting for one `Scratch::attend_rows` call: consecutive states `r0..r0 + count`
+/// that see the same number `n` of the block's tokens.
+struct Pending<'q> {
+    qs: [&'q [f32]; MAX_TILE],
+    count: usize,
+    r0: usize,
+    n: usize,
+}
+
+impl Default for Pending<'_> {
+    fn default() -> Self {
+        Pending {
+            qs: [&[]; MAX_TILE],
+            count: 0,
+            r0: 0,
+            n: 0,
+        }
+    }
+}
+
+impl<'q> Pending<'q> {
+    /// Whether row `r`, seeing `n` tokens, can join without a flush.
+    fn takes(&self, r: usize, n: usize) -> bool {
+        self.count == 0 || (self.count < MAX_TILE && self.n == n && self.r0 + self.count == r)
+    }
+
+    /// Adds row `r` (query `q`, `n` visible tokens); the caller checked `takes` or flushed.
+    fn push(&mut self, r: usize, n: usize, q: &'q [f32]) {
+        if self.count == 0 {
+            (self.r0, self.n) = (r, n);
+        }
+        self.qs[self.count] = q;
+        self.count += 1;
+    }
 }
 
 /// Runs the plan, writes every row of `out`, and counts block loads.
@@ -150,34 +186,85 @@ impl Ctx<'_> {
             acc: vec![0.0; rows * hd],
             loads: 0,
         };
+        let mut tile = Pending::default();
         let (lo, hi) = (item.seg * self.seg_blocks, (item.seg + 1) * self.seg_blocks);
+        // Block `b` of member `k` in visiting order: the shared blocks, then each member's own.
+        let own = |k: usize| lo.max(unit.shared)..hi.min(self.shapes[unit.members[k]].blocks);
+        // The first own block after block `after` of member `k` (`None`: from its first).
+        let next_own = |k: usize, after: Option<usize>| {
+            (k..unit.members.len()).find_map(|k2| {
+                let b2 = own(k2).find(|&b2| k2 > k || after.is_none_or(|a| b2 > a))?;
+                Some(self.seqs[unit.members[k2]].block_table[b2])
+            })
+        };
         if let Some(&lead) = unit.members.first() {
             for b in lo..hi.min(unit.shared) {
                 let blk = self.view(self.seqs[lead].block_table[b], item.kv_head);
+                let next = if b + 1 < hi.min(unit.shared) {
+                    Some(self.seqs[lead].block_table[b + 1])
+                } else {
+                    next_own(0, None)
+                };
+                self.prefetch(next, item.kv_head);
                 p.loads += 1;
+                // The members' rows are consecutive states, so tiles run across members.
                 for (k, &s) in unit.members.iter().enumerate() {
-                    self.attend_member(item, s, first_row[k], (b, lo, blk), &mut p, scratch);
+                    self.gather(
+                        item,
+                        s,
+                        first_row[k],
+                        (b, lo, blk),
+                        &mut tile,
+                        &mut p,
+                        scratch,
+                    );
                 }
+                self.flush(&mut tile, (b, lo, blk), &mut p, scratch);
             }
         }
         for (k, &s) in unit.members.iter().enumerate() {
-            for b in lo.max(unit.shared)..hi.min(self.shapes[s].blocks) {
+            for b in own(k) {
                 let blk = self.view(self.seqs[s].block_table[b], item.kv_head);
+                self.prefetch(next_own(k, Some(b)), item.kv_head);
                 p.loads += 1;
-                self.attend_member(item, s, first_row[k], (b, lo, blk), &mut p, scratch);
+                self.gather(
+                    item,
+                    s,
+                    first_row[k],
+                    (b, lo, blk),
+                    &mut tile,
+                    &mut p,
+                    scratch,
+                );
+                self.flush(&mut tile, (b, lo, blk), &mut p, scratch);
             }
         }
         p
     }
 
-    /// Folds block `b` (already loaded as `blk`; its segment starts at block `lo`) into every
-    /// row of member `s` that sees any of its tokens; the member's states start at `row0`.
-    fn attend_member(
-        &self,
+    /// Asks the caches for one key/value head's slice of `block` (a hint; x86-64 only).
+    fn prefetch(&self, block: Option<u32>, kv_head: usize) {
+        #[cfg(target_arch = "x86_64")]
+        if let Some(block) = block {
+            let (bs, hd) = (self.shape.block_size, self.shape.head_dim);
+            super::x86::prefetch(self.view(block, kv_head), bs, hd);
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = (block, kv_head);
+    }
+
+    /// Adds every row of member `s` that sees any token of block `b` (already loaded as
+    /// `blk`; its segment starts at block `lo`) to `tile`, flushing it into `p` whenever the
+    /// next row cannot join (tile full, another visible count, or not the next state); the
+    /// member's states start at `row0`.
+    #[allow(clippy::too_many_arguments)]
+    fn gather<'q>(
+        &'q self,
         item: &Item<'_>,
         s: usize,
         row0: usize,
         (b, lo, blk): (usize, usize, BlockView<'_>),
+        tile: &mut Pending<'q>,
         p: &mut Partial,
         scratch: &mut Scratch,
     ) {
@@ -190,14 +277,40 @@ impl Ctx<'_> {
             let q_row = &seq.q[i * shape.row_len + item.kv_head * g * hd..][..g * hd];
             for (j, q) in q_row.chunks_exact(hd).enumerate() {
                 let r = row0 + i * g + j;
-                let state = RowState {
-                    m: &mut p.m[r],
-                    l: &mut p.l[r],
-                    acc: &mut p.acc[r * hd..][..hd],
-                };
-                scratch.attend_block(q, blk, n, shape.scale, b == lo, state);
+                if !tile.takes(r, n) {
+                    self.flush(tile, (b, lo, blk), p, scratch);
+                }
+                tile.push(r, n, q);
             }
         }
+    }
+
+    /// Folds block `b` into the states of the rows in `tile` and empties it.
+    fn flush(
+        &self,
+        tile: &mut Pending<'_>,
+        (b, lo, blk): (usize, usize, BlockView<'_>),
+        p: &mut Partial,
+        scratch: &mut Scratch,
+    ) {
+        let (count, r0, hd) = (tile.count, tile.r0, self.shape.head_dim);
+        if count == 0 {
+            return;
+        }
+        let states = TileStates {
+            m: &mut p.m[r0..r0 + count],
+            l: &mut p.l[r0..r0 + count],
+            acc: &mut p.acc[r0 * hd..(r0 + count) * hd],
+        };
+        scratch.attend_rows(
+            &tile.qs[..count],
+            blk,
+            tile.n,
+            self.shape.scale,
+            b == lo,
+            states,
+        );
+        tile.count = 0;
     }
 
     /// Merges each row's segment states in order into `parts[0]`, normalises, and writes the

@@ -18,10 +18,14 @@
 //! on whether its prefix was shared, on how many rows its sequence has in the call (a 40-token
 //! prefill chunk and 40 single-token steps give the same bits), nor on the thread split.
 //! Exactness holds because every row computes the same per-block partials in a fixed order and
-//! merges them in block order; grouping only changes which loads are shared. The bits are
-//! fixed per build: whether multiply-adds are fused is decided at compile time (FMA with the
-//! workspace's `-C target-cpu=native` on x86-64), so two differently built binaries may differ
-//! in the last bits, never two calls of one binary.
+//! merges them in block order; grouping only changes which loads are shared, and tiling (`exec`
+//! hands the block kernel up to four rows at a time) only which rows share a kernel call. The
+//! order is written over 16 lanes (`scores`, `block`) so that one AVX-512 vector holds it: the
+//! vector kernel (`x86`, chosen at run time when the CPU has AVX-512F and the head is 64 or
+//! 128 floats) and the portable loops give the same bits. The bits are fixed per build and
+//! machine: whether the portable multiply-adds are fused is decided at compile time (FMA with
+//! the workspace's `-C target-cpu=native` on x86-64), so two differently built binaries may
+//! differ in the last bits, never two calls of one binary on one machine.
 //!
 //! `attention_reference` is the slow twin (contiguous gather, plain f64 softmax per row) that
 //! the fast path is tested against; `bench_report` times the shared-prefix decode case.
@@ -44,6 +48,8 @@ mod scores;
 pub(crate) mod shape;
 #[cfg(test)]
 mod tests;
+#[cfg(target_arch = "x86_64")]
+mod x86;
 
 pub use bench::bench_report;
 pub use cascade::{cascade_attention, PrefixGroup, SPLIT_TOKENS};

@@ -1,30 +1,24 @@
 //! Attention scores `s_t = scale * (q . k_t)` for the tokens of one KV block, in the one
-//! summation order the numerics contract fixes.
+//! summation order the numerics contract fixes, and the 16-lane reduction tree that order (and
+//! the block's max and sum, see `block`) is written in.
 //!
-//! The order, as `dot` spells it out: lane `i` (0..8) starts at 0.0 and accumulates
-//! `mul_add(q[8c + i], k[8c + i], lane_i)` for chunks `c = 0, 1, ...` in order; the lanes are
-//! summed by the fixed tree `((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7))`; the tail
-//! (`head_dim % 8`) is a sequential `mul_add` chain from 0.0, added last; then `scale *`.
-//! `scores_direct` computes exactly this for every token of a block, arranged for speed (the
-//! query in registers in 64-float panels, lane sums for all tokens first, then the trees) and
-//! is tested bitwise against `dot`.
+//! The order, as `dot` spells it out: lane `i` (0..16) starts at +0.0 and accumulates
+//! `mul_add(q[d], k[d], lane_i)` for `d = i, i + 16, i + 32, ...` in increasing `d`; the lanes
+//! are combined by `tree` (lane `i` with `i + 8`, then `i + 4`, `i + 2`, `i + 1`); then
+//! `scale *`. One AVX-512 vector holds the 16 lanes, so the vector kernel (`x86`) accumulates
+//! a token's dot product without a horizontal step per token and reduces 16 tokens' vectors
+//! together with one transposing tree; `scores` here is the portable statement of the same
+//! arithmetic, and the two are tested bitwise equal.
 //!
 //! Rust neither reassociates nor contracts float operations, so vectorisation cannot change
 //! the result. `mul_add` is a fused multiply-add exactly when the build targets FMA hardware
-//! (a compile-time choice: one build, one order).
-//!
-//! Tried and dropped: a vector-over-tokens kernel on keys transposed once per block (the
-//! textbook matrix-matrix form, same bits by construction). With auto-vectorisation only, its
-//! broadcasts and the transpose cost more than the horizontal trees it saves: 5-15% slower
-//! on the 16-branch decode bench, so sweeping an L1-resident block row by row stays.
+//! (a compile-time choice: one build, one order); the AVX-512 kernel always fuses, and it only
+//! runs where FMA exists, so on an FMA build both paths give the same bits.
 
 use super::block::BlockView;
 
-/// Lane accumulators per dot product (one AVX2 vector).
-pub(crate) const LANES: usize = 8;
-
-/// Floats of a query row held in registers across a block's tokens in `scores_direct`.
-const PANEL: usize = 64;
+/// Lanes of the contract's reductions (one AVX-512 vector of f32).
+pub(crate) const LANES: usize = 16;
 
 /// `a * b + c`, fused (one rounding) where the build targets FMA hardware, else two roundings.
 ///
@@ -42,15 +36,28 @@ pub(crate) fn mul_add(a: f32, b: f32, c: f32) -> f32 {
     }
 }
 
-/// The fixed lane tree: lanes `i` and `i + 4`, then `i` and `i + 2`, then 0 and 1.
+/// The fixed reduction tree over 16 lanes: `op(v[i], v[i + 8])` for `i < 8`, then the same
+/// with offsets 4, 2 and 1; the lower lane is always the first operand.
 #[inline(always)]
-fn reduce_lanes(v: [f32; LANES]) -> f32 {
-    let v = [v[0] + v[4], v[1] + v[5], v[2] + v[6], v[3] + v[7]];
-    (v[0] + v[2]) + (v[1] + v[3])
+pub(crate) fn tree(v: [f32; LANES], op: impl Fn(f32, f32) -> f32) -> f32 {
+    let h: [f32; 8] = std::array::from_fn(|i| op(v[i], v[i + 8]));
+    let g: [f32; 4] = std::array::from_fn(|i| op(h[i], h[i + 4]));
+    op(op(g[0], g[2]), op(g[1], g[3]))
 }
 
-/// `q . k` in the contract's order: its plain statement, which `scores_direct` must match.
-#[cfg(test)]
+/// `max` as the contract (and `vmaxps`) defines it: `a` when `a > b`, else `b` (so a NaN in `a`
+/// is skipped and ties keep `b`).
+#[inline(always)]
+pub(crate) fn max(a: f32, b: f32) -> f32 {
+    if a > b {
+        a
+    } else {
+        b
+    }
+}
+
+/// `q . k` in the contract's order: its plain statement, which the kernels must match.
+#[inline]
 pub(crate) fn dot(q: &[f32], k: &[f32]) -> f32 {
     let mut lanes = [0f32; LANES];
     let (qc, q_tail) = q.as_chunks::<LANES>();
@@ -60,90 +67,54 @@ pub(crate) fn dot(q: &[f32], k: &[f32]) -> f32 {
             lanes[i] = mul_add(x[i], y[i], lanes[i]);
         }
     }
-    let mut tail = 0f32;
-    for (&x, &y) in q_tail.iter().zip(k_tail) {
-        tail = mul_add(x, y, tail);
+    // The tail starts at a multiple of 16: element `i` belongs to lane `i`.
+    for (i, (&x, &y)) in q_tail.iter().zip(k_tail).enumerate() {
+        lanes[i] = mul_add(x, y, lanes[i]);
     }
-    reduce_lanes(lanes) + tail
+    tree(lanes, |a, b| a + b)
 }
 
 /// Scores of row `q` against the first `out.len()` keys of `blk`, written to `out`; returns
-/// their maximum (`-inf` for none). `lanes` and `tails` are scratch, at least `out.len()` long.
+/// their maximum in the contract's order: lane `t % 16` keeps the running `max` of tokens
+/// `t, t + 16, ...` from `-inf`, then `tree` with `max` (`-inf` for no tokens).
+///
+/// Four tokens at a time, so four independent chains of lane accumulators are in flight
+/// (each token's lanes still accumulate in `d` order: the bits are `dot`'s).
 #[inline]
-pub(crate) fn scores_direct(
-    q: &[f32],
-    blk: BlockView<'_>,
-    scale: f32,
-    lanes: &mut [[f32; LANES]],
-    tails: &mut [f32],
-    out: &mut [f32],
-) -> f32 {
-    let n = out.len();
-    let (lanes, tails) = (&mut lanes[..n], &mut tails[..n]);
-    // Panels of the query stay in registers across the tokens; lanes park in memory between.
-    let (q_panels, q_rest) = q.as_chunks::<PANEL>();
-    for (c, panel) in q_panels.iter().enumerate() {
-        let (qc, _) = panel.as_chunks::<LANES>();
-        let key = |t: usize| blk.k[t * blk.stride + c * PANEL..][..PANEL].as_chunks::<LANES>().0;
-        // Four tokens at a time: four independent FMA chains in flight instead of one chain
-        // whose every step waits for the last (each token's lanes still accumulate in chunk
-        // order, so the bits are the same).
-        let (quads, rest) = lanes.as_chunks_mut::<4>();
-        for (u, quad) in quads.iter_mut().enumerate() {
-            let t = 4 * u;
-            let (k0, k1, k2, k3) = (key(t), key(t + 1), key(t + 2), key(t + 3));
-            let mut acc = if c == 0 { [[0.0; LANES]; 4] } else { *quad };
-            for (j, x) in qc.iter().enumerate() {
-                for i in 0..LANES {
-                    acc[0][i] = mul_add(x[i], k0[j][i], acc[0][i]);
-                    acc[1][i] = mul_add(x[i], k1[j][i], acc[1][i]);
-                    acc[2][i] = mul_add(x[i], k2[j][i], acc[2][i]);
-                    acc[3][i] = mul_add(x[i], k3[j][i], acc[3][i]);
-                }
+pub(crate) fn scores(q: &[f32], blk: BlockView<'_>, scale: f32, out: &mut [f32]) -> f32 {
+    let hd = q.len();
+    let key = |t: usize| &blk.k[t * blk.stride..][..hd];
+    let (qc, q_tail) = q.as_chunks::<LANES>();
+    let (quads, rest) = out.as_chunks_mut::<4>();
+    for (u, quad) in quads.iter_mut().enumerate() {
+        let keys: [(&[[f32; LANES]], &[f32]); 4] =
+            std::array::from_fn(|j| key(4 * u + j).as_chunks::<LANES>());
+        let mut lanes = [[0f32; LANES]; 4];
+        for (c, x) in qc.iter().enumerate() {
+            let (k0, k1, k2, k3) = (&keys[0].0[c], &keys[1].0[c], &keys[2].0[c], &keys[3].0[c]);
+            for i in 0..LANES {
+                lanes[0][i] = mul_add(x[i], k0[i], lanes[0][i]);
+                lanes[1][i] = mul_add(x[i], k1[i], lanes[1][i]);
+                lanes[2][i] = mul_add(x[i], k2[i], lanes[2][i]);
+                lanes[3][i] = mul_add(x[i], k3[i], lanes[3][i]);
             }
-            *quad = acc;
         }
-        let done_tokens = 4 * quads.len();
-        for (t, lane_t) in rest.iter_mut().enumerate() {
-            let kc = key(done_tokens + t);
-            let mut acc = if c == 0 { [0.0; LANES] } else { *lane_t };
-            for (x, y) in qc.iter().zip(kc) {
-                for i in 0..LANES {
-                    acc[i] = mul_add(x[i], y[i], acc[i]);
-                }
+        for (lanes, (_, k_tail)) in lanes.iter_mut().zip(&keys) {
+            for (i, (&x, &y)) in q_tail.iter().zip(k_tail.iter()).enumerate() {
+                lanes[i] = mul_add(x, y, lanes[i]);
             }
-            *lane_t = acc;
         }
+        *quad = lanes.map(|l| scale * tree(l, |a, b| a + b));
     }
-    let done = q_panels.len() * PANEL;
-    let (q_chunks, q_tail) = q_rest.as_chunks::<LANES>();
-    if q_rest.is_empty() {
-        tails.fill(0.0);
-    } else {
-        for (t, (lane_t, tail_t)) in lanes.iter_mut().zip(tails.iter_mut()).enumerate() {
-            let (kc, k_tail) = blk.k[t * blk.stride + done..][..q_rest.len()].as_chunks::<LANES>();
-            let mut acc = if done == 0 { [0.0; LANES] } else { *lane_t };
-            for (x, y) in q_chunks.iter().zip(kc) {
-                for i in 0..LANES {
-                    acc[i] = mul_add(x[i], y[i], acc[i]);
-                }
-            }
-            *lane_t = acc;
-            let mut tail = 0f32;
-            for (&x, &y) in q_tail.iter().zip(k_tail) {
-                tail = mul_add(x, y, tail);
-            }
-            *tail_t = tail;
-        }
+    let base = 4 * quads.len();
+    for (j, s) in rest.iter_mut().enumerate() {
+        *s = scale * dot(q, key(base + j));
     }
-    // The running max in the same loop also keeps LLVM from vectorising the trees across
-    // tokens with gathers, which are several times slower than the in-register tree.
-    let mut max = f32::NEG_INFINITY;
-    for ((s, lane), &tail) in out.iter_mut().zip(lanes.iter()).zip(tails.iter()) {
-        *s = scale * (reduce_lanes(*lane) + tail);
-        max = if *s > max { *s } else { max };
+    let mut lane_max = [f32::NEG_INFINITY; LANES];
+    for (t, &s) in out.iter().enumerate() {
+        lane_max[t % LANES] = max(s, lane_max[t % LANES]);
     }
-    max
+    tree(lane_max, max)
 }
 
 #[cfg(test)]
@@ -151,7 +122,7 @@ mod tests {
     use super::*;
 
     /// Deterministic values in [-1, 1) with a spread of magnitudes, so rounding order shows.
-    fn values(n: usize, seed: u32) -> Vec<f32> {
+    pub(crate) fn values(n: usize, seed: u32) -> Vec<f32> {
         (0..n)
             .map(|i| {
                 ((i as u32).wrapping_mul(2_654_435_761).wrapping_add(seed) >> 8) as f32
@@ -162,9 +133,9 @@ mod tests {
     }
 
     #[test]
-    fn scores_direct_is_dot_bitwise_for_every_head_and_token_count() {
-        for head_dim in [1usize, 7, 8, 40, 64, 72, 100, 128, 136] {
-            for (block_size, stride_heads) in [(1usize, 1usize), (5, 2), (16, 3), (17, 1)] {
+    fn scores_are_scaled_dots_and_the_max_is_the_largest() {
+        for head_dim in [1usize, 7, 16, 40, 64, 72, 128, 136] {
+            for (block_size, stride_heads) in [(1usize, 1usize), (5, 2), (16, 3), (33, 1)] {
                 let stride = stride_heads * head_dim;
                 let k = values(block_size * stride, 7);
                 let q = values(head_dim, 11);
@@ -177,18 +148,17 @@ mod tests {
                     let want: Vec<u32> = (0..n)
                         .map(|t| (0.3 * dot(&q, &k[t * stride..][..head_dim])).to_bits())
                         .collect();
-                    let (mut lanes, mut tails) = (vec![[0.0; LANES]; n], vec![0.0; n]);
-                    let mut direct = vec![0f32; n];
-                    let max = scores_direct(&q, blk, 0.3, &mut lanes, &mut tails, &mut direct);
+                    let mut got = vec![0f32; n];
+                    let m = scores(&q, blk, 0.3, &mut got);
                     let what = format!("head_dim {head_dim}, block {block_size}, n {n}");
                     assert_eq!(
-                        direct.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+                        got.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
                         want,
                         "{what}"
                     );
                     assert_eq!(
-                        max,
-                        direct.iter().cloned().fold(f32::NEG_INFINITY, f32::max),
+                        m,
+                        got.iter().cloned().fold(f32::NEG_INFINITY, f32::max),
                         "{what}"
                     );
                 }
@@ -198,10 +168,25 @@ mod tests {
 
     #[test]
     fn dot_is_close_to_the_exact_sum() {
-        for len in [1usize, 7, 8, 9, 64, 80, 127] {
+        for len in [1usize, 7, 8, 9, 16, 17, 64, 80, 127] {
             let (a, b) = (values(len, 1), values(len, 2));
             let want: f64 = a.iter().zip(&b).map(|(&x, &y)| x as f64 * y as f64).sum();
             assert!((dot(&a, &b) as f64 - want).abs() < 1e-5, "len {len}");
         }
+    }
+
+    #[test]
+    fn the_tree_pairs_lanes_as_documented() {
+        // Concatenation shows the pairing: the result spells the tree's shape.
+        let v: [f32; LANES] = std::array::from_fn(|i| i as f32);
+        let order = std::cell::RefCell::new(Vec::new());
+        tree(v, |a, b| {
+            order.borrow_mut().push((a, b));
+            a + b
+        });
+        let order = order.into_inner();
+        assert_eq!(&order[..3], &[(0.0, 8.0), (1.0, 9.0), (2.0, 10.0)]);
+        assert_eq!(order[8], (8.0, 16.0)); // (0 + 8) with (4 + 12)
+        assert_eq!(order.len(), 15);
     }
 }

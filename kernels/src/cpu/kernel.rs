@@ -77,6 +77,16 @@ impl Kernel {
     }
 
     /// One tile (`nb` tile blocks) against all `m` rows into `out[r * TILE + j]`.
+    /// Asks the caches for `bytes` (the next tile's weights) ahead of use; a hint only.
+    #[inline]
+    pub(crate) fn prefetch(self, bytes: &[u8]) {
+        match self {
+            Kernel::Scalar => {}
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Avx2(_) | Kernel::Avx512(_) => x86::prefetch(bytes),
+        }
+    }
+
     pub(crate) fn tile(
         self,
         format: QuantFormat,

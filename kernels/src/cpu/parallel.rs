@@ -71,6 +71,10 @@ impl Tasks {
         let mut buf = vec![0f32; job.m * TILE];
         for col in cols.clone().step_by(TILE) {
             let tile = &job.tiles[(col / TILE) * job.tile_bytes..][..job.tile_bytes];
+            // The next tile streams in while this one is computed.
+            if let Some(next) = job.tiles.get((col / TILE + 1) * job.tile_bytes..) {
+                job.kernel.prefetch(&next[..job.tile_bytes.min(next.len())]);
+            }
             job.kernel.tile(job.format, tile, &job.act, job.m, &mut buf);
             let width = TILE.min(cols.end - col);
             for (r, lanes) in buf.chunks_exact(TILE).enumerate() {

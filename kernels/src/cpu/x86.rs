@@ -143,6 +143,14 @@ fn word(a: &[i8; QK], g: usize) -> i32 {
     ])
 }
 
+/// Asks the caches for every 64-byte line of `bytes`; a hint only, it reads nothing.
+pub(crate) fn prefetch(bytes: &[u8]) {
+    for line in bytes.chunks(64) {
+        // SAFETY: the address is inside `bytes`; a prefetch does not access memory.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(line.as_ptr().cast()) };
+    }
+}
+
 /// Q4_1 tile against all `m` rows (AVX-512 VNNI); output as in `scalar::q4_1_tile`.
 pub(crate) fn q4_1_tile_avx512(
     _: Avx512Vnni,

@@ -7,7 +7,7 @@
 //! variant. Norm weights and the embedding table are dense f32.
 
 use candle_core::quantized::QMatMul;
-use candle_core::{Module, Tensor};
+use candle_core::{CpuStorage, Module, Storage, Tensor};
 use ponder_kernels::QuantMatrix;
 
 use super::error::Result;
@@ -51,9 +51,21 @@ impl Linear {
             Projection::Candle(w) => w.forward(x)?,
             Projection::Kernel(w) => {
                 let (rows, _) = x.dims2()?;
-                let input: Vec<f32> = x.flatten_all()?.to_vec1()?;
                 let mut out = vec![0f32; rows * w.rows()];
-                w.matmul(&input, rows, &mut out)?;
+                // A contiguous f32 CPU tensor is read in place (no copy of the activations).
+                let (storage, layout) = x.storage_and_layout();
+                let borrowed = match (&*storage, layout.contiguous_offsets()) {
+                    (Storage::Cpu(CpuStorage::F32(data)), Some((start, end))) => data.get(start..end),
+                    _ => None,
+                };
+                match borrowed {
+                    Some(input) => w.matmul(input, rows, &mut out)?,
+                    None => {
+                        drop(storage);
+                        let input: Vec<f32> = x.flatten_all()?.to_vec1()?;
+                        w.matmul(&input, rows, &mut out)?;
+                    }
+                }
                 Tensor::from_vec(out, (rows, w.rows()), x.device())?
             }
         };

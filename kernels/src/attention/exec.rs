@@ -9,7 +9,10 @@
 //! key/value head (GQA), and loads each of its blocks' slice for that head once, sweeping it
 //! with all of those rows while it sits in L1: the unit's shared blocks by the rows of every
 //! member, each member's own blocks by that member's rows. That is the matrix-matrix form of
-//! decoding: (rows x block keys) per load instead of (1 x block keys).
+//! decoding: (rows x block keys) per load instead of (1 x block keys). Rows reach the block
+//! kernel in tiles of up to `MAX_TILE` consecutive states that see the same number of the
+//! block's tokens (a shared block's tile spans members), and while one block is swept the
+//! next one in visiting order is prefetched.
 //!
 //! Invariants: within a segment a row folds its visible blocks in ascending order, the
 //! segment's first block with `first = true`, with `n = min(block_size, pos + 1 - b * bs)`

@@ -27,7 +27,6 @@ use core::arch::x86_64::*;
 use super::block::BlockView;
 use super::block::{TileStates, MAX_TILE};
 use super::scores::{max, LANES};
-use crate::math::exp;
 
 /// Proof that the CPU supports AVX-512F and FMA (only [`Avx512::detect`] makes one).
 #[derive(Debug, Clone, Copy)]
@@ -219,7 +218,18 @@ fn rows_kernel<const NC: usize, const R: usize>(t: &mut Tile<'_, '_>, st: TileSt
             }
         }
     }
-    // Fold each row's partial into its state: `block::merge`, in its order.
+    // Fold each row's partial into its state: `block::merge`, in its order. The merge weights
+    // `e^(M - M')` and `e^(m_b - M')` of every row come from one `exp16` (lanes `r` and
+    // `8 + r`; `exp16` is `math::exp` lane for lane).
+    let mut weights = [0f32; LANES];
+    if !t.first {
+        for (r, &m) in st.m.iter().enumerate().take(R) {
+            let m_new = max(m_b[r], m);
+            (weights[r], weights[8 + r]) = (m - m_new, m_b[r] - m_new);
+        }
+        let w = exp16(load(&weights));
+        store(&mut weights, w);
+    }
     let rows =
         st.m.iter_mut()
             .zip(st.l.iter_mut())
@@ -232,9 +242,8 @@ fn rows_kernel<const NC: usize, const R: usize>(t: &mut Tile<'_, '_>, st: TileSt
             }
             continue;
         }
-        let m_new = max(m_b[r], *m);
-        let (wa, wb) = (exp(*m - m_new), exp(m_b[r] - m_new));
-        *m = m_new;
+        let (wa, wb) = (weights[r], weights[8 + r]);
+        *m = max(m_b[r], *m);
         *l = *l * wa + l_b[r] * wb;
         let (wa, wb) = (_mm512_set1_ps(wa), _mm512_set1_ps(wb));
         for (c, &a) in acc[r].iter().enumerate() {
@@ -354,6 +363,7 @@ fn exp16(x: __m512) -> __m512 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::math::exp;
 
     #[test]
     fn exp16_is_math_exp_bitwise() {

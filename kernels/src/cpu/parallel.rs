@@ -91,14 +91,11 @@ impl Tasks {
         });
     }
 
-    /// Computes task `t` into a fresh `m x width` buffer.
+    /// Computes task `t` into a fresh buffer in the order the tiles come out: tile by tile,
+    /// each tile's `m` rows of its (up to 16) lanes; filled by appending, never zeroed first.
     fn compute_owned(&self, t: usize) -> Vec<f32> {
-        let cols = self.cols(t);
-        let width = cols.len();
-        let mut own = vec![0f32; self.job.m * width];
-        self.compute(t, |r, col, lanes| {
-            own[r * width + col - cols.start..][..lanes.len()].copy_from_slice(lanes)
-        });
+        let mut own = Vec::with_capacity(self.job.m * self.cols(t).len());
+        self.compute(t, |_, _, lanes| own.extend_from_slice(lanes));
         own
     }
 }
@@ -144,8 +141,15 @@ fn finish(shared: &Shared, out: &mut [f32]) {
             shared.job.compute_into(t, out); // the helper failed: do it here
             continue;
         }
-        for (r, row) in theirs.chunks_exact(cols.len()).enumerate() {
-            out[r * n + cols.start..][..cols.len()].copy_from_slice(row);
+        // `compute_owned`'s order: per tile of (up to) 16 columns, its `m` rows.
+        let (mut rest, end) = (theirs, cols.end);
+        for col in cols.step_by(TILE) {
+            let width = TILE.min(end - col);
+            let (tile, tail) = rest.split_at(m * width);
+            for (r, lanes) in tile.chunks_exact(width).enumerate() {
+                out[r * n + col..][..width].copy_from_slice(lanes);
+            }
+            rest = tail;
         }
     }
 }
@@ -189,6 +193,11 @@ mod tests {
 
     /// A 37 x 64 Q4_1 job over 5 activation rows, cut into tasks of one tile.
     fn shared() -> Shared {
+        shared_in_tasks_of(1)
+    }
+
+    /// The same job cut into tasks of `tiles` tiles (the last task may be shorter).
+    fn shared_in_tasks_of(tiles: usize) -> Shared {
         let (m, n, k) = (5, 37, 64);
         let mut state = 7u32;
         let mut next = || {
@@ -213,11 +222,11 @@ mod tests {
             m,
             n,
         };
-        let n_tasks = n.div_ceil(TILE);
+        let n_tasks = n.div_ceil(tiles * TILE);
         Shared {
             job: Tasks {
                 job,
-                cols_per_task: TILE,
+                cols_per_task: tiles * TILE,
             },
             n_tasks,
             next: AtomicUsize::new(0),
@@ -251,6 +260,18 @@ mod tests {
         let mut out = vec![f32::NAN; expected.len()];
         finish(&shared, &mut out);
         assert_eq!(bits(&out), bits(&expected));
+    }
+
+    #[test]
+    fn helper_tasks_of_several_tiles_land_in_their_columns() {
+        for tiles in [2, 3] {
+            let shared = shared_in_tasks_of(tiles);
+            let expected = serial(&shared);
+            help(&shared);
+            let mut out = vec![f32::NAN; expected.len()];
+            finish(&shared, &mut out);
+            assert_eq!(bits(&out), bits(&expected), "tasks of {tiles} tiles");
+        }
     }
 
     #[test]

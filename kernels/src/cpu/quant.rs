@@ -12,6 +12,7 @@
 //!   `vec_dot_unopt` ever reads of them.
 
 use half::f16;
+use rayon::prelude::*;
 
 #[cfg(target_arch = "x86_64")]
 use super::x86;
@@ -91,6 +92,10 @@ pub(crate) struct QuantizedRows {
     blocks: Vec<ActBlock>,
 }
 
+/// Activations (floats) from which `QuantizedRows::quantize` splits the work over rayon's
+/// threads: a prefill chunk's, not a decode step's (where waking a thread costs more).
+const PAR_MIN_FLOATS: usize = 1 << 16;
+
 impl QuantizedRows {
     /// Quantizes `m` rows of `x` (row-major, `k` a multiple of `QK`, `x.len() == m * k`).
     pub(crate) fn quantize(
@@ -109,8 +114,21 @@ impl QuantizedRows {
         };
         let mut blocks = vec![zero; m * nb];
         let (xs, _) = x.as_chunks::<QK>();
-        for (xs, out) in xs.iter().zip(&mut blocks) {
-            quantize_block(format, quantizer, xs, out);
+        if xs.len() * QK >= PAR_MIN_FLOATS {
+            // A prefill's rows: blocks are independent, so the split cannot change a bit.
+            let per_task = xs.len().div_ceil(4 * rayon::current_num_threads().max(1));
+            blocks
+                .par_chunks_mut(per_task)
+                .zip(xs.par_chunks(per_task))
+                .for_each(|(out, xs)| {
+                    for (xs, out) in xs.iter().zip(out) {
+                        quantize_block(format, quantizer, xs, out);
+                    }
+                });
+        } else {
+            for (xs, out) in xs.iter().zip(&mut blocks) {
+                quantize_block(format, quantizer, xs, out);
+            }
         }
         Self { nb, blocks }
     }

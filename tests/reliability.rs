@@ -125,15 +125,19 @@ fn a_deadline_mid_search_returns_the_best_answer_so_far() {
     let body = json!({
         "problem": "What is 17 * 23?",
         "strategy": "mcts",
-        "params": {"iterations": 100000},
+        // The search must still be generating when the deadline comes: with few children all
+        // leaves can finish within a second and the remaining iterations only revisit finished
+        // nodes, which takes no time. Sixteen children per expansion take longer than the
+        // deadline on this kind of machine.
+        "params": {"iterations": 100000, "expansions": 16},
         "budget_tokens": 200_000,
-        "deadline_ms": 4000,
+        "deadline_ms": 1500,
         "seed": 1,
     });
     let (status, out) = server.send(client.post(server.url("/v1/reason")).json(&body));
     assert_eq!(status, 200, "{out}");
-    assert_eq!(out["finish_reason"], "deadline", "{}", out["finish_reason"]);
-    // How many rollouts finish in 4 s depends on the machine; whatever finished is the answer.
+    assert_eq!(out["finish_reason"], "deadline", "{}", out);
+    // How many rollouts finish in time depends on the machine; whatever finished is the answer.
     if out["candidates"].as_array().is_some_and(|c| !c.is_empty()) {
         assert!(out["answer"].is_string() || out["text"].is_string(), "a best-so-far answer: {}", out["answer"]);
     }
@@ -143,9 +147,9 @@ fn a_deadline_mid_search_returns_the_best_answer_so_far() {
     let chat = json!({
         "model": "ponder/mcts",
         "messages": [{"role": "user", "content": "What is 17 * 23?"}],
-        "strategy_params": {"iterations": 100000},
+        "strategy_params": {"iterations": 100000, "expansions": 16},
         "budget_tokens": 200_000,
-        "deadline_ms": 2000,
+        "deadline_ms": 1000,
         "seed": 1,
     });
     let (status, out) = server.send(client.post(server.url("/v1/chat/completions")).json(&chat));

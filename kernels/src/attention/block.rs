@@ -87,6 +87,8 @@ pub(crate) struct Scratch {
     probs: Vec<f32>,
     /// Floats per row in `probs`.
     probs_row: usize,
+    /// The portable scores' per-token lane sums.
+    lanes: Vec<[f32; LANES]>,
     acc_b: Vec<f32>,
     /// The AVX-512 kernel, when the CPU and the head size allow it.
     #[cfg(target_arch = "x86_64")]
@@ -100,6 +102,7 @@ impl Scratch {
         Scratch {
             probs: vec![0.0; MAX_TILE * probs_row],
             probs_row,
+            lanes: vec![[0.0; LANES]; block_size],
             acc_b: vec![0.0; head_dim],
             #[cfg(target_arch = "x86_64")]
             avx512: x86::Avx512::detect().filter(|_| x86::fits(head_dim)),
@@ -180,7 +183,7 @@ impl Scratch {
         let rows = states.m.iter_mut().zip(states.l.iter_mut());
         for ((q, (m, l)), acc) in qs.iter().zip(rows).zip(states.acc.chunks_exact_mut(hd)) {
             let probs = &mut self.probs[..n];
-            let m_b = scores(q, blk, scale, probs);
+            let m_b = scores(q, blk, scale, &mut self.lanes, probs);
             for s in probs.iter_mut() {
                 *s = exp(*s - m_b);
             }

@@ -57,7 +57,7 @@ pub(crate) fn max(a: f32, b: f32) -> f32 {
 }
 
 /// `q . k` in the contract's order: its plain statement, which the kernels must match.
-#[inline]
+#[cfg(test)]
 pub(crate) fn dot(q: &[f32], k: &[f32]) -> f32 {
     let mut lanes = [0f32; LANES];
     let (qc, q_tail) = q.as_chunks::<LANES>();
@@ -76,43 +76,63 @@ pub(crate) fn dot(q: &[f32], k: &[f32]) -> f32 {
 
 /// Scores of row `q` against the first `out.len()` keys of `blk`, written to `out`; returns
 /// their maximum in the contract's order: lane `t % 16` keeps the running `max` of tokens
-/// `t, t + 16, ...` from `-inf`, then `tree` with `max` (`-inf` for no tokens).
+/// `t, t + 16, ...` from `-inf`, then `tree` with `max` (`-inf` for no tokens). `lanes` is
+/// scratch, at least `out.len()` long.
 ///
-/// Four tokens at a time, so four independent chains of lane accumulators are in flight
-/// (each token's lanes still accumulate in `d` order: the bits are `dot`'s).
+/// Two passes: every token's 16 lane sums first, four tokens at a time (four independent
+/// chains in flight; each token's lanes still accumulate in `d` order, so the bits are
+/// `dot`'s), then each token's tree, with the running max in the same loop, which keeps LLVM
+/// from vectorising the trees across tokens with shuffles that cost more than they save.
 #[inline]
-pub(crate) fn scores(q: &[f32], blk: BlockView<'_>, scale: f32, out: &mut [f32]) -> f32 {
-    let hd = q.len();
-    let key = |t: usize| &blk.k[t * blk.stride..][..hd];
+pub(crate) fn scores(
+    q: &[f32],
+    blk: BlockView<'_>,
+    scale: f32,
+    lanes: &mut [[f32; LANES]],
+    out: &mut [f32],
+) -> f32 {
+    let (hd, n) = (q.len(), out.len());
+    let lanes = &mut lanes[..n];
+    let key = |t: usize| blk.k[t * blk.stride..][..hd].as_chunks::<LANES>();
     let (qc, q_tail) = q.as_chunks::<LANES>();
-    let (quads, rest) = out.as_chunks_mut::<4>();
+    let (quads, rest) = lanes.as_chunks_mut::<4>();
     for (u, quad) in quads.iter_mut().enumerate() {
-        let keys: [(&[[f32; LANES]], &[f32]); 4] =
-            std::array::from_fn(|j| key(4 * u + j).as_chunks::<LANES>());
-        let mut lanes = [[0f32; LANES]; 4];
+        let keys: [(&[[f32; LANES]], &[f32]); 4] = std::array::from_fn(|j| key(4 * u + j));
+        let mut acc = [[0f32; LANES]; 4];
         for (c, x) in qc.iter().enumerate() {
             let (k0, k1, k2, k3) = (&keys[0].0[c], &keys[1].0[c], &keys[2].0[c], &keys[3].0[c]);
             for i in 0..LANES {
-                lanes[0][i] = mul_add(x[i], k0[i], lanes[0][i]);
-                lanes[1][i] = mul_add(x[i], k1[i], lanes[1][i]);
-                lanes[2][i] = mul_add(x[i], k2[i], lanes[2][i]);
-                lanes[3][i] = mul_add(x[i], k3[i], lanes[3][i]);
+                acc[0][i] = mul_add(x[i], k0[i], acc[0][i]);
+                acc[1][i] = mul_add(x[i], k1[i], acc[1][i]);
+                acc[2][i] = mul_add(x[i], k2[i], acc[2][i]);
+                acc[3][i] = mul_add(x[i], k3[i], acc[3][i]);
             }
         }
-        for (lanes, (_, k_tail)) in lanes.iter_mut().zip(&keys) {
+        for (acc, (_, k_tail)) in acc.iter_mut().zip(&keys) {
             for (i, (&x, &y)) in q_tail.iter().zip(k_tail.iter()).enumerate() {
-                lanes[i] = mul_add(x, y, lanes[i]);
+                acc[i] = mul_add(x, y, acc[i]);
             }
         }
-        *quad = lanes.map(|l| scale * tree(l, |a, b| a + b));
+        *quad = acc;
     }
     let base = 4 * quads.len();
-    for (j, s) in rest.iter_mut().enumerate() {
-        *s = scale * dot(q, key(base + j));
+    for (j, lane) in rest.iter_mut().enumerate() {
+        let (kc, k_tail) = key(base + j);
+        let mut acc = [0f32; LANES];
+        for (x, y) in qc.iter().zip(kc) {
+            for i in 0..LANES {
+                acc[i] = mul_add(x[i], y[i], acc[i]);
+            }
+        }
+        for (i, (&x, &y)) in q_tail.iter().zip(k_tail.iter()).enumerate() {
+            acc[i] = mul_add(x, y, acc[i]);
+        }
+        *lane = acc;
     }
     let mut lane_max = [f32::NEG_INFINITY; LANES];
-    for (t, &s) in out.iter().enumerate() {
-        lane_max[t % LANES] = max(s, lane_max[t % LANES]);
+    for (t, (s, lane)) in out.iter_mut().zip(lanes.iter()).enumerate() {
+        *s = scale * tree(*lane, |a, b| a + b);
+        lane_max[t % LANES] = max(*s, lane_max[t % LANES]);
     }
     tree(lane_max, max)
 }
@@ -149,7 +169,8 @@ mod tests {
                         .map(|t| (0.3 * dot(&q, &k[t * stride..][..head_dim])).to_bits())
                         .collect();
                     let mut got = vec![0f32; n];
-                    let m = scores(&q, blk, 0.3, &mut got);
+                    let mut lanes = vec![[0f32; LANES]; n];
+                    let m = scores(&q, blk, 0.3, &mut lanes, &mut got);
                     let what = format!("head_dim {head_dim}, block {block_size}, n {n}");
                     assert_eq!(
                         got.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),

@@ -3,8 +3,8 @@
 //! a slice (16 independent lanes, so a vocabulary-sized pass runs at vector speed instead of
 //! one dependent add per element). Pure functions, no state.
 
-/// Lanes of `sum` and `max`.
-const LANES: usize = 16;
+/// Lanes of `sum`, `max` and `tree`.
+pub(crate) const LANES: usize = 16;
 
 /// `sum xs` in a fixed order: lane `i` adds elements `i, i + 16, ...` from +0.0, then the
 /// lanes are added pairwise (`i` with `i + 8`, then `+ 4`, `+ 2`, `+ 1`).
@@ -20,7 +20,7 @@ pub fn sum(xs: &[f32]) -> f32 {
     for (lane, &x) in lanes.iter_mut().zip(rest) {
         *lane += x;
     }
-    fold_lanes(lanes, |a, b| a + b)
+    tree(lanes, |a, b| a + b)
 }
 
 /// The largest element, ignoring NaN (as `f32::max` does); `-inf` for an empty slice.
@@ -36,12 +36,14 @@ pub fn max(xs: &[f32]) -> f32 {
     for (lane, &x) in lanes.iter_mut().zip(rest) {
         *lane = lane.max(x);
     }
-    fold_lanes(lanes, f32::max)
+    tree(lanes, f32::max)
 }
 
-/// Lane `i` with `i + 8`, then `+ 4`, `+ 2`, `+ 1`.
+/// The fixed reduction tree over 16 lanes: `op(v[i], v[i + 8])` for `i < 8`, then the same
+/// with offsets 4, 2 and 1; the lower lane is always the first operand. Attention's numerics
+/// contract (`attention::scores`) is written in it.
 #[inline(always)]
-fn fold_lanes(v: [f32; LANES], op: impl Fn(f32, f32) -> f32) -> f32 {
+pub(crate) fn tree(v: [f32; LANES], op: impl Fn(f32, f32) -> f32) -> f32 {
     let h: [f32; 8] = std::array::from_fn(|i| op(v[i], v[i + 8]));
     let g: [f32; 4] = std::array::from_fn(|i| op(h[i], h[i + 4]));
     op(op(g[0], g[2]), op(g[1], g[3]))

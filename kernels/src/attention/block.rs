@@ -7,10 +7,10 @@
 //! only on the row's `q`, the block's keys/values, the visible-token count `n`, `scale`, the
 //! state passed in and `first`; not on the other rows of the tile, and the scratch carries
 //! nothing from one call to the next. Every reduction runs in a fixed order, written over 16
-//! lanes (lane `i` takes tokens `i, i + 16, ...` in order) and finished by `scores::tree`:
+//! lanes (lane `i` takes tokens `i, i + 16, ...` in order) and finished by `math::tree`:
 //! - scores and their max `m_b` as `scores` specifies;
-//! - `p_t = exp(s_t - m_b)` (`math::exp`), `l_b = sum p_t` as 16 lane sums from +0.0, then the
-//!   tree;
+//! - `p_t = exp(s_t - m_b)` (`math::exp`), `l_b = math::sum(p)` (16 lane sums from +0.0, then
+//!   the tree);
 //! - `acc_b[d] = sum p_t v_t[d]` from +0.0 in token order, one `mul_add` per token;
 //! - the `merge` formula, evaluated in the order written.
 //!
@@ -26,26 +26,16 @@
 //! in segment order); then the row's output is the same bits whether its blocks were visited
 //! alone, in a shared-prefix group, in a prefill chunk, in any tile, or on any thread.
 
-use super::scores::{mul_add, scores, tree, LANES};
+use super::scores::{mul_add, scores, LANES};
 #[cfg(target_arch = "x86_64")]
 use super::x86;
-use crate::math::exp;
+use crate::math::{self, exp};
 
 /// Floats of an output accumulator held in registers across a block's tokens.
 const PANEL: usize = 64;
 
 /// Most rows one `attend_rows` call takes.
 pub(crate) const MAX_TILE: usize = 4;
-
-/// `sum p_t` in the contract's order: 16 lane sums from +0.0, then the tree.
-#[inline]
-pub(crate) fn lane_sum(ps: &[f32]) -> f32 {
-    let mut lanes = [0f32; LANES];
-    for (t, &p) in ps.iter().enumerate() {
-        lanes[t % LANES] += p;
-    }
-    tree(lanes, |a, b| a + b)
-}
 
 /// One key/value head's slice of one KV block: key `t` is `k[t * stride..][..head_dim]`, where
 /// `head_dim` is the query row's length.
@@ -187,7 +177,7 @@ impl Scratch {
             for s in probs.iter_mut() {
                 *s = exp(*s - m_b);
             }
-            let l_b = lane_sum(probs);
+            let l_b = math::sum(probs);
             let acc_b = &mut self.acc_b[..];
             pv(probs, blk, acc_b);
             if first {
@@ -263,7 +253,7 @@ mod tests {
             .fold(f32::NEG_INFINITY, |m, &x| if x > m { x } else { m });
         // Order-free here: the test data has no ties of +0 and -0 and no NaN.
         let p: Vec<f32> = s.iter().map(|&x| exp(x - m_b)).collect();
-        let l_b = lane_sum(&p);
+        let l_b = math::sum(&p);
         let acc_b: Vec<f32> = (0..hd)
             .map(|d| {
                 p.iter()

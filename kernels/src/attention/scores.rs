@@ -17,8 +17,7 @@
 
 use super::block::BlockView;
 
-/// Lanes of the contract's reductions (one AVX-512 vector of f32).
-pub(crate) const LANES: usize = 16;
+pub(crate) use crate::math::{tree, LANES};
 
 /// `a * b + c`, fused (one rounding) where the build targets FMA hardware, else two roundings.
 ///
@@ -34,15 +33,6 @@ pub(crate) fn mul_add(a: f32, b: f32, c: f32) -> f32 {
     {
         a * b + c
     }
-}
-
-/// The fixed reduction tree over 16 lanes: `op(v[i], v[i + 8])` for `i < 8`, then the same
-/// with offsets 4, 2 and 1; the lower lane is always the first operand.
-#[inline(always)]
-pub(crate) fn tree(v: [f32; LANES], op: impl Fn(f32, f32) -> f32) -> f32 {
-    let h: [f32; 8] = std::array::from_fn(|i| op(v[i], v[i + 8]));
-    let g: [f32; 4] = std::array::from_fn(|i| op(h[i], h[i + 4]));
-    op(op(g[0], g[2]), op(g[1], g[3]))
 }
 
 /// `max` as the contract (and `vmaxps`) defines it: `a` when `a > b`, else `b` (so a NaN in `a`

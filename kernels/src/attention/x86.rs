@@ -5,7 +5,7 @@
 //! `i` takes `q[d] * k[d]` for `d = i, i + 16, ...`: one FMA per 16 elements, no horizontal
 //! step; a whole chunk is 16 independent FMA chains), and the 16 tokens' vectors are reduced
 //! together by one transposing tree (15 adds, 15 blends, 16 shuffles) that performs exactly
-//! `scores::tree`'s additions and leaves the chunk's 16 scores in one vector, token `t` in lane
+//! `math::tree`'s additions and leaves the chunk's 16 scores in one vector, token `t` in lane
 //! `t`. Max, `exp` and the sums then run 16 lanes wide. The rows of a tile go through each
 //! phase together, so the long dependency chains of one row (max tree, `exp`, sum tree, merge)
 //! overlap with the others', and `P V` loads each value vector once for all of them, with
@@ -257,7 +257,7 @@ fn rows_kernel<const NC: usize, const R: usize>(t: &mut Tile<'_, '_>, st: TileSt
 }
 
 /// Reduces 16 tokens' lane vectors to their 16 sums, token `t` in lane `t`, adding exactly as
-/// `scores::tree` does: lane `i` with `i + 8`, then `+ 4`, `+ 2`, `+ 1`. Each level pairs two
+/// `math::tree` does: lane `i` with `i + 8`, then `+ 4`, `+ 2`, `+ 1`. Each level pairs two
 /// vectors `x`, `y` and halves the lanes per token (2 tokens x 8 partials per vector, then
 /// 4 x 4, 8 x 2, 16 x 1) as `blend(x, y) + shuffle(x, y)`: the blend keeps one partner of
 /// every pair in place, one shuffle brings the other, so each add costs one shuffle-port
@@ -303,7 +303,7 @@ fn reduce_tokens(a: &[__m512; LANES]) -> __m512 {
     _mm512_permutexvar_ps(order, f)
 }
 
-/// `scores::tree(v, max)`: `_mm512_max_ps(a, b)` is `a > b ? a : b`, the contract's `max`.
+/// `math::tree(v, max)`: `_mm512_max_ps(a, b)` is `a > b ? a : b`, the contract's `max`.
 #[inline]
 #[target_feature(enable = "avx512f")]
 fn tree_max(v: __m512) -> f32 {
@@ -313,7 +313,7 @@ fn tree_max(v: __m512) -> f32 {
     _mm512_cvtss_f32(_mm512_max_ps(e, _mm512_shuffle_ps::<0b01_01_01_01>(e, e)))
 }
 
-/// `scores::tree(v, +)`.
+/// `math::tree(v, +)`.
 #[inline]
 #[target_feature(enable = "avx512f")]
 fn tree_add(v: __m512) -> f32 {

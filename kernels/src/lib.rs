@@ -19,5 +19,6 @@ pub mod cuda;
 pub mod kv;
 pub mod math;
 pub mod sampling;
+mod share;
 
 pub use cpu::{KernelError, KernelPath, QuantFormat, QuantMatrix, Result};

@@ -1,5 +1,5 @@
 //! The executor of a plan: splits each unit's work into (unit, key/value head, segment) items,
-//! runs them in parallel with rayon, then merges each row's segment states in order and writes
+//! runs them on the calling thread and rayon helpers (`share.rs`), then merges each row's segment states in order and writes
 //! the normalised rows into `out`.
 //!
 //! A row's blocks are cut into fixed segments of `segment_blocks` blocks by position (segment
@@ -21,12 +21,11 @@
 //! depend on the unit, batch, chunking or thread count. Each block of a unit is loaded by
 //! exactly one segment item per head, so the load count is the same for any thread count.
 
-use rayon::prelude::*;
-
 use super::block::{merge, BlockView, RowState, Scratch, TileStates, MAX_TILE};
 use super::plan::Unit;
 use super::shape::{SeqShape, Shape};
 use super::{AttentionStats, PagedKv, SeqQueries};
+use crate::share;
 
 /// Tokens per segment (rounded down to whole blocks, at least one block).
 const SEGMENT_TOKENS: usize = 128;
@@ -126,10 +125,13 @@ pub(crate) fn execute(
         })
         .collect();
     let new_scratch = || Scratch::new(shape.block_size, shape.head_dim);
-    let mut results: Vec<Partial> = items
-        .par_iter()
-        .map_init(new_scratch, |scratch, item| ctx.run_item(item, scratch))
-        .collect();
+    let run = |scratch: &mut Scratch, i: usize| ctx.run_item(&items[i], scratch);
+    let mut results = share::map(
+        items.len(),
+        rayon::current_num_threads().saturating_sub(1),
+        &new_scratch,
+        &run,
+    );
     let loads: usize = results.iter().map(|p| p.loads).sum();
     // Items are ordered unit, head, segment: each run of `segs` results is one (unit, head).
     let mut rest = &mut results[..];

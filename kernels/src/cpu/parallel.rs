@@ -1,25 +1,16 @@
 //! Work sharing for one matmul call: the output columns are cut into tasks of whole 16-column
-//! tiles; the calling thread claims and computes tasks itself while optional rayon helpers,
-//! woken with `rayon::spawn`, claim the rest from the same atomic counter.
-//!
-//! Why not a plain `par_iter`: from a thread outside rayon's pool that parks the caller until
-//! the pool is done, and on small VMs waking a parked thread costs tens of microseconds, more
-//! than a whole decode-sized matmul. Here the caller never waits for a helper that has not
-//! started: a helper that wakes late finds no task left and exits, and the caller only waits
-//! (spinning briefly) for tasks a running helper has already claimed. So a call is never much
-//! slower than single-threaded, and up to `threads` times faster when helpers are awake.
+//! tiles, shared between the calling thread and rayon helpers by `share.rs` (why not a plain
+//! `par_iter` is explained there).
 //!
 //! Invariants:
 //! - Numerics do not depend on who computes a task, on the task size or on the thread count:
 //!   each tile is computed by the same kernel call with the same inputs either way.
-//! - The caller writes its own tasks straight into `out`; a helper writes into its own buffer
-//!   and publishes it once (`OnceLock`), and the caller copies it in. A helper that panics
-//!   publishes an empty buffer and the caller recomputes that task itself, so a failure never
-//!   hangs or aborts the call.
+//! - The caller writes its own tasks straight into `out`; a helper fills a buffer of its own
+//!   in tile order, which the caller copies into place.
 
-use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
+
+use crate::share::share;
 
 use super::kernel::Kernel;
 use super::layout::TILE;
@@ -48,14 +39,6 @@ pub(crate) struct Job {
 struct Tasks {
     job: Job,
     cols_per_task: usize,
-}
-
-/// Tasks plus their claim counter and the helpers' published results.
-struct Shared {
-    job: Tasks,
-    n_tasks: usize,
-    next: AtomicUsize,
-    results: Vec<OnceLock<Vec<f32>>>,
 }
 
 impl Tasks {
@@ -107,41 +90,23 @@ pub(crate) fn run(job: Job, out: &mut [f32], helpers: usize, tasks: usize) {
     let cols_per_task = tiles.div_ceil(tasks.clamp(1, tiles.max(1))) * TILE;
     let n_tasks = job.n.div_ceil(cols_per_task);
     let job = Tasks { job, cols_per_task };
-    if helpers == 0 || n_tasks < 2 {
-        for t in 0..n_tasks {
-            job.compute_into(t, out);
-        }
-        return;
-    }
-    let shared = Arc::new(Shared {
-        job,
+    let theirs = share(
         n_tasks,
-        next: AtomicUsize::new(0),
-        results: (0..n_tasks).map(|_| OnceLock::new()).collect(),
-    });
-    for _ in 0..helpers.min(n_tasks - 1) {
-        let shared = Arc::clone(&shared);
-        rayon::spawn(move || help(&shared));
+        helpers,
+        |t| job.compute_into(t, out),
+        &|| (),
+        &|_: &mut (), t| job.compute_owned(t),
+    );
+    for (t, theirs) in theirs {
+        job.copy_owned(t, &theirs, out);
     }
-    finish(&shared, out);
 }
 
-/// The caller's side: claim and compute tasks until none are left, then collect the tasks the
-/// helpers claimed (recomputing any a helper failed to publish).
-fn finish(shared: &Shared, out: &mut [f32]) {
-    let mut mine = vec![false; shared.n_tasks];
-    while let Some(t) = claim(shared) {
-        mine[t] = true;
-        shared.job.compute_into(t, out);
-    }
-    for t in (0..shared.n_tasks).filter(|&t| !mine[t]) {
-        let theirs = wait(&shared.results[t]);
-        let (cols, m, n) = (shared.job.cols(t), shared.job.job.m, shared.job.job.n);
-        if theirs.len() != m * cols.len() {
-            shared.job.compute_into(t, out); // the helper failed: do it here
-            continue;
-        }
-        // `compute_owned`'s order: per tile of (up to) 16 columns, its `m` rows.
+impl Tasks {
+    /// Copies task `t`'s `compute_owned` buffer (per tile of up to 16 columns, its `m` rows)
+    /// into its columns of `out`.
+    fn copy_owned(&self, t: usize, theirs: &[f32], out: &mut [f32]) {
+        let (cols, m, n) = (self.cols(t), self.job.m, self.job.n);
         let (mut rest, end) = (theirs, cols.end);
         for col in cols.step_by(TILE) {
             let width = TILE.min(end - col);
@@ -154,50 +119,22 @@ fn finish(shared: &Shared, out: &mut [f32]) {
     }
 }
 
-fn claim(shared: &Shared) -> Option<usize> {
-    let t = shared.next.fetch_add(1, Ordering::Relaxed);
-    (t < shared.n_tasks).then_some(t)
-}
-
-/// A helper: claims and publishes tasks until none are left.
-fn help(shared: &Shared) {
-    while let Some(t) = claim(shared) {
-        let slot = &shared.results[t];
-        let result = catch_unwind(AssertUnwindSafe(|| shared.job.compute_owned(t)));
-        // An empty buffer tells the caller to recompute the task.
-        let _ = slot.set(result.unwrap_or_default());
-    }
-}
-
-/// Waits for a task a running helper has claimed: spin briefly, then yield.
-fn wait(slot: &OnceLock<Vec<f32>>) -> &[f32] {
-    let mut spins = 0u32;
-    loop {
-        if let Some(result) = slot.get() {
-            return result;
-        }
-        if spins < 2000 {
-            std::hint::spin_loop();
-            spins += 1;
-        } else {
-            std::thread::yield_now();
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::cpu::layout;
     use crate::cpu::quant::{ActFormat, Quantizer};
 
-    /// A 37 x 64 Q4_1 job over 5 activation rows, cut into tasks of one tile.
-    fn shared() -> Shared {
-        shared_in_tasks_of(1)
+    /// A 37 x 64 Q4_1 job over 5 activation rows, cut into tasks of `tiles` tiles (the last
+    /// task may be shorter).
+    fn tasks_of(tiles: usize) -> Tasks {
+        Tasks {
+            job: job(),
+            cols_per_task: tiles * TILE,
+        }
     }
 
-    /// The same job cut into tasks of `tiles` tiles (the last task may be shorter).
-    fn shared_in_tasks_of(tiles: usize) -> Shared {
+    fn job() -> Job {
         let (m, n, k) = (5, 37, 64);
         let mut state = 7u32;
         let mut next = || {
@@ -213,7 +150,7 @@ mod tests {
             .map(|_| next() as f32 / (1 << 24) as f32 - 0.5)
             .collect();
         let format = QuantFormat::Q4_1;
-        let job = Job {
+        Job {
             format,
             kernel: Kernel::Scalar,
             tiles: layout::from_ggml(format, n, k, &ggml).into(),
@@ -221,23 +158,13 @@ mod tests {
             act: QuantizedRows::quantize(ActFormat::Q8_1, Quantizer::Scalar, &x, m, k),
             m,
             n,
-        };
-        let n_tasks = n.div_ceil(tiles * TILE);
-        Shared {
-            job: Tasks {
-                job,
-                cols_per_task: tiles * TILE,
-            },
-            n_tasks,
-            next: AtomicUsize::new(0),
-            results: (0..n_tasks).map(|_| OnceLock::new()).collect(),
         }
     }
 
-    fn serial(shared: &Shared) -> Vec<f32> {
-        let mut out = vec![f32::NAN; shared.job.job.m * shared.job.job.n];
-        for t in 0..shared.n_tasks {
-            shared.job.compute_into(t, &mut out);
+    fn serial(tasks: &Tasks) -> Vec<f32> {
+        let mut out = vec![f32::NAN; tasks.job.m * tasks.job.n];
+        for t in 0..tasks.job.n.div_ceil(tasks.cols_per_task) {
+            tasks.compute_into(t, &mut out);
         }
         out
     }
@@ -247,53 +174,29 @@ mod tests {
     }
 
     #[test]
-    fn tasks_published_by_a_helper_are_copied_into_place() {
-        let shared = shared();
-        let expected = serial(&shared);
-        // A helper claims and publishes the first two tasks; the caller does the rest.
-        for _ in 0..2 {
-            let Some(t) = claim(&shared) else {
-                panic!("no task to claim")
-            };
-            assert!(shared.results[t].set(shared.job.compute_owned(t)).is_ok());
-        }
-        let mut out = vec![f32::NAN; expected.len()];
-        finish(&shared, &mut out);
-        assert_eq!(bits(&out), bits(&expected));
-    }
-
-    #[test]
-    fn helper_tasks_of_several_tiles_land_in_their_columns() {
-        for tiles in [2, 3] {
-            let shared = shared_in_tasks_of(tiles);
-            let expected = serial(&shared);
-            help(&shared);
+    fn helper_buffers_of_several_tiles_land_in_their_columns() {
+        for tiles in [1, 2, 3] {
+            let tasks = tasks_of(tiles);
+            let expected = serial(&tasks);
             let mut out = vec![f32::NAN; expected.len()];
-            finish(&shared, &mut out);
+            for t in 0..tasks.job.n.div_ceil(tasks.cols_per_task) {
+                tasks.copy_owned(t, &tasks.compute_owned(t), &mut out);
+            }
             assert_eq!(bits(&out), bits(&expected), "tasks of {tiles} tiles");
         }
     }
 
     #[test]
-    fn a_task_whose_helper_failed_is_recomputed_by_the_caller() {
-        let shared = shared();
-        let expected = serial(&shared);
-        // A helper claims task 0 and publishes the empty buffer of a panicked computation.
-        assert_eq!(claim(&shared), Some(0));
-        assert!(shared.results[0].set(Vec::new()).is_ok());
-        let mut out = vec![f32::NAN; expected.len()];
-        finish(&shared, &mut out);
-        assert_eq!(bits(&out), bits(&expected));
-    }
-
-    #[test]
-    fn a_helper_that_runs_first_computes_every_task() {
-        let shared = shared();
-        let expected = serial(&shared);
-        help(&shared);
-        assert!(shared.results.iter().all(|r| r.get().is_some()));
-        let mut out = vec![f32::NAN; expected.len()];
-        finish(&shared, &mut out);
-        assert_eq!(bits(&out), bits(&expected));
+    fn a_run_with_helpers_computes_the_serial_bits() {
+        let expected = serial(&tasks_of(1));
+        for (helpers, tasks) in [(0, 1), (1, 3), (2, 8), (3, 100)] {
+            let mut out = vec![f32::NAN; expected.len()];
+            run(job(), &mut out, helpers, tasks);
+            assert_eq!(
+                bits(&out),
+                bits(&expected),
+                "helpers {helpers}, tasks {tasks}"
+            );
+        }
     }
 }

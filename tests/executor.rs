@@ -161,7 +161,7 @@ fn a_request_larger_than_the_pool_is_refused_at_admission() {
     let p = prompt("Hello");
     let mut s = scheduler(8, 512);
     let err = s.submit(group(&p, (0..16).map(sample).collect(), 200)).expect_err("must not fit");
-    assert!(matches!(err, EngineError::InvalidInput { field: "kv memory", .. }), "{err}");
+    assert!(matches!(err, EngineError::ExceedsKvPool { what: "request", total: 8, .. }), "{err}");
     assert!(s.is_idle(), "nothing may be queued by a refused request");
 }
 

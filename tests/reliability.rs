@@ -10,11 +10,12 @@
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
+use ponder::api::AppError;
 use ponder::bench::load::{run, Kind, LoadOptions};
 use ponder::engine::bytes_per_block;
 use ponder::reason::{reason, ReasonRequest};
 use ponder::runtime::{Runtime, RuntimeOptions};
-use ponder_strategies::Registry;
+use ponder_strategies::{Registry, StrategyError};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
@@ -116,6 +117,31 @@ fn a_tiny_kv_pool_preempts_and_recomputes_to_the_same_seeded_answers() {
     assert_eq!(large_preemptions, 0);
     assert!(tiny_preemptions > 0, "the tiny pool must preempt");
     assert_eq!(tiny, large, "preemption and recompute change no seeded answer");
+}
+
+#[test]
+fn a_fan_out_larger_than_the_kv_pool_is_refused_with_a_422_naming_the_limit() {
+    let config = crate::util::smollm2().model.config().clone();
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("tokio");
+    let opts = RuntimeOptions {
+        model: crate::util::smollm2_path(),
+        kv_memory: 20 * bytes_per_block(&config, 16),
+        ..RuntimeOptions::default_model()
+    };
+    let runtime = Runtime::start(&opts).expect("runtime");
+    let registry = Registry::with_builtins();
+    // Sixteen branches of up to 200 tokens need 13 blocks each: far more than the pool's twenty.
+    let req = ReasonRequest { params: json!({"n": 16, "max_tokens": 200}), ..best_of_n(1) };
+    let err = rt
+        .block_on(reason(&registry, runtime.generator(), None, &req, CancellationToken::new()))
+        .expect_err("the fan-out cannot fit the pool");
+    assert!(matches!(err, StrategyError::Capacity(_)), "{err}");
+    assert!(err.to_string().contains("KV blocks but the pool has 20"), "{err}");
+    // Not the server's fault and not worth retrying unchanged: a 4xx, with a code a client can test.
+    let err = AppError::Strategy(err);
+    assert_eq!(err.status().as_u16(), 422, "{err}");
+    let body = serde_json::to_value(err.body()).expect("body");
+    assert_eq!(body["error"]["code"], "kv_capacity_exceeded", "{body}");
 }
 
 #[test]

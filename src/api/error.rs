@@ -126,6 +126,8 @@ impl AppError {
     /// The status, error type, offending field and code.
     fn parts(&self) -> (StatusCode, &'static str, Option<String>, Option<&'static str>) {
         const INVALID: &str = "invalid_request_error";
+        // The request's fan-out (n x max_tokens) needs more KV blocks than the server has.
+        const KV_CAPACITY: &str = "kv_capacity_exceeded";
         match self {
             Self::Validation(v) => match v {
                 ValidationError::Invalid { field, .. } => (StatusCode::BAD_REQUEST, INVALID, Some((*field).into()), None),
@@ -157,6 +159,7 @@ impl AppError {
                 StrategyError::Generator(m) if m.starts_with(crate::backends::UNAVAILABLE) => {
                     (StatusCode::BAD_GATEWAY, "server_error", None, Some("backend_unavailable"))
                 }
+                StrategyError::Capacity(_) => (StatusCode::UNPROCESSABLE_ENTITY, INVALID, None, Some(KV_CAPACITY)),
                 StrategyError::Generator(_) | StrategyError::Verifier(_) => (StatusCode::INTERNAL_SERVER_ERROR, "server_error", None, None),
             },
             Self::Engine(e) => match e {
@@ -164,6 +167,7 @@ impl AppError {
                     (StatusCode::BAD_REQUEST, INVALID, Some("messages".into()), Some("context_length_exceeded"))
                 }
                 EngineError::InvalidInput { field, .. } => (StatusCode::BAD_REQUEST, INVALID, Some((*field).into()), None),
+                EngineError::ExceedsKvPool { .. } => (StatusCode::UNPROCESSABLE_ENTITY, INVALID, None, Some(KV_CAPACITY)),
                 EngineError::ChatTemplate(_) => (StatusCode::BAD_REQUEST, INVALID, Some("messages".into()), None),
                 _ => (StatusCode::INTERNAL_SERVER_ERROR, "server_error", None, None),
             },

@@ -112,7 +112,10 @@ pub struct LocalGenerator {
 }
 
 fn engine(e: EngineError) -> StrategyError {
-    StrategyError::Generator(e.to_string())
+    match e {
+        EngineError::ExceedsKvPool { .. } => StrategyError::Capacity(e.to_string()),
+        e => StrategyError::Generator(e.to_string()),
+    }
 }
 
 impl LocalGenerator {

@@ -62,6 +62,16 @@ pub enum EngineError {
         /// Why it was rejected, including the limit.
         reason: String,
     },
+    /// A request needs more KV blocks than the whole pool has, so it could never run.
+    #[error("{what} needs {needed} KV blocks but the pool has {total}; lower n or max_tokens, or raise --kv-memory")]
+    ExceedsKvPool {
+        /// What was refused ("request", "scoring").
+        what: &'static str,
+        /// Blocks it needs at once.
+        needed: usize,
+        /// Blocks in the whole pool.
+        total: usize,
+    },
     /// The prompt does not fit the model's context window.
     #[error("prompt is {tokens} tokens but the model's context is {context} tokens")]
     PromptTooLong {

@@ -59,6 +59,10 @@ pub enum StrategyError {
         /// What is wrong and what is allowed.
         reason: String,
     },
+    /// The request needs more than the server can ever hold at once (the KV pool for its
+    /// fan-out): retrying it unchanged cannot succeed, a smaller one can.
+    #[error("request exceeds the server's capacity: {0}")]
+    Capacity(String),
     /// The generator (the engine behind the port) failed.
     #[error("generator: {0}")]
     Generator(String),

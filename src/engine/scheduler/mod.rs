@@ -244,10 +244,7 @@ impl Scheduler {
         let branch_blocks = (req.prompt.len() % block_size + req.max_new_tokens).div_ceil(block_size);
         let needed = prompt_blocks + req.samples.len() * branch_blocks;
         if needed > total_blocks {
-            return Err(EngineError::InvalidInput {
-                field: "kv memory",
-                reason: format!("request needs {needed} KV blocks but the pool has {total_blocks}; lower n or max_tokens, or raise --kv-memory"),
-            });
+            return Err(EngineError::ExceedsKvPool { what: "request", needed, total: total_blocks });
         }
         let samplers = req.samples.into_iter().map(Sampler::new).collect::<Result<Vec<_>>>()?;
         let stop_tokens = Arc::new(req.stop_tokens);

@@ -168,7 +168,7 @@ impl Scheduler {
         let needed = req.tokens.len().div_ceil(self.store.block_size()) + 1;
         let total = self.store.stats().total_blocks;
         if needed > total {
-            return bad("kv memory", format!("scoring needs {needed} KV blocks but the pool has {total}"));
+            return Err(EngineError::ExceedsKvPool { what: "scoring", needed, total });
         }
         Ok(())
     }

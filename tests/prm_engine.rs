@@ -130,7 +130,10 @@ fn malformed_scoring_requests_are_refused_with_nothing_queued() {
     ];
     for (what, r) in cases {
         let err = s.submit_score(r).expect_err(what);
-        assert!(matches!(err, EngineError::InvalidInput { .. } | EngineError::PromptTooLong { .. }), "{what}: {err}");
+        assert!(
+            matches!(err, EngineError::InvalidInput { .. } | EngineError::PromptTooLong { .. } | EngineError::ExceedsKvPool { .. }),
+            "{what}: {err}"
+        );
     }
     assert!(s.is_idle(), "nothing was queued");
 }

@@ -63,7 +63,7 @@ pub enum EngineError {
         reason: String,
     },
     /// A request needs more KV blocks than the whole pool has, so it could never run.
-    #[error("{what} needs {needed} KV blocks but the pool has {total}; lower n or max_tokens, or raise --kv-memory")]
+    #[error("{what} needs {needed} KV blocks but the pool has {total}; ask for fewer samples or tokens, or raise --kv-memory")]
     ExceedsKvPool {
         /// What was refused ("request", "scoring").
         what: &'static str,

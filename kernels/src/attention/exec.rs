@@ -1,6 +1,6 @@
 //! The executor of a plan: splits each unit's work into (unit, key/value head, segment) items,
-//! runs them on the calling thread and rayon helpers (`share.rs`), then merges each row's segment states in order and writes
-//! the normalised rows into `out`.
+//! runs them on the calling thread and rayon helpers (`share.rs`), then merges each row's
+//! segment states in order and writes the normalised rows into `out`.
 //!
 //! A row's blocks are cut into fixed segments of `segment_blocks` blocks by position (segment
 //! `j` is blocks `j*S..(j+1)*S`, `S = max(1, 128 / block_size)`): flash-decoding's split-K, so a

@@ -49,6 +49,13 @@ pub(crate) fn max(a: f32, b: f32) -> f32 {
 /// `q . k` in the contract's order: its plain statement, which the kernels must match.
 #[cfg(test)]
 pub(crate) fn dot(q: &[f32], k: &[f32]) -> f32 {
+    tree(lane_dot(q, k), |a, b| a + b)
+}
+
+/// The 16 lane sums of `q . k` before the tree: lane `i` accumulates `q[d] * k[d]` for
+/// `d = i, i + 16, ...` in order, from +0.0.
+#[inline]
+fn lane_dot(q: &[f32], k: &[f32]) -> [f32; LANES] {
     let mut lanes = [0f32; LANES];
     let (qc, q_tail) = q.as_chunks::<LANES>();
     let (kc, k_tail) = k.as_chunks::<LANES>();
@@ -61,7 +68,7 @@ pub(crate) fn dot(q: &[f32], k: &[f32]) -> f32 {
     for (i, (&x, &y)) in q_tail.iter().zip(k_tail).enumerate() {
         lanes[i] = mul_add(x, y, lanes[i]);
     }
-    tree(lanes, |a, b| a + b)
+    lanes
 }
 
 /// Scores of row `q` against the first `out.len()` keys of `blk`, written to `out`; returns
@@ -107,17 +114,7 @@ pub(crate) fn scores(
     }
     let base = 4 * quads.len();
     for (j, lane) in rest.iter_mut().enumerate() {
-        let (kc, k_tail) = key(base + j);
-        let mut acc = [0f32; LANES];
-        for (x, y) in qc.iter().zip(kc) {
-            for i in 0..LANES {
-                acc[i] = mul_add(x[i], y[i], acc[i]);
-            }
-        }
-        for (i, (&x, &y)) in q_tail.iter().zip(k_tail.iter()).enumerate() {
-            acc[i] = mul_add(x, y, acc[i]);
-        }
-        *lane = acc;
+        *lane = lane_dot(q, &blk.k[(base + j) * blk.stride..][..hd]);
     }
     let mut lane_max = [f32::NEG_INFINITY; LANES];
     for (t, (s, lane)) in out.iter_mut().zip(lanes.iter()).enumerate() {

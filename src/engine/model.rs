@@ -343,9 +343,12 @@ impl Model {
             let attn = self.attention(layer_idx, layer, &h, batch, kv)?;
             x = (x + attn)?;
             let h = candle_nn::ops::rms_norm(&x, &layer.ffn_norm, eps)?;
-            let gate = candle_nn::ops::silu(&layer.gate_proj.forward(&h)?)?;
-            let up = layer.up_proj.forward(&h)?;
-            x = (x + layer.down_proj.forward(&(gate * up)?)?)?;
+            let rows = h.dims2()?.0;
+            let mut gate = layer.gate_proj.forward_vec(&h)?;
+            ponder_kernels::math::silu_mul(&mut gate, &layer.up_proj.forward_vec(&h)?);
+            let width = gate.len() / rows.max(1);
+            let gated = Tensor::from_vec(gate, (rows, width), &self.device)?;
+            x = (x + layer.down_proj.forward(&gated)?)?;
         }
         Ok(x)
     }
@@ -367,9 +370,9 @@ impl Model {
         let (nh, nkv, d) = (shape.num_heads, shape.num_kv_heads, shape.head_dim);
         let positions: Vec<usize> =
             batch.iter().flat_map(|c| c.start_pos..c.start_pos + c.tokens.len()).collect();
-        let mut q: Vec<f32> = layer.q_proj.forward(h)?.flatten_all()?.to_vec1()?;
-        let mut k: Vec<f32> = layer.k_proj.forward(h)?.flatten_all()?.to_vec1()?;
-        let v: Vec<f32> = layer.v_proj.forward(h)?.flatten_all()?.to_vec1()?;
+        let mut q = layer.q_proj.forward_vec(h)?;
+        let mut k = layer.k_proj.forward_vec(h)?;
+        let v = layer.v_proj.forward_vec(h)?;
         self.rope.apply(&mut q, nh, &positions);
         self.rope.apply(&mut k, nkv, &positions);
         let mut chunks = Vec::with_capacity(batch.len());

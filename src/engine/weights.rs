@@ -49,31 +49,43 @@ impl Linear {
     pub(crate) fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let y = match &self.weight {
             Projection::Candle(w) => w.forward(x)?,
-            Projection::Kernel(w) => {
-                let (rows, _) = x.dims2()?;
-                let mut out = vec![0f32; rows * w.rows()];
-                // A contiguous f32 CPU tensor is read in place (no copy of the activations).
-                let (storage, layout) = x.storage_and_layout();
-                let borrowed = match (&*storage, layout.contiguous_offsets()) {
-                    (Storage::Cpu(CpuStorage::F32(data)), Some((start, end))) => data.get(start..end),
-                    _ => None,
-                };
-                match borrowed {
-                    Some(input) => w.matmul(input, rows, &mut out)?,
-                    None => {
-                        drop(storage);
-                        let input: Vec<f32> = x.flatten_all()?.to_vec1()?;
-                        w.matmul(&input, rows, &mut out)?;
-                    }
-                }
-                Tensor::from_vec(out, (rows, w.rows()), x.device())?
-            }
+            Projection::Kernel(w) => Tensor::from_vec(kernel_rows(w, x)?, (x.dims2()?.0, w.rows()), x.device())?,
         };
         Ok(match &self.bias {
             Some(b) => y.broadcast_add(b)?,
             None => y,
         })
     }
+
+    /// [`Linear::forward`] as a row-major `[tokens, out]` vector: our kernel's output as it
+    /// comes when there is no bias, without a tensor around it.
+    pub(crate) fn forward_vec(&self, x: &Tensor) -> Result<Vec<f32>> {
+        match (&self.weight, &self.bias) {
+            (Projection::Kernel(w), None) => kernel_rows(w, x),
+            _ => Ok(self.forward(x)?.flatten_all()?.to_vec1()?),
+        }
+    }
+}
+
+/// `x Wᵀ` through our kernel, `[tokens, out]` row-major; a contiguous f32 CPU tensor is read in
+/// place (no copy of the activations).
+fn kernel_rows(w: &QuantMatrix, x: &Tensor) -> Result<Vec<f32>> {
+    let (rows, _) = x.dims2()?;
+    let mut out = vec![0f32; rows * w.rows()];
+    let (storage, layout) = x.storage_and_layout();
+    let borrowed = match (&*storage, layout.contiguous_offsets()) {
+        (Storage::Cpu(CpuStorage::F32(data)), Some((start, end))) => data.get(start..end),
+        _ => None,
+    };
+    match borrowed {
+        Some(input) => w.matmul(input, rows, &mut out)?,
+        None => {
+            drop(storage);
+            let input: Vec<f32> = x.flatten_all()?.to_vec1()?;
+            w.matmul(&input, rows, &mut out)?;
+        }
+    }
+    Ok(out)
 }
 
 /// One decoder block.

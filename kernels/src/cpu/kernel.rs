@@ -76,25 +76,24 @@ impl Kernel {
         }
     }
 
-    /// One tile (`nb` tile blocks) against all `m` rows into `out[r * TILE + j]`.
-    /// Asks the caches for `bytes` (the next tile's weights) ahead of use; a hint only.
-    #[inline]
-    pub(crate) fn prefetch(self, bytes: &[u8]) {
-        match self {
-            Kernel::Scalar => {}
-            #[cfg(target_arch = "x86_64")]
-            Kernel::Avx2(_) | Kernel::Avx512(_) => x86::prefetch(bytes),
-        }
-    }
-
+    /// One tile (`nb` tile blocks) against all `m` rows into `out[r * TILE + j]`, asking the
+    /// caches for `next` (the next tile's bytes, or nothing) while it computes; the SIMD
+    /// kernels spread those requests over the tile's blocks (a hint only: it changes no result).
     pub(crate) fn tile(
         self,
         format: QuantFormat,
         tile: &[u8],
+        next: &[u8],
         act: &QuantizedRows,
         m: usize,
         out: &mut [f32],
     ) {
+        #[cfg(target_arch = "x86_64")]
+        if let Kernel::Avx2(_) = self {
+            x86::prefetch(next);
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = next;
         match (self, format) {
             (Kernel::Scalar, QuantFormat::Q4_1) => scalar::q4_1_tile(tile, act, m, out),
             (Kernel::Scalar, QuantFormat::Q8_0) => scalar::q8_0_tile(tile, act, m, out),
@@ -103,9 +102,13 @@ impl Kernel {
             #[cfg(target_arch = "x86_64")]
             (Kernel::Avx2(t), QuantFormat::Q8_0) => x86::q8_0_tile_avx2(t, tile, act, m, out),
             #[cfg(target_arch = "x86_64")]
-            (Kernel::Avx512(t), QuantFormat::Q4_1) => x86::q4_1_tile_avx512(t, tile, act, m, out),
+            (Kernel::Avx512(t), QuantFormat::Q4_1) => {
+                x86::q4_1_tile_avx512(t, tile, next, act, m, out)
+            }
             #[cfg(target_arch = "x86_64")]
-            (Kernel::Avx512(t), QuantFormat::Q8_0) => x86::q8_0_tile_avx512(t, tile, act, m, out),
+            (Kernel::Avx512(t), QuantFormat::Q8_0) => {
+                x86::q8_0_tile_avx512(t, tile, next, act, m, out)
+            }
         }
     }
 }

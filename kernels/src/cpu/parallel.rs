@@ -55,10 +55,13 @@ impl Tasks {
         for col in cols.clone().step_by(TILE) {
             let tile = &job.tiles[(col / TILE) * job.tile_bytes..][..job.tile_bytes];
             // The next tile streams in while this one is computed.
-            if let Some(next) = job.tiles.get((col / TILE + 1) * job.tile_bytes..) {
-                job.kernel.prefetch(&next[..job.tile_bytes.min(next.len())]);
-            }
-            job.kernel.tile(job.format, tile, &job.act, job.m, &mut buf);
+            let next = job
+                .tiles
+                .get((col / TILE + 1) * job.tile_bytes..)
+                .unwrap_or(&[]);
+            let next = &next[..job.tile_bytes.min(next.len())];
+            job.kernel
+                .tile(job.format, tile, next, &job.act, job.m, &mut buf);
             let width = TILE.min(cols.end - col);
             for (r, lanes) in buf.chunks_exact(TILE).enumerate() {
                 emit(r, col, &lanes[..width]);

@@ -155,19 +155,22 @@ pub(crate) fn prefetch(bytes: &[u8]) {
 pub(crate) fn q4_1_tile_avx512(
     _: Avx512Vnni,
     tile: &[u8],
+    next: &[u8],
     act: &QuantizedRows,
     m: usize,
     out: &mut [f32],
 ) {
+    // The first pass over the tile's blocks also asks for the next tile, block by block.
+    let mut ahead = next;
     let mut r0 = 0;
     while r0 + ROW_BLOCK <= m {
         // SAFETY: the token proves AVX-512 F/BW/VNNI are available.
-        unsafe { q4_1_rows_512::<ROW_BLOCK>(tile, act, r0, out) };
+        unsafe { q4_1_rows_512::<ROW_BLOCK>(tile, std::mem::take(&mut ahead), act, r0, out) };
         r0 += ROW_BLOCK;
     }
     for r in r0..m {
         // SAFETY: as above.
-        unsafe { q4_1_rows_512::<1>(tile, act, r, out) };
+        unsafe { q4_1_rows_512::<1>(tile, std::mem::take(&mut ahead), act, r, out) };
     }
 }
 
@@ -175,19 +178,22 @@ pub(crate) fn q4_1_tile_avx512(
 pub(crate) fn q8_0_tile_avx512(
     _: Avx512Vnni,
     tile: &[u8],
+    next: &[u8],
     act: &QuantizedRows,
     m: usize,
     out: &mut [f32],
 ) {
+    // The first pass over the tile's blocks also asks for the next tile, block by block.
+    let mut ahead = next;
     let mut r0 = 0;
     while r0 + ROW_BLOCK <= m {
         // SAFETY: the token proves AVX-512 F/BW/VNNI are available.
-        unsafe { q8_0_rows_512::<ROW_BLOCK>(tile, act, r0, out) };
+        unsafe { q8_0_rows_512::<ROW_BLOCK>(tile, std::mem::take(&mut ahead), act, r0, out) };
         r0 += ROW_BLOCK;
     }
     for r in r0..m {
         // SAFETY: as above.
-        unsafe { q8_0_rows_512::<1>(tile, act, r, out) };
+        unsafe { q8_0_rows_512::<1>(tile, std::mem::take(&mut ahead), act, r, out) };
     }
 }
 
@@ -220,10 +226,19 @@ fn store_512(out: &mut [f32], r: usize, acc: __m512) {
 }
 
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-fn q4_1_rows_512<const RB: usize>(tile: &[u8], act: &QuantizedRows, r0: usize, out: &mut [f32]) {
+fn q4_1_rows_512<const RB: usize>(
+    tile: &[u8],
+    ahead: &[u8],
+    act: &QuantizedRows,
+    r0: usize,
+    out: &mut [f32],
+) {
     let (mask_lo, mask_hi) = (_mm512_set1_epi8(0x0F), _mm512_set1_epi8(0xF0u8 as i8));
     let mut acc = [_mm512_setzero_ps(); RB];
     for (b, blk) in tile.chunks_exact(TB_Q4_1).enumerate() {
+        if let Some(next) = ahead.get(b * TB_Q4_1..) {
+            prefetch(&next[..TB_Q4_1.min(next.len())]);
+        }
         let p = blk.as_ptr();
         // SAFETY: `blk` is TB_Q4_1 = 320 bytes: d at [0, 32), m at [32, 64) and the four
         // 64-byte quant rows at [64, 320) are all inside it.
@@ -258,9 +273,18 @@ fn q4_1_rows_512<const RB: usize>(tile: &[u8], act: &QuantizedRows, r0: usize, o
 }
 
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-fn q8_0_rows_512<const RB: usize>(tile: &[u8], act: &QuantizedRows, r0: usize, out: &mut [f32]) {
+fn q8_0_rows_512<const RB: usize>(
+    tile: &[u8],
+    ahead: &[u8],
+    act: &QuantizedRows,
+    r0: usize,
+    out: &mut [f32],
+) {
     let mut acc = [_mm512_setzero_ps(); RB];
     for (b, blk) in tile.chunks_exact(TB_Q8_0).enumerate() {
+        if let Some(next) = ahead.get(b * TB_Q8_0..) {
+            prefetch(&next[..TB_Q8_0.min(next.len())]);
+        }
         let p = blk.as_ptr();
         // SAFETY: `blk` is TB_Q8_0 = 544 bytes: d at [0, 32) and the eight 64-byte quant rows
         // at [32, 544) are inside it.

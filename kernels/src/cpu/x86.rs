@@ -151,6 +151,14 @@ pub(crate) fn prefetch(bytes: &[u8]) {
     }
 }
 
+/// [`prefetch`] for block `b` (of `size` bytes) of the tile `ahead`, if it has one.
+#[inline(always)]
+fn prefetch_block(ahead: &[u8], b: usize, size: usize) {
+    if let Some(next) = ahead.get(b * size..) {
+        prefetch(&next[..size.min(next.len())]);
+    }
+}
+
 /// Q4_1 tile against all `m` rows (AVX-512 VNNI); output as in `scalar::q4_1_tile`.
 pub(crate) fn q4_1_tile_avx512(
     _: Avx512Vnni,
@@ -236,9 +244,7 @@ fn q4_1_rows_512<const RB: usize>(
     let (mask_lo, mask_hi) = (_mm512_set1_epi8(0x0F), _mm512_set1_epi8(0xF0u8 as i8));
     let mut acc = [_mm512_setzero_ps(); RB];
     for (b, blk) in tile.chunks_exact(TB_Q4_1).enumerate() {
-        if let Some(next) = ahead.get(b * TB_Q4_1..) {
-            prefetch(&next[..TB_Q4_1.min(next.len())]);
-        }
+        prefetch_block(ahead, b, TB_Q4_1);
         let p = blk.as_ptr();
         // SAFETY: `blk` is TB_Q4_1 = 320 bytes: d at [0, 32), m at [32, 64) and the four
         // 64-byte quant rows at [64, 320) are all inside it.
@@ -282,9 +288,7 @@ fn q8_0_rows_512<const RB: usize>(
 ) {
     let mut acc = [_mm512_setzero_ps(); RB];
     for (b, blk) in tile.chunks_exact(TB_Q8_0).enumerate() {
-        if let Some(next) = ahead.get(b * TB_Q8_0..) {
-            prefetch(&next[..TB_Q8_0.min(next.len())]);
-        }
+        prefetch_block(ahead, b, TB_Q8_0);
         let p = blk.as_ptr();
         // SAFETY: `blk` is TB_Q8_0 = 544 bytes: d at [0, 32) and the eight 64-byte quant rows
         // at [32, 544) are inside it.

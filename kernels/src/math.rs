@@ -124,10 +124,12 @@ const EXP2F_TAB: [u64; 32] = [
 ///
 /// glibc's algorithm (`sysdeps/ieee754/flt-32/e_expf.c`, unchanged since 2.28) in double
 /// precision: `x·32/ln2 = k + r`, `2^(k/32)` from a 32-entry table, a cubic for `2^(r/32)`,
-/// one rounding to f32 at the end. Its x86-64 build contracts `r = z − kd` into a fused
-/// multiply-add, so `r` is one here too. Checked against glibc 2.36's `expf` for every f32
-/// with `|x| < 88` (2.2 billion inputs, no difference); the tests check a sample of them.
-/// Where `f32::exp` is not glibc's it is still `e^x` within glibc's 0.502 ulp.
+/// one rounding to f32 at the end. The variant glibc picks on CPUs with FMA rounds `r = z − kd`
+/// once, as a fused multiply-add (with two roundings, 2 of the inputs below differ in the last
+/// bit), so `r` is a `mul_add` here. Checked against glibc 2.36's `expf` on an FMA machine for
+/// every f32 with `|x| < 88` (2.2 billion inputs, no difference); the tests check a sample.
+/// On a CPU without FMA glibc takes its other variant, and where `f32::exp` is not glibc's at
+/// all this is still `e^x` within glibc's 0.502 ulp.
 ///
 /// Why it exists: a model's projections quantize their inputs to 8 bits, so a 1-ulp change in
 /// an activation can move a logit by ~0.1 (see `silu_mul`); matching candle bit for bit is what
@@ -266,6 +268,22 @@ mod tests {
             let want = std::hint::black_box(x).exp();
             assert_eq!(glibc_expf(x).to_bits(), want.to_bits(), "exp({x:e})");
         }
+    }
+
+    /// The exhaustive form of the test above (every f32; ~30 s in a release build):
+    /// `cargo test -p ponder-kernels --release --lib every_input -- --ignored`.
+    #[test]
+    #[ignore]
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    fn glibc_expf_has_the_bits_of_std_exp_for_every_input() {
+        let differ = (0..=u32::MAX)
+            .map(f32::from_bits)
+            .filter(|x| {
+                let (got, want) = (glibc_expf(*x), x.exp());
+                got.to_bits() != want.to_bits() && !(got.is_nan() && want.is_nan())
+            })
+            .count();
+        assert_eq!(differ, 0);
     }
 
     #[test]

@@ -77,8 +77,9 @@ impl Kernel {
     }
 
     /// One tile (`nb` tile blocks) against all `m` rows into `out[r * TILE + j]`, asking the
-    /// caches for `next` (the next tile's bytes, or nothing) while it computes; the SIMD
-    /// kernels spread those requests over the tile's blocks (a hint only: it changes no result).
+    /// caches for `next` (the next tile's bytes, or nothing) while it computes: the AVX-512
+    /// kernels spread those requests over the tile's blocks, the AVX2 ones ask for it all
+    /// first, the scalar reference not at all (a hint only: it changes no result).
     pub(crate) fn tile(
         self,
         format: QuantFormat,

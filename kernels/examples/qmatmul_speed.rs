@@ -1,7 +1,8 @@
 //! Times `QuantMatrix::matmul` against candle-core's `QMatMul::forward` on SmolLM2-135M's
 //! matmul shapes, in one process, and prints one JSON object: per shape and batch size the
 //! median microseconds of each and `speedup` = candle / ours, plus a per-token estimate for
-//! decode (the 7 matrices of each of 30 layers, plus the Q8_0 lm_head).
+//! decode (the 7 matrices of each of 30 layers, plus the Q8_0 lm_head). Where the best path is
+//! AMX, `vnni_us` times the AVX-512 VNNI path on the same inputs (`amx_speedup` = vnni / ours).
 //!
 //! Run: `cargo run -p ponder-kernels --release --example qmatmul_speed`.
 
@@ -44,7 +45,8 @@ fn main() -> Result<()> {
     let mut rng = ChaCha8Rng::seed_from_u64(7);
     let budget = Duration::from_millis(400);
     let mut rows = Vec::new();
-    let mut per_token = [[0f64; 2]; 2]; // [m index][ours, candle]
+    let mut per_token = [[0f64; 3]; 2]; // [m index][ours, candle, vnni]
+    let vnni = (KernelPath::best() == KernelPath::Amx).then_some(KernelPath::Avx512Vnni);
     for (name, format, n, k, uses) in SHAPES {
         let w: Vec<f32> = (0..n * k).map(|_| rng.random_range(-0.1f32..0.1)).collect();
         let dtype = match format {
@@ -62,18 +64,30 @@ fn main() -> Result<()> {
             let candle_us = median_us(budget, || Ok(theirs.forward(&xt).map(drop)?))?;
             per_token[mi][0] += ours_us * uses as f64;
             per_token[mi][1] += candle_us * uses as f64;
-            rows.push(json!({
+            let mut row = json!({
                 "shape": name, "format": format!("{format:?}"), "n": n, "k": k, "m": m,
                 "ours_us": round(ours_us), "candle_us": round(candle_us),
                 "speedup": round(candle_us / ours_us),
-            }));
+            });
+            if let Some(path) = vnni {
+                let vnni_us = median_us(budget, || Ok(ours.matmul_with(path, &x, m, &mut out)?))?;
+                per_token[mi][2] += vnni_us * uses as f64;
+                row["vnni_us"] = json!(round(vnni_us));
+                row["amx_speedup"] = json!(round(vnni_us / ours_us));
+            }
+            rows.push(row);
         }
     }
     let estimate = |mi: usize| -> Value {
-        json!({
+        let mut step = json!({
             "ours_us": round(per_token[mi][0]), "candle_us": round(per_token[mi][1]),
             "speedup": round(per_token[mi][1] / per_token[mi][0]),
-        })
+        });
+        if vnni.is_some() {
+            step["vnni_us"] = json!(round(per_token[mi][2]));
+            step["amx_speedup"] = json!(round(per_token[mi][2] / per_token[mi][0]));
+        }
+        step
     };
     let report = json!({
         "path": format!("{:?}", KernelPath::best()),

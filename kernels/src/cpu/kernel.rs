@@ -7,9 +7,9 @@
 
 use super::quant::{QuantizedRows, Quantizer};
 use super::scalar;
-#[cfg(target_arch = "x86_64")]
-use super::x86;
 use super::QuantFormat;
+#[cfg(target_arch = "x86_64")]
+use super::{amx, x86};
 
 /// Which kernel implementation computes a matmul. All produce bitwise identical results.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -20,11 +20,19 @@ pub enum KernelPath {
     Avx2,
     /// AVX-512 F/BW + VNNI (`vpdpbusd`), x86-64 only.
     Avx512Vnni,
+    /// AMX-INT8 (`tdpbsud`) for groups of 16 activation rows, AVX-512 VNNI for fewer rows;
+    /// x86-64 Linux only (the kernel must grant the tile state).
+    Amx,
 }
 
 impl KernelPath {
     /// Every path, fastest last.
-    pub const ALL: [KernelPath; 3] = [KernelPath::Scalar, KernelPath::Avx2, KernelPath::Avx512Vnni];
+    pub const ALL: [KernelPath; 4] = [
+        KernelPath::Scalar,
+        KernelPath::Avx2,
+        KernelPath::Avx512Vnni,
+        KernelPath::Amx,
+    ];
 
     /// The fastest path this CPU supports.
     pub fn best() -> Self {
@@ -49,6 +57,8 @@ pub(crate) enum Kernel {
     Avx2(x86::Avx2),
     #[cfg(target_arch = "x86_64")]
     Avx512(x86::Avx512Vnni),
+    #[cfg(target_arch = "x86_64")]
+    Amx(amx::Amx),
 }
 
 impl Kernel {
@@ -59,8 +69,10 @@ impl Kernel {
             KernelPath::Avx2 => x86::Avx2::detect().map(Kernel::Avx2),
             #[cfg(target_arch = "x86_64")]
             KernelPath::Avx512Vnni => x86::Avx512Vnni::detect().map(Kernel::Avx512),
+            #[cfg(target_arch = "x86_64")]
+            KernelPath::Amx => amx::Amx::detect().map(Kernel::Amx),
             #[cfg(not(target_arch = "x86_64"))]
-            KernelPath::Avx2 | KernelPath::Avx512Vnni => None,
+            KernelPath::Avx2 | KernelPath::Avx512Vnni | KernelPath::Amx => None,
         }
     }
 
@@ -73,12 +85,27 @@ impl Kernel {
             Kernel::Avx2(t) => Quantizer::Avx2(t),
             #[cfg(target_arch = "x86_64")]
             Kernel::Avx512(t) => Quantizer::Avx2(t.avx2()),
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Amx(t) => Quantizer::Avx2(t.vnni().avx2()),
+        }
+    }
+
+    /// Whatever this kernel needs of `m` quantized rows beyond the rows themselves: the AMX
+    /// kernel's regrouped copy when it will take any rows (it changes no value).
+    pub(crate) fn prepare(self, act: QuantizedRows, m: usize) -> QuantizedRows {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Amx(_) if amx::tile_rows(m) > 0 => act.with_row_groups(m),
+            _ => {
+                let _ = m;
+                act
+            }
         }
     }
 
     /// One tile (`nb` tile blocks) against all `m` rows into `out[r * TILE + j]`, asking the
     /// caches for `next` (the next tile's bytes, or nothing) while it computes: the AVX-512
-    /// kernels spread those requests over the tile's blocks, the AVX2 ones ask for it all
+    /// and AMX kernels spread those requests over the tile's blocks, the AVX2 ones ask for it all
     /// first, the scalar reference not at all (a hint only: it changes no result).
     pub(crate) fn tile(
         self,
@@ -110,6 +137,8 @@ impl Kernel {
             (Kernel::Avx512(t), QuantFormat::Q8_0) => {
                 x86::q8_0_tile_avx512(t, tile, next, act, m, out)
             }
+            #[cfg(target_arch = "x86_64")]
+            (Kernel::Amx(t), format) => amx::tile(t, format, tile, next, act, m, out),
         }
     }
 }

@@ -175,6 +175,7 @@ impl QuantMatrix {
             return Ok(());
         }
         let act = QuantizedRows::quantize(self.format.act_format(), kernel.quantizer(), x, m, k);
+        let act = kernel.prepare(act, m);
         let threads = rayon::current_num_threads().max(1);
         let helpers = if mn.saturating_mul(k) >= PAR_MIN_WORK {
             threads - 1

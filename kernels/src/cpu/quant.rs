@@ -15,7 +15,7 @@ use half::f16;
 use rayon::prelude::*;
 
 #[cfg(target_arch = "x86_64")]
-use super::x86;
+use super::{amx, x86};
 
 /// Elements per quantization block (Q4_1, Q8_0 and Q8_1 alike).
 pub(crate) const QK: usize = 32;
@@ -90,6 +90,9 @@ pub(crate) struct QuantizedRows {
     /// Blocks per row (`k / QK`).
     pub(crate) nb: usize,
     blocks: Vec<ActBlock>,
+    /// The same rows regrouped for the AMX kernels, when the kernel asked for them.
+    #[cfg(target_arch = "x86_64")]
+    groups: Option<amx::RowGroups>,
 }
 
 /// Activations (floats) from which `QuantizedRows::quantize` splits the work over rayon's
@@ -130,7 +133,25 @@ impl QuantizedRows {
                 quantize_block(format, quantizer, xs, out);
             }
         }
-        Self { nb, blocks }
+        Self {
+            nb,
+            blocks,
+            #[cfg(target_arch = "x86_64")]
+            groups: None,
+        }
+    }
+
+    /// Adds the AMX kernels' regrouped copy of the first `m` rows.
+    #[cfg(target_arch = "x86_64")]
+    pub(crate) fn with_row_groups(mut self, m: usize) -> Self {
+        self.groups = Some(amx::RowGroups::new(&self, m));
+        self
+    }
+
+    /// The regrouped copy, if [`Self::with_row_groups`] made one.
+    #[cfg(target_arch = "x86_64")]
+    pub(crate) fn row_groups(&self) -> Option<&amx::RowGroups> {
+        self.groups.as_ref()
     }
 
     /// Row `r`, block `b`.

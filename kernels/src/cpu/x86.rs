@@ -20,6 +20,7 @@
 #![allow(unsafe_code)]
 
 use core::arch::x86_64::*;
+use std::ops::Range;
 
 use super::layout::{Q4_1_M, Q4_1_QS, Q8_0_QS, TB_Q4_1, TB_Q8_0, TILE};
 use super::quant::{QuantizedRows, QK};
@@ -153,7 +154,7 @@ pub(crate) fn prefetch(bytes: &[u8]) {
 
 /// [`prefetch`] for block `b` (of `size` bytes) of the tile `ahead`, if it has one.
 #[inline(always)]
-fn prefetch_block(ahead: &[u8], b: usize, size: usize) {
+pub(crate) fn prefetch_block(ahead: &[u8], b: usize, size: usize) {
     if let Some(next) = ahead.get(b * size..) {
         prefetch(&next[..size.min(next.len())]);
     }
@@ -161,45 +162,69 @@ fn prefetch_block(ahead: &[u8], b: usize, size: usize) {
 
 /// Q4_1 tile against all `m` rows (AVX-512 VNNI); output as in `scalar::q4_1_tile`.
 pub(crate) fn q4_1_tile_avx512(
-    _: Avx512Vnni,
+    t: Avx512Vnni,
     tile: &[u8],
     next: &[u8],
     act: &QuantizedRows,
     m: usize,
     out: &mut [f32],
 ) {
+    q4_1_rows_avx512(t, tile, next, act, 0..m, out);
+}
+
+/// Q8_0 tile against all `m` rows (AVX-512 VNNI).
+pub(crate) fn q8_0_tile_avx512(
+    t: Avx512Vnni,
+    tile: &[u8],
+    next: &[u8],
+    act: &QuantizedRows,
+    m: usize,
+    out: &mut [f32],
+) {
+    q8_0_rows_avx512(t, tile, next, act, 0..m, out);
+}
+
+/// Q4_1 tile against activation rows `rows` only (the rest of `out` is left as it is).
+pub(crate) fn q4_1_rows_avx512(
+    _: Avx512Vnni,
+    tile: &[u8],
+    next: &[u8],
+    act: &QuantizedRows,
+    rows: Range<usize>,
+    out: &mut [f32],
+) {
     // The first pass over the tile's blocks also asks for the next tile, block by block.
     let mut ahead = next;
-    let mut r0 = 0;
-    while r0 + ROW_BLOCK <= m {
+    let mut r0 = rows.start;
+    while r0 + ROW_BLOCK <= rows.end {
         // SAFETY: the token proves AVX-512 F/BW/VNNI are available.
         unsafe { q4_1_rows_512::<ROW_BLOCK>(tile, std::mem::take(&mut ahead), act, r0, out) };
         r0 += ROW_BLOCK;
     }
-    for r in r0..m {
+    for r in r0..rows.end {
         // SAFETY: as above.
         unsafe { q4_1_rows_512::<1>(tile, std::mem::take(&mut ahead), act, r, out) };
     }
 }
 
-/// Q8_0 tile against all `m` rows (AVX-512 VNNI).
-pub(crate) fn q8_0_tile_avx512(
+/// Q8_0 tile against activation rows `rows` only.
+pub(crate) fn q8_0_rows_avx512(
     _: Avx512Vnni,
     tile: &[u8],
     next: &[u8],
     act: &QuantizedRows,
-    m: usize,
+    rows: Range<usize>,
     out: &mut [f32],
 ) {
     // The first pass over the tile's blocks also asks for the next tile, block by block.
     let mut ahead = next;
-    let mut r0 = 0;
-    while r0 + ROW_BLOCK <= m {
+    let mut r0 = rows.start;
+    while r0 + ROW_BLOCK <= rows.end {
         // SAFETY: the token proves AVX-512 F/BW/VNNI are available.
         unsafe { q8_0_rows_512::<ROW_BLOCK>(tile, std::mem::take(&mut ahead), act, r0, out) };
         r0 += ROW_BLOCK;
     }
-    for r in r0..m {
+    for r in r0..rows.end {
         // SAFETY: as above.
         unsafe { q8_0_rows_512::<1>(tile, std::mem::take(&mut ahead), act, r, out) };
     }

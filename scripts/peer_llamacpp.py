@@ -26,9 +26,11 @@ best and runs (c) with the decode winner. Then `ponder bench nsample` runs with 
 CPU seconds other processes used meanwhile are reported as `contention`.
 
 AMX: llama.cpp's AMX kernels segfault in this project's Firecracker VMs (`ldtilecfg` faults on the
-first multi-token decode), so the install builds without AMX (AVX-512 and VNNI stay; Ponder uses no
-AMX). A --venv built with AMX runs with `use_extra_bufts=False` (no AMX, no weight repacking: for
-this GGUF no loss, llama.cpp repacks neither Q4_1 nor its Q8_0 embeddings), see extra_buffer_types.
+first multi-token decode), so the install builds without AMX (AVX-512 and VNNI stay). Ponder's own
+AMX-INT8 path (batched matmuls and prefill, `kernels/src/cpu/amx.rs`) runs fine there; set
+PONDER_NO_AMX=1 to compare without it. A --venv built with AMX runs with `use_extra_bufts=False`
+(no AMX, no weight repacking: for this GGUF no loss, llama.cpp repacks neither Q4_1 nor its Q8_0
+embeddings), see extra_buffer_types.
 """
 import argparse
 import json

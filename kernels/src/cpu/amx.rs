@@ -42,6 +42,9 @@ use super::QuantFormat;
 /// Activation rows per tile product.
 pub(crate) const GROUP: usize = 16;
 
+/// The environment variable that keeps the AMX path off when set.
+pub(crate) const NO_AMX_ENV: &str = "PONDER_NO_AMX";
+
 /// The fewest rows worth a (zero-padded) tile product: below this the VNNI kernel, which
 /// costs per row, is faster than one group's product and 16-row epilogue.
 pub(crate) const MIN_ROWS: usize = 10;
@@ -52,12 +55,17 @@ pub(crate) const MIN_ROWS: usize = 10;
 pub(crate) struct Amx(Avx512Vnni);
 
 impl Amx {
-    /// `Some` when AMX-INT8 is usable; asks the kernel for the tile state once per process.
+    /// `Some` when AMX-INT8 is usable and not switched off; asks the kernel for the tile
+    /// state once per process. Setting [`NO_AMX_ENV`] (to anything) switches it off, so that
+    /// an operator can fall back to the VNNI kernel (same bits) on a host whose hypervisor
+    /// mishandles the tile state.
     pub(crate) fn detect() -> Option<Self> {
         static USABLE: OnceLock<bool> = OnceLock::new();
         let vnni = Avx512Vnni::detect()?;
         USABLE
-            .get_or_init(|| cpu_has_amx_int8() && os_grants_amx())
+            .get_or_init(|| {
+                std::env::var_os(NO_AMX_ENV).is_none() && cpu_has_amx_int8() && os_grants_amx()
+            })
             .then_some(Self(vnni))
     }
 

@@ -1,7 +1,9 @@
 //! Work sharing for one kernel call: the calling thread claims and runs tasks itself while
 //! optional rayon helpers, woken with `rayon::spawn`, claim the rest from the same atomic
 //! counter. The matmul (`cpu/parallel.rs`) and the attention executor (`attention/exec.rs`)
-//! share their work this way.
+//! share their work this way. A call may start with a serial prologue whose result every task
+//! reads ([`share_prepared`]: the matmul quantizes its activations there): the caller runs it
+//! after waking the helpers, so their wake-up overlaps it instead of following it.
 //!
 //! Why not a plain `par_iter`: from a thread outside rayon's pool that parks the caller until
 //! the pool is done, and on small VMs waking a parked thread costs tens to hundreds of
@@ -18,19 +20,20 @@
 //!   task function on the same inputs (the caller's variant may only write elsewhere).
 //! - A helper that panics publishes nothing usable and the caller recomputes that task, so a
 //!   failure never hangs or aborts the call.
-//! - Helpers reach the caller's borrowed task function only between claiming a task and
-//!   publishing its result. [`share`] returns only after every task is claimed and every
+//! - Helpers reach the caller's borrowed task function and prologue result only between
+//!   claiming a task and publishing its result, and claim nothing before the prologue result
+//!   is published. [`share_prepared`] returns only after every task is claimed and every
 //!   claimed task is published (and, when the caller unwinds, after in-flight helpers are out
 //!   of the function), so a helper that runs later claims nothing and touches nothing
 //!   borrowed. This protocol is the only reason the module needs `unsafe`.
 #![allow(unsafe_code)]
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// A helper's task function with its borrow erased (see the module invariants).
-type TaskFn<S, R> = dyn Fn(&mut S, usize) -> R + Sync;
+type TaskFn<P, S, R> = dyn Fn(&P, &mut S, usize) -> R + Sync;
 /// A helper's state constructor with its borrow erased.
 type InitFn<S> = dyn Fn() -> S + Sync;
 
@@ -46,9 +49,11 @@ const DONE: u8 = 1;
 const FAILED: u8 = 2;
 
 /// What the caller and its helpers share.
-struct Shared<S, R> {
-    task: *const TaskFn<S, R>,
+struct Shared<P, S, R> {
+    task: *const TaskFn<P, S, R>,
     init: *const InitFn<S>,
+    /// The prologue's result in the caller's frame: null until the prologue has returned.
+    prepared: AtomicPtr<P>,
     n_tasks: usize,
     next: AtomicUsize,
     /// Helpers between their first claim attempt and their last publish.
@@ -58,14 +63,21 @@ struct Shared<S, R> {
 
 // SAFETY: the raw pointers point to `Sync` closures and are dereferenced only under the module
 // protocol (while the caller is inside `share`); results cross threads only as `R: Send`.
-unsafe impl<S, R: Send> Send for Shared<S, R> {}
-// SAFETY: as above; every other field is itself `Sync`.
-unsafe impl<S, R: Send> Sync for Shared<S, R> {}
+unsafe impl<P: Sync, S, R: Send> Send for Shared<P, S, R> {}
+// SAFETY: as above (`P: Sync`: helpers only read the prologue's result); every other field is
+// itself `Sync`.
+unsafe impl<P: Sync, S, R: Send> Sync for Shared<P, S, R> {}
 
-impl<S, R> Shared<S, R> {
+impl<P, S, R> Shared<P, S, R> {
     fn claim(&self) -> Option<usize> {
         let t = self.next.fetch_add(1, Ordering::SeqCst);
         (t < self.n_tasks).then_some(t)
+    }
+
+    /// Whether the counter is past the last task (all claimed, or closed by an unwinding
+    /// caller).
+    fn closed(&self) -> bool {
+        self.next.load(Ordering::SeqCst) >= self.n_tasks
     }
 }
 
@@ -81,17 +93,33 @@ pub(crate) fn share<S: 'static, R: Send + 'static>(
     init: &(dyn Fn() -> S + Sync),
     task: &(dyn Fn(&mut S, usize) -> R + Sync),
 ) -> Vec<(usize, R)> {
+    let task = |_: &(), state: &mut S, t: usize| task(state, t);
+    share_prepared(n_tasks, helpers, || (), |_, t| mine(t), init, &task)
+}
+
+/// [`share`] after a serial prologue: wakes the helpers, runs `prologue()` on the calling
+/// thread, then shares the tasks, each of which reads the prologue's result (`mine(&p, t)`,
+/// `task(&p, &mut state, t)`). Helpers that wake before the prologue is done wait for it.
+pub(crate) fn share_prepared<P: Sync + 'static, S: 'static, R: Send + 'static>(
+    n_tasks: usize,
+    helpers: usize,
+    prologue: impl FnOnce() -> P,
+    mut mine: impl FnMut(&P, usize),
+    init: &(dyn Fn() -> S + Sync),
+    task: &(dyn Fn(&P, &mut S, usize) -> R + Sync),
+) -> Vec<(usize, R)> {
     if helpers == 0 || n_tasks < 2 {
-        (0..n_tasks).for_each(mine);
+        let prepared = prologue();
+        (0..n_tasks).for_each(|t| mine(&prepared, t));
         return Vec::new();
     }
     // SAFETY: only the lifetimes change (same fat-pointer layout). The module protocol keeps
     // every dereference inside this call.
-    let (task, init): (*const TaskFn<S, R>, *const InitFn<S>) = unsafe {
+    let (task, init): (*const TaskFn<P, S, R>, *const InitFn<S>) = unsafe {
         (
             std::mem::transmute::<
-                *const (dyn Fn(&mut S, usize) -> R + Sync + '_),
-                *const TaskFn<S, R>,
+                *const (dyn Fn(&P, &mut S, usize) -> R + Sync + '_),
+                *const TaskFn<P, S, R>,
             >(task),
             std::mem::transmute::<*const (dyn Fn() -> S + Sync + '_), *const InitFn<S>>(init),
         )
@@ -99,6 +127,7 @@ pub(crate) fn share<S: 'static, R: Send + 'static>(
     let shared = Arc::new(Shared {
         task,
         init,
+        prepared: AtomicPtr::new(std::ptr::null_mut()),
         n_tasks,
         next: AtomicUsize::new(0),
         active: AtomicUsize::new(0),
@@ -109,21 +138,27 @@ pub(crate) fn share<S: 'static, R: Send + 'static>(
             })
             .collect(),
     });
+    let guard = Guard(&shared);
     for _ in 0..helpers.min(n_tasks - 1) {
         let shared = Arc::clone(&shared);
         rayon::spawn(move || help(&shared));
     }
-    let guard = Guard(&shared);
+    let prepared = prologue();
+    // Helpers only read through this pointer (`P: Sync`), and only while the caller waits for
+    // their claimed tasks, i.e. while `prepared` is alive.
+    shared
+        .prepared
+        .store(std::ptr::from_ref(&prepared).cast_mut(), Ordering::Release);
     let mut mine_done = vec![false; n_tasks];
     while let Some(t) = shared.claim() {
         mine_done[t] = true;
-        mine(t);
+        mine(&prepared, t);
     }
     let mut theirs = Vec::new();
     for t in (0..n_tasks).filter(|&t| !mine_done[t]) {
         match wait(&shared.slots[t]) {
             Some(r) => theirs.push((t, r)),
-            None => mine(t), // the helper failed: do it here
+            None => mine(&prepared, t), // the helper failed: do it here
         }
     }
     drop(guard);
@@ -158,9 +193,9 @@ pub(crate) fn map<S: 'static, R: Send + 'static>(
 
 /// On unwinding out of [`share`], closes the counter and waits until no helper is inside the
 /// borrowed task function any more.
-struct Guard<'a, S, R>(&'a Shared<S, R>);
+struct Guard<'a, P, S, R>(&'a Shared<P, S, R>);
 
-impl<S, R> Drop for Guard<'_, S, R> {
+impl<P, S, R> Drop for Guard<'_, P, S, R> {
     fn drop(&mut self) {
         if !std::thread::panicking() {
             return; // every task was claimed and published: nothing borrowed is reachable
@@ -172,18 +207,38 @@ impl<S, R> Drop for Guard<'_, S, R> {
     }
 }
 
-/// A helper: claims and publishes tasks until none are left.
-fn help<S, R>(shared: &Shared<S, R>) {
+/// A helper: waits for the prologue's result, then claims and publishes tasks until none are
+/// left.
+fn help<P, S, R>(shared: &Shared<P, S, R>) {
     shared.active.fetch_add(1, Ordering::SeqCst);
+    let mut spins = 0u32;
+    let prepared = loop {
+        let p = shared.prepared.load(Ordering::Acquire);
+        if !p.is_null() {
+            break p;
+        }
+        if shared.closed() {
+            // The caller unwound out of its prologue (or is done): nothing to do.
+            shared.active.fetch_sub(1, Ordering::SeqCst);
+            return;
+        }
+        if spins < 2000 {
+            std::hint::spin_loop();
+            spins += 1;
+        } else {
+            std::thread::yield_now();
+        }
+    };
     let mut state = None;
     while let Some(t) = shared.claim() {
         let slot = &shared.slots[t];
         let result = catch_unwind(AssertUnwindSafe(|| {
             // SAFETY: task `t` is claimed and not yet published, so the caller is still inside
-            // `share` (it waits for this slot) and both closures are alive.
-            let (task, init) = unsafe { (&*shared.task, &*shared.init) };
+            // `share_prepared` (it waits for this slot): both closures and the prologue's
+            // result are alive.
+            let (task, init, prepared) = unsafe { (&*shared.task, &*shared.init, &*prepared) };
             let state = state.get_or_insert_with(init);
-            task(state, t)
+            task(prepared, state, t)
         }));
         let published = match result {
             Ok(r) => match slot.value.lock() {
@@ -259,12 +314,14 @@ mod tests {
     #[test]
     fn a_helper_that_runs_first_computes_every_task() {
         // Drive the protocol by hand: a "helper" takes every task before the caller looks.
-        let task = |_: &mut (), t: usize| t * 10;
+        let task = |_: &(), _: &mut (), t: usize| t * 10;
         let init = || ();
-        let (task_ref, init_ref): (&TaskFn<(), usize>, &InitFn<()>) = (&task, &init);
+        let (task_ref, init_ref): (&TaskFn<(), (), usize>, &InitFn<()>) = (&task, &init);
+        let prepared = ();
         let shared = Shared {
             task: task_ref as *const _,
             init: init_ref as *const _,
+            prepared: AtomicPtr::new(std::ptr::from_ref(&prepared).cast_mut()),
             n_tasks: 5,
             next: AtomicUsize::new(0),
             active: AtomicUsize::new(0),
@@ -297,6 +354,47 @@ mod tests {
                 out[t] = r;
             }
             assert_eq!(out, (1..=8).collect::<Vec<_>>());
+        }
+    }
+
+    #[test]
+    fn every_task_reads_the_prologue_result_whoever_runs_it() {
+        for helpers in [0, 1, 3] {
+            for n in [0, 1, 2, 9, 64] {
+                let mut out = vec![0u64; n];
+                let task = |offset: &u64, _: &mut (), t: usize| offset + t as u64;
+                let theirs = share_prepared(
+                    n,
+                    helpers,
+                    || 1000u64,
+                    |offset, t| out[t] = task(offset, &mut (), t),
+                    &|| (),
+                    &task,
+                );
+                for (t, r) in theirs {
+                    out[t] = r;
+                }
+                let expected: Vec<u64> = (0..n as u64).map(|t| 1000 + t).collect();
+                assert_eq!(out, expected, "n={n} helpers={helpers}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_panicking_prologue_releases_the_waiting_helpers() {
+        for _ in 0..20 {
+            let task = |_: &u64, _: &mut (), t: usize| t;
+            let result = catch_unwind(AssertUnwindSafe(|| {
+                share_prepared(
+                    16,
+                    2,
+                    || -> u64 { panic!("prologue failure") },
+                    |_, _| {},
+                    &|| (),
+                    &task,
+                )
+            }));
+            assert!(result.is_err());
         }
     }
 }

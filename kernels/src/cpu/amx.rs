@@ -25,12 +25,14 @@
 //! intrinsics). Every tile load reads 16 rows of 32 bytes or 8 rows of 64 bytes from a buffer
 //! of at least that size, every tile store writes 16 x 64 bytes into a 1 KiB buffer; the
 //! SIMD loads and stores are bounded by the fixed-size arrays they touch. Tile instructions
-//! need the kernel's permission (asked once per process) and a configuration per thread
-//! (loaded before a thread's first tile instruction); only this module configures tiles.
+//! need the kernel's permission (asked once per process) and a configuration per thread: a
+//! [`Session`] loads it for a matmul task's tile calls and puts back whatever was there before
+//! (candle-core has AMX kernels of its own that keep their configuration per thread).
 #![allow(unsafe_code)]
 
 use core::arch::asm;
 use core::arch::x86_64::*;
+use std::cell::Cell;
 use std::ops::Range;
 use std::sync::OnceLock;
 
@@ -182,6 +184,36 @@ impl Drop for Configured {
     }
 }
 
+thread_local! {
+    /// Whether a [`Session`] holds [`CONFIG`] on this thread.
+    static HELD: Cell<bool> = const { Cell::new(false) };
+}
+
+/// [`CONFIG`] held on this thread across several tile calls (a matmul task): loading a tile
+/// configuration and releasing it costs ~100 ns, more than a sixth of a tile call's work at
+/// 16 rows, so the matmul opens one session per task and each [`tile`] call inside it finds
+/// the configuration loaded. Sessions nest: only the outermost one loads and restores.
+pub(crate) struct Session(Option<Configured>);
+
+impl Session {
+    pub(crate) fn new(t: Amx) -> Self {
+        if HELD.get() {
+            return Self(None);
+        }
+        HELD.set(true);
+        Self(Some(Configured::new(t)))
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        if let Some(configured) = self.0.take() {
+            drop(configured);
+            HELD.set(false);
+        }
+    }
+}
+
 /// 64-byte aligned bytes.
 #[derive(Clone, Copy)]
 #[repr(C, align(64))]
@@ -263,7 +295,7 @@ pub(crate) fn tile(
     let mut done = 0;
     if let Some(groups) = act.row_groups() {
         let rows = tile_rows(m);
-        let _configured = (rows > 0).then(|| Configured::new(t));
+        let _session = (rows > 0).then(|| Session::new(t));
         let mut ahead = next;
         for g in 0..rows.div_ceil(GROUP) {
             let real = GROUP.min(rows - g * GROUP);
@@ -560,6 +592,27 @@ mod tests {
             out.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
             expected.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
         );
+    }
+
+    #[test]
+    fn a_session_holds_the_configuration_until_its_outermost_guard_drops() {
+        let Some(t) = Amx::detect() else {
+            eprintln!("no AMX: skipped");
+            return;
+        };
+        // SAFETY: starts from the unconfigured state.
+        unsafe { asm!("tilerelease") };
+        let outer = Session::new(t);
+        assert!(read_config() == CONFIG);
+        let inner = Session::new(t);
+        drop(inner);
+        assert!(read_config() == CONFIG, "an inner session leaves it loaded");
+        let (tile_bytes, act) = fixture(t, 4, 16);
+        let mut out = vec![0f32; 16 * TILE];
+        tile(t, QuantFormat::Q4_1, &tile_bytes, &[], &act, 16, &mut out);
+        assert!(read_config() == CONFIG, "a tile call inside a session leaves it loaded");
+        drop(outer);
+        assert_eq!(read_config().palette, 0, "released with the outermost session");
     }
 
     #[test]

@@ -103,6 +103,17 @@ impl Kernel {
         }
     }
 
+    /// Per-thread state this kernel keeps across the tile calls of one task over `m` rows,
+    /// released when the returned value is dropped: the AMX tile configuration (see
+    /// `amx::Session`); nothing for the other paths.
+    pub(crate) fn session(self, m: usize) -> Option<impl Drop> {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Amx(t) if amx::tile_rows(m) > 0 => Some(amx::Session::new(t)),
+            _ => None,
+        }
+    }
+
     /// One tile (`nb` tile blocks) against all `m` rows into `out[r * TILE + j]`, asking the
     /// caches for `next` (the next tile's bytes, or nothing) while it computes: the AVX-512
     /// and AMX kernels spread those requests over the tile's blocks, the AVX2 ones ask for it all

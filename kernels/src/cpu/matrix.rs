@@ -174,8 +174,11 @@ impl QuantMatrix {
         if mn == 0 {
             return Ok(());
         }
-        let act = QuantizedRows::quantize(self.format.act_format(), kernel.quantizer(), x, m, k);
-        let act = kernel.prepare(act, m);
+        let quantize = move || {
+            let act =
+                QuantizedRows::quantize(self.format.act_format(), kernel.quantizer(), x, m, k);
+            kernel.prepare(act, m)
+        };
         let threads = rayon::current_num_threads().max(1);
         let helpers = if mn.saturating_mul(k) >= PAR_MIN_WORK {
             threads - 1
@@ -187,11 +190,18 @@ impl QuantMatrix {
             kernel,
             tiles: Arc::clone(&self.tiles),
             tile_bytes: k / QK * self.format.tile_block_bytes(),
-            act,
             m,
             n,
         };
-        parallel::run(job, out, helpers, threads * TASKS_PER_THREAD);
+        let tasks = threads * TASKS_PER_THREAD;
+        if QuantizedRows::splits_over_threads(x.len()) {
+            // A prefill chunk's quantization runs on the pool itself: finish it before helpers
+            // occupy the pool waiting for it.
+            let act = quantize();
+            parallel::run(job, move || act, out, helpers, tasks);
+        } else {
+            parallel::run(job, quantize, out, helpers, tasks);
+        }
         Ok(())
     }
 }

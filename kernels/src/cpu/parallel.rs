@@ -1,6 +1,7 @@
 //! Work sharing for one matmul call: the output columns are cut into tasks of whole 16-column
 //! tiles, shared between the calling thread and rayon helpers by `share.rs` (why not a plain
-//! `par_iter` is explained there).
+//! `par_iter` is explained there). The caller quantizes the activations after waking the
+//! helpers, so that their wake-up overlaps it.
 //!
 //! Invariants:
 //! - Numerics do not depend on who computes a task, on the task size or on the thread count:
@@ -10,7 +11,7 @@
 
 use std::sync::Arc;
 
-use crate::share::share;
+use crate::share::share_prepared;
 
 use super::kernel::Kernel;
 use super::layout::TILE;
@@ -27,8 +28,6 @@ pub(crate) struct Job {
     pub(crate) tiles: Arc<[u8]>,
     /// Bytes of one tile (`nb` tile blocks).
     pub(crate) tile_bytes: usize,
-    /// The quantized activations (`m` rows).
-    pub(crate) act: QuantizedRows,
     /// Activation rows.
     pub(crate) m: usize,
     /// Output columns (matrix rows).
@@ -48,9 +47,11 @@ impl Tasks {
         start..self.job.n.min(start + self.cols_per_task)
     }
 
-    /// Computes task `t`, handing each tile's `m` rows of lanes to `emit(row, col, lanes)`.
-    fn compute(&self, t: usize, mut emit: impl FnMut(usize, usize, &[f32])) {
+    /// Computes task `t` over the quantized activations `act`, handing each tile's `m` rows of
+    /// lanes to `emit(row, col, lanes)`.
+    fn compute(&self, t: usize, act: &QuantizedRows, mut emit: impl FnMut(usize, usize, &[f32])) {
         let (cols, job) = (self.cols(t), &self.job);
+        let _session = job.kernel.session(job.m);
         let mut buf = vec![0f32; job.m * TILE];
         for col in cols.clone().step_by(TILE) {
             let tile = &job.tiles[(col / TILE) * job.tile_bytes..][..job.tile_bytes];
@@ -61,7 +62,7 @@ impl Tasks {
                 .unwrap_or(&[]);
             let next = &next[..job.tile_bytes.min(next.len())];
             job.kernel
-                .tile(job.format, tile, next, &job.act, job.m, &mut buf);
+                .tile(job.format, tile, next, act, job.m, &mut buf);
             let width = TILE.min(cols.end - col);
             for (r, lanes) in buf.chunks_exact(TILE).enumerate() {
                 emit(r, col, &lanes[..width]);
@@ -70,35 +71,43 @@ impl Tasks {
     }
 
     /// Computes task `t` straight into the `m x n` output.
-    fn compute_into(&self, t: usize, out: &mut [f32]) {
+    fn compute_into(&self, t: usize, act: &QuantizedRows, out: &mut [f32]) {
         let n = self.job.n;
-        self.compute(t, |r, col, lanes| {
+        self.compute(t, act, |r, col, lanes| {
             out[r * n + col..][..lanes.len()].copy_from_slice(lanes)
         });
     }
 
     /// Computes task `t` into a fresh buffer in the order the tiles come out: tile by tile,
     /// each tile's `m` rows of its (up to 16) lanes; filled by appending, never zeroed first.
-    fn compute_owned(&self, t: usize) -> Vec<f32> {
+    fn compute_owned(&self, t: usize, act: &QuantizedRows) -> Vec<f32> {
         let mut own = Vec::with_capacity(self.job.m * self.cols(t).len());
-        self.compute(t, |_, _, lanes| own.extend_from_slice(lanes));
+        self.compute(t, act, |_, _, lanes| own.extend_from_slice(lanes));
         own
     }
 }
 
-/// Runs `job` into `out` (`m * n` long) with up to `helpers` rayon helpers and about
+/// Runs `job` over the activations `quantize()` returns (called once, on this thread, while
+/// the helpers wake) into `out` (`m * n` long) with up to `helpers` rayon helpers and about
 /// `tasks` tasks.
-pub(crate) fn run(job: Job, out: &mut [f32], helpers: usize, tasks: usize) {
+pub(crate) fn run(
+    job: Job,
+    quantize: impl FnOnce() -> QuantizedRows,
+    out: &mut [f32],
+    helpers: usize,
+    tasks: usize,
+) {
     let tiles = job.n.div_ceil(TILE);
     let cols_per_task = tiles.div_ceil(tasks.clamp(1, tiles.max(1))) * TILE;
     let n_tasks = job.n.div_ceil(cols_per_task);
     let job = Tasks { job, cols_per_task };
-    let theirs = share(
+    let theirs = share_prepared(
         n_tasks,
         helpers,
-        |t| job.compute_into(t, out),
+        quantize,
+        |act, t| job.compute_into(t, act, out),
         &|| (),
-        &|_: &mut (), t| job.compute_owned(t),
+        &|act: &QuantizedRows, _: &mut (), t| job.compute_owned(t, act),
     );
     for (t, theirs) in theirs {
         job.copy_owned(t, &theirs, out);
@@ -129,15 +138,19 @@ mod tests {
     use crate::cpu::quant::{ActFormat, Quantizer};
 
     /// A 37 x 64 Q4_1 job over 5 activation rows, cut into tasks of `tiles` tiles (the last
-    /// task may be shorter).
-    fn tasks_of(tiles: usize) -> Tasks {
-        Tasks {
-            job: job(),
-            cols_per_task: tiles * TILE,
-        }
+    /// task may be shorter), with its activations.
+    fn tasks_of(tiles: usize) -> (Tasks, QuantizedRows) {
+        let (job, act) = job();
+        (
+            Tasks {
+                job,
+                cols_per_task: tiles * TILE,
+            },
+            act,
+        )
     }
 
-    fn job() -> Job {
+    fn job() -> (Job, QuantizedRows) {
         let (m, n, k) = (5, 37, 64);
         let mut state = 7u32;
         let mut next = || {
@@ -153,21 +166,22 @@ mod tests {
             .map(|_| next() as f32 / (1 << 24) as f32 - 0.5)
             .collect();
         let format = QuantFormat::Q4_1;
-        Job {
+        let job = Job {
             format,
             kernel: Kernel::Scalar,
             tiles: layout::from_ggml(format, n, k, &ggml).into(),
             tile_bytes: k / 32 * format.tile_block_bytes(),
-            act: QuantizedRows::quantize(ActFormat::Q8_1, Quantizer::Scalar, &x, m, k),
             m,
             n,
-        }
+        };
+        let act = QuantizedRows::quantize(ActFormat::Q8_1, Quantizer::Scalar, &x, m, k);
+        (job, act)
     }
 
-    fn serial(tasks: &Tasks) -> Vec<f32> {
+    fn serial(tasks: &Tasks, act: &QuantizedRows) -> Vec<f32> {
         let mut out = vec![f32::NAN; tasks.job.m * tasks.job.n];
         for t in 0..tasks.job.n.div_ceil(tasks.cols_per_task) {
-            tasks.compute_into(t, &mut out);
+            tasks.compute_into(t, act, &mut out);
         }
         out
     }
@@ -179,11 +193,11 @@ mod tests {
     #[test]
     fn helper_buffers_of_several_tiles_land_in_their_columns() {
         for tiles in [1, 2, 3] {
-            let tasks = tasks_of(tiles);
-            let expected = serial(&tasks);
+            let (tasks, act) = tasks_of(tiles);
+            let expected = serial(&tasks, &act);
             let mut out = vec![f32::NAN; expected.len()];
             for t in 0..tasks.job.n.div_ceil(tasks.cols_per_task) {
-                tasks.copy_owned(t, &tasks.compute_owned(t), &mut out);
+                tasks.copy_owned(t, &tasks.compute_owned(t, &act), &mut out);
             }
             assert_eq!(bits(&out), bits(&expected), "tasks of {tiles} tiles");
         }
@@ -191,10 +205,12 @@ mod tests {
 
     #[test]
     fn a_run_with_helpers_computes_the_serial_bits() {
-        let expected = serial(&tasks_of(1));
+        let (tasks, act) = tasks_of(1);
+        let expected = serial(&tasks, &act);
         for (helpers, tasks) in [(0, 1), (1, 3), (2, 8), (3, 100)] {
             let mut out = vec![f32::NAN; expected.len()];
-            run(job(), &mut out, helpers, tasks);
+            let (job, act) = job();
+            run(job, move || act, &mut out, helpers, tasks);
             assert_eq!(
                 bits(&out),
                 bits(&expected),

@@ -117,7 +117,7 @@ impl QuantizedRows {
         };
         let mut blocks = vec![zero; m * nb];
         let (xs, _) = x.as_chunks::<QK>();
-        if xs.len() * QK >= PAR_MIN_FLOATS {
+        if Self::splits_over_threads(xs.len() * QK) {
             // A prefill's rows: blocks are independent, so the split cannot change a bit.
             let per_task = xs.len().div_ceil(4 * rayon::current_num_threads().max(1));
             blocks
@@ -139,6 +139,11 @@ impl QuantizedRows {
             #[cfg(target_arch = "x86_64")]
             groups: None,
         }
+    }
+
+    /// Whether quantizing `floats` activations splits the work over rayon's threads.
+    pub(crate) fn splits_over_threads(floats: usize) -> bool {
+        floats >= PAR_MIN_FLOATS
     }
 
     /// Adds the AMX kernels' regrouped copy of the first `m` rows.

@@ -230,7 +230,10 @@ impl GgufFile {
                 gate_proj,
                 up_proj,
                 down_proj,
-            });
+                qkv: None,
+                gate_up: None,
+            }
+            .with_stacks());
         }
         Ok(ModelWeights { embed, layers, final_norm, lm_head: Some(Linear::new(projection(lm_head, matmul)?, None)) })
     }

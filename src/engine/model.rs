@@ -344,8 +344,11 @@ impl Model {
             x = (x + attn)?;
             let h = candle_nn::ops::rms_norm(&x, &layer.ffn_norm, eps)?;
             let rows = h.dims2()?.0;
-            let mut gate = layer.gate_proj.forward_vec(&h)?;
-            ponder_kernels::math::silu_mul(&mut gate, &layer.up_proj.forward_vec(&h)?);
+            let [mut gate, up] = match &layer.gate_up {
+                Some(stacked) => stacked.forward(&h)?,
+                None => [layer.gate_proj.forward_vec(&h)?, layer.up_proj.forward_vec(&h)?],
+            };
+            ponder_kernels::math::silu_mul(&mut gate, &up);
             let width = gate.len() / rows.max(1);
             let gated = Tensor::from_vec(gate, (rows, width), &self.device)?;
             x = (x + layer.down_proj.forward(&gated)?)?;
@@ -370,9 +373,10 @@ impl Model {
         let (nh, nkv, d) = (shape.num_heads, shape.num_kv_heads, shape.head_dim);
         let positions: Vec<usize> =
             batch.iter().flat_map(|c| c.start_pos..c.start_pos + c.tokens.len()).collect();
-        let mut q = layer.q_proj.forward_vec(h)?;
-        let mut k = layer.k_proj.forward_vec(h)?;
-        let v = layer.v_proj.forward_vec(h)?;
+        let [mut q, mut k, v] = match &layer.qkv {
+            Some(stacked) => stacked.forward(h)?,
+            None => [layer.q_proj.forward_vec(h)?, layer.k_proj.forward_vec(h)?, layer.v_proj.forward_vec(h)?],
+        };
         self.rope.apply(&mut q, nh, &positions);
         self.rope.apply(&mut k, nkv, &positions);
         let mut chunks = Vec::with_capacity(batch.len());

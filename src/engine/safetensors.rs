@@ -188,7 +188,10 @@ impl SafetensorsModel {
                 gate_proj,
                 up_proj,
                 down_proj,
-            });
+                qkv: None,
+                gate_up: None,
+            }
+            .with_stacks());
         }
         let lm_head = lm_head.map(|w| Linear::new(Projection::Candle(QMatMul::Tensor(w)), None));
         Ok(ModelWeights { embed, layers, final_norm, lm_head })

@@ -67,25 +67,70 @@ impl Linear {
     }
 }
 
-/// `x Wᵀ` through our kernel, `[tokens, out]` row-major; a contiguous f32 CPU tensor is read in
-/// place (no copy of the activations).
+/// Projections that read the same input (q/k/v, gate/up) as one stacked kernel matrix: one
+/// matmul call computes all their outputs (one activation quantization, one parallel region),
+/// each bitwise what its own matmul gives (`QuantMatrix::stack`).
+#[derive(Debug, Clone)]
+pub(crate) struct Stacked<const N: usize> {
+    matrix: QuantMatrix,
+    widths: [usize; N],
+}
+
+impl<const N: usize> Stacked<N> {
+    /// Stacks `parts` when each is a bias-free kernel projection and they fit one matrix; the
+    /// parts then become views of the stack, so it costs no memory. `None` (parts untouched)
+    /// otherwise: candle matrices, a bias (Qwen2's q/k/v), mixed formats or shapes.
+    pub(crate) fn of(parts: [&mut Linear; N]) -> Option<Self> {
+        let mut matrices = Vec::with_capacity(N);
+        for part in &parts {
+            match (&part.weight, &part.bias) {
+                (Projection::Kernel(w), None) => matrices.push(w.clone()),
+                _ => return None,
+            }
+        }
+        let widths: [usize; N] = matrices.iter().map(QuantMatrix::rows).collect::<Vec<_>>().try_into().ok()?;
+        let (matrix, views) = QuantMatrix::stack(&matrices).ok()?;
+        for (part, view) in parts.into_iter().zip(views) {
+            part.weight = Projection::Kernel(view);
+        }
+        Some(Self { matrix, widths })
+    }
+
+    /// Each part's output for `x` (`[tokens, in]`): `[tokens, width]` row-major per part,
+    /// written there by the kernel (no copy).
+    pub(crate) fn forward(&self, x: &Tensor) -> Result<[Vec<f32>; N]> {
+        let (rows, _) = x.dims2()?;
+        let mut parts = self.widths.map(|w| vec![0f32; rows * w]);
+        let mut outs = parts.each_mut().map(|p| p.as_mut_slice());
+        with_rows(x, |input| Ok(self.matrix.matmul_parts(input, rows, &mut outs)?))?;
+        Ok(parts)
+    }
+}
+
+/// `x Wᵀ` through our kernel, `[tokens, out]` row-major.
 fn kernel_rows(w: &QuantMatrix, x: &Tensor) -> Result<Vec<f32>> {
     let (rows, _) = x.dims2()?;
     let mut out = vec![0f32; rows * w.rows()];
+    with_rows(x, |input| Ok(w.matmul(input, rows, &mut out)?))?;
+    Ok(out)
+}
+
+/// Runs `f` on `x`'s elements as one row-major slice: a contiguous f32 CPU tensor is read in
+/// place (no copy of the activations), anything else is copied out first.
+fn with_rows(x: &Tensor, f: impl FnOnce(&[f32]) -> Result<()>) -> Result<()> {
     let (storage, layout) = x.storage_and_layout();
     let borrowed = match (&*storage, layout.contiguous_offsets()) {
         (Storage::Cpu(CpuStorage::F32(data)), Some((start, end))) => data.get(start..end),
         _ => None,
     };
     match borrowed {
-        Some(input) => w.matmul(input, rows, &mut out)?,
+        Some(input) => f(input),
         None => {
             drop(storage);
             let input: Vec<f32> = x.flatten_all()?.to_vec1()?;
-            w.matmul(&input, rows, &mut out)?;
+            f(&input)
         }
     }
-    Ok(out)
 }
 
 /// One decoder block.
@@ -100,6 +145,19 @@ pub(crate) struct LayerWeights {
     pub(crate) gate_proj: Linear,
     pub(crate) up_proj: Linear,
     pub(crate) down_proj: Linear,
+    /// q, k and v as one matrix, when they stack ([`LayerWeights::with_stacks`]).
+    pub(crate) qkv: Option<Stacked<3>>,
+    /// gate and up as one matrix, when they stack.
+    pub(crate) gate_up: Option<Stacked<2>>,
+}
+
+impl LayerWeights {
+    /// Stacks q/k/v and gate/up where [`Stacked::of`] can (the loaders call this last).
+    pub(crate) fn with_stacks(mut self) -> Self {
+        self.qkv = Stacked::of([&mut self.q_proj, &mut self.k_proj, &mut self.v_proj]);
+        self.gate_up = Stacked::of([&mut self.gate_proj, &mut self.up_proj]);
+        self
+    }
 }
 
 /// All tensors of a model.

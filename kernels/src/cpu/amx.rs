@@ -610,9 +610,16 @@ mod tests {
         let (tile_bytes, act) = fixture(t, 4, 16);
         let mut out = vec![0f32; 16 * TILE];
         tile(t, QuantFormat::Q4_1, &tile_bytes, &[], &act, 16, &mut out);
-        assert!(read_config() == CONFIG, "a tile call inside a session leaves it loaded");
+        assert!(
+            read_config() == CONFIG,
+            "a tile call inside a session leaves it loaded"
+        );
         drop(outer);
-        assert_eq!(read_config().palette, 0, "released with the outermost session");
+        assert_eq!(
+            read_config().palette,
+            0,
+            "released with the outermost session"
+        );
     }
 
     #[test]

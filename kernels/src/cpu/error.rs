@@ -66,6 +66,22 @@ pub enum KernelError {
         /// The length supplied.
         got: usize,
     },
+    /// `QuantMatrix::stack` was given parts it cannot stack.
+    #[error("cannot stack part {part}: {reason}")]
+    Stack {
+        /// Index of the offending part.
+        part: usize,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The outputs passed to `QuantMatrix::matmul_parts` do not split its columns.
+    #[error("output part {part}: {reason}")]
+    OutputParts {
+        /// Index of the offending output (the number of outputs when their sum is wrong).
+        part: usize,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// A forced kernel path is not supported by this CPU.
     #[error("kernel path {path:?} is not available on this CPU")]
     PathUnavailable {

@@ -4,7 +4,8 @@
 //! A call quantizes the `m` activation rows once (Q8_1 for Q4_1 weights, Q8_0 for Q8_0, exactly
 //! as candle-core 0.11.1 does), shares the output columns, in tasks of whole 16-column tiles,
 //! between the calling thread and rayon helpers (`parallel.rs`), and streams each tile's weight
-//! blocks once for all `m` rows.
+//! blocks once for all `m` rows. Matrices that read the same input (q/k/v, gate/up) can be
+//! stacked into one, which a single call computes into one output per part.
 //!
 //! Invariants:
 //! - Batch invariance: `out[r][c]` is a function of x row `r` and weight row `c` only. Rows are
@@ -23,7 +24,7 @@ use std::sync::Arc;
 use super::error::{KernelError, Result};
 use super::kernel::{Kernel, KernelPath};
 use super::layout::{self, TILE};
-use super::parallel::{self, Job};
+use super::parallel::{self, Job, Outputs};
 use super::quant::{ActFormat, QuantizedRows, QK};
 
 /// Work (`m * n * k` multiply-accumulates, about 4 us single-threaded) from which a call
@@ -54,14 +55,17 @@ impl QuantFormat {
 }
 
 /// An `n x k` GGML-quantized weight matrix (row `c` is output column `c`), stored in the
-/// column-tiled layout of `layout.rs`.
+/// column-tiled layout of `layout.rs`. Cloning shares the storage; so do the parts of a
+/// [`QuantMatrix::stack`].
 #[derive(Debug, Clone)]
 pub struct QuantMatrix {
     format: QuantFormat,
     rows: usize,
     cols: usize,
-    /// `rows.div_ceil(TILE)` tiles of `cols / 32` tile blocks each (shared with helpers).
+    /// Tiles of `cols / 32` tile blocks each (shared with helpers and with the other parts of
+    /// a stack); this matrix is `rows.div_ceil(TILE)` of them from `first_tile` on.
     tiles: Arc<[u8]>,
+    first_tile: usize,
 }
 
 impl QuantMatrix {
@@ -105,7 +109,80 @@ impl QuantMatrix {
             rows,
             cols,
             tiles,
+            first_tile: 0,
         })
+    }
+
+    /// Stacks matrices of one format and one `cols` into a single matrix whose rows are the
+    /// parts' rows in order, so that one [`Self::matmul`] computes all their outputs side by
+    /// side (one activation quantization, one parallel region; each output bitwise what the
+    /// part's own matmul gives). Returns the stack and each part as a view of it (sharing its
+    /// storage, so keeping both costs no memory). Every part but the last must have a whole
+    /// number of 16-row tiles.
+    pub fn stack(parts: &[QuantMatrix]) -> Result<(QuantMatrix, Vec<QuantMatrix>)> {
+        let Some(first) = parts.first() else {
+            return Err(KernelError::Stack {
+                part: 0,
+                reason: "there are no parts".into(),
+            });
+        };
+        for (i, part) in parts.iter().enumerate() {
+            let reason = if part.format != first.format {
+                format!(
+                    "format {:?} differs from part 0's {:?}",
+                    part.format, first.format
+                )
+            } else if part.cols != first.cols {
+                format!("cols {} differ from part 0's {}", part.cols, first.cols)
+            } else if i + 1 < parts.len() && !part.rows.is_multiple_of(TILE) {
+                format!(
+                    "rows {} are not a multiple of {TILE} (only the last part may end in a \
+                     partial tile)",
+                    part.rows
+                )
+            } else {
+                continue;
+            };
+            return Err(KernelError::Stack { part: i, reason });
+        }
+        let rows: usize = parts.iter().map(|p| p.rows).sum();
+        let mut tiles = Vec::with_capacity(parts.iter().map(|p| p.tile_bytes().len()).sum());
+        let mut views = Vec::with_capacity(parts.len());
+        let mut first_tile = 0;
+        for part in parts {
+            tiles.extend_from_slice(part.tile_bytes());
+            views.push(first_tile);
+            first_tile += part.rows.div_ceil(TILE);
+        }
+        let stack = QuantMatrix {
+            format: first.format,
+            rows,
+            cols: first.cols,
+            tiles: tiles.into(),
+            first_tile: 0,
+        };
+        let views = parts
+            .iter()
+            .zip(views)
+            .map(|(part, first_tile)| QuantMatrix {
+                tiles: Arc::clone(&stack.tiles),
+                first_tile,
+                ..part.clone()
+            })
+            .collect();
+        Ok((stack, views))
+    }
+
+    /// Bytes of one tile.
+    fn bytes_per_tile(&self) -> usize {
+        self.cols / QK * self.format.tile_block_bytes()
+    }
+
+    /// This matrix's tiles.
+    fn tile_bytes(&self) -> &[u8] {
+        let per_tile = self.bytes_per_tile();
+        let start = self.first_tile * per_tile;
+        &self.tiles[start..start + self.rows.div_ceil(TILE) * per_tile]
     }
 
     /// Rows (n): output features.
@@ -125,7 +202,7 @@ impl QuantMatrix {
 
     /// The GGML block bytes this matrix was built from (the layout is a lossless permutation).
     pub fn to_ggml_bytes(&self) -> Vec<u8> {
-        layout::to_ggml(self.format, self.rows, self.cols, &self.tiles)
+        layout::to_ggml(self.format, self.rows, self.cols, self.tile_bytes())
     }
 
     /// `out[r*n + c] = dot(x[r*k..(r+1)*k], W[c])` for `r < m`. `x` is m x k row-major f32.
@@ -147,6 +224,73 @@ impl QuantMatrix {
         m: usize,
         out: &mut [f32],
     ) -> Result<()> {
+        let n = self.rows;
+        let mn = m
+            .checked_mul(n)
+            .ok_or(KernelError::ShapeOverflow { rows: m, cols: n })?;
+        if out.len() != mn {
+            return Err(KernelError::OutputLen {
+                m,
+                n,
+                expected: mn,
+                got: out.len(),
+            });
+        }
+        self.matmul_into(path, x, m, &mut [out], &[n])
+    }
+
+    /// [`Self::matmul`] with the output columns split over several outputs, as for a
+    /// [`Self::stack`]: `outs[i]` (row-major `m x width_i`, `width_i = outs[i].len() / m`)
+    /// gets the next `width_i` columns. The widths must add up to `rows`, and every output but
+    /// the last must start a whole number of 16-column tiles after the previous one.
+    pub fn matmul_parts(&self, x: &[f32], m: usize, outs: &mut [&mut [f32]]) -> Result<()> {
+        if m == 0 {
+            return match outs.iter().position(|o| !o.is_empty()) {
+                None => self.matmul_into(KernelPath::best(), x, 0, &mut [], &[]),
+                Some(part) => Err(KernelError::OutputParts {
+                    part,
+                    reason: "holds values but there are no rows".into(),
+                }),
+            };
+        }
+        let mut widths = Vec::with_capacity(outs.len());
+        for (part, out) in outs.iter().enumerate() {
+            let reason = if !out.len().is_multiple_of(m) {
+                format!("length {} is not a multiple of m = {m}", out.len())
+            } else if part + 1 < outs.len() && !(out.len() / m).is_multiple_of(TILE) {
+                format!(
+                    "width {} is not a multiple of {TILE} (only the last part may end in a \
+                     partial tile)",
+                    out.len() / m
+                )
+            } else {
+                widths.push(out.len() / m);
+                continue;
+            };
+            return Err(KernelError::OutputParts { part, reason });
+        }
+        let total: usize = widths.iter().sum();
+        if total != self.rows {
+            return Err(KernelError::OutputParts {
+                part: outs.len(),
+                reason: format!(
+                    "widths add up to {total}, the matrix has {} rows",
+                    self.rows
+                ),
+            });
+        }
+        self.matmul_into(KernelPath::best(), x, m, outs, &widths)
+    }
+
+    /// The matmul into outputs already checked against `widths` (which add up to `rows`).
+    fn matmul_into(
+        &self,
+        path: KernelPath,
+        x: &[f32],
+        m: usize,
+        outs: &mut [&mut [f32]],
+        widths: &[usize],
+    ) -> Result<()> {
         let kernel = Kernel::resolve(path).ok_or(KernelError::PathUnavailable { path })?;
         let (n, k) = (self.rows, self.cols);
         let mk = m
@@ -160,17 +304,7 @@ impl QuantMatrix {
                 got: x.len(),
             });
         }
-        let mn = m
-            .checked_mul(n)
-            .ok_or(KernelError::ShapeOverflow { rows: m, cols: n })?;
-        if out.len() != mn {
-            return Err(KernelError::OutputLen {
-                m,
-                n,
-                expected: mn,
-                got: out.len(),
-            });
-        }
+        let mn = m * n; // each output's length is m times its width, so this fits
         if mn == 0 {
             return Ok(());
         }
@@ -189,18 +323,20 @@ impl QuantMatrix {
             format: self.format,
             kernel,
             tiles: Arc::clone(&self.tiles),
-            tile_bytes: k / QK * self.format.tile_block_bytes(),
+            first_tile: self.first_tile,
+            tile_bytes: self.bytes_per_tile(),
             m,
             n,
         };
         let tasks = threads * TASKS_PER_THREAD;
+        let mut out = Outputs::new(outs, widths);
         if QuantizedRows::splits_over_threads(x.len()) {
             // A prefill chunk's quantization runs on the pool itself: finish it before helpers
             // occupy the pool waiting for it.
             let act = quantize();
-            parallel::run(job, move || act, out, helpers, tasks);
+            parallel::run(job, move || act, &mut out, helpers, tasks);
         } else {
-            parallel::run(job, quantize, out, helpers, tasks);
+            parallel::run(job, quantize, &mut out, helpers, tasks);
         }
         Ok(())
     }

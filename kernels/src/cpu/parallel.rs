@@ -6,8 +6,11 @@
 //! Invariants:
 //! - Numerics do not depend on who computes a task, on the task size or on the thread count:
 //!   each tile is computed by the same kernel call with the same inputs either way.
-//! - The caller writes its own tasks straight into `out`; a helper fills a buffer of its own
-//!   in tile order, which the caller copies into place.
+//! - The caller writes its own tasks straight into the outputs; a helper fills a buffer of its
+//!   own in tile order, which the caller copies into place.
+//! - The output columns may be split over several row-major outputs ([`Outputs`]: the parts
+//!   of a stacked matrix), each starting at a tile boundary, so a tile's lanes always land in
+//!   one output.
 
 use std::sync::Arc;
 
@@ -24,14 +27,48 @@ pub(crate) struct Job {
     pub(crate) format: QuantFormat,
     /// The kernel computing each tile.
     pub(crate) kernel: Kernel,
-    /// The matrix's tiles (see `layout.rs`).
+    /// The matrix's tiles (see `layout.rs`): its own from `first_tile` on.
     pub(crate) tiles: Arc<[u8]>,
+    /// The matrix's first tile in `tiles`.
+    pub(crate) first_tile: usize,
     /// Bytes of one tile (`nb` tile blocks).
     pub(crate) tile_bytes: usize,
     /// Activation rows.
     pub(crate) m: usize,
     /// Output columns (matrix rows).
     pub(crate) n: usize,
+}
+
+/// Where the `m x n` result goes: output `i` is row-major `m x width_i` and takes columns
+/// `starts[i]..starts[i] + width_i` (consecutive, summing to `n`; every start a multiple of
+/// `TILE`, checked by `QuantMatrix::matmul_parts`).
+pub(crate) struct Outputs<'o, 'a> {
+    outs: &'o mut [&'a mut [f32]],
+    /// First column of each output, then `n`.
+    bounds: Vec<usize>,
+}
+
+impl<'o, 'a> Outputs<'o, 'a> {
+    /// `outs` with the given column widths (`outs[i].len() == m * widths[i]`).
+    pub(crate) fn new(outs: &'o mut [&'a mut [f32]], widths: &[usize]) -> Self {
+        let mut bounds = Vec::with_capacity(widths.len() + 1);
+        bounds.push(0);
+        for w in widths {
+            bounds.push(bounds[bounds.len() - 1] + w);
+        }
+        Self { outs, bounds }
+    }
+
+    /// Writes `lanes` (columns `col..col + lanes.len()`, all in one output) of row `r`.
+    fn put(&mut self, r: usize, col: usize, lanes: &[f32]) {
+        // The output whose columns start at or before `col` (few outputs: a linear scan).
+        let i = self.bounds[1..]
+            .iter()
+            .take_while(|&&end| end <= col)
+            .count();
+        let (start, width) = (self.bounds[i], self.bounds[i + 1] - self.bounds[i]);
+        self.outs[i][r * width + col - start..][..lanes.len()].copy_from_slice(lanes);
+    }
 }
 
 /// A job cut into tasks of `cols_per_task` columns (a multiple of `TILE`).
@@ -54,12 +91,10 @@ impl Tasks {
         let _session = job.kernel.session(job.m);
         let mut buf = vec![0f32; job.m * TILE];
         for col in cols.clone().step_by(TILE) {
-            let tile = &job.tiles[(col / TILE) * job.tile_bytes..][..job.tile_bytes];
+            let at = job.first_tile + col / TILE;
+            let tile = &job.tiles[at * job.tile_bytes..][..job.tile_bytes];
             // The next tile streams in while this one is computed.
-            let next = job
-                .tiles
-                .get((col / TILE + 1) * job.tile_bytes..)
-                .unwrap_or(&[]);
+            let next = job.tiles.get((at + 1) * job.tile_bytes..).unwrap_or(&[]);
             let next = &next[..job.tile_bytes.min(next.len())];
             job.kernel
                 .tile(job.format, tile, next, act, job.m, &mut buf);
@@ -70,12 +105,9 @@ impl Tasks {
         }
     }
 
-    /// Computes task `t` straight into the `m x n` output.
-    fn compute_into(&self, t: usize, act: &QuantizedRows, out: &mut [f32]) {
-        let n = self.job.n;
-        self.compute(t, act, |r, col, lanes| {
-            out[r * n + col..][..lanes.len()].copy_from_slice(lanes)
-        });
+    /// Computes task `t` straight into the outputs.
+    fn compute_into(&self, t: usize, act: &QuantizedRows, out: &mut Outputs<'_, '_>) {
+        self.compute(t, act, |r, col, lanes| out.put(r, col, lanes));
     }
 
     /// Computes task `t` into a fresh buffer in the order the tiles come out: tile by tile,
@@ -88,12 +120,11 @@ impl Tasks {
 }
 
 /// Runs `job` over the activations `quantize()` returns (called once, on this thread, while
-/// the helpers wake) into `out` (`m * n` long) with up to `helpers` rayon helpers and about
-/// `tasks` tasks.
+/// the helpers wake) into `out` with up to `helpers` rayon helpers and about `tasks` tasks.
 pub(crate) fn run(
     job: Job,
     quantize: impl FnOnce() -> QuantizedRows,
-    out: &mut [f32],
+    out: &mut Outputs<'_, '_>,
     helpers: usize,
     tasks: usize,
 ) {
@@ -116,15 +147,15 @@ pub(crate) fn run(
 
 impl Tasks {
     /// Copies task `t`'s `compute_owned` buffer (per tile of up to 16 columns, its `m` rows)
-    /// into its columns of `out`.
-    fn copy_owned(&self, t: usize, theirs: &[f32], out: &mut [f32]) {
-        let (cols, m, n) = (self.cols(t), self.job.m, self.job.n);
+    /// into its columns of the outputs.
+    fn copy_owned(&self, t: usize, theirs: &[f32], out: &mut Outputs<'_, '_>) {
+        let (cols, m) = (self.cols(t), self.job.m);
         let (mut rest, end) = (theirs, cols.end);
         for col in cols.step_by(TILE) {
             let width = TILE.min(end - col);
             let (tile, tail) = rest.split_at(m * width);
             for (r, lanes) in tile.chunks_exact(width).enumerate() {
-                out[r * n + col..][..width].copy_from_slice(lanes);
+                out.put(r, col, lanes);
             }
             rest = tail;
         }
@@ -170,6 +201,7 @@ mod tests {
             format,
             kernel: Kernel::Scalar,
             tiles: layout::from_ggml(format, n, k, &ggml).into(),
+            first_tile: 0,
             tile_bytes: k / 32 * format.tile_block_bytes(),
             m,
             n,
@@ -179,9 +211,12 @@ mod tests {
     }
 
     fn serial(tasks: &Tasks, act: &QuantizedRows) -> Vec<f32> {
-        let mut out = vec![f32::NAN; tasks.job.m * tasks.job.n];
-        for t in 0..tasks.job.n.div_ceil(tasks.cols_per_task) {
-            tasks.compute_into(t, act, &mut out);
+        let (m, n) = (tasks.job.m, tasks.job.n);
+        let mut out = vec![f32::NAN; m * n];
+        let mut outs = [&mut out[..]];
+        let mut outputs = Outputs::new(&mut outs, &[n]);
+        for t in 0..n.div_ceil(tasks.cols_per_task) {
+            tasks.compute_into(t, act, &mut outputs);
         }
         out
     }
@@ -196,8 +231,10 @@ mod tests {
             let (tasks, act) = tasks_of(tiles);
             let expected = serial(&tasks, &act);
             let mut out = vec![f32::NAN; expected.len()];
+            let mut outs = [&mut out[..]];
+            let mut outputs = Outputs::new(&mut outs, &[tasks.job.n]);
             for t in 0..tasks.job.n.div_ceil(tasks.cols_per_task) {
-                tasks.copy_owned(t, &tasks.compute_owned(t, &act), &mut out);
+                tasks.copy_owned(t, &tasks.compute_owned(t, &act), &mut outputs);
             }
             assert_eq!(bits(&out), bits(&expected), "tasks of {tiles} tiles");
         }
@@ -210,7 +247,14 @@ mod tests {
         for (helpers, tasks) in [(0, 1), (1, 3), (2, 8), (3, 100)] {
             let mut out = vec![f32::NAN; expected.len()];
             let (job, act) = job();
-            run(job, move || act, &mut out, helpers, tasks);
+            let n = job.n;
+            run(
+                job,
+                move || act,
+                &mut Outputs::new(&mut [&mut out[..]], &[n]),
+                helpers,
+                tasks,
+            );
             assert_eq!(
                 bits(&out),
                 bits(&expected),

@@ -10,6 +10,8 @@
 //! - [`sampling`]: fused temperature / top-k / top-p / min-p sampling with a Philox counter,
 //!   logprobs and entropy; CPU and GPU pick the same token bit for bit.
 //!
+//! - [`Crew`]: keeps a helper thread hot across a span of kernel calls (a forward pass).
+//!
 //! Knows only tensors: no scheduling, no strategies.
 
 pub mod attention;
@@ -22,3 +24,4 @@ pub mod sampling;
 mod share;
 
 pub use cpu::{KernelError, KernelPath, QuantFormat, QuantMatrix, Result};
+pub use share::Crew;

@@ -5,6 +5,11 @@
 //! reads ([`share_prepared`]: the matmul quantizes its activations there): the caller runs it
 //! after waking the helpers, so their wake-up overlaps it instead of following it.
 //!
+//! A [`Crew`] keeps one helper awake for a span of many calls (a model's forward pass, ~150
+//! calls): instead of `rayon::spawn` per call, each call on the crew's thread posts its work to
+//! that helper, which spins between calls rather than going back to rayon's idle loop (where it
+//! yields to the scheduler and soon sleeps, so the next call pays a wake-up).
+//!
 //! Why not a plain `par_iter`: from a thread outside rayon's pool that parks the caller until
 //! the pool is done, and on small VMs waking a parked thread costs tens to hundreds of
 //! microseconds. Measured in a 16-branch decode step on the 2-core dev VM: the attention
@@ -28,9 +33,11 @@
 //!   borrowed. This protocol is the only reason the module needs `unsafe`.
 #![allow(unsafe_code)]
 
+use std::cell::RefCell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicPtr, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 /// A helper's task function with its borrow erased (see the module invariants).
 type TaskFn<P, S, R> = dyn Fn(&P, &mut S, usize) -> R + Sync;
@@ -139,7 +146,15 @@ pub(crate) fn share_prepared<P: Sync + 'static, S: 'static, R: Send + 'static>(
             .collect(),
     });
     let guard = Guard(&shared);
-    for _ in 0..helpers.min(n_tasks - 1) {
+    let mut to_spawn = helpers.min(n_tasks - 1);
+    if CREW.with_borrow(|crew| {
+        crew.as_ref()
+            .map(|c| c.post(Arc::clone(&shared) as Arc<dyn Work>))
+    }) == Some(true)
+    {
+        to_spawn -= 1;
+    }
+    for _ in 0..to_spawn {
         let shared = Arc::clone(&shared);
         rayon::spawn(move || help(&shared));
     }
@@ -189,6 +204,144 @@ pub(crate) fn map<S: 'static, R: Send + 'static>(
     let out: Vec<R> = out.into_iter().flatten().collect();
     debug_assert_eq!(out.len(), n_tasks);
     out
+}
+
+/// A call's work as a crew helper sees it: `help` with the types erased.
+trait Work: Send + Sync {
+    fn help(&self);
+}
+
+impl<P: Sync, S, R: Send> Work for Shared<P, S, R> {
+    fn help(&self) {
+        help(self);
+    }
+}
+
+thread_local! {
+    /// The crew serving calls made on this thread, while a [`Crew`] guard lives here.
+    static CREW: RefCell<Option<Arc<CrewState>>> = const { RefCell::new(None) };
+}
+
+/// How long a crew helper spins for the next call before it parks (a forward pass's serial
+/// stretches between calls are tens of microseconds; its end is marked by the guard).
+const CREW_SPIN: Duration = Duration::from_millis(2);
+
+/// What a crew's caller and its helper share.
+struct CrewState {
+    /// The work posted for the helper and not yet taken.
+    posted: Mutex<Option<Arc<dyn Work>>>,
+    /// Whether `posted` may hold something (checked without the lock while spinning).
+    ready: AtomicBool,
+    /// Set when the guard drops: the helper leaves.
+    stop: AtomicBool,
+    /// Whether the helper is running its loop (a post to a helper that has not started or has
+    /// left falls back to `rayon::spawn`).
+    alive: AtomicBool,
+    /// The helper's thread, to unpark it.
+    thread: Mutex<Option<std::thread::Thread>>,
+}
+
+impl CrewState {
+    /// Hands `work` to the helper; `false` when there is no live, idle helper to take it.
+    fn post(&self, work: Arc<dyn Work>) -> bool {
+        if !self.alive.load(Ordering::Acquire) || self.ready.load(Ordering::Acquire) {
+            return false;
+        }
+        match self.posted.lock() {
+            Ok(mut slot) => *slot = Some(work),
+            Err(_) => return false,
+        }
+        self.ready.store(true, Ordering::Release);
+        if let Ok(thread) = self.thread.lock() {
+            if let Some(t) = thread.as_ref() {
+                t.unpark();
+            }
+        }
+        true
+    }
+
+    /// The helper's loop: take posted work and run it, spin while idle, park after
+    /// [`CREW_SPIN`] without work, leave when stopped.
+    fn serve(&self) {
+        if let Ok(mut thread) = self.thread.lock() {
+            *thread = Some(std::thread::current());
+        }
+        self.alive.store(true, Ordering::Release);
+        let mut idle_since = Instant::now();
+        let mut spins = 0u32;
+        while !self.stop.load(Ordering::Acquire) {
+            if self.ready.load(Ordering::Acquire) {
+                let work = self.posted.lock().ok().and_then(|mut slot| slot.take());
+                self.ready.store(false, Ordering::Release);
+                if let Some(work) = work {
+                    work.help();
+                }
+                idle_since = Instant::now();
+                spins = 0;
+                continue;
+            }
+            spins += 1;
+            if spins % 1024 != 0 {
+                std::hint::spin_loop();
+                continue;
+            }
+            // Run the pool's other work meanwhile (a crew must not starve it: a caller blocked
+            // on a rayon job, or a second crew, would otherwise wait for this worker forever).
+            if rayon::yield_now() == Some(rayon::Yield::Executed) {
+                idle_since = Instant::now();
+            } else if idle_since.elapsed() > CREW_SPIN {
+                std::thread::park_timeout(Duration::from_millis(1));
+            }
+        }
+        self.alive.store(false, Ordering::Release);
+        // Work posted after the last check is run here rather than lost: its caller waits
+        // for the tasks it claimed, and `help` claims nothing once the caller has done them.
+        if let Some(work) = self.posted.lock().ok().and_then(|mut slot| slot.take()) {
+            work.help();
+        }
+    }
+}
+
+/// Keeps one helper thread hot for the calls this thread makes while the guard lives (see the
+/// module doc). Start one around a span of many short kernel calls; a crew on a pool of one
+/// thread, or nested inside another on the same thread, does nothing. The helper is a rayon
+/// worker running a loop, released when the guard drops.
+pub struct Crew {
+    state: Option<Arc<CrewState>>,
+}
+
+impl Crew {
+    /// Starts a crew for the calling thread.
+    pub fn start() -> Self {
+        if rayon::current_num_threads() < 2 || CREW.with_borrow(Option::is_some) {
+            return Self { state: None };
+        }
+        let state = Arc::new(CrewState {
+            posted: Mutex::new(None),
+            ready: AtomicBool::new(false),
+            stop: AtomicBool::new(false),
+            alive: AtomicBool::new(false),
+            thread: Mutex::new(None),
+        });
+        let helper = Arc::clone(&state);
+        rayon::spawn(move || helper.serve());
+        CREW.with_borrow_mut(|crew| *crew = Some(Arc::clone(&state)));
+        Self { state: Some(state) }
+    }
+}
+
+impl Drop for Crew {
+    fn drop(&mut self) {
+        if let Some(state) = self.state.take() {
+            CREW.with_borrow_mut(|crew| *crew = None);
+            state.stop.store(true, Ordering::Release);
+            if let Ok(thread) = state.thread.lock() {
+                if let Some(t) = thread.as_ref() {
+                    t.unpark();
+                }
+            }
+        }
+    }
 }
 
 /// On unwinding out of [`share`], closes the counter and waits until no helper is inside the
@@ -395,6 +548,67 @@ mod tests {
                 )
             }));
             assert!(result.is_err());
+        }
+    }
+
+    #[test]
+    fn calls_under_a_crew_compute_every_task_and_the_crew_leaves() {
+        let pool = match rayon::ThreadPoolBuilder::new().num_threads(2).build() {
+            Ok(pool) => pool,
+            Err(e) => panic!("pool: {e}"),
+        };
+        pool.install(|| {
+            let crew = Crew::start();
+            assert!(crew.state.is_some());
+            assert!(Crew::start().state.is_none(), "a nested crew does nothing");
+            for round in 0..200 {
+                let n = 1 + round % 40;
+                assert_eq!(
+                    squares(n, 1),
+                    (0..n as u64).map(|t| t * t).collect::<Vec<_>>()
+                );
+            }
+            let state = crew.state.as_ref().map(Arc::clone);
+            drop(crew);
+            if let Some(state) = state {
+                let start = Instant::now();
+                while state.alive.load(Ordering::Acquire) {
+                    assert!(start.elapsed() < Duration::from_secs(10), "the helper left");
+                    std::thread::yield_now();
+                }
+            }
+        });
+    }
+
+    #[test]
+    fn crews_do_not_starve_the_pool() {
+        // Threads outside the pool (as the engine's is) each hold a crew, whose helpers may
+        // occupy every worker, and then need the pool for a parallel sum: the helpers must run
+        // that work while they wait, not leave it to workers that never come.
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        for _ in 0..rayon::current_num_threads().max(2) {
+            let done_tx = done_tx.clone();
+            std::thread::spawn(move || {
+                let crew = Crew::start();
+                if let Some(state) = &crew.state {
+                    let start = Instant::now();
+                    while !state.alive.load(Ordering::Acquire)
+                        && start.elapsed() < Duration::from_secs(2)
+                    {
+                        std::thread::yield_now();
+                    }
+                }
+                use rayon::prelude::*;
+                let sum: u64 = (0..100_000u64).into_par_iter().sum();
+                drop(crew);
+                let _ = done_tx.send(sum);
+            });
+        }
+        for _ in 0..rayon::current_num_threads().max(2) {
+            match done_rx.recv_timeout(Duration::from_secs(20)) {
+                Ok(sum) => assert_eq!(sum, 4_999_950_000),
+                Err(e) => panic!("a crew starved the pool: {e}"),
+            }
         }
     }
 }

@@ -292,6 +292,8 @@ impl Model {
         if let Some(cuda) = &self.cuda {
             return cuda.forward_readouts(batch, kv, readouts);
         }
+        // One helper stays hot across the pass's ~150 kernel calls (no wake-up per call).
+        let _crew = ponder_kernels::Crew::start();
         let x = self.residual(batch, kv)?;
         let eps = self.config.rms_norm_eps as f32;
         read_out(batch, readouts, |rows, logits| {

@@ -305,16 +305,21 @@ impl CrewState {
 /// Keeps one helper thread hot for the calls this thread makes while the guard lives (see the
 /// module doc). Start one around a span of many short kernel calls; a crew on a pool of one
 /// thread, or nested inside another on the same thread, does nothing. The helper is a rayon
-/// worker running a loop, released when the guard drops.
+/// worker running a loop, released when the guard drops. Not `Send`: it must drop on the
+/// thread it serves.
 pub struct Crew {
     state: Option<Arc<CrewState>>,
+    _not_send: std::marker::PhantomData<*const ()>,
 }
 
 impl Crew {
     /// Starts a crew for the calling thread.
     pub fn start() -> Self {
         if rayon::current_num_threads() < 2 || CREW.with_borrow(Option::is_some) {
-            return Self { state: None };
+            return Self {
+                state: None,
+                _not_send: std::marker::PhantomData,
+            };
         }
         let state = Arc::new(CrewState {
             posted: Mutex::new(None),
@@ -326,7 +331,10 @@ impl Crew {
         let helper = Arc::clone(&state);
         rayon::spawn(move || helper.serve());
         CREW.with_borrow_mut(|crew| *crew = Some(Arc::clone(&state)));
-        Self { state: Some(state) }
+        Self {
+            state: Some(state),
+            _not_send: std::marker::PhantomData,
+        }
     }
 }
 

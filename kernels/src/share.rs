@@ -281,7 +281,7 @@ impl CrewState {
                 continue;
             }
             spins += 1;
-            if spins % 1024 != 0 {
+            if !spins.is_multiple_of(1024) {
                 std::hint::spin_loop();
                 continue;
             }
@@ -307,6 +307,25 @@ impl CrewState {
 /// thread, or nested inside another on the same thread, does nothing. The helper is a rayon
 /// worker running a loop, released when the guard drops. Not `Send`: it must drop on the
 /// thread it serves.
+///
+/// ```
+/// use ponder_kernels::{Crew, QuantFormat, QuantMatrix};
+///
+/// // A 32 x 64 Q8_0 matrix (GGML blocks: f16 scale 1.0, then 32 quants of 1).
+/// let block: Vec<u8> = [0x00, 0x3c].into_iter().chain([1u8; 32]).collect();
+/// let w = QuantMatrix::from_ggml_bytes(QuantFormat::Q8_0, 32, 64, block.repeat(64))?;
+/// let x = vec![0.5f32; 64];
+/// let mut y = vec![0f32; 32];
+/// {
+///     let _crew = Crew::start(); // one helper stays hot for these calls
+///     for _ in 0..3 {
+///         w.matmul(&x, 1, &mut y)?;
+///     }
+/// } // the helper leaves here
+/// // Each output is 64 halves times 64 ones, up to the 8-bit quantization.
+/// assert!(y.iter().all(|&v| (v - 32.0).abs() < 0.1));
+/// # Ok::<(), ponder_kernels::KernelError>(())
+/// ```
 pub struct Crew {
     state: Option<Arc<CrewState>>,
     _not_send: std::marker::PhantomData<*const ()>,

@@ -33,7 +33,6 @@
 use core::arch::asm;
 use core::arch::x86_64::*;
 use std::cell::Cell;
-use std::ops::Range;
 use std::sync::OnceLock;
 
 use super::layout::{Q4_1_M, Q4_1_QS, Q8_0_QS, TB_Q4_1, TB_Q8_0, TILE};
@@ -310,13 +309,8 @@ pub(crate) fn tile(
         }
         done = rows;
     }
-    let vnni = t.vnni();
-    let rows: Range<usize> = done..m;
     let next = if done == 0 { next } else { &[] };
-    match format {
-        QuantFormat::Q4_1 => x86::q4_1_rows_avx512(vnni, tile, next, act, rows, out),
-        QuantFormat::Q8_0 => x86::q8_0_rows_avx512(vnni, tile, next, act, rows, out),
-    }
+    x86::rows_avx512(t.vnni(), format, tile, next, act, done..m, out);
 }
 
 /// Starts block `b`'s product into `C` tile `b % 4`: zero it, load `A` (16 rows of 32 bytes
@@ -567,7 +561,15 @@ mod tests {
         let (nb, m) = (18, 16);
         let (tile_bytes, act) = fixture(t, nb, m);
         let mut expected = vec![0f32; m * TILE];
-        x86::q4_1_tile_avx512(t.vnni(), &tile_bytes, &[], &act, m, &mut expected);
+        x86::rows_avx512(
+            t.vnni(),
+            QuantFormat::Q4_1,
+            &tile_bytes,
+            &[],
+            &act,
+            0..m,
+            &mut expected,
+        );
         // Another library's configuration (palette 1, one 8 x 32 tile), then none at all.
         let mut foreign = CONFIG;
         (foreign.colsb, foreign.rows) = ([0; 16], [0; 16]);

@@ -141,13 +141,7 @@ impl Kernel {
             #[cfg(target_arch = "x86_64")]
             (Kernel::Avx2(t), QuantFormat::Q8_0) => x86::q8_0_tile_avx2(t, tile, act, m, out),
             #[cfg(target_arch = "x86_64")]
-            (Kernel::Avx512(t), QuantFormat::Q4_1) => {
-                x86::q4_1_tile_avx512(t, tile, next, act, m, out)
-            }
-            #[cfg(target_arch = "x86_64")]
-            (Kernel::Avx512(t), QuantFormat::Q8_0) => {
-                x86::q8_0_tile_avx512(t, tile, next, act, m, out)
-            }
+            (Kernel::Avx512(t), format) => x86::rows_avx512(t, format, tile, next, act, 0..m, out),
             #[cfg(target_arch = "x86_64")]
             (Kernel::Amx(t), format) => amx::tile(t, format, tile, next, act, m, out),
         }

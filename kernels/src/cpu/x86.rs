@@ -24,6 +24,7 @@ use std::ops::Range;
 
 use super::layout::{Q4_1_M, Q4_1_QS, Q8_0_QS, TB_Q4_1, TB_Q8_0, TILE};
 use super::quant::{QuantizedRows, QK};
+use super::QuantFormat;
 
 /// Proof that the CPU supports AVX2 and F16C (only [`Avx2::detect`] makes one).
 #[derive(Debug, Clone, Copy)]
@@ -160,73 +161,33 @@ pub(crate) fn prefetch_block(ahead: &[u8], b: usize, size: usize) {
     }
 }
 
-/// Q4_1 tile against all `m` rows (AVX-512 VNNI); output as in `scalar::q4_1_tile`.
-pub(crate) fn q4_1_tile_avx512(
-    t: Avx512Vnni,
-    tile: &[u8],
-    next: &[u8],
-    act: &QuantizedRows,
-    m: usize,
-    out: &mut [f32],
-) {
-    q4_1_rows_avx512(t, tile, next, act, 0..m, out);
-}
-
-/// Q8_0 tile against all `m` rows (AVX-512 VNNI).
-pub(crate) fn q8_0_tile_avx512(
-    t: Avx512Vnni,
-    tile: &[u8],
-    next: &[u8],
-    act: &QuantizedRows,
-    m: usize,
-    out: &mut [f32],
-) {
-    q8_0_rows_avx512(t, tile, next, act, 0..m, out);
-}
-
-/// Q4_1 tile against activation rows `rows` only (the rest of `out` is left as it is).
-pub(crate) fn q4_1_rows_avx512(
+/// One tile of `format` against activation rows `rows` only (AVX-512 VNNI; output as in
+/// `scalar::q4_1_tile`, rows outside `rows` left as they are). The first pass over the tile's
+/// blocks also asks for the next tile, block by block.
+pub(crate) fn rows_avx512(
     _: Avx512Vnni,
+    format: QuantFormat,
     tile: &[u8],
     next: &[u8],
     act: &QuantizedRows,
     rows: Range<usize>,
     out: &mut [f32],
 ) {
-    // The first pass over the tile's blocks also asks for the next tile, block by block.
     let mut ahead = next;
     let mut r0 = rows.start;
-    while r0 + ROW_BLOCK <= rows.end {
+    while r0 < rows.end {
+        let ahead = std::mem::take(&mut ahead);
+        let block = rows.end - r0 >= ROW_BLOCK;
         // SAFETY: the token proves AVX-512 F/BW/VNNI are available.
-        unsafe { q4_1_rows_512::<ROW_BLOCK>(tile, std::mem::take(&mut ahead), act, r0, out) };
-        r0 += ROW_BLOCK;
-    }
-    for r in r0..rows.end {
-        // SAFETY: as above.
-        unsafe { q4_1_rows_512::<1>(tile, std::mem::take(&mut ahead), act, r, out) };
-    }
-}
-
-/// Q8_0 tile against activation rows `rows` only.
-pub(crate) fn q8_0_rows_avx512(
-    _: Avx512Vnni,
-    tile: &[u8],
-    next: &[u8],
-    act: &QuantizedRows,
-    rows: Range<usize>,
-    out: &mut [f32],
-) {
-    // The first pass over the tile's blocks also asks for the next tile, block by block.
-    let mut ahead = next;
-    let mut r0 = rows.start;
-    while r0 + ROW_BLOCK <= rows.end {
-        // SAFETY: the token proves AVX-512 F/BW/VNNI are available.
-        unsafe { q8_0_rows_512::<ROW_BLOCK>(tile, std::mem::take(&mut ahead), act, r0, out) };
-        r0 += ROW_BLOCK;
-    }
-    for r in r0..rows.end {
-        // SAFETY: as above.
-        unsafe { q8_0_rows_512::<1>(tile, std::mem::take(&mut ahead), act, r, out) };
+        unsafe {
+            match (format, block) {
+                (QuantFormat::Q4_1, true) => q4_1_rows_512::<ROW_BLOCK>(tile, ahead, act, r0, out),
+                (QuantFormat::Q8_0, true) => q8_0_rows_512::<ROW_BLOCK>(tile, ahead, act, r0, out),
+                (QuantFormat::Q4_1, false) => q4_1_rows_512::<1>(tile, ahead, act, r0, out),
+                (QuantFormat::Q8_0, false) => q8_0_rows_512::<1>(tile, ahead, act, r0, out),
+            }
+        }
+        r0 += if block { ROW_BLOCK } else { 1 };
     }
 }
 

@@ -24,6 +24,13 @@ pub fn sum(xs: &[f32]) -> f32 {
     tree(lanes, |a, b| a + b)
 }
 
+/// Adds 16 lanes as `sum` does at its end (`tree` with `+`): for callers that keep lanes of
+/// their own and want `sum`'s bits.
+#[inline]
+pub fn tree_sum(lanes: [f32; LANES]) -> f32 {
+    tree(lanes, |a, b| a + b)
+}
+
 /// The largest element, ignoring NaN (as `f32::max` does); `-inf` for an empty slice.
 #[inline]
 pub fn max(xs: &[f32]) -> f32 {

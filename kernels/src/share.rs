@@ -206,6 +206,22 @@ pub(crate) fn map<S: 'static, R: Send + 'static>(
     out
 }
 
+/// `task(t)` for every `t in 0..n_tasks`, results in task order: the calling thread works
+/// from the first task while a helper (the thread's [`Crew`] helper if it has one, else one
+/// rayon worker woken for the call) claims the rest; with a pool of one thread, or a single
+/// task, the caller runs them all. For work the caller would otherwise do alone between
+/// kernel calls (the scheduler samples a batch's rows this way), at no risk of waiting for a
+/// late helper.
+///
+/// ```
+/// let squares = ponder_kernels::share_map(5, &|t| t * t);
+/// assert_eq!(squares, vec![0, 1, 4, 9, 16]);
+/// ```
+pub fn share_map<R: Send + 'static>(n_tasks: usize, task: &(dyn Fn(usize) -> R + Sync)) -> Vec<R> {
+    let helpers = rayon::current_num_threads().saturating_sub(1).min(1);
+    map(n_tasks, helpers, &|| (), &|_, t| task(t))
+}
+
 /// A call's work as a crew helper sees it: `help` with the types erased.
 trait Work: Send + Sync {
     fn help(&self);

@@ -24,6 +24,7 @@ mod loader;
 mod model;
 mod paged_kv;
 mod rope;
+mod rows;
 mod safetensors;
 mod scheduler;
 mod sampling;

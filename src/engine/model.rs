@@ -23,6 +23,7 @@ use super::error::{EngineError, Result};
 use super::attention::AttentionShape;
 use super::kv::{KvStore, LayerChunk, SeqId};
 use super::rope::Rope;
+use super::rows;
 use super::weights::{LayerWeights, Linear, ModelWeights};
 use super::device::ComputeDevice;
 use super::WeightDtype;
@@ -334,28 +335,43 @@ impl Model {
     }
 
     /// The residual stream after the last block, `[tokens, hidden]` (before the final norm).
+    ///
+    /// The stream stays a plain row-major vector between the kernel calls: the residual adds,
+    /// the norms and the gate run on it in place (`rows`, candle's bits, split across the
+    /// crew), and only the projections' inputs become tensors (moved, not copied).
     fn residual(&self, batch: &[SeqChunk<'_>], kv: &mut dyn KvStore) -> Result<Tensor> {
         kv.begin_step(batch)?;
         let ids: Vec<u32> = batch.iter().flat_map(|c| c.tokens.iter().copied()).collect();
         let ids = Tensor::new(ids.as_slice(), &self.device)?;
-        let mut x = self.weights.embed.index_select(&ids, 0)?;
+        let embedded = self.weights.embed.index_select(&ids, 0)?;
+        let (rows, hidden) = embedded.dims2()?;
+        let mut x: Vec<f32> = embedded.flatten_all()?.to_vec1()?;
         let eps = self.config.rms_norm_eps as f32;
+        // The output of the previous block, added to the stream before the next norm.
+        let mut delta: Option<Vec<f32>> = None;
         for (layer_idx, layer) in self.weights.layers.iter().enumerate() {
-            let h = candle_nn::ops::rms_norm(&x, &layer.attn_norm, eps)?;
+            let mut h = vec![0f32; x.len()];
+            rows::add_and_norm(&mut x, delta.as_deref(), &layer.attn_norm.to_vec1()?, eps, &mut h);
+            let h = Tensor::from_vec(h, (rows, hidden), &self.device)?;
             let attn = self.attention(layer_idx, layer, &h, batch, kv)?;
-            x = (x + attn)?;
-            let h = candle_nn::ops::rms_norm(&x, &layer.ffn_norm, eps)?;
-            let rows = h.dims2()?.0;
+            let mut h = vec![0f32; x.len()];
+            rows::add_and_norm(&mut x, Some(&attn), &layer.ffn_norm.to_vec1()?, eps, &mut h);
+            let h = Tensor::from_vec(h, (rows, hidden), &self.device)?;
             let [mut gate, up] = match &layer.gate_up {
                 Some(stacked) => stacked.forward(&h)?,
                 None => [layer.gate_proj.forward_vec(&h)?, layer.up_proj.forward_vec(&h)?],
             };
-            ponder_kernels::math::silu_mul(&mut gate, &up);
+            rows::silu_mul_rows(&mut gate, &up, rows);
             let width = gate.len() / rows.max(1);
             let gated = Tensor::from_vec(gate, (rows, width), &self.device)?;
-            x = (x + layer.down_proj.forward(&gated)?)?;
+            delta = Some(layer.down_proj.forward_vec(&gated)?);
         }
-        Ok(x)
+        if let Some(delta) = delta {
+            for (x, d) in x.iter_mut().zip(delta) {
+                *x += d;
+            }
+        }
+        Ok(Tensor::from_vec(x, (rows, hidden), &self.device)?)
     }
 
     /// Self-attention for every sequence of the batch; `h` is the normed `[tokens, hidden]`.
@@ -370,7 +386,7 @@ impl Model {
         h: &Tensor,
         batch: &[SeqChunk<'_>],
         kv: &mut dyn KvStore,
-    ) -> Result<Tensor> {
+    ) -> Result<Vec<f32>> {
         let shape = self.attention_shape();
         let (nh, nkv, d) = (shape.num_heads, shape.num_kv_heads, shape.head_dim);
         let positions: Vec<usize> =
@@ -398,7 +414,7 @@ impl Model {
         }
         let y = kv.attend(layer_idx, &chunks, &shape)?;
         let y = Tensor::from_vec(y, (positions.len(), nh * d), &self.device)?;
-        layer.o_proj.forward(&y)
+        layer.o_proj.forward_vec(&y)
     }
 
     /// Heads and head size, as the KV store needs them.

@@ -51,6 +51,11 @@ impl SamplingParams {
         Self { temperature: 0.0, ..Self::default() }
     }
 
+    /// Whether top-k, top-p or min-p cut the candidates.
+    fn restricted(&self) -> bool {
+        self.top_k > 0 || self.top_p < 1.0 || self.min_p > 0.0
+    }
+
     /// Checks every knob is in range; the error names the field and the limit.
     pub fn validate(&self) -> Result<()> {
         let bad = |field: &'static str, reason: String| Err(EngineError::InvalidInput { field, reason });
@@ -108,44 +113,83 @@ impl Sampler {
 
     /// Picks the next token. `context` holds the tokens seen so far (for the repetition penalty).
     pub fn sample(&mut self, logits: &[f32], context: &[u32]) -> Result<SampledToken> {
-        if logits.is_empty() {
-            return Err(EngineError::InvalidInput { field: "logits", reason: "empty".into() });
-        }
-        // One pass flags NaN (no early exit, so it vectorises).
-        if logits.iter().fold(false, |nan, x| nan | x.is_nan()) {
-            return Err(EngineError::InvalidInput { field: "logits", reason: "contain NaN".into() });
-        }
-        // One exponential pass over the vocabulary serves the log-probabilities, the entropy
-        // and, at temperature 1 without a penalty, the draw itself. Every pass over the
-        // vocabulary runs 16 lanes wide (`math::exp`, `math::sum`, `math::max`): one dependent
-        // add or compare per logit was most of a step's sampling time.
+        check_logits(logits)?;
+        self.prepare().sample_checked(logits, context)
+    }
+
+    /// Takes this sample's random number now (the only state a sample changes), so the rest of
+    /// the work can run on another thread: `prepare().sample(logits, context)` is
+    /// `sample(logits, context)`, except that bad logits are reported after the RNG moved on.
+    pub fn prepare(&mut self) -> Draw {
+        let r = (self.params.temperature > 0.0).then(|| self.rng.random::<f32>());
+        Draw { params: self.params.clone(), r }
+    }
+}
+
+/// One sample with its random number already drawn ([`Sampler::prepare`]): a pure function of
+/// the logits and the context.
+#[derive(Debug, Clone)]
+pub struct Draw {
+    params: SamplingParams,
+    /// Uniform in `[0, 1)`; `None` for greedy.
+    r: Option<f32>,
+}
+
+/// Rejects logits no token can be drawn from.
+fn check_logits(logits: &[f32]) -> Result<()> {
+    if logits.is_empty() {
+        return Err(EngineError::InvalidInput { field: "logits", reason: "empty".into() });
+    }
+    // One pass flags NaN (no early exit, so it vectorises).
+    if logits.iter().fold(false, |nan, x| nan | x.is_nan()) {
+        return Err(EngineError::InvalidInput { field: "logits", reason: "contain NaN".into() });
+    }
+    Ok(())
+}
+
+impl Draw {
+    /// Picks the token, as [`Sampler::sample`] would have.
+    pub fn sample(&self, logits: &[f32], context: &[u32]) -> Result<SampledToken> {
+        check_logits(logits)?;
+        self.sample_checked(logits, context)
+    }
+
+    fn sample_checked(&self, logits: &[f32], context: &[u32]) -> Result<SampledToken> {
+        // One pass over the vocabulary (`Pass`, 16 lanes wide, nothing allocated) serves the
+        // log-probabilities, the entropy and, when only the temperature shapes the draw, the
+        // draw's sums; the draw then recomputes the weights of the one chunk it lands in.
+        // (Three allocating passes took 300 us per row, a tenth of a 16-row decode step.)
         let max = math::max(logits);
-        let weights = shifted_exp(logits, max, 1.0);
-        let z = math::sum(&weights);
-        let log_sum = z.ln() + max;
-        let entropy = entropy(&weights, logits, z, log_sum);
+        let plain = self.params.repetition_penalty == 1.0 && !self.params.restricted();
+        let scale = (self.params.temperature > 0.0 && plain).then(|| 1.0 / self.params.temperature as f32);
+        let pass = Pass::over(logits, max, scale);
+        let log_sum = pass.z.ln() + max;
+        // `H = -sum p ln p` with `p = w / z`, `ln p = (l - max) - ln z`; 0 when nothing has weight.
+        let entropy = if pass.z > 0.0 { pass.z.ln() - pass.dot / pass.z } else { 0.0 };
         let top_logprobs = top_n(logits, self.params.top_logprobs).into_iter().map(|(t, l)| (t, l - log_sum)).collect();
         let logprob_of = |t: u32| logits.get(t as usize).map_or(f32::NEG_INFINITY, |&l| l - log_sum);
 
-        let token = if self.params.temperature == 0.0 {
-            if self.params.repetition_penalty == 1.0 {
-                argmax(logits)
-            } else {
-                argmax(&self.penalised(logits, context))
+        let token = match (self.r, scale) {
+            (None, _) => {
+                if self.params.repetition_penalty == 1.0 {
+                    argmax(logits)
+                } else {
+                    argmax(&self.penalised(logits, context))
+                }
             }
-        } else if self.params.repetition_penalty == 1.0 && self.params.temperature == 1.0 {
-            self.draw(weights, z)
-        } else {
-            let scale = 1.0 / self.params.temperature as f32;
-            // Scaling by 1/T > 0 keeps the maximum where it was.
-            let weights = if self.params.repetition_penalty == 1.0 {
-                shifted_exp(logits, max, scale)
-            } else {
-                let adjusted = self.penalised(logits, context);
-                shifted_exp(&adjusted, math::max(&adjusted), scale)
-            };
-            let total = math::sum(&weights);
-            self.draw(weights, total)
+            (Some(r), Some(scale)) => pass.draw(logits, max, scale, r * pass.total),
+            (Some(r), None) => {
+                let scale = 1.0 / self.params.temperature as f32;
+                // Scaling by 1/T > 0 keeps the maximum where it was.
+                let weights = if self.params.repetition_penalty == 1.0 {
+                    shifted_exp(logits, max, scale)
+                } else {
+                    let adjusted = self.penalised(logits, context);
+                    shifted_exp(&adjusted, math::max(&adjusted), scale)
+                };
+                let total = math::sum(&weights);
+                self.draw(weights, total, r)
+            }
         };
         Ok(SampledToken { token, logprob: logprob_of(token), top_logprobs, entropy })
     }
@@ -166,38 +210,20 @@ impl Sampler {
     }
 
     /// Draws a token with probability proportional to `weights` (unnormalised; `total` is their
-    /// sum in index order), after top-k, top-p and min-p.
-    fn draw(&mut self, weights: Vec<f32>, total: f32) -> u32 {
-        let restricted = self.params.top_k > 0 || self.params.top_p < 1.0 || self.params.min_p > 0.0;
-        if !restricted {
-            // Plain sampling walks the vocabulary by id (as valid a CDF as any order), a
-            // chunk's sum at a time, then token by token inside the chunk the draw lands in.
-            let mut u = self.rng.random::<f32>() * total;
-            let mut last = None;
-            for (c, chunk) in weights.chunks(DRAW_CHUNK).enumerate() {
-                let mass = math::sum(chunk);
-                if u >= mass {
-                    u -= mass;
-                    if mass > 0.0 {
-                        last = Some((c, chunk));
+    /// sum in index order) after top-k, top-p and min-p; with none of them, walks `weights` in
+    /// index order. `r` is the uniform number in `[0, 1)`.
+    fn draw(&self, weights: Vec<f32>, total: f32, r: f32) -> u32 {
+        if !self.params.restricted() {
+            let mut u = r * total;
+            for (i, &w) in weights.iter().enumerate() {
+                if w > 0.0 {
+                    if u < w {
+                        return i as u32;
                     }
-                    continue;
+                    u -= w;
                 }
-                for (i, &w) in chunk.iter().enumerate() {
-                    if w > 0.0 {
-                        if u < w {
-                            return (c * DRAW_CHUNK + i) as u32;
-                        }
-                        u -= w;
-                    }
-                }
-                last = Some((c, chunk));
-                break;
             }
-            // Rounding left `u` past the end: the last token with any weight.
-            return last
-                .and_then(|(c, chunk)| chunk.iter().rposition(|&w| w > 0.0).map(|i| (c * DRAW_CHUNK + i) as u32))
-                .unwrap_or(0);
+            return weights.iter().rposition(|&w| w > 0.0).unwrap_or(0) as u32;
         }
         let mut cands: Vec<(u32, f32)> = weights.into_iter().enumerate().map(|(i, w)| (i as u32, w)).collect();
         if self.params.top_k > 0 && self.params.top_k < cands.len() {
@@ -229,7 +255,7 @@ impl Sampler {
             cands.retain(|c| c.1 >= floor);
         }
         let total: f32 = cands.iter().map(|c| c.1).sum();
-        let mut u = self.rng.random::<f32>() * total;
+        let mut u = r * total;
         for c in &cands {
             if u < c.1 {
                 return c.0;
@@ -240,26 +266,122 @@ impl Sampler {
     }
 }
 
-/// `H = -sum p log p` with `p = w / z` and `log p = l - log_sum`; tokens of probability 0
-/// (logit `-inf`) contribute nothing. 16 lanes wide, like `math::sum`.
-fn entropy(weights: &[f32], logits: &[f32], z: f32, log_sum: f32) -> f32 {
-    let inv_z = 1.0 / z;
-    let term = |w: f32, l: f32| if l.is_finite() { w * inv_z * (l - log_sum) } else { 0.0 };
-    let mut lanes = [0f32; 16];
-    let (wc, lc) = (weights.chunks_exact(16), logits.chunks_exact(16));
-    let rest: f32 = wc.remainder().iter().zip(lc.remainder()).map(|(&w, &l)| term(w, l)).sum();
-    for (w, l) in wc.zip(lc) {
-        for ((lane, &w), &l) in lanes.iter_mut().zip(w).zip(l) {
-            *lane += term(w, l);
+/// What one pass over the vocabulary gives a sample: 16 lanes wide, every exponential
+/// computed once, nothing allocated per logit.
+#[derive(Debug)]
+struct Pass {
+    /// `sum e^(l - max)`, added in `math::sum`'s order.
+    z: f32,
+    /// `sum e^(l - max) (l - max)` over finite logits (the entropy is `ln z - dot / z`).
+    dot: f32,
+    /// With a draw scale `s`: `sum e^((l - max) s)` in `math::sum`'s order; else 0.
+    total: f32,
+    /// With a draw scale: each `DRAW_CHUNK` of those weights summed as `math::sum` would.
+    chunk_mass: Vec<f32>,
+}
+
+impl Pass {
+    /// One pass over `logits` (`max` is their maximum); `scale` asks for the draw's weights
+    /// `e^((l - max) scale)` as well (their sums; `draw` recomputes one chunk of them).
+    fn over(logits: &[f32], max: f32, scale: Option<f32>) -> Self {
+        // Chunk by chunk through L1-sized buffers, each loop a plain map or lane sum over a
+        // slice (what the compiler vectorises reliably; one fused loop body did not).
+        let mut z = [0f32; 16];
+        let mut dot = [0f32; 16];
+        let mut total = [0f32; 16];
+        let mut chunk_mass = Vec::new();
+        let mut w1 = [0f32; DRAW_CHUNK];
+        let mut ws = [0f32; DRAW_CHUNK];
+        for chunk in logits.chunks(DRAW_CHUNK) {
+            let n = chunk.len();
+            let (w1, ws) = (&mut w1[..n], &mut ws[..n]);
+            for (w, &l) in w1.iter_mut().zip(chunk) {
+                *w = weight(l, max, 1.0);
+            }
+            add_lanes(&mut z, w1);
+            let mut terms = [0f32; DRAW_CHUNK];
+            for ((t, &w), &l) in terms.iter_mut().zip(w1.iter()).zip(chunk) {
+                *t = if l == f32::NEG_INFINITY { 0.0 } else { w * (l - max) };
+            }
+            add_lanes(&mut dot, &terms[..n]);
+            if let Some(s) = scale {
+                let ws: &[f32] = if s == 1.0 {
+                    w1
+                } else {
+                    for (w, &l) in ws.iter_mut().zip(chunk) {
+                        *w = weight(l, max, s);
+                    }
+                    ws
+                };
+                add_lanes(&mut total, ws);
+                chunk_mass.push(math::sum(ws));
+            }
+        }
+        Self { z: math::tree_sum(z), dot: math::tree_sum(dot), total: math::tree_sum(total), chunk_mass }
+    }
+
+    /// The token where `u` (uniform in `[0, total)`) lands, walking the weights
+    /// `e^((l - max) scale)` in index order: a chunk's mass at a time, then token by token
+    /// inside the chunk it lands in.
+    fn draw(&self, logits: &[f32], max: f32, scale: f32, mut u: f32) -> u32 {
+        let mut last = None;
+        for (c, (&mass, chunk)) in self.chunk_mass.iter().zip(logits.chunks(DRAW_CHUNK)).enumerate() {
+            if u >= mass {
+                u -= mass;
+                if mass > 0.0 {
+                    last = Some((c, chunk));
+                }
+                continue;
+            }
+            for (i, &l) in chunk.iter().enumerate() {
+                let w = weight(l, max, scale);
+                if w > 0.0 {
+                    if u < w {
+                        return (c * DRAW_CHUNK + i) as u32;
+                    }
+                    u -= w;
+                }
+            }
+            last = Some((c, chunk));
+            break;
+        }
+        // Rounding left `u` past the end: the last token with any weight.
+        last.and_then(|(c, chunk)| chunk.iter().rposition(|&l| weight(l, max, scale) > 0.0).map(|i| (c * DRAW_CHUNK + i) as u32))
+            .unwrap_or(0)
+    }
+}
+
+/// Adds `xs` into `math::sum`'s lanes: lane `i` takes elements `i, i + 16, ...`; a rest (only a
+/// vocabulary's last chunk has one) goes to the first lanes, as `math::sum` adds it.
+#[inline(always)]
+fn add_lanes(lanes: &mut [f32; 16], xs: &[f32]) {
+    let vecs = xs.chunks_exact(16);
+    let rest = vecs.remainder();
+    for v in vecs {
+        for (lane, &x) in lanes.iter_mut().zip(v) {
+            *lane += x;
         }
     }
-    -(math::sum(&lanes) + rest)
+    for (lane, &x) in lanes.iter_mut().zip(rest) {
+        *lane += x;
+    }
+}
+
+/// `e^((l - max) * scale)`; exactly 0 for a `-inf` logit (a token ruled out), which the
+/// clamped fast `exp` alone would give a tiny weight.
+#[inline(always)]
+fn weight(l: f32, max: f32, scale: f32) -> f32 {
+    if l == f32::NEG_INFINITY {
+        0.0
+    } else {
+        ponder_kernels::math::exp((l - max) * scale)
+    }
 }
 
 /// `e^((l - max) * scale)` per logit; exactly 0 for a `-inf` logit (a token ruled out), which the
 /// clamped fast `exp` alone would give a tiny weight.
 fn shifted_exp(logits: &[f32], max: f32, scale: f32) -> Vec<f32> {
-    logits.iter().map(|&l| if l == f32::NEG_INFINITY { 0.0 } else { ponder_kernels::math::exp((l - max) * scale) }).collect()
+    logits.iter().map(|&l| weight(l, max, scale)).collect()
 }
 
 /// Index of the largest value; the lowest index wins ties.

@@ -2,7 +2,12 @@
 //! sequences, then preempting, if it must), run one forward pass, sample, fork groups' branches,
 //! read scoring requests' positions.
 
+use std::collections::HashMap;
+
+use candle_core::Tensor;
+
 use super::*;
+use crate::engine::device::ComputeDevice;
 
 /// A planned piece of work: `len` tokens of `seq` starting at its `computed` position.
 #[derive(Debug, Clone, Copy)]
@@ -16,6 +21,8 @@ impl Scheduler {
     /// Runs one forward pass over every live sequence and returns what happened.
     pub fn step(&mut self) -> Result<Vec<Event>> {
         let mut events = std::mem::take(&mut self.pending);
+        // On the CPU one helper stays hot through the forward pass and the sampling after it.
+        let _crew = matches!(self.model.compute_device(), ComputeDevice::Cpu).then(ponder_kernels::Crew::start);
         self.retire_cancelled(&mut events);
         self.admit();
         let plan = self.plan()?;
@@ -41,6 +48,7 @@ impl Scheduler {
             .collect();
         let outputs = self.model.forward_readouts(&chunks, &mut self.store, &readouts)?;
         self.counters.forward_passes += 1;
+        let mut drawn = self.draw_all(&plan, &outputs);
         let used = self.store.stats().used_blocks as u64;
         self.counters.peak_blocks_used = self.counters.peak_blocks_used.max(used);
         for (p, output) in plan.iter().zip(outputs) {
@@ -63,19 +71,42 @@ impl Scheduler {
             if s.computed < s.tokens.len() {
                 continue; // more prefill chunks to come
             }
-            let logits: Vec<f32> = output.ok_or_else(|| EngineError::Kv(format!("no logits for sequence {}", p.seq)))?.to_vec1()?;
             if s.sampler.is_some() {
                 if p.prefill {
                     let (computed, reused) = std::mem::take(&mut s.prefill);
                     events.push(Event::Prefill { seq: p.seq, computed, reused });
                 }
                 s.phase = Phase::Decode;
-                self.sample_into(p.seq, &logits, &mut events)?;
+                let token = drawn.remove(&p.seq).ok_or_else(|| EngineError::Kv(format!("no logits for sequence {}", p.seq)))??;
+                self.accept(p.seq, token, &mut events);
             } else {
+                let logits: Vec<f32> = output.ok_or_else(|| EngineError::Kv(format!("no logits for sequence {}", p.seq)))?.to_vec1()?;
                 self.fork_branches(p.seq, &logits, &mut events)?;
             }
         }
         Ok(events)
+    }
+
+    /// Samples the next token of every planned sequence that finishes its chunk with a sampler
+    /// of its own, from `outputs` (the forward pass's readouts, in plan order). The random
+    /// numbers are taken here in plan order; the passes over the vocabulary, most of a
+    /// batch's sampling time, run on this thread and a helper (`share_map`).
+    fn draw_all(&mut self, plan: &[Planned], outputs: &[Option<Tensor>]) -> HashMap<SeqId, Result<SampledToken>> {
+        let mut jobs = Vec::new();
+        for (p, output) in plan.iter().zip(outputs) {
+            let Some(s) = self.seqs.get_mut(&p.seq) else { continue };
+            let (Some(logits), Some(sampler), None) = (output, s.sampler.as_mut(), &s.score) else { continue };
+            if s.computed + p.len >= s.tokens.len() {
+                jobs.push((p.seq, logits, sampler.prepare()));
+            }
+        }
+        let seqs = &self.seqs;
+        let tokens = ponder_kernels::share_map(jobs.len(), &|i| {
+            let (seq, logits, draw) = &jobs[i];
+            let context = seqs.get(seq).map_or(&[][..], |s| &s.tokens[..]);
+            draw.sample(&logits.to_vec1::<f32>()?, context)
+        });
+        jobs.iter().map(|(seq, _, _)| *seq).zip(tokens).collect()
     }
 
     /// Steps until every sequence has finished, collecting the events.
@@ -216,10 +247,17 @@ impl Scheduler {
 
     /// Samples the next token of `seq` from `logits`, and finishes it if that was its last.
     fn sample_into(&mut self, seq: SeqId, logits: &[f32], events: &mut Vec<Event>) -> Result<()> {
-        let context = self.model.config().context_length;
         let Some(s) = self.seqs.get_mut(&seq) else { return Ok(()) };
         let Some(sampler) = s.sampler.as_mut() else { return Ok(()) };
         let token = sampler.sample(logits, &s.tokens)?;
+        self.accept(seq, token, events);
+        Ok(())
+    }
+
+    /// Appends `token` to `seq`, and finishes the sequence if that was its last.
+    fn accept(&mut self, seq: SeqId, token: SampledToken, events: &mut Vec<Event>) {
+        let context = self.model.config().context_length;
+        let Some(s) = self.seqs.get_mut(&seq) else { return };
         self.counters.tokens_generated += 1;
         s.generated += 1;
         let finish = if s.stop_tokens.contains(&token.token) {
@@ -238,7 +276,6 @@ impl Scheduler {
             self.store.release(seq);
             events.push(Event::Finished { seq, reason: SeqFinish::Done(reason) });
         }
-        Ok(())
     }
 
     /// The prompt of a group is computed: fork every branch from it and sample their first tokens.

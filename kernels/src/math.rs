@@ -60,32 +60,65 @@ pub(crate) fn tree(v: [f32; LANES], op: impl Fn(f32, f32) -> f32) -> f32 {
 /// `e^x` for f32, within about 2 ulp of the true value, written with plain arithmetic so a loop
 /// over a slice vectorises (std's `f32::exp` is a libm call per element).
 ///
-/// Cephes `expf`: `x = n ln2 + r` with `n = round(x / ln2)` (by the 1.5·2^23 shifter trick),
-/// `ln2` split in two for an exact `r`, a degree-5 polynomial for `e^r`, and `2^n` built in the
-/// exponent bits. Inputs are clamped to [-87, 88] (so `e^-inf` gives about 1.6e-38, not 0; the
-/// kernels only call it on differences with a finite max). NaN passes through.
-#[inline]
+/// Cephes `expf` in fused form: `x = n ln2 + r` with `n = round(x log2 e)` (ties to even),
+/// `ln2` split in two for an exact `r` (two multiply-adds), a degree-5 polynomial for
+/// `e^r` by Horner's rule in multiply-adds, and the product with `2^n` (exact: `2^n` is a normal
+/// float, so the one rounding is the product's). Inputs are clamped to [-87, 88] (so `e^-inf`
+/// gives about 1.6e-38, not 0; the kernels only call it on differences with a finite max). NaN
+/// passes through. On AVX-512 the same steps are 15 vector instructions (`round` is
+/// `vrndscaleps`, the product `vscalefps`); the attention kernel's `exp16` is this function lane
+/// for lane. Multiply-adds fuse where the build targets FMA ([`mul_add`]).
+#[inline(always)]
 pub fn exp(x: f32) -> f32 {
-    const LOG2E: f32 = std::f32::consts::LOG2_E;
-    const LN2_HI: f32 = 0.693_359_4;
-    const LN2_LO: f32 = -2.121_944_4e-4;
-    const SHIFTER: f32 = 12_582_912.0;
     let x = if x < -87.0 { -87.0 } else { x };
     let x = if x > 88.0 { 88.0 } else { x };
-    let t = x * LOG2E + SHIFTER;
+    // `n = round(x log2 e)`, ties to even, by the 1.5 * 2^23 shifter (the add rounds to an
+    // integer; what a vector `round` gives, and unlike a float-to-int cast it vectorises).
+    let t = x * EXP_LOG2E + SHIFTER;
     let n = t - SHIFTER;
-    let r = x - n * LN2_HI - n * LN2_LO;
-    let mut p = 1.987_569_2e-4f32;
-    p = p * r + 1.398_199_9e-3;
-    p = p * r + 8.333_452e-3;
-    p = p * r + 4.166_579_6e-2;
-    p = p * r + 1.666_666_5e-1;
-    p = p * r + 0.5;
-    let y = p * (r * r) + r + 1.0;
-    // t's bit pattern is SHIFTER's plus n (|n| < 2^22 keeps t in [2^23, 2^24)).
+    let r = mul_add(n, -EXP_LN2_HI, x);
+    let r = mul_add(n, -EXP_LN2_LO, r);
+    let mut p = EXP_POLY[0];
+    for &c in &EXP_POLY[1..] {
+        p = mul_add(p, r, c);
+    }
+    let y = mul_add(p, r * r, r) + 1.0;
+    // t's bit pattern is SHIFTER's plus n, an integer in [-126, 127] after the clamp.
     let n_int = t.to_bits().wrapping_sub(SHIFTER.to_bits());
-    let pow2n = f32::from_bits(n_int.wrapping_add(127) << 23);
-    y * pow2n
+    y * f32::from_bits(n_int.wrapping_add(127) << 23)
+}
+
+/// 1.5 * 2^23: adding it to a float of magnitude below 2^22 rounds it to an integer.
+const SHIFTER: f32 = 12_582_912.0;
+
+/// `exp`'s constants: `log2 e`, `ln 2` split high/low, and the polynomial's coefficients
+/// (Cephes `expf`), highest degree first.
+pub(crate) const EXP_LOG2E: f32 = std::f32::consts::LOG2_E;
+pub(crate) const EXP_LN2_HI: f32 = 0.693_359_4;
+pub(crate) const EXP_LN2_LO: f32 = -2.121_944_4e-4;
+pub(crate) const EXP_POLY: [f32; 6] = [
+    1.987_569_2e-4,
+    1.398_199_9e-3,
+    8.333_452e-3,
+    4.166_579_6e-2,
+    1.666_666_5e-1,
+    0.5,
+];
+
+/// `a * b + c`, fused (one rounding) where the build targets FMA hardware, else two roundings.
+///
+/// Fixed at compile time, so within one build every caller gets the same bits (`f32::mul_add`
+/// without hardware FMA would be a slow libm call).
+#[inline(always)]
+pub(crate) fn mul_add(a: f32, b: f32, c: f32) -> f32 {
+    #[cfg(any(target_feature = "fma", target_arch = "aarch64"))]
+    {
+        a.mul_add(b, c)
+    }
+    #[cfg(not(any(target_feature = "fma", target_arch = "aarch64")))]
+    {
+        a * b + c
+    }
 }
 
 /// `2^(i/32)` as glibc's `__exp2f_data.tab` stores it: the bits of the double nearest

@@ -17,23 +17,7 @@
 
 use super::block::BlockView;
 
-pub(crate) use crate::math::{tree, LANES};
-
-/// `a * b + c`, fused (one rounding) where the build targets FMA hardware, else two roundings.
-///
-/// Fixed at compile time, so within one build every caller gets the same bits (`f32::mul_add`
-/// without hardware FMA would be a slow libm call).
-#[inline(always)]
-pub(crate) fn mul_add(a: f32, b: f32, c: f32) -> f32 {
-    #[cfg(any(target_feature = "fma", target_arch = "aarch64"))]
-    {
-        a.mul_add(b, c)
-    }
-    #[cfg(not(any(target_feature = "fma", target_arch = "aarch64")))]
-    {
-        a * b + c
-    }
-}
+pub(crate) use crate::math::{mul_add, tree, LANES};
 
 /// `max` as the contract (and `vmaxps`) defines it: `a` when `a > b`, else `b` (so a NaN in `a`
 /// is skipped and ties keep `b`).

@@ -323,41 +323,28 @@ fn tree_add(v: __m512) -> f32 {
     _mm512_cvtss_f32(_mm512_add_ps(e, _mm512_shuffle_ps::<0b01_01_01_01>(e, e)))
 }
 
-/// `math::exp` on 16 lanes, operation for operation (no FMA: the scalar code has none).
+/// `math::exp` on 16 lanes, operation for operation (its multiply-adds fused, as on the FMA
+/// builds this kernel runs in; `round` to nearest even is `vrndscaleps`, the product with `2^n`
+/// one `vscalefps`, exact like the scalar product since `2^n` is a normal float).
 #[inline]
 #[target_feature(enable = "avx512f")]
 fn exp16(x: __m512) -> __m512 {
+    use crate::math::{EXP_LN2_HI, EXP_LN2_LO, EXP_LOG2E, EXP_POLY};
     let c = _mm512_set1_ps;
     // `if x < -87 { -87 } else { x }` is `max(-87, x)`: a NaN x comes back as it is.
     let x = _mm512_max_ps(c(-87.0), x);
     let x = _mm512_min_ps(c(88.0), x);
-    let shifter = 12_582_912.0f32;
-    let t = _mm512_add_ps(_mm512_mul_ps(x, c(std::f32::consts::LOG2_E)), c(shifter));
-    let n = _mm512_sub_ps(t, c(shifter));
-    let r = _mm512_sub_ps(
-        _mm512_sub_ps(x, _mm512_mul_ps(n, c(0.693_359_4))),
-        _mm512_mul_ps(n, c(-2.121_944_4e-4)),
+    let n = _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(
+        _mm512_mul_ps(x, c(EXP_LOG2E)),
     );
-    let mut p = c(1.987_569_2e-4);
-    for k in [
-        1.398_199_9e-3,
-        8.333_452e-3,
-        4.166_579_6e-2,
-        1.666_666_5e-1,
-        0.5,
-    ] {
-        p = _mm512_add_ps(_mm512_mul_ps(p, r), c(k));
+    let r = _mm512_fmadd_ps(n, c(-EXP_LN2_HI), x);
+    let r = _mm512_fmadd_ps(n, c(-EXP_LN2_LO), r);
+    let mut p = c(EXP_POLY[0]);
+    for &k in &EXP_POLY[1..] {
+        p = _mm512_fmadd_ps(p, r, c(k));
     }
-    let y = _mm512_add_ps(
-        _mm512_add_ps(_mm512_mul_ps(p, _mm512_mul_ps(r, r)), r),
-        c(1.0),
-    );
-    let n_int = _mm512_sub_epi32(
-        _mm512_castps_si512(t),
-        _mm512_set1_epi32(shifter.to_bits() as i32),
-    );
-    let pow2n = _mm512_slli_epi32::<23>(_mm512_add_epi32(n_int, _mm512_set1_epi32(127)));
-    _mm512_mul_ps(y, _mm512_castsi512_ps(pow2n))
+    let y = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), c(1.0));
+    _mm512_scalef_ps(y, n)
 }
 
 #[cfg(test)]
@@ -367,7 +354,8 @@ mod tests {
 
     #[test]
     fn exp16_is_math_exp_bitwise() {
-        let Some(_) = Avx512::detect() else {
+        // `math::exp` fuses its multiply-adds only on FMA builds (the kernel always does).
+        let (Some(_), true) = (Avx512::detect(), cfg!(target_feature = "fma")) else {
             return;
         };
         let mut xs: Vec<f32> = (0..4000).map(|i| -95.0 + i as f32 * 0.047_3).collect();

@@ -7,6 +7,9 @@
 2. schemathesis against /openapi.json: no 5xx, status codes / content types / bodies as documented.
 3. SIGTERM: the server drains and exits 0.
 
+The server's log (warnings, errors, panics) is printed at the end; a schemathesis failure ends
+with schemathesis's own list of failures and errors, so a CI log's tail says what went wrong.
+
 The server runs with small limits (max_tokens, budget, n) so generated requests stay quick.
 Prints one JSON line of measurements at the end; exits non-zero on any failure.
 """
@@ -16,17 +19,22 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 
 def start(ponder):
     args = [ponder, "serve", "--port", "0", "--max-completion-tokens", "16", "--default-max-tokens", "16",
             "--max-budget-tokens", "384", "--max-n", "2", "--max-running", "4", "--max-queue", "64"]
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
+    # The server's log goes to a file, so a failure can end with what the server said about it.
+    log = tempfile.NamedTemporaryFile(mode="w+", prefix="ponder-serve-", suffix=".log", delete=False)
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=log, text=True)
+    proc.log_path = log.name
     line = proc.stdout.readline()
     if "listening on" not in line:
         proc.kill()
-        sys.exit(f"ponder serve did not start: {line!r}")
+        with open(log.name) as f:
+            sys.exit(f"ponder serve did not start: {line!r}\n{f.read()[-5000:]}")
     return proc, line.strip().rsplit(" ", 1)[-1]
 
 
@@ -105,7 +113,11 @@ def schemathesis_checks(url, results, venv_bin):
     results["schemathesis_summary"] = [l.strip() for l in p.stdout.splitlines() if "passed" in l or "failed" in l or "test cases" in l][-4:]
     if p.returncode != 0:
         print(p.stdout[-20000:], p.stderr[-5000:], sep="\n")
-        raise AssertionError("schemathesis found failures")
+        # CI shows a log's tail: end with schemathesis's own account of the failures and errors.
+        lines = p.stdout.splitlines()
+        start = next((i for i, l in enumerate(lines) if l.strip("= ") in ("FAILURES", "ERRORS")), max(len(lines) - 40, 0))
+        end = next((i for i, l in enumerate(lines) if l.strip("= ") == "SUMMARY"), len(lines))
+        raise AssertionError("schemathesis found failures:\n" + "\n".join(lines[start:end][-60:]))
     print(tail)
 
 
@@ -127,6 +139,13 @@ def main():
         except subprocess.TimeoutExpired:
             proc.kill()
             code = "killed"
+        # The server logs warnings and errors only (and panics): show them, on success too.
+        with open(proc.log_path) as f:
+            log = [l.rstrip() for l in f if l.strip()]
+        os.unlink(proc.log_path)
+        results["server_log_lines"] = len(log)
+        if log:
+            print("ponder serve's log (warnings, errors):", *log[-30:], sep="\n", flush=True)
     results["sigterm_exit"] = code
     print(json.dumps(results))
     if code != 0:

@@ -217,7 +217,22 @@ fn auto_widens_within_the_cap_when_answers_disagree() {
     let max_n = decision["max_n"].as_u64().expect("max_n") as usize;
     assert!(max_n > n.div_ceil(2), "{decision}");
     assert_eq!(out.candidates.len(), max_n, "it widens to the cap");
-    assert!(out.usage.spent() <= 4096);
+    let allocated = decision["budget_tokens"].as_u64().expect("budget_tokens");
+    assert!(out.usage.spent() <= allocated && allocated <= 4096, "{} spent of {allocated}", out.usage.spent());
+}
+
+#[test]
+fn auto_runs_a_search_strategy_under_the_allocations_budget() {
+    // A bare number routes to math with a calibration row for a search strategy, allocated
+    // less than the request's 1024 tokens: the search stops there, not at the request's cap.
+    // Steps that never reach an answer: the search spends whatever it is allowed.
+    let generator = Arc::new(FakeGenerator::new(|s| FakeChunk::step(format!("Let me think about case {} again.\n\n", s.seed % 97), -0.3)));
+    let out = run_auto(generator, "0", 1024).expect("auto");
+    let decision = out.router.clone().expect("router object");
+    assert_eq!(decision["think"], true, "{decision}");
+    let allocated = decision["budget_tokens"].as_u64().expect("budget_tokens");
+    assert!(allocated < 1024, "{decision}");
+    assert!(out.usage.spent() <= allocated, "{} spent of {allocated}: {decision}", out.usage.spent());
 }
 
 #[test]

@@ -296,6 +296,32 @@ fn bad_input_table_gets_openai_errors_with_the_right_codes() {
 }
 
 #[test]
+fn effort_levels_and_the_default_budget_stay_within_the_operators_cap() {
+    // `reasoning_effort: high` names 16384 tokens and the default budget is 4096: both above a
+    // 200-token cap, which must bound them instead of refusing a field the client never sent.
+    // (Eight 48-token traces and their prompt need ~430 tokens: the cap is what keeps them short.)
+    let limits = Limits { max_budget_tokens: 200, ..Limits::default() };
+    let server = TestServer::start(|b| b.limits(limits));
+    let client = reqwest::Client::new();
+    let params = json!({"n": 8, "max_tokens": 48});
+    let body = json!({
+        "model": "ponder/self_consistency",
+        "messages": [{"role": "user", "content": "What is 2+3?"}],
+        "reasoning_effort": "high",
+        "strategy_params": params,
+        "seed": 5,
+    });
+    let (status, out) = server.block_on(post(&client, &server.url("/v1/chat/completions"), body));
+    assert_eq!(status, 200, "{out}");
+    assert!(out["ponder"]["spent"].as_u64().is_some_and(|s| s <= 200), "{out}");
+    let reason = json!({"problem": "What is 2+3?", "strategy": "self_consistency", "params": params, "seed": 5});
+    let (status, out) = server.block_on(post(&client, &server.url("/v1/reason"), reason));
+    assert_eq!(status, 200, "{out}");
+    let spent = ["generated_tokens", "prefill_tokens_computed", "verifier_tokens"].iter().filter_map(|k| out["usage"][k].as_u64()).sum::<u64>();
+    assert!(spent <= 200, "{out}");
+}
+
+#[test]
 fn a_plugin_strategy_registered_on_the_builder_is_callable_by_name() {
     let server = TestServer::start(|b| b.register(custom_strategy::register));
     let client = reqwest::Client::new();

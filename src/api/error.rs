@@ -99,6 +99,9 @@ pub enum AppError {
     /// No route.
     #[error("no such endpoint")]
     NotFound,
+    /// The handler panicked (a bug, logged with its message); the connection stays usable.
+    #[error("internal error: the server hit a bug answering this request (it is logged)")]
+    Panicked,
 }
 
 /// OpenAI's error body.
@@ -173,6 +176,7 @@ impl AppError {
             },
             Self::Backend(_) => (StatusCode::BAD_GATEWAY, "server_error", None, Some("backend_unavailable")),
             Self::NotFound => (StatusCode::NOT_FOUND, INVALID, None, Some("not_found")),
+            Self::Panicked => (StatusCode::INTERNAL_SERVER_ERROR, "server_error", None, Some("internal_error")),
         }
     }
 

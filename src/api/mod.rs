@@ -40,6 +40,7 @@ use axum::Router;
 use ponder_strategies::{Generator, Registry};
 use ponder_verifiers::Verifier;
 use tokio::net::TcpListener;
+use tower_http::catch_panic::CatchPanicLayer;
 
 pub use error::{AppError, ErrorBody, ErrorDetail, ValidationError};
 pub use guard::{Admission, ApiKeys};
@@ -207,7 +208,20 @@ pub fn app(state: Arc<AppState>) -> Router {
             req.extensions_mut().insert(BodyLimit(limit));
             next.run(req).await
         }))
+        .layer(CatchPanicLayer::custom(panic_response))
         .with_state(state)
+}
+
+/// A handler that panicked answers 500 in OpenAI's shape, and the panic is logged, instead of
+/// the connection being dropped without a response.
+fn panic_response(panic: Box<dyn std::any::Any + Send + 'static>) -> Response {
+    let message = panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "(not a string)".into());
+    tracing::error!(panic = %message, "a request handler panicked");
+    AppError::Panicked.into_response()
 }
 
 /// Checks the bearer key on every endpoint but the probes and the browser pages' static assets
@@ -271,4 +285,27 @@ pub async fn shutdown_signal() {
     }
     #[cfg(not(unix))]
     std::future::pending::<()>().await;
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::body::{to_bytes, Body};
+    use axum::http::StatusCode;
+    use tower::ServiceExt;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_panicking_handler_answers_500_in_openais_shape() {
+        let app = Router::new()
+            .route("/boom", get(|| async { panic!("index out of bounds") as &'static str }))
+            .layer(CatchPanicLayer::custom(panic_response));
+        let request = Request::builder().uri("/boom").body(Body::empty()).map_err(|e| e.to_string());
+        let response = app.oneshot(request.expect("request")).await.expect("infallible");
+        assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        let body = to_bytes(response.into_body(), 1 << 16).await.expect("body");
+        let json: serde_json::Value = serde_json::from_slice(&body).expect("json");
+        assert_eq!(json["error"]["type"], "server_error", "{json}");
+        assert_eq!(json["error"]["code"], "internal_error", "{json}");
+    }
 }

@@ -47,6 +47,13 @@ pub struct Limits {
     pub keep_alive: Duration,
 }
 
+impl Limits {
+    /// The budget of a request that names none: the default, within the operator's cap.
+    pub fn default_budget(&self) -> u64 {
+        self.default_budget_tokens.min(self.max_budget_tokens)
+    }
+}
+
 impl Default for Limits {
     fn default() -> Self {
         Self {
@@ -236,7 +243,8 @@ fn common(
     let include_usage = c.stream_options.as_ref().is_some_and(|o| o.include_usage);
     let budget = match (c.budget_tokens, &c.reasoning_effort) {
         (Some(b), _) => Some(int_in("budget_tokens", b, 1, limits.max_budget_tokens)?),
-        (None, Some(e)) => Some(effort_budget(e)?),
+        // An effort level names a budget; the operator's cap still bounds it.
+        (None, Some(e)) => Some(effort_budget(e)?.min(limits.max_budget_tokens)),
         (None, None) => None,
     };
     let deadline_ms = match c.deadline_ms {
@@ -257,7 +265,7 @@ fn common(
     let strategy = name.map(|name| ValidStrategy {
         name,
         params: c.strategy_params.clone().unwrap_or(Value::Null),
-        budget_tokens: budget.unwrap_or(limits.default_budget_tokens),
+        budget_tokens: budget.unwrap_or(limits.default_budget()),
         deadline_ms,
         return_trace: c.return_trace.unwrap_or(false),
     });
@@ -332,7 +340,7 @@ pub(crate) fn reason(body: &ReasonBody, limits: &Limits, registry: &Registry) ->
     if !registry.contains(&strategy) {
         return Err(ValidationError::invalid("strategy", format!("unknown strategy {strategy:?}; valid strategies: {}", registry.names().join(", "))));
     }
-    let budget = int_in("budget_tokens", body.budget_tokens.unwrap_or(limits.default_budget_tokens as i64), 1, limits.max_budget_tokens)?;
+    let budget = int_in("budget_tokens", body.budget_tokens.unwrap_or(limits.default_budget() as i64), 1, limits.max_budget_tokens)?;
     let deadline_ms = match body.deadline_ms {
         Some(d) => Some(int_in("deadline_ms", d, 1, 3_600_000)?),
         None => None,

@@ -10,7 +10,8 @@
 //!   from vote-margin and confidence signals, as in adaptive-parallel / DeepConf.
 //! - Any other strategy (beam search, MCTS…): that strategy with its defaults.
 //!
-//! The request's budget stays the hard cap: the context's meter refuses anything past it. The
+//! The search runs under the allocation's budget (the table row's, scaled by any widening;
+//! never more than the request's): the context's meter refuses anything past it. The
 //! decision is recorded with [`Context::set_router`], so it appears in the `Outcome`.
 
 use std::sync::Arc;
@@ -101,6 +102,8 @@ impl Strategy for Auto {
             ctx.with_tree(|t| t.note(SearchTree::ROOT, "router_truncated", note));
         }
         let a = &decision.allocation;
+        // The allocation is what this search may spend (≤ the request's budget).
+        ctx.narrow_budget(a.budget_tokens);
         if !a.think {
             return self.direct(ctx, a.max_tokens).await;
         }

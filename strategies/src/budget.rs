@@ -64,6 +64,8 @@ impl Usage {
 struct MeterState {
     usage: Usage,
     reserved: u64,
+    /// The token cap: the budget's, or lower after [`Meter::narrow`].
+    cap: u64,
 }
 
 /// The meter of one search.
@@ -91,12 +93,18 @@ impl Reservation {
 impl Meter {
     /// A meter for `budget`, started now.
     pub fn new(budget: Budget) -> Self {
-        Self { budget, start: Instant::now(), state: Mutex::new(MeterState::default()) }
+        Self { budget, start: Instant::now(), state: Mutex::new(MeterState { cap: budget.tokens, ..MeterState::default() }) }
     }
 
-    /// The budget being enforced.
+    /// The budget being enforced (its `tokens` lowered by [`Meter::narrow`], if it was).
     pub fn budget(&self) -> Budget {
-        self.budget
+        Budget { tokens: self.lock().cap, ..self.budget }
+    }
+
+    /// Lowers the token cap to `tokens`; never raises it. What was spent or reserved stays.
+    pub fn narrow(&self, tokens: u64) {
+        let mut s = self.lock();
+        s.cap = s.cap.min(tokens);
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, MeterState> {
@@ -115,7 +123,7 @@ impl Meter {
     /// Tokens neither spent nor reserved.
     pub fn available(&self) -> u64 {
         let s = self.lock();
-        self.budget.tokens.saturating_sub(s.usage.spent() + s.reserved)
+        s.cap.saturating_sub(s.usage.spent() + s.reserved)
     }
 
     /// Sets aside `tokens`, or refuses if that would pass the cap.
@@ -123,8 +131,8 @@ impl Meter {
         self.check_deadline()?;
         let mut s = self.lock();
         let spent = s.usage.spent();
-        if spent + s.reserved + tokens > self.budget.tokens {
-            return Err(StrategyError::BudgetExhausted { budget: self.budget.tokens, spent, needed: tokens });
+        if spent + s.reserved + tokens > s.cap {
+            return Err(StrategyError::BudgetExhausted { budget: s.cap, spent, needed: tokens });
         }
         s.reserved += tokens;
         Ok(Reservation { tokens })
@@ -188,6 +196,23 @@ mod tests {
         assert_eq!(m.usage().spent(), 100);
         assert_eq!(m.usage().probe_tokens, 60);
         assert!(m.reserve(1).is_err());
+        Ok(())
+    }
+
+    #[test]
+    fn narrowing_lowers_the_cap_and_never_raises_it() -> Result<()> {
+        let m = Meter::new(Budget::tokens(1000));
+        let r = m.reserve(100)?;
+        m.settle(r, Cost { generated: 100, ..Cost::default() }, Charge::Generation);
+        m.narrow(300);
+        assert_eq!(m.budget().tokens, 300);
+        assert_eq!(m.available(), 200);
+        assert!(matches!(m.reserve(201), Err(StrategyError::BudgetExhausted { budget: 300, spent: 100, needed: 201 })));
+        m.narrow(5000);
+        assert_eq!(m.budget().tokens, 300);
+        m.narrow(50);
+        assert_eq!(m.available(), 0, "already spent past the new cap: nothing left, nothing lost");
+        assert_eq!(m.usage().spent(), 100);
         Ok(())
     }
 

@@ -201,6 +201,12 @@ impl Context {
         self.meter.budget()
     }
 
+    /// Lowers this search's token cap to `tokens` (never raises it): a strategy that hands the
+    /// search to another under a smaller allocation, as `auto` does with the router's choice.
+    pub fn narrow_budget(&self, tokens: u64) {
+        self.meter.narrow(tokens);
+    }
+
     /// Tokens left to spend (neither spent nor reserved).
     pub fn available(&self) -> u64 {
         self.meter.available()

@@ -21,10 +21,11 @@
 
 use std::sync::Arc;
 
+use super::columns::Columns;
 use super::error::{KernelError, Result};
 use super::kernel::{Kernel, KernelPath};
 use super::layout::{self, TILE};
-use super::parallel::{self, Job, Outputs};
+use super::parallel::{self, Job};
 use super::quant::{ActFormat, QuantizedRows, QK};
 
 /// Work (`m * n * k` multiply-accumulates, about 4 us single-threaded) from which a call
@@ -329,14 +330,18 @@ impl QuantMatrix {
             n,
         };
         let tasks = threads * TASKS_PER_THREAD;
-        let mut out = Outputs::new(outs, widths);
+        let parts = outs.len();
+        let out = Columns::new(outs, widths, m).ok_or_else(|| KernelError::OutputParts {
+            part: parts,
+            reason: "outputs do not match their widths".into(),
+        })?;
         if QuantizedRows::splits_over_threads(x.len()) {
             // A prefill chunk's quantization runs on the pool itself: finish it before helpers
             // occupy the pool waiting for it.
             let act = quantize();
-            parallel::run(job, move || act, &mut out, helpers, tasks);
+            parallel::run(job, move || act, &out, helpers, tasks);
         } else {
-            parallel::run(job, quantize, &mut out, helpers, tasks);
+            parallel::run(job, quantize, &out, helpers, tasks);
         }
         Ok(())
     }

@@ -4,11 +4,13 @@
 //! `layout` (GGML blocks to 16-column tiles), `scalar` (the reference kernels), `x86` (the
 //! AVX2 / AVX-512 VNNI kernels) and `amx` (AMX-INT8 for groups of 16 rows; the two hold the only
 //! unsafe code), `kernel` (path selection and dispatch),
+//! `columns` (tasks writing their own columns of shared outputs in place; unsafe inside),
 //! `parallel` (work sharing across threads), `matrix` (`QuantMatrix` and validation). Invariant across all of them: each output element is a pure function of one
 //! activation row and one weight row, computed bitwise as candle's `vec_dot_unopt` does.
 
 #[cfg(target_arch = "x86_64")]
 mod amx;
+mod columns;
 mod error;
 mod kernel;
 mod layout;

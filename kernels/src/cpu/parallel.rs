@@ -6,16 +6,16 @@
 //! Invariants:
 //! - Numerics do not depend on who computes a task, on the task size or on the thread count:
 //!   each tile is computed by the same kernel call with the same inputs either way.
-//! - The caller writes its own tasks straight into the outputs; a helper fills a buffer of its
-//!   own in tile order, which the caller copies into place.
-//! - The output columns may be split over several row-major outputs ([`Outputs`]: the parts
-//!   of a stacked matrix), each starting at a tile boundary, so a tile's lanes always land in
-//!   one output.
+//! - Whoever computes a task writes it straight into its columns of the outputs
+//!   ([`Columns`]: the task claims them first), so nothing is copied after the parallel part.
+//! - The output columns may be split over several row-major outputs (the parts of a stacked
+//!   matrix), each starting at a tile boundary, so a tile's lanes always land in one output.
 
 use std::sync::Arc;
 
 use crate::share::share_prepared;
 
+use super::columns::Columns;
 use super::kernel::Kernel;
 use super::layout::TILE;
 use super::quant::QuantizedRows;
@@ -39,38 +39,6 @@ pub(crate) struct Job {
     pub(crate) n: usize,
 }
 
-/// Where the `m x n` result goes: output `i` is row-major `m x width_i` and takes columns
-/// `starts[i]..starts[i] + width_i` (consecutive, summing to `n`; every start a multiple of
-/// `TILE`, checked by `QuantMatrix::matmul_parts`).
-pub(crate) struct Outputs<'o, 'a> {
-    outs: &'o mut [&'a mut [f32]],
-    /// First column of each output, then `n`.
-    bounds: Vec<usize>,
-}
-
-impl<'o, 'a> Outputs<'o, 'a> {
-    /// `outs` with the given column widths (`outs[i].len() == m * widths[i]`).
-    pub(crate) fn new(outs: &'o mut [&'a mut [f32]], widths: &[usize]) -> Self {
-        let mut bounds = Vec::with_capacity(widths.len() + 1);
-        bounds.push(0);
-        for w in widths {
-            bounds.push(bounds[bounds.len() - 1] + w);
-        }
-        Self { outs, bounds }
-    }
-
-    /// Writes `lanes` (columns `col..col + lanes.len()`, all in one output) of row `r`.
-    fn put(&mut self, r: usize, col: usize, lanes: &[f32]) {
-        // The output whose columns start at or before `col` (few outputs: a linear scan).
-        let i = self.bounds[1..]
-            .iter()
-            .take_while(|&&end| end <= col)
-            .count();
-        let (start, width) = (self.bounds[i], self.bounds[i + 1] - self.bounds[i]);
-        self.outs[i][r * width + col - start..][..lanes.len()].copy_from_slice(lanes);
-    }
-}
-
 /// A job cut into tasks of `cols_per_task` columns (a multiple of `TILE`).
 struct Tasks {
     job: Job,
@@ -84,10 +52,14 @@ impl Tasks {
         start..self.job.n.min(start + self.cols_per_task)
     }
 
-    /// Computes task `t` over the quantized activations `act`, handing each tile's `m` rows of
-    /// lanes to `emit(row, col, lanes)`.
-    fn compute(&self, t: usize, act: &QuantizedRows, mut emit: impl FnMut(usize, usize, &[f32])) {
+    /// Computes task `t` over the quantized activations `act`, writing each tile's `m` rows
+    /// into its columns of `out`.
+    fn compute(&self, t: usize, act: &QuantizedRows, out: &Columns<'_>) {
         let (cols, job) = (self.cols(t), &self.job);
+        // `share_prepared` hands out every task once, and tasks' columns are disjoint.
+        let Some(claim) = out.claim(cols.clone()) else {
+            panic!("columns {cols:?} of task {t} were claimed before: a work-sharing bug");
+        };
         let _session = job.kernel.session(job.m);
         let mut buf = vec![0f32; job.m * TILE];
         for col in cols.clone().step_by(TILE) {
@@ -98,24 +70,8 @@ impl Tasks {
             let next = &next[..job.tile_bytes.min(next.len())];
             job.kernel
                 .tile(job.format, tile, next, act, job.m, &mut buf);
-            let width = TILE.min(cols.end - col);
-            for (r, lanes) in buf.chunks_exact(TILE).enumerate() {
-                emit(r, col, &lanes[..width]);
-            }
+            claim.put_tile(col, TILE.min(cols.end - col), &buf);
         }
-    }
-
-    /// Computes task `t` straight into the outputs.
-    fn compute_into(&self, t: usize, act: &QuantizedRows, out: &mut Outputs<'_, '_>) {
-        self.compute(t, act, |r, col, lanes| out.put(r, col, lanes));
-    }
-
-    /// Computes task `t` into a fresh buffer in the order the tiles come out: tile by tile,
-    /// each tile's `m` rows of its (up to 16) lanes; filled by appending, never zeroed first.
-    fn compute_owned(&self, t: usize, act: &QuantizedRows) -> Vec<f32> {
-        let mut own = Vec::with_capacity(self.job.m * self.cols(t).len());
-        self.compute(t, act, |_, _, lanes| own.extend_from_slice(lanes));
-        own
     }
 }
 
@@ -124,7 +80,7 @@ impl Tasks {
 pub(crate) fn run(
     job: Job,
     quantize: impl FnOnce() -> QuantizedRows,
-    out: &mut Outputs<'_, '_>,
+    out: &Columns<'_>,
     helpers: usize,
     tasks: usize,
 ) {
@@ -132,34 +88,15 @@ pub(crate) fn run(
     let cols_per_task = tiles.div_ceil(tasks.clamp(1, tiles.max(1))) * TILE;
     let n_tasks = job.n.div_ceil(cols_per_task);
     let job = Tasks { job, cols_per_task };
-    let theirs = share_prepared(
+    let nothing_to_copy = share_prepared(
         n_tasks,
         helpers,
         quantize,
-        |act, t| job.compute_into(t, act, out),
+        |act, t| job.compute(t, act, out),
         &|| (),
-        &|act: &QuantizedRows, _: &mut (), t| job.compute_owned(t, act),
+        &|act: &QuantizedRows, _: &mut (), t| job.compute(t, act, out),
     );
-    for (t, theirs) in theirs {
-        job.copy_owned(t, &theirs, out);
-    }
-}
-
-impl Tasks {
-    /// Copies task `t`'s `compute_owned` buffer (per tile of up to 16 columns, its `m` rows)
-    /// into its columns of the outputs.
-    fn copy_owned(&self, t: usize, theirs: &[f32], out: &mut Outputs<'_, '_>) {
-        let (cols, m) = (self.cols(t), self.job.m);
-        let (mut rest, end) = (theirs, cols.end);
-        for col in cols.step_by(TILE) {
-            let width = TILE.min(end - col);
-            let (tile, tail) = rest.split_at(m * width);
-            for (r, lanes) in tile.chunks_exact(width).enumerate() {
-                out.put(r, col, lanes);
-            }
-            rest = tail;
-        }
-    }
+    drop(nothing_to_copy);
 }
 
 #[cfg(test)]
@@ -214,9 +151,9 @@ mod tests {
         let (m, n) = (tasks.job.m, tasks.job.n);
         let mut out = vec![f32::NAN; m * n];
         let mut outs = [&mut out[..]];
-        let mut outputs = Outputs::new(&mut outs, &[n]);
+        let cols = Columns::new(&mut outs, &[n], m).expect("valid outputs");
         for t in 0..n.div_ceil(tasks.cols_per_task) {
-            tasks.compute_into(t, act, &mut outputs);
+            tasks.compute(t, act, &cols);
         }
         out
     }
@@ -226,15 +163,17 @@ mod tests {
     }
 
     #[test]
-    fn helper_buffers_of_several_tiles_land_in_their_columns() {
+    fn tasks_of_several_tiles_land_in_their_columns_in_any_order() {
+        let (one, act) = tasks_of(1);
+        let expected = serial(&one, &act);
         for tiles in [1, 2, 3] {
             let (tasks, act) = tasks_of(tiles);
-            let expected = serial(&tasks, &act);
+            let (m, n) = (tasks.job.m, tasks.job.n);
             let mut out = vec![f32::NAN; expected.len()];
             let mut outs = [&mut out[..]];
-            let mut outputs = Outputs::new(&mut outs, &[tasks.job.n]);
-            for t in 0..tasks.job.n.div_ceil(tasks.cols_per_task) {
-                tasks.copy_owned(t, &tasks.compute_owned(t, &act), &mut outputs);
+            let cols = Columns::new(&mut outs, &[n], m).expect("valid outputs");
+            for t in (0..n.div_ceil(tasks.cols_per_task)).rev() {
+                tasks.compute(t, &act, &cols);
             }
             assert_eq!(bits(&out), bits(&expected), "tasks of {tiles} tiles");
         }
@@ -247,14 +186,10 @@ mod tests {
         for (helpers, tasks) in [(0, 1), (1, 3), (2, 8), (3, 100)] {
             let mut out = vec![f32::NAN; expected.len()];
             let (job, act) = job();
-            let n = job.n;
-            run(
-                job,
-                move || act,
-                &mut Outputs::new(&mut [&mut out[..]], &[n]),
-                helpers,
-                tasks,
-            );
+            let (m, n) = (job.m, job.n);
+            let mut outs = [&mut out[..]];
+            let cols = Columns::new(&mut outs, &[n], m).expect("valid outputs");
+            run(job, move || act, &cols, helpers, tasks);
             assert_eq!(
                 bits(&out),
                 bits(&expected),

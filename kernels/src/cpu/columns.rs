@@ -105,6 +105,7 @@ impl Claim<'_, '_> {
     ///
     /// Panics when the columns are not all claimed, run past the output that holds `col`, or
     /// `lanes` is short (a bug in the caller, never a property of the data).
+    #[inline]
     pub(crate) fn put_tile(&self, col: usize, width: usize, lanes: &[f32]) {
         let out = self.out;
         assert!(self.cols.start <= col && col + width <= self.cols.end);
@@ -116,22 +117,20 @@ impl Claim<'_, '_> {
         let part = &out.parts[i];
         let first = col - out.bounds[i];
         assert!(width <= TILE && first + width <= part.width && lanes.len() >= out.m * TILE);
-        for (r, row) in lanes.chunks_exact(TILE).take(out.m).enumerate() {
-            let at = r * part.width + first;
-            // `r < m`, `first + width <= width_i` and `len == m * width_i`: in bounds.
-            debug_assert!(at + width <= part.len);
-            // SAFETY: `at..at + width` lies inside output `i` (above), which is borrowed for
-            // `'o`, and in this claim's columns, which no other claim overlaps.
-            unsafe {
-                if width == TILE {
-                    // A constant-size copy: one 64-byte move, not a `memcpy` call per row.
-                    part.ptr
-                        .add(at)
-                        .cast::<[f32; TILE]>()
-                        .write_unaligned(row[..TILE].try_into().unwrap_or([0.0; TILE]));
-                } else {
-                    std::ptr::copy_nonoverlapping(row.as_ptr(), part.ptr.add(at), width);
-                }
+        let dst = |r: usize| r * part.width + first;
+        // `r < m`, `first + width <= width_i` and `len == m * width_i`: every row in bounds.
+        debug_assert!(out.m == 0 || dst(out.m - 1) + width <= part.len);
+        if width == TILE {
+            for (r, row) in lanes.chunks_exact(TILE).take(out.m).enumerate() {
+                // SAFETY: `dst(r)..dst(r) + TILE` lies inside output `i` (above), which is
+                // borrowed for `'o`, and in this claim's columns, which no other claim
+                // overlaps. A constant-size copy: one 64-byte move, no `memcpy` call.
+                unsafe { std::ptr::copy_nonoverlapping(row.as_ptr(), part.ptr.add(dst(r)), TILE) };
+            }
+        } else {
+            for (r, row) in lanes.chunks_exact(TILE).take(out.m).enumerate() {
+                // SAFETY: as above, for `width < TILE` floats.
+                unsafe { std::ptr::copy_nonoverlapping(row.as_ptr(), part.ptr.add(dst(r)), width) };
             }
         }
     }

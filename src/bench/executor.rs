@@ -131,6 +131,7 @@ pub fn nsample(loaded: &LoadedModel, opts: &BenchOptions) -> Result<NSampleRepor
     let wall_s = t0.elapsed().as_secs_f64();
     let generated = events.iter().filter(|e| matches!(e, Event::Token { .. })).count();
     let counters = sched.counters();
+    tracing::info!(wall_s, tokens_per_s = generated as f64 / wall_s, "nsample: batched run done; naive baseline next");
 
     // Naive: each sample alone with its own store (own prefill), one after another.
     let mut naive_wall_s = 0.0;

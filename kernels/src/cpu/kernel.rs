@@ -84,9 +84,9 @@ impl Kernel {
             #[cfg(target_arch = "x86_64")]
             Kernel::Avx2(t) => Quantizer::Avx2(t),
             #[cfg(target_arch = "x86_64")]
-            Kernel::Avx512(t) => Quantizer::Avx2(t.avx2()),
+            Kernel::Avx512(t) => Quantizer::Avx512(t),
             #[cfg(target_arch = "x86_64")]
-            Kernel::Amx(t) => Quantizer::Avx2(t.vnni().avx2()),
+            Kernel::Amx(t) => Quantizer::Avx512(t.vnni()),
         }
     }
 

@@ -15,7 +15,7 @@ use half::f16;
 use rayon::prelude::*;
 
 #[cfg(target_arch = "x86_64")]
-use super::{amx, x86};
+use super::{amx, quant_avx512, x86};
 
 /// Elements per quantization block (Q4_1, Q8_0 and Q8_1 alike).
 pub(crate) const QK: usize = 32;
@@ -37,6 +37,9 @@ pub(crate) enum Quantizer {
     /// AVX2 (`x86::block_amax` / `x86::block_quants`).
     #[cfg(target_arch = "x86_64")]
     Avx2(x86::Avx2),
+    /// AVX-512 (`quant_avx512`), 16 blocks per call.
+    #[cfg(target_arch = "x86_64")]
+    Avx512(x86::Avx512Vnni),
 }
 
 impl Quantizer {
@@ -51,6 +54,8 @@ impl Quantizer {
             }
             #[cfg(target_arch = "x86_64")]
             Quantizer::Avx2(t) => x86::block_amax(t, xs),
+            #[cfg(target_arch = "x86_64")]
+            Quantizer::Avx512(t) => x86::block_amax(t.avx2(), xs),
         }
     }
 
@@ -67,6 +72,21 @@ impl Quantizer {
             }
             #[cfg(target_arch = "x86_64")]
             Quantizer::Avx2(t) => x86::block_quants(t, xs, id, qs),
+            #[cfg(target_arch = "x86_64")]
+            Quantizer::Avx512(t) => x86::block_quants(t.avx2(), xs, id, qs),
+        }
+    }
+
+    /// Quantizes `xs[i]` into `out[i]`, each block as [`quantize_block`] does.
+    fn blocks(self, format: ActFormat, xs: &[[f32; QK]], out: &mut [ActBlock]) {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Quantizer::Avx512(t) => quant_avx512::quantize_blocks(t, format, xs, out),
+            _ => {
+                for (xs, out) in xs.iter().zip(out) {
+                    quantize_block(format, self, xs, out);
+                }
+            }
         }
     }
 }
@@ -123,15 +143,9 @@ impl QuantizedRows {
             blocks
                 .par_chunks_mut(per_task)
                 .zip(xs.par_chunks(per_task))
-                .for_each(|(out, xs)| {
-                    for (xs, out) in xs.iter().zip(out) {
-                        quantize_block(format, quantizer, xs, out);
-                    }
-                });
+                .for_each(|(out, xs)| quantizer.blocks(format, xs, out));
         } else {
-            for (xs, out) in xs.iter().zip(&mut blocks) {
-                quantize_block(format, quantizer, xs, out);
-            }
+            quantizer.blocks(format, xs, &mut blocks);
         }
         Self {
             nb,
@@ -287,6 +301,112 @@ mod tests {
                     Quantizer::Scalar.quants(xs, id, &mut b),
                 );
                 assert_eq!((a, sums.0), (b, sums.1), "block {i} id {id}");
+            }
+        }
+    }
+
+    /// The AVX-512 quantizer (16 blocks per batch) equals the scalar one bitwise: every field
+    /// of every block, for both formats, on rows holding the edge cases (halfway values,
+    /// saturation, NaN, infinities, signed zeros, subnormals) and random blocks of scales from
+    /// subnormal to huge, in row counts that leave partial batches.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn avx512_quantizer_matches_scalar_bitwise() {
+        let Some(t) = x86::Avx512Vnni::detect() else {
+            eprintln!("no AVX-512: skipped");
+            return;
+        };
+        let edges = [
+            0.5,
+            -0.5,
+            1.5,
+            -1.5,
+            2.5,
+            -2.5,
+            0.49999997,
+            -0.49999997,
+            126.5,
+            -127.5,
+            127.49999,
+            -128.5,
+            128.0,
+            -129.0,
+            1e10,
+            -1e10,
+            f32::NAN,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            -0.0,
+            0.0,
+            1e-45,
+            -1e-40,
+            8388607.5,
+            -8388607.5,
+            16777215.0,
+            3.4e38,
+            -0.75,
+            0.75,
+            42.0,
+        ];
+        let mut x: Vec<f32> = Vec::new();
+        // Blocks whose largest value is each edge in turn, so `d` and `id` take edge values too.
+        for (i, &e) in edges.iter().enumerate() {
+            x.extend((0..QK).map(|j| {
+                if j == i % QK {
+                    e
+                } else {
+                    edges[(i + j) % edges.len()] * 1e-3
+                }
+            }));
+        }
+        // Blocks with `d` = 1, 1/2 and 2 exactly (max 127 d), so `x * id` lands on the halfway
+        // and just-below-halfway values the rounding must get right.
+        for d in [1.0f32, 0.5, 2.0] {
+            let halfway = [
+                0.5,
+                -0.5,
+                1.5,
+                -1.5,
+                2.5,
+                -2.5,
+                0.49999997,
+                -0.49999997,
+                126.5,
+                -126.5,
+            ];
+            x.push(127.0 * d);
+            x.extend((1..QK).map(|j| halfway[j % halfway.len()] * d));
+        }
+        // All-positive blocks: sums above 2048, odd and even, which f16 cannot all hold.
+        for offset in 0..6 {
+            x.extend((0..QK).map(|j| 90.0 + (j * 7 + offset) as f32 % 37.0));
+        }
+        x.extend([f32::NAN; QK]);
+        x.extend([0.0; QK]);
+        let mut state = 99u32;
+        for scale in [1e-42f32, 1e-30, 1e-3, 1.0, 37.0, 1e20, 3e38] {
+            for _ in 0..37 * QK {
+                state = state.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+                x.push(((state >> 8) as f32 / (1 << 24) as f32 - 0.5) * scale);
+            }
+        }
+        let k = 3 * QK;
+        x.truncate(x.len() / k * k);
+        for format in [ActFormat::Q8_1, ActFormat::Q8_0] {
+            for m in [1, 5, x.len() / k] {
+                let x = &x[..m * k];
+                let want = QuantizedRows::quantize(format, Quantizer::Scalar, x, m, k);
+                let got = QuantizedRows::quantize(format, Quantizer::Avx512(t), x, m, k);
+                for r in 0..m {
+                    for b in 0..k / QK {
+                        let (w, g) = (want.block(r, b), got.block(r, b));
+                        let at = format!("{format:?} m {m} row {r} block {b}");
+                        assert_eq!(w.qs, g.qs, "{at}");
+                        assert_eq!(w.qsum, g.qsum, "{at}");
+                        assert_eq!(w.d.to_bits(), g.d.to_bits(), "{at}");
+                        assert_eq!(w.s.to_bits(), g.s.to_bits(), "{at}");
+                    }
+                }
             }
         }
     }

@@ -15,6 +15,11 @@ use ponder::engine::{
     SchedulerConfig, SeqFinish, TextStream,
 };
 
+/// mimalloc keeps freed activation buffers for reuse (glibc's malloc returned the large ones to
+/// the kernel and faulted them back in, zeroed, on the next layer).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(name = "ponder", version, about = "Test-time-scaling reasoning server")]
 struct Cli {

@@ -1,5 +1,6 @@
 //! `QuantMatrix::stack` and `matmul_parts`: one matmul over stacked parts gives each part's own
-//! outputs, bitwise, into one output or one per part, and the parts' views are the parts.
+//! outputs, bitwise, into one output or one per part (given, or new and never zeroed), and the
+//! parts' views are the parts.
 
 use ponder_kernels::{KernelError, KernelPath, QuantFormat, QuantMatrix};
 
@@ -113,4 +114,53 @@ fn output_parts_that_do_not_split_the_columns_are_named() {
     }
     let (mut a, mut b) = (vec![0f32; 2 * 16], vec![0f32; 2 * 24]);
     assert!(w.matmul_parts(&x, 2, &mut [&mut a, &mut b]).is_ok());
+}
+
+#[test]
+fn new_output_vectors_hold_what_given_outputs_get_bitwise() {
+    let mut rng = rng(44);
+    let parts: Vec<QuantMatrix> = [576, 192, 37]
+        .into_iter()
+        .map(|n| random_matrix(&mut rng, QuantFormat::Q4_1, n, 576))
+        .collect();
+    let (stack, _) = match QuantMatrix::stack(&parts) {
+        Ok(s) => s,
+        Err(e) => panic!("stack: {e}"),
+    };
+    let widths = [576, 192, 37];
+    // One row (serial), a decode batch (AMX groups where available), a prefill-sized chunk
+    // (helpers, quantization split over threads) and no rows at all.
+    for m in [1, 16, 130, 0] {
+        let x = activations(&mut rng, m, 576);
+        let got = match stack.matmul_parts_vec(&x, m, &widths) {
+            Ok(v) => v,
+            Err(e) => panic!("matmul_parts_vec m={m}: {e}"),
+        };
+        let mut want: Vec<Vec<f32>> = widths.iter().map(|w| vec![f32::NAN; m * w]).collect();
+        let mut outs: Vec<&mut [f32]> = want.iter_mut().map(|v| v.as_mut_slice()).collect();
+        if let Err(e) = stack.matmul_parts(&x, m, &mut outs) {
+            panic!("matmul_parts m={m}: {e}");
+        }
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert_bitwise(g, w, &format!("part {i} m={m}"));
+        }
+        match parts[0].matmul_vec(&x, m) {
+            Ok(v) => assert_bitwise(&v, &want[0], &format!("matmul_vec m={m}")),
+            Err(e) => panic!("matmul_vec m={m}: {e}"),
+        }
+    }
+    // Widths that do not split the columns are refused before anything is computed.
+    let x = activations(&mut rng, 2, 576);
+    assert!(matches!(
+        stack.matmul_parts_vec(&x, 2, &[576, 200, 29]),
+        Err(KernelError::OutputParts { part: 1, .. })
+    ));
+    assert!(matches!(
+        stack.matmul_parts_vec(&x, 2, &[576, 192]),
+        Err(KernelError::OutputParts { part: 2, .. })
+    ));
+    assert!(matches!(
+        stack.matmul_parts_vec(&x[1..], 2, &widths),
+        Err(KernelError::InputLen { .. })
+    ));
 }

@@ -8,7 +8,7 @@
 
 use candle_core::quantized::QMatMul;
 use candle_core::{CpuStorage, Module, Storage, Tensor};
-use ponder_kernels::QuantMatrix;
+use ponder_kernels::{KernelError, QuantMatrix};
 
 use super::error::Result;
 
@@ -100,18 +100,26 @@ impl<const N: usize> Stacked<N> {
     /// written there by the kernel (no copy).
     pub(crate) fn forward(&self, x: &Tensor) -> Result<[Vec<f32>; N]> {
         let (rows, _) = x.dims2()?;
-        let mut parts = self.widths.map(|w| vec![0f32; rows * w]);
-        let mut outs = parts.each_mut().map(|p| p.as_mut_slice());
-        with_rows(x, |input| Ok(self.matrix.matmul_parts(input, rows, &mut outs)?))?;
-        Ok(parts)
+        let mut parts = Vec::new();
+        with_rows(x, |input| {
+            parts = self.matrix.matmul_parts_vec(input, rows, &self.widths)?;
+            Ok(())
+        })?;
+        // One vector per width, so this always converts.
+        parts.try_into().map_err(|p: Vec<Vec<f32>>| {
+            KernelError::OutputParts { part: p.len(), reason: format!("{} outputs for {N} parts", p.len()) }.into()
+        })
     }
 }
 
 /// `x Wᵀ` through our kernel, `[tokens, out]` row-major.
 fn kernel_rows(w: &QuantMatrix, x: &Tensor) -> Result<Vec<f32>> {
     let (rows, _) = x.dims2()?;
-    let mut out = vec![0f32; rows * w.rows()];
-    with_rows(x, |input| Ok(w.matmul(input, rows, &mut out)?))?;
+    let mut out = Vec::new();
+    with_rows(x, |input| {
+        out = w.matmul_vec(input, rows)?;
+        Ok(())
+    })?;
     Ok(out)
 }
 

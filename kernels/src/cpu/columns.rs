@@ -8,11 +8,18 @@
 //! Owns only that, and proves it safe without trusting its caller: a thread first claims a
 //! range of columns ([`Columns::claim`], refused when it overlaps an earlier claim), and
 //! writes only inside its [`Claim`]; every write is bounds-checked against the output it lands
-//! in. The unsafe code is the raw-pointer write itself and the `Send`/`Sync` impls.
+//! in. A claim writes its tiles in column order, so when it ends at its last column it has
+//! written every row of every column it holds; [`Columns::all_written`] says whether finished
+//! claims cover every column, which is what lets a matmul fill outputs that start
+//! uninitialised ([`Columns::new_uninit`]). The unsafe code is the raw-pointer write itself
+//! and the `Send`/`Sync` impls.
 #![allow(unsafe_code)]
 
+use std::cell::Cell;
 use std::marker::PhantomData;
+use std::mem::MaybeUninit;
 use std::ops::Range;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use super::layout::TILE;
@@ -34,6 +41,8 @@ pub(crate) struct Columns<'o> {
     m: usize,
     /// Column ranges claimed so far (pairwise disjoint).
     claims: Mutex<Vec<Range<usize>>>,
+    /// Columns of the claims that wrote all their tiles.
+    written: AtomicUsize,
     _outs: PhantomData<&'o mut [f32]>,
 }
 
@@ -48,30 +57,57 @@ impl<'o> Columns<'o> {
     /// `outs` of `m` rows each, output `i` `widths[i]` columns wide. `None` when a length is
     /// not `m` times its width or a width other than the last is not a multiple of `TILE`.
     pub(crate) fn new(outs: &'o mut [&mut [f32]], widths: &[usize], m: usize) -> Option<Self> {
+        let parts = outs.iter_mut().map(|o| (o.as_mut_ptr(), o.len()));
+        Self::from_parts(parts, widths, m)
+    }
+
+    /// [`Self::new`] over outputs that may hold no values yet: once [`Self::all_written`]
+    /// says so, every element has been written.
+    pub(crate) fn new_uninit(
+        outs: &'o mut [&mut [MaybeUninit<f32>]],
+        widths: &[usize],
+        m: usize,
+    ) -> Option<Self> {
+        let parts = outs
+            .iter_mut()
+            .map(|o| (o.as_mut_ptr().cast::<f32>(), o.len()));
+        Self::from_parts(parts, widths, m)
+    }
+
+    /// The outputs as raw parts (pointer, length), each borrowed for `'o` by the caller.
+    fn from_parts(
+        outs: impl ExactSizeIterator<Item = (*mut f32, usize)>,
+        widths: &[usize],
+        m: usize,
+    ) -> Option<Self> {
         if outs.len() != widths.len() {
             return None;
         }
         let mut bounds = vec![0];
         let mut parts = Vec::with_capacity(outs.len());
-        for (i, (out, &width)) in outs.iter_mut().zip(widths).enumerate() {
+        for (i, ((ptr, len), &width)) in outs.zip(widths).enumerate() {
             let last = i + 1 == widths.len();
-            if out.len() != m.checked_mul(width)? || (!last && width % TILE != 0) {
+            if len != m.checked_mul(width)? || (!last && width % TILE != 0) {
                 return None;
             }
             bounds.push(bounds.last()? + width);
-            parts.push(Part {
-                ptr: out.as_mut_ptr(),
-                len: out.len(),
-                width,
-            });
+            parts.push(Part { ptr, len, width });
         }
         Some(Self {
             parts,
             bounds,
             m,
             claims: Mutex::new(Vec::new()),
+            written: AtomicUsize::new(0),
             _outs: PhantomData,
         })
+    }
+
+    /// Whether the claims that wrote all their tiles cover every column (claims never
+    /// overlap, so their widths add up to the total only then): every element of every
+    /// output has been written.
+    pub(crate) fn all_written(&self) -> bool {
+        self.written.load(Ordering::Acquire) == self.bounds.last().copied().unwrap_or(0)
     }
 
     /// The exclusive right to write columns `cols`; `None` when they overlap a claim made
@@ -88,27 +124,45 @@ impl<'o> Columns<'o> {
             return None;
         }
         claims.push(cols.clone());
-        Some(Claim { cols, out: self })
+        Some(Claim {
+            next: Cell::new(cols.start),
+            cols,
+            out: self,
+        })
     }
 }
 
-/// Columns one thread alone may write (see [`Columns::claim`]).
+/// Columns one thread alone may write (see [`Columns::claim`]), tile after tile in order.
 pub(crate) struct Claim<'c, 'o> {
     cols: Range<usize>,
+    /// The first column not written yet.
+    next: Cell<usize>,
     out: &'c Columns<'o>,
+}
+
+impl Drop for Claim<'_, '_> {
+    fn drop(&mut self) {
+        if self.next.get() == self.cols.end {
+            self.out
+                .written
+                .fetch_add(self.cols.len(), Ordering::Release);
+        }
+    }
 }
 
 impl Claim<'_, '_> {
     /// Writes one tile: `lanes` holds the `m` rows of `TILE` floats a tile kernel produced
     /// (row `r` at `lanes[r * TILE..]`); the first `width` of each row go to columns
-    /// `col..col + width` of the product.
+    /// `col..col + width` of the product, which must be the claim's first columns not
+    /// written yet.
     ///
-    /// Panics when the columns are not all claimed, run past the output that holds `col`, or
-    /// `lanes` is short (a bug in the caller, never a property of the data).
+    /// Panics when `col` is not the next column to write, the columns run past the claim or
+    /// the output that holds `col`, or `lanes` is short (a bug in the caller, never a
+    /// property of the data).
     #[inline]
     pub(crate) fn put_tile(&self, col: usize, width: usize, lanes: &[f32]) {
         let out = self.out;
-        assert!(self.cols.start <= col && col + width <= self.cols.end);
+        assert!(col == self.next.get() && col + width <= self.cols.end);
         // The output whose columns start at or before `col` (few outputs: a linear scan).
         let i = out.bounds[1..]
             .iter()
@@ -133,6 +187,9 @@ impl Claim<'_, '_> {
                 unsafe { std::ptr::copy_nonoverlapping(row.as_ptr(), part.ptr.add(dst(r)), width) };
             }
         }
+        // Every one of the `m` rows got its `width` floats (the loops above take `m` rows of
+        // `lanes`, which holds at least `m * TILE`).
+        self.next.set(col + width);
     }
 }
 
@@ -156,6 +213,7 @@ mod tests {
                 .collect();
             if col < 32 { &low } else { &high }.put_tile(col, width, &lanes);
         }
+        drop((low, high));
         for r in 0..m {
             for c in 0..32 {
                 assert_eq!(a[r * 32 + c], (r * 1000 + c) as f32);
@@ -185,6 +243,49 @@ mod tests {
         assert!(cols.claim(0..17).is_none());
         assert!(cols.claim(48..80).is_none(), "past the last column");
         assert!(cols.claim(0..16).is_some() && cols.claim(48..64).is_some());
+    }
+
+    #[test]
+    fn all_written_only_when_finished_claims_cover_every_column() {
+        let m = 2;
+        let mut a = vec![MaybeUninit::<f32>::uninit(); m * 40];
+        let mut outs = [&mut a[..]];
+        let cols = Columns::new_uninit(&mut outs, &[40], m).expect("valid outputs");
+        let lanes = [1.0; 2 * TILE];
+        {
+            let first = cols.claim(0..32).expect("free");
+            first.put_tile(0, 16, &lanes);
+        } // dropped after one of its two tiles
+        assert!(!cols.all_written());
+        let last = cols.claim(32..40).expect("free");
+        last.put_tile(32, 8, &lanes);
+        drop(last);
+        assert!(!cols.all_written(), "columns 16..32 were never written");
+
+        let mut b = vec![MaybeUninit::<f32>::uninit(); m * 40];
+        let mut outs = [&mut b[..]];
+        let cols = Columns::new_uninit(&mut outs, &[40], m).expect("valid outputs");
+        for (range, tiles) in [(0..32, &[(0, 16), (16, 16)][..]), (32..40, &[(32, 8)][..])] {
+            let claim = cols.claim(range).expect("free");
+            for &(col, width) in tiles {
+                claim.put_tile(col, width, &lanes);
+            }
+        }
+        assert!(cols.all_written());
+        drop(cols);
+        // SAFETY: `all_written` proved every element written.
+        assert!(b.iter().all(|x| unsafe { x.assume_init() } == 1.0));
+    }
+
+    #[test]
+    #[should_panic]
+    fn tiles_out_of_order_panic() {
+        let mut a = vec![0f32; 2 * 32];
+        let mut outs = [&mut a[..]];
+        let cols = Columns::new(&mut outs, &[32], 2).expect("valid outputs");
+        cols.claim(0..32)
+            .expect("free")
+            .put_tile(16, 16, &[0.0; 2 * TILE]);
     }
 
     #[test]

@@ -18,6 +18,9 @@
 //!   `n % 16 == 0` on AVX-512 VNNI, a repacked path with Q8_K activations, so it differs from
 //!   us by float rounding (and, on that repacked path, by activation quantization).
 //! - Every SIMD path equals [`KernelPath::Scalar`] bitwise (tested on random data).
+//!
+//! Unsafe code: one `Vec::set_len` in [`QuantMatrix::matmul_parts_vec`], after
+//! `Columns::all_written` proved the new outputs written (they are not zeroed first).
 
 use std::sync::Arc;
 
@@ -256,31 +259,109 @@ impl QuantMatrix {
         }
         let mut widths = Vec::with_capacity(outs.len());
         for (part, out) in outs.iter().enumerate() {
-            let reason = if !out.len().is_multiple_of(m) {
-                format!("length {} is not a multiple of m = {m}", out.len())
-            } else if part + 1 < outs.len() && !(out.len() / m).is_multiple_of(TILE) {
-                format!(
-                    "width {} is not a multiple of {TILE} (only the last part may end in a \
-                     partial tile)",
-                    out.len() / m
-                )
-            } else {
-                widths.push(out.len() / m);
-                continue;
+            if !out.len().is_multiple_of(m) {
+                return Err(KernelError::OutputParts {
+                    part,
+                    reason: format!("length {} is not a multiple of m = {m}", out.len()),
+                });
+            }
+            widths.push(out.len() / m);
+        }
+        self.check_widths(&widths)?;
+        self.matmul_into(KernelPath::best(), x, m, outs, &widths)
+    }
+
+    /// [`Self::matmul`] into a new vector (`m x rows`, row-major), which the kernel writes
+    /// without zeroing it first.
+    pub fn matmul_vec(&self, x: &[f32], m: usize) -> Result<Vec<f32>> {
+        let mut outs = self.matmul_parts_vec(x, m, &[self.rows])?;
+        Ok(outs.pop().unwrap_or_default())
+    }
+
+    /// [`Self::matmul_parts`] into new vectors, output `i` `m x widths[i]`, which the kernel
+    /// writes without zeroing them first.
+    ///
+    /// ```
+    /// use ponder_kernels::{QuantFormat, QuantMatrix};
+    ///
+    /// // A 48 x 32 Q8_0 matrix (GGML blocks: f16 scale 1.0, then 32 quants of 2): every
+    /// // output column is 2 * sum(x).
+    /// let block: Vec<u8> = [0x00, 0x3c].into_iter().chain([2u8; 32]).collect();
+    /// let w = QuantMatrix::from_ggml_bytes(QuantFormat::Q8_0, 48, 32, block.repeat(48))?;
+    /// let x = vec![0.25f32; 2 * 32]; // two rows
+    /// let parts = w.matmul_parts_vec(&x, 2, &[32, 16])?;
+    /// assert_eq!((parts[0].len(), parts[1].len()), (2 * 32, 2 * 16));
+    /// assert!(parts.iter().flatten().all(|&y| (y - 16.0).abs() < 0.1));
+    /// # Ok::<(), ponder_kernels::KernelError>(())
+    /// ```
+    pub fn matmul_parts_vec(&self, x: &[f32], m: usize, widths: &[usize]) -> Result<Vec<Vec<f32>>> {
+        self.check_widths(widths)?;
+        let mut vecs = Vec::with_capacity(widths.len());
+        for &w in widths {
+            let len = m
+                .checked_mul(w)
+                .ok_or(KernelError::ShapeOverflow { rows: m, cols: w })?;
+            vecs.push(Vec::<f32>::with_capacity(len));
+        }
+        let kernel = Kernel::resolve(KernelPath::best()).ok_or(KernelError::PathUnavailable {
+            path: KernelPath::best(),
+        })?;
+        let mut spare: Vec<_> = vecs
+            .iter_mut()
+            .zip(widths)
+            .map(|(v, &w)| &mut v.spare_capacity_mut()[..m * w])
+            .collect();
+        let out =
+            Columns::new_uninit(&mut spare, widths, m).ok_or_else(|| KernelError::OutputParts {
+                part: widths.len(),
+                reason: "outputs do not match their widths".into(),
+            })?;
+        self.run(kernel, x, m, &out)?;
+        if m > 0 && !out.all_written() {
+            return Err(KernelError::OutputParts {
+                part: widths.len(),
+                reason: "the kernel left columns unwritten (a work-sharing bug)".into(),
+            });
+        }
+        drop(out);
+        drop(spare);
+        for (v, &w) in vecs.iter_mut().zip(widths) {
+            // SAFETY: the first `m * w` elements of each vector's capacity were the outputs of
+            // `Columns::new_uninit`, and `all_written` proved every one of them written (with
+            // no rows there is nothing to write).
+            #[allow(unsafe_code)]
+            unsafe {
+                v.set_len(m * w)
             };
-            return Err(KernelError::OutputParts { part, reason });
+        }
+        Ok(vecs)
+    }
+
+    /// Checks output widths against the matrix: they add up to `rows`, and all but the last
+    /// are whole tiles.
+    fn check_widths(&self, widths: &[usize]) -> Result<()> {
+        for (part, &w) in widths.iter().enumerate() {
+            if part + 1 < widths.len() && !w.is_multiple_of(TILE) {
+                return Err(KernelError::OutputParts {
+                    part,
+                    reason: format!(
+                        "width {w} is not a multiple of {TILE} (only the last part may end in a \
+                         partial tile)"
+                    ),
+                });
+            }
         }
         let total: usize = widths.iter().sum();
         if total != self.rows {
             return Err(KernelError::OutputParts {
-                part: outs.len(),
+                part: widths.len(),
                 reason: format!(
                     "widths add up to {total}, the matrix has {} rows",
                     self.rows
                 ),
             });
         }
-        self.matmul_into(KernelPath::best(), x, m, outs, &widths)
+        Ok(())
     }
 
     /// The matmul into outputs already checked against `widths` (which add up to `rows`).
@@ -293,6 +374,16 @@ impl QuantMatrix {
         widths: &[usize],
     ) -> Result<()> {
         let kernel = Kernel::resolve(path).ok_or(KernelError::PathUnavailable { path })?;
+        let parts = outs.len();
+        let out = Columns::new(outs, widths, m).ok_or_else(|| KernelError::OutputParts {
+            part: parts,
+            reason: "outputs do not match their widths".into(),
+        })?;
+        self.run(kernel, x, m, &out)
+    }
+
+    /// Computes `x`'s `m` rows into `out`, whose widths add up to `rows`.
+    fn run(&self, kernel: Kernel, x: &[f32], m: usize, out: &Columns<'_>) -> Result<()> {
         let (n, k) = (self.rows, self.cols);
         let mk = m
             .checked_mul(k)
@@ -330,18 +421,13 @@ impl QuantMatrix {
             n,
         };
         let tasks = threads * TASKS_PER_THREAD;
-        let parts = outs.len();
-        let out = Columns::new(outs, widths, m).ok_or_else(|| KernelError::OutputParts {
-            part: parts,
-            reason: "outputs do not match their widths".into(),
-        })?;
         if QuantizedRows::splits_over_threads(x.len()) {
             // A prefill chunk's quantization runs on the pool itself: finish it before helpers
             // occupy the pool waiting for it.
             let act = quantize();
-            parallel::run(job, move || act, &out, helpers, tasks);
+            parallel::run(job, move || act, out, helpers, tasks);
         } else {
-            parallel::run(job, quantize, &out, helpers, tasks);
+            parallel::run(job, quantize, out, helpers, tasks);
         }
         Ok(())
     }

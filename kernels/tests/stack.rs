@@ -3,6 +3,7 @@
 //! parts' views are the parts.
 
 use ponder_kernels::{KernelError, KernelPath, QuantFormat, QuantMatrix};
+use rand_chacha::ChaCha8Rng;
 
 use crate::common::{activations, assert_bitwise, random_matrix, rng, run};
 
@@ -72,14 +73,7 @@ fn parts_that_cannot_be_stacked_are_named() {
 #[test]
 fn matmul_parts_writes_each_parts_columns_into_its_own_output() {
     let mut rng = rng(42);
-    let parts: Vec<QuantMatrix> = [1536, 1536]
-        .into_iter()
-        .map(|n| random_matrix(&mut rng, QuantFormat::Q4_1, n, 576))
-        .collect();
-    let (stack, _) = match QuantMatrix::stack(&parts) {
-        Ok(s) => s,
-        Err(e) => panic!("stack: {e}"),
-    };
+    let (stack, parts) = q4_1_stack(&mut rng, &[1536, 1536]);
     for m in [1, 16, 33] {
         let x = activations(&mut rng, m, 576);
         let (mut gate, mut up) = (vec![f32::NAN; m * 1536], vec![f32::NAN; m * 1536]);
@@ -119,15 +113,8 @@ fn output_parts_that_do_not_split_the_columns_are_named() {
 #[test]
 fn new_output_vectors_hold_what_given_outputs_get_bitwise() {
     let mut rng = rng(44);
-    let parts: Vec<QuantMatrix> = [576, 192, 37]
-        .into_iter()
-        .map(|n| random_matrix(&mut rng, QuantFormat::Q4_1, n, 576))
-        .collect();
-    let (stack, _) = match QuantMatrix::stack(&parts) {
-        Ok(s) => s,
-        Err(e) => panic!("stack: {e}"),
-    };
     let widths = [576, 192, 37];
+    let (stack, parts) = q4_1_stack(&mut rng, &widths);
     // One row (serial), a decode batch (AMX groups where available), a prefill-sized chunk
     // (helpers, quantization split over threads) and no rows at all.
     for m in [1, 16, 130, 0] {
@@ -163,4 +150,16 @@ fn new_output_vectors_hold_what_given_outputs_get_bitwise() {
         stack.matmul_parts_vec(&x[1..], 2, &widths),
         Err(KernelError::InputLen { .. })
     ));
+}
+
+/// Random Q4_1 parts of `rows` rows each (576 columns) and their stack.
+fn q4_1_stack(rng: &mut ChaCha8Rng, rows: &[usize]) -> (QuantMatrix, Vec<QuantMatrix>) {
+    let parts: Vec<QuantMatrix> = rows
+        .iter()
+        .map(|&n| random_matrix(rng, QuantFormat::Q4_1, n, 576))
+        .collect();
+    match QuantMatrix::stack(&parts) {
+        Ok((stack, _)) => (stack, parts),
+        Err(e) => panic!("stack: {e}"),
+    }
 }

@@ -202,6 +202,40 @@ fn quantize_block(format: ActFormat, quantizer: Quantizer, xs: &[f32; QK], out: 
 mod tests {
     use super::*;
 
+    /// Inputs where rounding, saturation and special values decide the result.
+    const EDGES: [f32; 30] = [
+        0.5,
+        -0.5,
+        1.5,
+        -1.5,
+        2.5,
+        -2.5,
+        0.49999997,
+        -0.49999997,
+        126.5,
+        -127.5,
+        127.49999,
+        -128.5,
+        128.0,
+        -129.0,
+        1e10,
+        -1e10,
+        f32::NAN,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        -0.0,
+        0.0,
+        1e-45,
+        -1e-40,
+        8388607.5,
+        -8388607.5,
+        16777215.0,
+        3.4e38,
+        -0.75,
+        0.75,
+        42.0,
+    ];
+
     #[test]
     fn q8_1_sum_matches_quants_and_scale_is_f16_product() {
         let x: Vec<f32> = (0..64).map(|i| (i as f32 - 20.5) * 0.37).collect();
@@ -231,38 +265,7 @@ mod tests {
             return;
         };
         let simd = Quantizer::Avx2(avx2);
-        let edges = [
-            0.5,
-            -0.5,
-            1.5,
-            -1.5,
-            2.5,
-            -2.5,
-            0.49999997,
-            -0.49999997,
-            126.5,
-            -127.5,
-            127.49999,
-            -128.5,
-            128.0,
-            -129.0,
-            1e10,
-            -1e10,
-            f32::NAN,
-            f32::INFINITY,
-            f32::NEG_INFINITY,
-            -0.0,
-            0.0,
-            1e-45,
-            -1e-40,
-            8388607.5,
-            -8388607.5,
-            16777215.0,
-            3.4e38,
-            -0.75,
-            0.75,
-            42.0,
-        ];
+        let edges = EDGES;
         let mut blocks: Vec<[f32; QK]> = Vec::new();
         let mut block = [0f32; QK];
         for (i, e) in edges.iter().enumerate() {
@@ -316,38 +319,7 @@ mod tests {
             eprintln!("no AVX-512: skipped");
             return;
         };
-        let edges = [
-            0.5,
-            -0.5,
-            1.5,
-            -1.5,
-            2.5,
-            -2.5,
-            0.49999997,
-            -0.49999997,
-            126.5,
-            -127.5,
-            127.49999,
-            -128.5,
-            128.0,
-            -129.0,
-            1e10,
-            -1e10,
-            f32::NAN,
-            f32::INFINITY,
-            f32::NEG_INFINITY,
-            -0.0,
-            0.0,
-            1e-45,
-            -1e-40,
-            8388607.5,
-            -8388607.5,
-            16777215.0,
-            3.4e38,
-            -0.75,
-            0.75,
-            42.0,
-        ];
+        let edges = EDGES;
         let mut x: Vec<f32> = Vec::new();
         // Blocks whose largest value is each edge in turn, so `d` and `id` take edge values too.
         for (i, &e) in edges.iter().enumerate() {

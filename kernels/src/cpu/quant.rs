@@ -334,18 +334,8 @@ mod tests {
         // Blocks with `d` = 1, 1/2 and 2 exactly (max 127 d), so `x * id` lands on the halfway
         // and just-below-halfway values the rounding must get right.
         for d in [1.0f32, 0.5, 2.0] {
-            let halfway = [
-                0.5,
-                -0.5,
-                1.5,
-                -1.5,
-                2.5,
-                -2.5,
-                0.49999997,
-                -0.49999997,
-                126.5,
-                -126.5,
-            ];
+            // The edges inside [-127, 127], so the block's maximum stays 127 d.
+            let halfway: Vec<f32> = EDGES.into_iter().filter(|e| e.abs() <= 127.0).collect();
             x.push(127.0 * d);
             x.extend((1..QK).map(|j| halfway[j % halfway.len()] * d));
         }

@@ -54,8 +54,15 @@ pub struct NSampleReport {
     pub tokens_per_s: f64,
     /// Decode tokens per second of one sequence alone (naive run, prefill excluded).
     pub single_stream_tokens_per_s: f64,
-    /// `tokens_per_s / single_stream_tokens_per_s`.
+    /// `tokens_per_s / single_stream_tokens_per_s` (the batched run's prefill counts, the
+    /// single stream's does not).
     pub aggregate_speedup: f64,
+    /// The batched run's prefill: seconds to its first tokens.
+    pub prefill_s: f64,
+    /// Tokens per second of the batched run's decode phase (after the prefill's tokens).
+    pub decode_tokens_per_s: f64,
+    /// `decode_tokens_per_s / single_stream_tokens_per_s`: decode phase against decode phase.
+    pub decode_speedup: f64,
     /// Prompt tokens run through the model by the scheduler.
     pub prefill_tokens_computed: u64,
     /// Prompt tokens served from cached blocks.
@@ -125,11 +132,20 @@ pub fn nsample(loaded: &LoadedModel, opts: &BenchOptions) -> Result<NSampleRepor
 
     // Ponder: one group, prompt prefilled once, N branches decoded together.
     let mut sched = scheduler(model, opts)?;
+    let is_token = |e: &Event| matches!(e, Event::Token { .. });
     let t0 = Instant::now();
     sched.submit(request(samples(opts.n)))?;
-    let events = sched.run_to_completion()?;
+    let (mut generated, mut first) = (0, None);
+    while !sched.is_idle() {
+        let tokens = sched.step()?.iter().filter(|e| is_token(e)).count();
+        if first.is_none() && tokens > 0 {
+            first = Some((t0.elapsed().as_secs_f64(), tokens));
+        }
+        generated += tokens;
+    }
     let wall_s = t0.elapsed().as_secs_f64();
-    let generated = events.iter().filter(|e| matches!(e, Event::Token { .. })).count();
+    generated += sched.run_to_completion()?.iter().filter(|e| is_token(e)).count();
+    let (prefill_s, prefill_tokens) = first.unwrap_or((wall_s, 0));
     let counters = sched.counters();
     tracing::info!(wall_s, tokens_per_s = generated as f64 / wall_s, "nsample: batched run done; naive baseline next");
 
@@ -161,6 +177,8 @@ pub fn nsample(loaded: &LoadedModel, opts: &BenchOptions) -> Result<NSampleRepor
     let (p, t, n) = (opts.prompt_tokens as u64, opts.new_tokens as u64, opts.n as u64);
     let tokens_per_s = generated as f64 / wall_s;
     let single = if decode_s > 0.0 { decode_tokens as f64 / decode_s } else { 0.0 };
+    let decode_wall = wall_s - prefill_s;
+    let decode_tokens_per_s = if decode_wall > 0.0 { (generated - prefill_tokens) as f64 / decode_wall } else { 0.0 };
     Ok(NSampleReport {
         workload: "nsample",
         n: opts.n,
@@ -172,6 +190,9 @@ pub fn nsample(loaded: &LoadedModel, opts: &BenchOptions) -> Result<NSampleRepor
         tokens_per_s,
         single_stream_tokens_per_s: single,
         aggregate_speedup: if single > 0.0 { tokens_per_s / single } else { 0.0 },
+        prefill_s,
+        decode_tokens_per_s,
+        decode_speedup: if single > 0.0 { decode_tokens_per_s / single } else { 0.0 },
         prefill_tokens_computed: counters.prefill_tokens_computed,
         prefill_tokens_reused: counters.prefill_tokens_reused,
         peak_kv_blocks: counters.peak_blocks_used,

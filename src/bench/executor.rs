@@ -147,7 +147,8 @@ pub fn nsample(loaded: &LoadedModel, opts: &BenchOptions) -> Result<NSampleRepor
     generated += sched.run_to_completion()?.iter().filter(|e| is_token(e)).count();
     let (prefill_s, prefill_tokens) = first.unwrap_or((wall_s, 0));
     let counters = sched.counters();
-    tracing::info!(wall_s, tokens_per_s = generated as f64 / wall_s, "nsample: batched run done; naive baseline next");
+    let tokens_per_s = generated as f64 / wall_s;
+    tracing::info!(wall_s, tokens_per_s, "nsample: batched run done; naive baseline next");
 
     // Naive: each sample alone with its own store (own prefill), one after another.
     let mut naive_wall_s = 0.0;
@@ -175,7 +176,6 @@ pub fn nsample(loaded: &LoadedModel, opts: &BenchOptions) -> Result<NSampleRepor
     }
     let bs = opts.block_size as u64;
     let (p, t, n) = (opts.prompt_tokens as u64, opts.new_tokens as u64, opts.n as u64);
-    let tokens_per_s = generated as f64 / wall_s;
     let single = if decode_s > 0.0 { decode_tokens as f64 / decode_s } else { 0.0 };
     let decode_wall = wall_s - prefill_s;
     let decode_tokens_per_s = if decode_wall > 0.0 { (generated - prefill_tokens) as f64 / decode_wall } else { 0.0 };

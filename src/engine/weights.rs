@@ -100,11 +100,7 @@ impl<const N: usize> Stacked<N> {
     /// written there by the kernel (no copy).
     pub(crate) fn forward(&self, x: &Tensor) -> Result<[Vec<f32>; N]> {
         let (rows, _) = x.dims2()?;
-        let mut parts = Vec::new();
-        with_rows(x, |input| {
-            parts = self.matrix.matmul_parts_vec(input, rows, &self.widths)?;
-            Ok(())
-        })?;
+        let parts = with_rows(x, |input| Ok(self.matrix.matmul_parts_vec(input, rows, &self.widths)?))?;
         // One vector per width, so this always converts.
         parts.try_into().map_err(|p: Vec<Vec<f32>>| {
             KernelError::OutputParts { part: p.len(), reason: format!("{} outputs for {N} parts", p.len()) }.into()
@@ -115,17 +111,12 @@ impl<const N: usize> Stacked<N> {
 /// `x Wᵀ` through our kernel, `[tokens, out]` row-major.
 fn kernel_rows(w: &QuantMatrix, x: &Tensor) -> Result<Vec<f32>> {
     let (rows, _) = x.dims2()?;
-    let mut out = Vec::new();
-    with_rows(x, |input| {
-        out = w.matmul_vec(input, rows)?;
-        Ok(())
-    })?;
-    Ok(out)
+    with_rows(x, |input| Ok(w.matmul_vec(input, rows)?))
 }
 
 /// Runs `f` on `x`'s elements as one row-major slice: a contiguous f32 CPU tensor is read in
 /// place (no copy of the activations), anything else is copied out first.
-fn with_rows(x: &Tensor, f: impl FnOnce(&[f32]) -> Result<()>) -> Result<()> {
+fn with_rows<T>(x: &Tensor, f: impl FnOnce(&[f32]) -> Result<T>) -> Result<T> {
     let (storage, layout) = x.storage_and_layout();
     let borrowed = match (&*storage, layout.contiguous_offsets()) {
         (Storage::Cpu(CpuStorage::F32(data)), Some((start, end))) => data.get(start..end),

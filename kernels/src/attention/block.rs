@@ -35,7 +35,7 @@ use crate::math::{self, exp};
 const PANEL: usize = 64;
 
 /// Most rows one `attend_rows` call takes.
-pub(crate) const MAX_TILE: usize = 4;
+pub(crate) const MAX_TILE: usize = 8;
 
 /// One key/value head's slice of one KV block: key `t` is `k[t * stride..][..head_dim]`, where
 /// `head_dim` is the query row's length.
@@ -412,7 +412,8 @@ mod speed {
     use super::*;
 
     /// Nanoseconds per row and block for one L1-resident block (16 tokens, head_dim 64), tiles
-    /// of 4 rows, on the vector kernel and the portable loops; one JSON line each. Run with
+    /// of 4 and of `MAX_TILE` rows, on the vector kernel and the portable loops; one JSON line
+    /// each. Run with
     /// `cargo test -p ponder-kernels --release --lib -- --ignored tile_kernel_speed --nocapture`.
     #[test]
     #[ignore]
@@ -421,17 +422,22 @@ mod speed {
         let val = |i: usize, s: usize| ((i * 7919 + s * 104_729) % 2003) as f32 / 1001.5 - 1.0;
         let k: Vec<f32> = (0..bs * stride).map(|i| val(i, 1)).collect();
         let v: Vec<f32> = (0..bs * stride).map(|i| val(i, 2)).collect();
-        let qs: Vec<Vec<f32>> = (0..4)
+        let qs: Vec<Vec<f32>> = (0..MAX_TILE)
             .map(|r| (0..hd).map(|i| val(i, 3 + r)).collect())
             .collect();
-        let q_refs: Vec<&[f32]> = qs.iter().map(|q| &q[..]).collect();
         let blk = BlockView {
             k: &k,
             v: &v,
             stride,
         };
-        for mut scratch in [Scratch::new(bs, hd), Scratch::portable(bs, hd)] {
-            let (mut m, mut l, mut acc) = (vec![0f32; 4], vec![0f32; 4], vec![0f32; 4 * hd]);
+        for (rows, mut scratch) in [
+            (4, Scratch::new(bs, hd)),
+            (MAX_TILE, Scratch::new(bs, hd)),
+            (4, Scratch::portable(bs, hd)),
+        ] {
+            let q_refs: Vec<&[f32]> = qs[..rows].iter().map(|q| &q[..]).collect();
+            let (mut m, mut l, mut acc) =
+                (vec![0f32; rows], vec![0f32; rows], vec![0f32; rows * hd]);
             let iters = 200_000;
             let t0 = std::time::Instant::now();
             for i in 0..iters {
@@ -442,13 +448,15 @@ mod speed {
                 };
                 scratch.attend_rows(&q_refs, blk, bs, 0.125, i == 0, st);
             }
-            let ns = t0.elapsed().as_nanos() as f64 / (iters * 4) as f64;
+            let ns = t0.elapsed().as_nanos() as f64 / (iters * rows) as f64;
             let kernel = if scratch.is_vector() {
                 "avx512"
             } else {
                 "portable"
             };
-            println!("{{\"kernel\": \"{kernel}\", \"ns_per_row_and_block\": {ns:.1}}}");
+            println!(
+                "{{\"kernel\": \"{kernel}\", \"rows\": {rows}, \"ns_per_row_and_block\": {ns:.1}}}"
+            );
         }
     }
 }

@@ -8,10 +8,11 @@
 //! `math::tree`'s additions and leaves the chunk's 16 scores in one vector, token `t` in lane
 //! `t`. Max, `exp` and the sums then run 16 lanes wide. The rows of a tile go through each
 //! phase together, so the long dependency chains of one row (max tree, `exp`, sum tree, merge)
-//! overlap with the others', and `P V` loads each value vector once for all of them, with
-//! every row's output accumulator in registers (`NC`, the head's 16-float chunks, and `R`, the
-//! rows, are const parameters: heads of 64 floats take tiles of up to 4 rows, heads of 128 up
-//! to 2).
+//! overlap with the others' (a tile takes up to 8 rows: the chains' latency between phases is
+//! paid once per tile, so bigger tiles waste less of it), and `P V` loads each value vector
+//! once per group of rows whose output accumulators fit in registers (4 rows of 64 floats or
+//! 2 of 128, 16 vectors), folding each group's rows into their states right after (`NC`, the
+//! head's 16-float chunks, `R`, the tile's rows, and `G`, the group's, are const parameters).
 //!
 //! Invariant: bitwise equal to the portable loops in `block` on FMA builds (tested there):
 //! same operations, same operand order, same rounding (`fmadd` where the portable code has
@@ -70,6 +71,7 @@ pub(crate) fn attend_rows<'s>(
     mut tile: Tile<'_, '_>,
     states: TileStates<'s>,
 ) -> Result<(), TileStates<'s>> {
+    const _: () = assert!(MAX_TILE <= 8, "the merge weights take lanes r and 8 + r");
     let (rows, hd) = (tile.qs.len(), tile.qs.first().map_or(0, |q| q.len()));
     let sizes_ok = fits(hd)
         && (1..=MAX_TILE).contains(&rows)
@@ -83,27 +85,25 @@ pub(crate) fn attend_rows<'s>(
     if !sizes_ok {
         return Err(states);
     }
-    // Heads of 128 floats go two rows at a time (their accumulators fill the registers).
-    let per_call = if hd == 64 { 4 } else { 2 };
-    let all_qs = tile.qs;
-    let chunks = states
-        .m
-        .chunks_mut(per_call)
-        .zip(states.l.chunks_mut(per_call))
-        .zip(states.acc.chunks_mut(per_call * hd));
-    for (i, ((m, l), acc)) in chunks.enumerate() {
-        tile.qs = &all_qs[i * per_call..][..m.len()];
-        let st = TileStates { m, l, acc };
-        // SAFETY (each arm): the token proves AVX-512F and FMA are available.
-        unsafe {
-            match (hd, st.m.len()) {
-                (64, 1) => rows_kernel::<4, 1>(&mut tile, st),
-                (64, 2) => rows_kernel::<4, 2>(&mut tile, st),
-                (64, 3) => rows_kernel::<4, 3>(&mut tile, st),
-                (64, _) => rows_kernel::<4, 4>(&mut tile, st),
-                (_, 1) => rows_kernel::<8, 1>(&mut tile, st),
-                _ => rows_kernel::<8, 2>(&mut tile, st),
-            }
+    // SAFETY (each arm): the token proves AVX-512F and FMA are available.
+    unsafe {
+        match (hd, rows) {
+            (64, 1) => rows_kernel::<4, 1>(&mut tile, states),
+            (64, 2) => rows_kernel::<4, 2>(&mut tile, states),
+            (64, 3) => rows_kernel::<4, 3>(&mut tile, states),
+            (64, 4) => rows_kernel::<4, 4>(&mut tile, states),
+            (64, 5) => rows_kernel::<4, 5>(&mut tile, states),
+            (64, 6) => rows_kernel::<4, 6>(&mut tile, states),
+            (64, 7) => rows_kernel::<4, 7>(&mut tile, states),
+            (64, _) => rows_kernel::<4, 8>(&mut tile, states),
+            (_, 1) => rows_kernel::<8, 1>(&mut tile, states),
+            (_, 2) => rows_kernel::<8, 2>(&mut tile, states),
+            (_, 3) => rows_kernel::<8, 3>(&mut tile, states),
+            (_, 4) => rows_kernel::<8, 4>(&mut tile, states),
+            (_, 5) => rows_kernel::<8, 5>(&mut tile, states),
+            (_, 6) => rows_kernel::<8, 6>(&mut tile, states),
+            (_, 7) => rows_kernel::<8, 7>(&mut tile, states),
+            _ => rows_kernel::<8, 8>(&mut tile, states),
         }
     }
     Ok(())
@@ -152,9 +152,10 @@ fn visible(cnt: usize) -> __mmask16 {
     }
 }
 
-/// The kernel for `R` rows (exactly `st.m.len()`) of heads of `NC * 16` floats.
+/// The kernel for `R` rows (exactly `st.m.len()`, at most [`MAX_TILE`]) of heads of `NC * 16`
+/// floats.
 #[target_feature(enable = "avx512f,fma")]
-fn rows_kernel<const NC: usize, const R: usize>(t: &mut Tile<'_, '_>, st: TileStates<'_>) {
+fn rows_kernel<const NC: usize, const R: usize>(t: &mut Tile<'_, '_>, mut st: TileStates<'_>) {
     let (hd, stride, n, pr) = (NC * LANES, t.blk.stride, t.n, t.probs_row);
     let chunks = n.div_ceil(LANES);
     // Scores, row by row and chunk by chunk, and each row's lane maxima.
@@ -206,18 +207,6 @@ fn rows_kernel<const NC: usize, const R: usize>(t: &mut Tile<'_, '_>, st: TileSt
         }
     }
     let l_b: [f32; R] = std::array::from_fn(|r| tree_add(lane_sum[r]));
-    // P V: each value vector loaded once for every row; outputs in registers.
-    let mut acc = [[_mm512_setzero_ps(); NC]; R];
-    for tok in 0..n {
-        let v = &t.blk.v[tok * stride..][..hd];
-        let vv: [__m512; NC] = std::array::from_fn(|c| load(&v[c * LANES..]));
-        for (r, acc) in acc.iter_mut().enumerate() {
-            let p = _mm512_set1_ps(t.probs[r * pr + tok]);
-            for (acc, &v) in acc.iter_mut().zip(&vv) {
-                *acc = _mm512_fmadd_ps(p, v, *acc);
-            }
-        }
-    }
     // Fold each row's partial into its state: `block::merge`, in its order. The merge weights
     // `e^(M - M')` and `e^(m_b - M')` of every row come from one `exp16` (lanes `r` and
     // `8 + r`; `exp16` is `math::exp` lane for lane).
@@ -230,23 +219,74 @@ fn rows_kernel<const NC: usize, const R: usize>(t: &mut Tile<'_, '_>, st: TileSt
         let w = exp16(load(&weights));
         store(&mut weights, w);
     }
-    let rows =
-        st.m.iter_mut()
-            .zip(st.l.iter_mut())
-            .zip(st.acc.chunks_exact_mut(hd));
-    for (r, ((m, l), out)) in rows.enumerate() {
+    // P V in groups of rows whose output accumulators fit the registers (16 vectors): each
+    // value vector is loaded once per group, and each group's rows are folded right after.
+    let group = (LANES / NC).min(R);
+    let mut r0 = 0;
+    while r0 < R {
+        let rows = group.min(R - r0);
+        let g = Group {
+            r0,
+            m_b: &m_b,
+            l_b: &l_b,
+            weights: &weights,
+        };
+        match rows {
+            1 => pv_fold::<NC, 1>(t, &mut st, g),
+            2 => pv_fold::<NC, 2>(t, &mut st, g),
+            3 => pv_fold::<NC, 3>(t, &mut st, g),
+            _ => pv_fold::<NC, 4>(t, &mut st, g),
+        }
+        r0 += rows;
+    }
+}
+
+/// Rows `r0..` of a tile, their block maxima and sums, and the merge weights (`weights[r]`,
+/// `weights[8 + r]`).
+#[derive(Clone, Copy)]
+struct Group<'a> {
+    r0: usize,
+    m_b: &'a [f32],
+    l_b: &'a [f32],
+    weights: &'a [f32; LANES],
+}
+
+/// `P V` for the `G` rows from `g.r0` on (their accumulators in registers, each value vector
+/// loaded once for all of them), then each row's fold into its state.
+#[inline]
+#[target_feature(enable = "avx512f,fma")]
+fn pv_fold<const NC: usize, const G: usize>(
+    t: &Tile<'_, '_>,
+    st: &mut TileStates<'_>,
+    g: Group<'_>,
+) {
+    let (hd, stride, pr) = (NC * LANES, t.blk.stride, t.probs_row);
+    let mut acc = [[_mm512_setzero_ps(); NC]; G];
+    for tok in 0..t.n {
+        let v = &t.blk.v[tok * stride..][..hd];
+        let vv: [__m512; NC] = std::array::from_fn(|c| load(&v[c * LANES..]));
+        for (r, acc) in acc.iter_mut().enumerate() {
+            let p = _mm512_set1_ps(t.probs[(g.r0 + r) * pr + tok]);
+            for (acc, &v) in acc.iter_mut().zip(&vv) {
+                *acc = _mm512_fmadd_ps(p, v, *acc);
+            }
+        }
+    }
+    for (i, acc) in acc.iter().enumerate() {
+        let r = g.r0 + i;
+        let out = &mut st.acc[r * hd..][..hd];
         if t.first {
-            (*m, *l) = (m_b[r], l_b[r]);
-            for (c, &a) in acc[r].iter().enumerate() {
+            (st.m[r], st.l[r]) = (g.m_b[r], g.l_b[r]);
+            for (c, &a) in acc.iter().enumerate() {
                 store(&mut out[c * LANES..], a);
             }
             continue;
         }
-        let (wa, wb) = (weights[r], weights[8 + r]);
-        *m = max(m_b[r], *m);
-        *l = *l * wa + l_b[r] * wb;
+        let (wa, wb) = (g.weights[r], g.weights[8 + r]);
+        st.m[r] = max(g.m_b[r], st.m[r]);
+        st.l[r] = st.l[r] * wa + g.l_b[r] * wb;
         let (wa, wb) = (_mm512_set1_ps(wa), _mm512_set1_ps(wb));
-        for (c, &a) in acc[r].iter().enumerate() {
+        for (c, &a) in acc.iter().enumerate() {
             let old = load(&out[c * LANES..]);
             store(
                 &mut out[c * LANES..],

@@ -58,71 +58,46 @@ fn split_rows3(
 pub(crate) fn add_and_norm(x: &mut [f32], delta: Option<&[f32]>, alpha: &[f32], eps: f32, out: &mut [f32]) {
     let width = alpha.len().max(1);
     let rows = x.len() / width;
-    let norm_rows = |x: &[f32], out: &mut [f32]| {
-        let (mut x, mut out) = (x, out);
-        while !x.is_empty() {
-            let take = (x.len() / width).min(NORM_ROWS_AT_ONCE) * width;
-            if take == 0 {
-                break; // a partial row: nothing to norm
-            }
-            let (here, rest) = x.split_at(take);
-            let n = take.min(out.len());
-            let (out_here, out_rest) = std::mem::take(&mut out).split_at_mut(n);
-            norm_rows_interleaved(here, alpha, eps, out_here);
-            (x, out) = (rest, out_rest);
-        }
-    };
     match delta {
         Some(delta) => split_rows3(x, delta, out, rows, &|x, d, out| {
             for (x, &d) in x.iter_mut().zip(d) {
                 *x += d;
             }
-            norm_rows(x, out);
+            norm_rows(x, alpha, eps, out);
         }),
-        None => split_rows(out, x, rows, &|out, x| norm_rows(x, out)),
+        None => split_rows(out, x, rows, &|out, x| norm_rows(x, alpha, eps, out)),
     }
 }
 
-/// Rows whose sums of squares run side by side in [`norm_rows_interleaved`].
+/// Rows whose sums of squares run side by side in [`norm_rows`].
 const NORM_ROWS_AT_ONCE: usize = 8;
 
-/// candle's `rms_row` for `f32`, for up to [`NORM_ROWS_AT_ONCE`] rows of `alpha.len()` floats:
-/// each row's sum of squares is candle's sequential `f32` sum, but the rows' sums advance
-/// together, so the adds of different rows overlap instead of waiting on one row's chain
-/// (576 dependent adds per row of SmolLM2). Every row gets the bits it gets alone.
-fn norm_rows_interleaved(x: &[f32], alpha: &[f32], eps: f32, out: &mut [f32]) {
+/// candle's `rms_row` for `f32` on every whole row of `alpha.len()` floats in `x`: each row's
+/// sum of squares is candle's sequential `f32` sum, but the sums of up to
+/// [`NORM_ROWS_AT_ONCE`] rows advance together, so the adds of different rows overlap instead
+/// of waiting on one row's chain (576 dependent adds per row of SmolLM2). Every row gets the
+/// bits it gets alone.
+fn norm_rows(x: &[f32], alpha: &[f32], eps: f32, out: &mut [f32]) {
     let width = alpha.len();
     if width == 0 {
         return;
     }
-    let rows = x.len() / width;
-    if rows > NORM_ROWS_AT_ONCE {
-        for (out, x) in out.chunks_exact_mut(width).zip(x.chunks_exact(width)) {
-            norm_row(x, alpha, eps, out);
+    let chunk = NORM_ROWS_AT_ONCE * width;
+    for (x, out) in x.chunks(chunk).zip(out.chunks_mut(chunk)) {
+        let rows = x.len() / width;
+        let mut sum2 = [0f32; NORM_ROWS_AT_ONCE];
+        for i in 0..width {
+            for (r, s) in sum2.iter_mut().enumerate().take(rows) {
+                let v = x[r * width + i];
+                *s += v * v;
+            }
         }
-        return;
-    }
-    let mut sum2 = [0f32; NORM_ROWS_AT_ONCE];
-    for i in 0..width {
-        for (r, s) in sum2.iter_mut().enumerate().take(rows) {
-            let v = x[r * width + i];
-            *s += v * v;
+        for (r, (out, x)) in out.chunks_exact_mut(width).zip(x.chunks_exact(width)).enumerate() {
+            let m = (sum2[r] / width as f32 + eps).sqrt();
+            for ((o, &v), &a) in out.iter_mut().zip(x).zip(alpha) {
+                *o = v / m * a;
+            }
         }
-    }
-    for (r, (out, x)) in out.chunks_exact_mut(width).zip(x.chunks_exact(width)).enumerate() {
-        let m = (sum2[r] / width as f32 + eps).sqrt();
-        for ((o, &v), &a) in out.iter_mut().zip(x).zip(alpha) {
-            *o = v / m * a;
-        }
-    }
-}
-
-/// candle's `rms_row` for `f32`.
-fn norm_row(x: &[f32], alpha: &[f32], eps: f32, out: &mut [f32]) {
-    let sum2 = x.iter().map(|&v| v * v).sum::<f32>();
-    let m = (sum2 / x.len() as f32 + eps).sqrt();
-    for ((o, &v), &a) in out.iter_mut().zip(x).zip(alpha) {
-        *o = v / m * a;
     }
 }
 

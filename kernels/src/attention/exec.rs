@@ -1,12 +1,12 @@
-//! The executor of a plan: splits each unit's work into (unit, key/value head, segment) items,
-//! runs them on the calling thread and rayon helpers (`share.rs`), then merges each row's
-//! segment states in order and writes the normalised rows into `out`.
+//! The executor of a plan: splits each unit's work into (unit, key/value heads, members,
+//! segment) items, runs them on the calling thread and rayon helpers (`share.rs`), then merges
+//! each row's segment states in order and writes the normalised rows into `out`.
 //!
 //! A row's blocks are cut into fixed segments of `segment_blocks` blocks by position (segment
 //! `j` is blocks `j*S..(j+1)*S`, `S = max(1, 128 / block_size)`): flash-decoding's split-K, so a
 //! long shared prefix spreads over cores instead of sitting on `num_kv_heads` of them. An item
-//! owns the query rows of all its unit's members for the `group` query heads that read one
-//! key/value head (GQA), and loads each of its blocks' slice for that head once, sweeping it
+//! owns the query rows of its members for the `group` query heads that read each of its
+//! key/value heads (GQA), and loads each of its blocks' slice for a head once, sweeping it
 //! with all of those rows while it sits in L1: the unit's shared blocks by the rows of every
 //! member, each member's own blocks by that member's rows. That is the matrix-matrix form of
 //! decoding: (rows x block keys) per load instead of (1 x block keys). Rows reach the block
@@ -14,12 +14,26 @@
 //! block's tokens (a shared block's tile spans members), and while one block is swept the
 //! next one in visiting order is prefetched.
 //!
+//! How a unit is cut: a segment that holds shared blocks gives one item per key/value head
+//! with every member (the shared blocks are compute: dozens of rows per load). A segment past
+//! the shared blocks of a unit with at least `num_kv_heads` members ("streamed") gives one item
+//! per chunk of members with every head instead: each own block is read by one member's few
+//! rows, so those items are bound by memory, and a block's heads are interleaved in its token
+//! slots (`slot * kv_stride + head * head_dim`). Reading every head of a block in one pass
+//! streams whole cache lines in order; one head per item touched a third of each slot's lines
+//! (with three heads) and wasted what the hardware prefetcher brought along (measured on the
+//! dev VM, two threads: 10 GB/s of useful bytes reading one 256-byte head slice per 768-byte
+//! slot, 17 GB/s reading whole slots). Either cut makes `num_kv_heads` items per segment.
+//!
 //! Invariants: within a segment a row folds its visible blocks in ascending order, the
 //! segment's first block with `first = true`, with `n = min(block_size, pos + 1 - b * bs)`
 //! visible tokens; segment states are merged in ascending order. Segments are fixed by the
 //! row's position and the block size alone, so with `block`'s contract the row's bits do not
-//! depend on the unit, batch, chunking or thread count. Each block of a unit is loaded by
-//! exactly one segment item per head, so the load count is the same for any thread count.
+//! depend on the unit, batch, item cut, chunking or thread count. Each block of a unit is
+//! loaded by exactly one segment item per head, so the load count is the same for any thread
+//! count.
+
+use std::ops::Range;
 
 use super::block::{merge, BlockView, RowState, Scratch, TileStates, MAX_TILE};
 use super::plan::Unit;
@@ -40,20 +54,54 @@ struct Ctx<'a> {
     seg_blocks: usize,
 }
 
-/// One work item: segment `seg` of key/value head `kv_head` for every row of `unit`.
+/// One work item: segment `seg` of the key/value heads `heads` for every row of the unit's
+/// members `members` (indices into `unit.members`).
 struct Item<'a> {
     unit: &'a Unit,
-    kv_head: usize,
+    heads: Range<usize>,
+    members: Range<usize>,
     seg: usize,
 }
 
-/// An item's result: the segment states of its rows (member-major, then query row, then head
-/// in group; rows that do not reach the segment hold garbage) and the blocks it loaded.
+/// An item's result: the segment states of its rows and the head-blocks it loaded. A member's
+/// states start at `first[k]` (`k` counted from the item's first member) and run head by
+/// head, then query row, then head in group; rows that do not reach the segment hold garbage.
 struct Partial {
     m: Vec<f32>,
     l: Vec<f32>,
     acc: Vec<f32>,
+    first: Vec<usize>,
     loads: usize,
+}
+
+/// Where a unit's items sit in the item list: for each `idx in 0..num_kv_heads` and each
+/// segment, one item at `base + idx * segs + seg`; it takes head `idx` with every member, or,
+/// in a streamed segment (`seg >= streamed_from`), every head with member chunk `idx`
+/// (members `idx * chunk..`). The order interleaves the memory-bound streamed items with the
+/// compute-bound shared ones, as the threads claim them.
+struct UnitItems {
+    base: usize,
+    segs: usize,
+    streamed_from: usize,
+    chunk: usize,
+}
+
+impl UnitItems {
+    /// Where member `k`'s rows for `kv_head` in segment `seg` are: the item, the member's
+    /// index among the item's members, and how many of the item's heads come before
+    /// `kv_head`.
+    fn locate(&self, seg: usize, kv_head: usize, k: usize) -> (usize, usize, usize) {
+        if seg >= self.streamed_from {
+            let idx = k / self.chunk;
+            (
+                self.base + idx * self.segs + seg,
+                k - idx * self.chunk,
+                kv_head,
+            )
+        } else {
+            (self.base + kv_head * self.segs + seg, k, 0)
+        }
+    }
 }
 
 /// Rows waiting for one `Scratch::attend_rows` call: consecutive states `r0..r0 + count`
@@ -109,42 +157,60 @@ pub(crate) fn execute(
         shapes,
         seg_blocks,
     };
-    let segments = |u: &Unit| {
-        u.members
+    let nkv = shape.num_kv_heads;
+    let mut items: Vec<Item<'_>> = Vec::new();
+    let mut layouts = Vec::with_capacity(units.len());
+    for unit in units {
+        let members = unit.members.len();
+        let segs = unit
+            .members
             .iter()
             .map(|&s| shapes[s].blocks.div_ceil(seg_blocks))
             .max()
-            .unwrap_or(0)
-    };
-    let items: Vec<Item<'_>> = units
-        .iter()
-        .flat_map(|unit| {
-            let segs = segments(unit);
-            (0..shape.num_kv_heads)
-                .flat_map(move |kv_head| (0..segs).map(move |seg| Item { unit, kv_head, seg }))
-        })
-        .collect();
+            .unwrap_or(0);
+        let streamed_from = if members >= nkv && nkv > 1 {
+            unit.shared.div_ceil(seg_blocks)
+        } else {
+            segs
+        };
+        let layout = UnitItems {
+            base: items.len(),
+            segs,
+            streamed_from,
+            chunk: members.div_ceil(nkv),
+        };
+        for idx in 0..nkv {
+            for seg in 0..segs {
+                let (heads, members) = if seg >= streamed_from {
+                    let from = (idx * layout.chunk).min(members);
+                    (0..nkv, from..(from + layout.chunk).min(members))
+                } else {
+                    (idx..idx + 1, 0..members)
+                };
+                items.push(Item {
+                    unit,
+                    heads,
+                    members,
+                    seg,
+                });
+            }
+        }
+        layouts.push(layout);
+    }
     let new_scratch = || Scratch::new(shape.block_size, shape.head_dim);
     let run = |scratch: &mut Scratch, i: usize| ctx.run_item(&items[i], scratch);
-    let mut results = share::map(
+    let results = share::map(
         items.len(),
         rayon::current_num_threads().saturating_sub(1),
         &new_scratch,
         &run,
     );
     let loads: usize = results.iter().map(|p| p.loads).sum();
-    // Items are ordered unit, head, segment: each run of `segs` results is one (unit, head).
-    let mut rest = &mut results[..];
-    for unit in units {
-        let segs = segments(unit);
-        for kv_head in 0..shape.num_kv_heads {
-            let (parts, tail) = rest.split_at_mut(segs);
-            rest = tail;
-            ctx.finish(parts, unit, kv_head, out);
-        }
+    for (unit, layout) in units.iter().zip(&layouts) {
+        ctx.finish(&results, unit, layout, out);
     }
     // Every head of a unit visits the same blocks, so per-head loads divide evenly.
-    let kv_blocks_read = loads / shape.num_kv_heads;
+    let kv_blocks_read = loads / nkv;
     let unshared: usize = units
         .iter()
         .flat_map(|u| &u.members)
@@ -157,12 +223,13 @@ pub(crate) fn execute(
 }
 
 impl Ctx<'_> {
-    /// Index of each member's first row in an item's states, plus the total.
-    fn first_rows(&self, unit: &Unit) -> Vec<usize> {
-        let mut first = Vec::with_capacity(unit.members.len() + 1);
+    /// Index of each member's first state in an item over `heads` key/value heads, plus the
+    /// total.
+    fn first_rows(&self, members: &[usize], heads: usize) -> Vec<usize> {
+        let mut first = Vec::with_capacity(members.len() + 1);
         first.push(0);
-        for &s in &unit.members {
-            first.push(first[first.len() - 1] + self.shapes[s].len * self.shape.group);
+        for &s in members {
+            first.push(first[first.len() - 1] + self.shapes[s].len * heads * self.shape.group);
         }
         first
     }
@@ -182,90 +249,90 @@ impl Ctx<'_> {
     }
 
     fn run_item(&self, item: &Item<'_>, scratch: &mut Scratch) -> Partial {
-        let (unit, hd) = (item.unit, self.shape.head_dim);
-        let first_row = self.first_rows(unit);
-        let rows = first_row[unit.members.len()];
+        let (unit, hd, g) = (item.unit, self.shape.head_dim, self.shape.group);
+        let members = &unit.members[item.members.clone()];
+        let first = self.first_rows(members, item.heads.len());
+        let rows = first[members.len()];
         let mut p = Partial {
             m: vec![0.0; rows],
             l: vec![0.0; rows],
             acc: vec![0.0; rows * hd],
+            first,
             loads: 0,
+        };
+        // Member `k`'s first state for head `h`.
+        let row0 = |p: &Partial, k: usize, h: usize| {
+            p.first[k] + (h - item.heads.start) * self.shapes[members[k]].len * g
         };
         let mut tile = Pending::default();
         let (lo, hi) = (item.seg * self.seg_blocks, (item.seg + 1) * self.seg_blocks);
         // Block `b` of member `k` in visiting order: the shared blocks, then each member's own.
-        let own = |k: usize| lo.max(unit.shared)..hi.min(self.shapes[unit.members[k]].blocks);
+        let own = |k: usize| lo.max(unit.shared)..hi.min(self.shapes[members[k]].blocks);
         // The first own block after block `after` of member `k` (`None`: from its first).
         let next_own = |k: usize, after: Option<usize>| {
-            (k..unit.members.len()).find_map(|k2| {
+            (k..members.len()).find_map(|k2| {
                 let b2 = own(k2).find(|&b2| k2 > k || after.is_none_or(|a| b2 > a))?;
-                Some(self.seqs[unit.members[k2]].block_table[b2])
+                Some(self.seqs[members[k2]].block_table[b2])
             })
         };
-        if let Some(&lead) = unit.members.first() {
+        if let Some(&lead) = members.first() {
             for b in lo..hi.min(unit.shared) {
-                let blk = self.view(self.seqs[lead].block_table[b], item.kv_head);
+                let id = self.seqs[lead].block_table[b];
                 let next = if b + 1 < hi.min(unit.shared) {
                     Some(self.seqs[lead].block_table[b + 1])
                 } else {
                     next_own(0, None)
                 };
-                self.prefetch(next, item.kv_head);
-                p.loads += 1;
-                // The members' rows are consecutive states, so tiles run across members.
-                for (k, &s) in unit.members.iter().enumerate() {
-                    self.gather(
-                        item,
-                        s,
-                        first_row[k],
-                        (b, lo, blk),
-                        &mut tile,
-                        &mut p,
-                        scratch,
-                    );
+                self.prefetch(next, item.heads.clone());
+                for h in item.heads.clone() {
+                    let blk = self.view(id, h);
+                    p.loads += 1;
+                    // The members' rows of one head are consecutive states when the item has
+                    // one head, so tiles then run across members.
+                    for (k, &s) in members.iter().enumerate() {
+                        let r0 = row0(&p, k, h);
+                        self.gather(h, s, r0, (b, lo, blk), &mut tile, &mut p, scratch);
+                    }
+                    self.flush(&mut tile, (b, lo, blk), &mut p, scratch);
                 }
-                self.flush(&mut tile, (b, lo, blk), &mut p, scratch);
             }
         }
-        for (k, &s) in unit.members.iter().enumerate() {
+        for (k, &s) in members.iter().enumerate() {
             for b in own(k) {
-                let blk = self.view(self.seqs[s].block_table[b], item.kv_head);
-                self.prefetch(next_own(k, Some(b)), item.kv_head);
-                p.loads += 1;
-                self.gather(
-                    item,
-                    s,
-                    first_row[k],
-                    (b, lo, blk),
-                    &mut tile,
-                    &mut p,
-                    scratch,
-                );
-                self.flush(&mut tile, (b, lo, blk), &mut p, scratch);
+                let (id, next) = (self.seqs[s].block_table[b], next_own(k, Some(b)));
+                self.prefetch(next, item.heads.clone());
+                for h in item.heads.clone() {
+                    let blk = self.view(id, h);
+                    p.loads += 1;
+                    let r0 = row0(&p, k, h);
+                    self.gather(h, s, r0, (b, lo, blk), &mut tile, &mut p, scratch);
+                    self.flush(&mut tile, (b, lo, blk), &mut p, scratch);
+                }
             }
         }
         p
     }
 
-    /// Asks the caches for one key/value head's slice of `block` (a hint; x86-64 only).
-    fn prefetch(&self, block: Option<u32>, kv_head: usize) {
+    /// Asks the caches for the slices of `heads` of `block` (a hint; x86-64 only). The heads
+    /// of a token slot are adjacent, so several heads are one contiguous run per slot.
+    fn prefetch(&self, block: Option<u32>, heads: Range<usize>) {
         #[cfg(target_arch = "x86_64")]
         if let Some(block) = block {
             let (bs, hd) = (self.shape.block_size, self.shape.head_dim);
-            super::x86::prefetch(self.view(block, kv_head), bs, hd);
+            super::x86::prefetch(self.view(block, heads.start), bs, heads.len() * hd);
         }
         #[cfg(not(target_arch = "x86_64"))]
-        let _ = (block, kv_head);
+        let _ = (block, heads);
     }
 
-    /// Adds every row of member `s` that sees any token of block `b` (already loaded as
-    /// `blk`; its segment starts at block `lo`) to `tile`, flushing it into `p` whenever the
-    /// next row cannot join (tile full, another visible count, or not the next state); the
-    /// member's states start at `row0`.
+    /// Adds every row of member `s` for `kv_head` that sees any token of block `b` (already
+    /// loaded as `blk`; its segment starts at block `lo`) to `tile`, flushing it into `p`
+    /// whenever the next row cannot join (tile full, another visible count, or not the next
+    /// state); the member's states for this head start at `row0`.
     #[allow(clippy::too_many_arguments)]
     fn gather<'q>(
         &'q self,
-        item: &Item<'_>,
+        kv_head: usize,
         s: usize,
         row0: usize,
         (b, lo, blk): (usize, usize, BlockView<'_>),
@@ -279,7 +346,7 @@ impl Ctx<'_> {
         // Rows are in position order; those before `block_start` see nothing of this block.
         for i in block_start.saturating_sub(sh.start)..sh.len {
             let n = (sh.pos(i) + 1 - block_start).min(bs);
-            let q_row = &seq.q[i * shape.row_len + item.kv_head * g * hd..][..g * hd];
+            let q_row = &seq.q[i * shape.row_len + kv_head * g * hd..][..g * hd];
             for (j, q) in q_row.chunks_exact(hd).enumerate() {
                 let r = row0 + i * g + j;
                 if !tile.takes(r, n) {
@@ -318,35 +385,40 @@ impl Ctx<'_> {
         tile.count = 0;
     }
 
-    /// Merges each row's segment states in order into `parts[0]`, normalises, and writes the
-    /// rows' `group` heads of `kv_head` (contiguous in `out`'s `[row, head, dim]`).
-    fn finish(&self, parts: &mut [Partial], unit: &Unit, kv_head: usize, out: &mut [f32]) {
-        let (shape, hd) = (self.shape, self.shape.head_dim);
-        let Some((first, later)) = parts.split_first_mut() else {
-            return;
-        };
+    /// Merges each of `unit`'s rows' segment states in order (the items of `layout` in
+    /// `parts`), normalises, and writes the rows into `out` (`[row, head, dim]`).
+    fn finish(&self, parts: &[Partial], unit: &Unit, layout: &UnitItems, out: &mut [f32]) {
+        let (shape, hd, g) = (self.shape, self.shape.head_dim, self.shape.group);
         let seg_tokens = self.seg_blocks * shape.block_size;
-        let mut r = 0;
-        for &s in &unit.members {
+        let mut acc = vec![0f32; hd];
+        for (k, &s) in unit.members.iter().enumerate() {
             let sh = &self.shapes[s];
-            for i in 0..sh.len {
-                let row_out =
-                    &mut out[(sh.row_offset + i) * shape.row_len + kv_head * shape.group * hd..];
-                for o in row_out[..shape.group * hd].chunks_exact_mut(hd) {
-                    let acc = &mut first.acc[r * hd..][..hd];
-                    for part in &later[..sh.pos(i) / seg_tokens] {
-                        let state = RowState {
-                            m: &mut first.m[r],
-                            l: &mut first.l[r],
-                            acc: &mut *acc,
-                        };
-                        merge(state, part.m[r], part.l[r], &part.acc[r * hd..][..hd]);
+            for h in 0..shape.num_kv_heads {
+                // Member `k`'s state for head `h`, row `i`, head in group `j`, segment `seg`.
+                let state = |seg: usize, i: usize, j: usize| {
+                    let (item, kk, heads_before) = layout.locate(seg, h, k);
+                    let part = &parts[item];
+                    (part, part.first[kk] + (heads_before * sh.len + i) * g + j)
+                };
+                for i in 0..sh.len {
+                    let row_out = &mut out[(sh.row_offset + i) * shape.row_len + h * g * hd..];
+                    for (j, o) in row_out[..g * hd].chunks_exact_mut(hd).enumerate() {
+                        let (first, r) = state(0, i, j);
+                        let (mut m, mut l) = (first.m[r], first.l[r]);
+                        acc.copy_from_slice(&first.acc[r * hd..][..hd]);
+                        for seg in 1..=sh.pos(i) / seg_tokens {
+                            let (part, r) = state(seg, i, j);
+                            let row = RowState {
+                                m: &mut m,
+                                l: &mut l,
+                                acc: &mut acc,
+                            };
+                            merge(row, part.m[r], part.l[r], &part.acc[r * hd..][..hd]);
+                        }
+                        for (o, &a) in o.iter_mut().zip(&acc) {
+                            *o = a / l;
+                        }
                     }
-                    let l = first.l[r];
-                    for (o, &a) in o.iter_mut().zip(acc.iter()) {
-                        *o = a / l;
-                    }
-                    r += 1;
                 }
             }
         }

@@ -109,15 +109,15 @@ pub(crate) fn attend_rows<'s>(
     Ok(())
 }
 
-/// Asks the caches for the keys and values of `blk`'s tokens `0..n` (rows of `head_dim`
-/// floats), so a block's loads overlap the work on the block before it. A hint only: it
-/// changes no result.
-pub(crate) fn prefetch(blk: BlockView<'_>, n: usize, head_dim: usize) {
+/// Asks the caches for the keys and values of `blk`'s tokens `0..n` (`width` floats from the
+/// start of each slot's view: one head's or several adjacent heads'), so a block's loads
+/// overlap the work on the block before it. A hint only: it changes no result.
+pub(crate) fn prefetch(blk: BlockView<'_>, n: usize, width: usize) {
     for t in 0..n {
         let (Some(k), Some(v)) = (blk.k.get(t * blk.stride..), blk.v.get(t * blk.stride..)) else {
             return;
         };
-        for line in (0..head_dim.min(k.len()).min(v.len())).step_by(LANES) {
+        for line in (0..width.min(k.len()).min(v.len())).step_by(LANES) {
             // SAFETY: the addresses are inside `k` and `v`; a prefetch reads nothing.
             unsafe {
                 _mm_prefetch::<_MM_HINT_T0>(k[line..].as_ptr().cast());

@@ -63,15 +63,26 @@ struct Item<'a> {
     seg: usize,
 }
 
-/// An item's result: the segment states of its rows and the head-blocks it loaded. A member's
-/// states start at `first[k]` (`k` counted from the item's first member) and run head by
-/// head, then query row, then head in group; rows that do not reach the segment hold garbage.
+/// An item's result: the segment states of its rows and the head-blocks it loaded. States run
+/// head by head (`per_head` each), then member, query row and head in group: member `k`'s
+/// (counted from the item's first member) start at `first[k]` within each head's run, so one
+/// head's rows of consecutive members are consecutive states and a tile can span members.
+/// Rows that do not reach the segment hold garbage.
 struct Partial {
     m: Vec<f32>,
     l: Vec<f32>,
     acc: Vec<f32>,
     first: Vec<usize>,
+    per_head: usize,
     loads: usize,
+}
+
+impl Partial {
+    /// The state of member `k`'s row `i`, head in group `j`, for the item's `heads_before`-th
+    /// head.
+    fn row(&self, heads_before: usize, k: usize, i: usize, j: usize, group: usize) -> usize {
+        heads_before * self.per_head + self.first[k] + i * group + j
+    }
 }
 
 /// Where a unit's items sit in the item list: for each `idx in 0..num_kv_heads` and each
@@ -223,13 +234,13 @@ pub(crate) fn execute(
 }
 
 impl Ctx<'_> {
-    /// Index of each member's first state in an item over `heads` key/value heads, plus the
-    /// total.
-    fn first_rows(&self, members: &[usize], heads: usize) -> Vec<usize> {
+    /// Index of each member's first state within one head's run of an item's states, plus the
+    /// run's length.
+    fn first_rows(&self, members: &[usize]) -> Vec<usize> {
         let mut first = Vec::with_capacity(members.len() + 1);
         first.push(0);
         for &s in members {
-            first.push(first[first.len() - 1] + self.shapes[s].len * heads * self.shape.group);
+            first.push(first[first.len() - 1] + self.shapes[s].len * self.shape.group);
         }
         first
     }
@@ -251,19 +262,19 @@ impl Ctx<'_> {
     fn run_item(&self, item: &Item<'_>, scratch: &mut Scratch) -> Partial {
         let (unit, hd, g) = (item.unit, self.shape.head_dim, self.shape.group);
         let members = &unit.members[item.members.clone()];
-        let first = self.first_rows(members, item.heads.len());
-        let rows = first[members.len()];
+        let first = self.first_rows(members);
+        let per_head = first[members.len()];
+        let rows = per_head * item.heads.len();
         let mut p = Partial {
             m: vec![0.0; rows],
             l: vec![0.0; rows],
             acc: vec![0.0; rows * hd],
             first,
+            per_head,
             loads: 0,
         };
         // Member `k`'s first state for head `h`.
-        let row0 = |p: &Partial, k: usize, h: usize| {
-            p.first[k] + (h - item.heads.start) * self.shapes[members[k]].len * g
-        };
+        let row0 = |p: &Partial, k: usize, h: usize| p.row(h - item.heads.start, k, 0, 0, g);
         let mut tile = Pending::default();
         let (lo, hi) = (item.seg * self.seg_blocks, (item.seg + 1) * self.seg_blocks);
         // Block `b` of member `k` in visiting order: the shared blocks, then each member's own.
@@ -287,8 +298,8 @@ impl Ctx<'_> {
                 for h in item.heads.clone() {
                     let blk = self.view(id, h);
                     p.loads += 1;
-                    // The members' rows of one head are consecutive states when the item has
-                    // one head, so tiles then run across members.
+                    // The members' rows of one head are consecutive states, so tiles run
+                    // across members.
                     for (k, &s) in members.iter().enumerate() {
                         let r0 = row0(&p, k, h);
                         self.gather(h, s, r0, (b, lo, blk), &mut tile, &mut p, scratch);
@@ -398,7 +409,7 @@ impl Ctx<'_> {
                 let state = |seg: usize, i: usize, j: usize| {
                     let (item, kk, heads_before) = layout.locate(seg, h, k);
                     let part = &parts[item];
-                    (part, part.first[kk] + (heads_before * sh.len + i) * g + j)
+                    (part, part.row(heads_before, kk, i, j, g))
                 };
                 for i in 0..sh.len {
                     let row_out = &mut out[(sh.row_offset + i) * shape.row_len + h * g * hd..];

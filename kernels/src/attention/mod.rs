@@ -11,7 +11,9 @@
 //! order. Sequences whose block tables start with the same, fully visible blocks are grouped
 //! (`plan`); a group loads each shared block once and sweeps it with the query rows of every
 //! member before each member continues over its own blocks (`exec`: rayon over
-//! (group-or-sequence, key/value head, 128-token segment of blocks), segments merged in order).
+//! (group-or-sequence, key/value head, 128-token segment of blocks) items, or, for a segment of
+//! a group's own blocks only, (group, chunk of members, segment) items with every head, which
+//! read each block's slots whole; segments merged in order).
 //!
 //! Numerics contract (what the engine relies on, tested bitwise): a query row's output depends
 //! only on its `q`, the contents of its blocks and its position; not on the rest of the batch,

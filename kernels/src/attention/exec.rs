@@ -95,12 +95,24 @@ struct UnitItems {
     segs: usize,
     streamed_from: usize,
     chunk: usize,
+    heads: usize,
+    members: usize,
 }
 
 impl UnitItems {
-    /// Where member `k`'s rows for `kv_head` in segment `seg` are: the item, the member's
-    /// index among the item's members, and how many of the item's heads come before
-    /// `kv_head`.
+    /// What item `(idx, seg)` takes: its key/value heads and its members.
+    fn cut(&self, idx: usize, seg: usize) -> (Range<usize>, Range<usize>) {
+        if seg >= self.streamed_from {
+            let from = (idx * self.chunk).min(self.members);
+            (0..self.heads, from..(from + self.chunk).min(self.members))
+        } else {
+            (idx..idx + 1, 0..self.members)
+        }
+    }
+
+    /// Where member `k`'s rows for `kv_head` in segment `seg` are (`cut` read backwards): the
+    /// item, the member's index among the item's members, and how many of the item's heads
+    /// come before `kv_head`.
     fn locate(&self, seg: usize, kv_head: usize, k: usize) -> (usize, usize, usize) {
         if seg >= self.streamed_from {
             let idx = k / self.chunk;
@@ -189,15 +201,12 @@ pub(crate) fn execute(
             segs,
             streamed_from,
             chunk: members.div_ceil(nkv),
+            heads: nkv,
+            members,
         };
         for idx in 0..nkv {
             for seg in 0..segs {
-                let (heads, members) = if seg >= streamed_from {
-                    let from = (idx * layout.chunk).min(members);
-                    (0..nkv, from..(from + layout.chunk).min(members))
-                } else {
-                    (idx..idx + 1, 0..members)
-                };
+                let (heads, members) = layout.cut(idx, seg);
                 items.push(Item {
                     unit,
                     heads,

@@ -24,4 +24,4 @@ pub mod sampling;
 mod share;
 
 pub use cpu::{KernelError, KernelPath, QuantFormat, QuantMatrix, Result};
-pub use share::{share_map, Crew};
+pub use share::{share_map, share_pair, Crew};

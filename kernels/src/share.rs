@@ -222,6 +222,28 @@ pub fn share_map<R: Send + 'static>(n_tasks: usize, task: &(dyn Fn(usize) -> R +
     map(n_tasks, helpers, &|| (), &|_, t| task(t))
 }
 
+/// `f` on each of two parts, the first on the calling thread and the second on a helper, as
+/// [`share_map`] runs tasks. The parts may hold mutable borrows, so a pass over rows can split
+/// its output with `split_at_mut` and give each thread one half. A part whose helper panicked
+/// is run again from the start on the calling thread (a deterministic panic then reaches the
+/// caller).
+///
+/// ```
+/// let mut rows = vec![1.0f32; 8];
+/// let (top, bottom) = rows.split_at_mut(4);
+/// ponder_kernels::share_pair([top, bottom], &|half| half.iter_mut().for_each(|v| *v *= 2.0));
+/// assert_eq!(rows, vec![2.0; 8]);
+/// ```
+pub fn share_pair<T: Send>(parts: [T; 2], f: &(dyn Fn(&mut T) + Sync)) {
+    let parts = parts.map(Mutex::new);
+    share_map(parts.len(), &|i| {
+        // Each task locks its own part once, so the lock is never contended; it is poisoned
+        // only by a panic inside `f`, after which the part is run again.
+        let mut part = parts[i].lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        f(&mut part);
+    });
+}
+
 /// A call's work as a crew helper sees it: `help` with the types erased.
 trait Work: Send + Sync {
     fn help(&self);

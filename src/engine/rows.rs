@@ -6,10 +6,8 @@
 //! `x / m * alpha`; the gate is `math::silu_mul`), so the engine's parity with
 //! candle-transformers stays exact, and a row's result never depends on the other rows. A
 //! batch of rows is split in two halves run on the calling thread and the forward pass's crew
-//! helper (`ponder_kernels::share_map`): in a 16-row decode step these were serial work during
+//! helper (`ponder_kernels::share_pair`): in a 16-row decode step these were serial work during
 //! which the helper waited. Owns no state; must not change a single bit of what candle computes.
-
-use std::sync::Mutex;
 
 use ponder_kernels::math::silu_mul;
 
@@ -42,14 +40,7 @@ fn split_rows3(
     let (c0, c1) = c.split_at_mut(half.min(c.len()));
     let (a0, a1) = a.split_at_mut(half);
     let (b0, b1) = b.split_at(half);
-    let parts = [Mutex::new((a0, b0, c0)), Mutex::new((a1, b1, c1))];
-    ponder_kernels::share_map(parts.len(), &|i| {
-        // Each task locks its own part once: never contended, never poisoned by another task.
-        if let Ok(mut part) = parts[i].lock() {
-            let (a, b, c) = &mut *part;
-            f(a, b, c);
-        }
-    });
+    ponder_kernels::share_pair([(a0, b0, c0), (a1, b1, c1)], &|(a, b, c)| f(a, b, c));
 }
 
 /// `x += delta` element-wise (when given), then `out = rms_norm(x) * alpha` row by row

@@ -21,9 +21,11 @@ fn check_format(format: QuantFormat, seed: u64) {
     for k in [32, 64, 576, 1536] {
         for n in [1, 2, 3, 16, 17, 33, 48] {
             let w = random_matrix(&mut rng, format, n, k);
-            let x = activations(&mut rng, 35, k);
-            // Every row count up to 17, and the AMX kernel's group boundaries beyond.
-            for m in (1..=17).chain([25, 26, 32, 33, 35]) {
+            let x = activations(&mut rng, 48, k);
+            // Every row count up to 17, the AMX kernel's group boundaries beyond, and (48 rows
+            // of 1536) activations that quantize over the thread pool; from 16 rows of 576
+            // they quantize in two halves.
+            for m in (1..=17).chain([25, 26, 32, 33, 35, 48]) {
                 let x = &x[..m * k];
                 let reference = run(&w, KernelPath::Scalar, x, m);
                 assert!(

@@ -3,8 +3,9 @@
 //! epilogue then runs per row exactly as in the AVX-512 kernel (`x86.rs`).
 //!
 //! Owns: detecting AMX and asking Linux for the tile state ([`Amx::detect`]), the per-thread
-//! tile configuration, [`RowGroups`] (activation rows repacked as the tile loads want them) and
-//! the two tile kernels. It must not change a bit of any result: integer block sums are exact
+//! tile configuration and the two tile kernels, which read the activations as
+//! [`RowGroups`] (`groups.rs`: 16 rows' quants per block in one panel, as the tile loads want
+//! them). It must not change a bit of any result: integer block sums are exact
 //! (|sum| < 2^31: 32 products of at most 255 x 128) and each lane's f32 tail is `scalar.rs`'s
 //! operation sequence (convert, multiply, multiply, multiply, add, add; never FMA), so every
 //! output is bitwise the scalar reference's, whatever the row grouping. Rows that do not fill
@@ -37,12 +38,10 @@ use std::mem::MaybeUninit;
 use std::sync::OnceLock;
 
 use super::layout::{Q4_1_M, Q4_1_QS, Q8_0_QS, TB_Q4_1, TB_Q8_0, TILE};
+use super::groups::{Entry, RowGroups, GROUP};
 use super::quant::{QuantizedRows, QK};
 use super::x86::{self, Avx512Vnni};
 use super::QuantFormat;
-
-/// Activation rows per tile product.
-pub(crate) const GROUP: usize = 16;
 
 /// The environment variable that keeps the AMX path off when set.
 pub(crate) const NO_AMX_ENV: &str = "PONDER_NO_AMX";
@@ -219,55 +218,6 @@ impl Drop for Session {
 #[repr(C, align(64))]
 struct Aligned<const N: usize>([u8; N]);
 
-/// The quantized activations of one matmul call regrouped for the tile loads: for group `g`
-/// (rows `16g..16g + 16`) and block `b`, the 16 rows' 32 quants as one contiguous 512-byte
-/// panel, and the rows' scalars (`d`, `s`, `128 * sum(q)`) as 16-lane arrays. Rows past the
-/// last real one are zero (quants and scalars), so their products are zero; the kernels
-/// never store them.
-#[derive(Debug, Clone)]
-pub(crate) struct RowGroups {
-    nb: usize,
-    panels: Vec<Panel>,
-    d: Vec<[f32; GROUP]>,
-    s: Vec<[f32; GROUP]>,
-    bias: Vec<[i32; GROUP]>,
-}
-
-/// One group's quants of one block: row `r` at bytes `32r..32r + 32`.
-#[derive(Debug, Clone, Copy)]
-#[repr(C, align(64))]
-struct Panel([i8; GROUP * QK]);
-
-impl RowGroups {
-    /// Regroups the `m` rows of `act`.
-    pub(crate) fn new(act: &QuantizedRows, m: usize) -> Self {
-        let (nb, groups) = (act.nb, m.div_ceil(GROUP));
-        let mut panels = vec![Panel([0; GROUP * QK]); groups * nb];
-        let (mut d, mut s) = (
-            vec![[0f32; GROUP]; groups * nb],
-            vec![[0f32; GROUP]; groups * nb],
-        );
-        let mut bias = vec![[0i32; GROUP]; groups * nb];
-        for r in 0..m {
-            let (g, rr) = (r / GROUP, r % GROUP);
-            for b in 0..nb {
-                let (blk, at) = (act.block(r, b), g * nb + b);
-                panels[at].0[rr * QK..(rr + 1) * QK].copy_from_slice(&blk.qs);
-                d[at][rr] = blk.d;
-                s[at][rr] = blk.s;
-                bias[at][rr] = blk.qsum << 7;
-            }
-        }
-        Self {
-            nb,
-            panels,
-            d,
-            s,
-            bias,
-        }
-    }
-}
-
 /// Which activation rows the tile product takes for `m` rows: whole groups, plus one padded
 /// group when the rest has at least [`MIN_ROWS`] rows. The rest goes to the VNNI kernel.
 pub(crate) fn tile_rows(m: usize) -> usize {
@@ -281,8 +231,8 @@ pub(crate) fn tile_rows(m: usize) -> usize {
 
 /// One tile (`nb` tile blocks of `format`) against all `m` rows of `act` into
 /// `out[r * TILE + j]`, asking the caches for `next` as the VNNI kernel does. `act` must carry
-/// [`RowGroups`] when [`tile_rows`]`(m) > 0` (`Kernel::prepare` sees to it); without them all
-/// rows go to the VNNI kernel.
+/// [`RowGroups`] of the first [`tile_rows`]`(m)` rows when that is not zero (`Kernel::quantize`
+/// sees to it), and plain blocks of the rest, which go to the VNNI kernel.
 pub(crate) fn tile(
     t: Amx,
     format: QuantFormat,
@@ -295,6 +245,7 @@ pub(crate) fn tile(
     let mut done = 0;
     if let Some(groups) = act.row_groups() {
         let rows = tile_rows(m);
+        debug_assert_eq!(groups.rows(), rows, "`Kernel::quantize` groups the tile rows");
         let _session = (rows > 0).then(|| Session::new(t));
         let mut ahead = next;
         for g in 0..rows.div_ceil(GROUP) {
@@ -404,11 +355,10 @@ fn unpack_q4_1(blk: &[u8], buf: &mut MaybeUninit<Aligned<512>>) {
 fn epilogue<const Q8: bool>(
     blk: &[u8],
     c: &Aligned<1024>,
-    groups: &RowGroups,
-    at: usize,
+    entry: &Entry,
     acc: &mut [__m512; GROUP],
 ) {
-    let (d, s, bias) = (&groups.d[at], &groups.s[at], &groups.bias[at]);
+    let (d, s, bias) = (&entry.d, &entry.s, &entry.bias);
     let (scales, mins) = (&blk[..2 * TILE], &blk[Q4_1_M..Q4_1_M + 2 * TILE]);
     // SAFETY: each load reads the 32 bytes of one 16 x f16 slice above.
     let dx = unsafe { _mm512_cvtph_ps(_mm256_loadu_si256(scales.as_ptr().cast())) };
@@ -457,7 +407,7 @@ unsafe fn group<const Q8: bool>(
     out: &mut [f32],
 ) {
     let tb = if Q8 { TB_Q8_0 } else { TB_Q4_1 };
-    let nb = groups.nb;
+    let nb = groups.nb();
     let block = |b: usize| &tile[b * tb..(b + 1) * tb];
     let mut acc = [_mm512_setzero_ps(); GROUP];
     // Written in full before they are read (`unpack_q4_1` one step ahead of the product that
@@ -478,7 +428,7 @@ unsafe fn group<const Q8: bool>(
             // SAFETY: block e's product was stored into `c[e % 2]` (all 1 KiB) in the step
             // before, and the store of block e + 1 went to the other buffer.
             let product = unsafe { c[e % 2].assume_init_ref() };
-            epilogue::<Q8>(block(e), product, groups, g * nb + e, &mut acc);
+            epilogue::<Q8>(block(e), product, groups.entry(g, e), &mut acc);
         }
         if b < nb {
             x86::prefetch_block(ahead, b, tb);
@@ -493,7 +443,7 @@ unsafe fn group<const Q8: bool>(
             };
             // SAFETY: a panel is 512 bytes; `b_rows` is a 512-byte buffer or the last 512
             // bytes of a 544-byte Q8_0 tile block.
-            unsafe { product(b, groups.panels[g * nb + b].0.as_ptr(), b_rows) };
+            unsafe { product(b, groups.entry(g, b).qs.as_ptr(), b_rows) };
         }
     }
     for (rr, acc) in acc.iter().enumerate().take(real) {
@@ -529,8 +479,9 @@ mod tests {
         assert!(CONFIG.rows[8..].iter().all(|&r| r == 0));
     }
 
-    /// A random Q4_1 tile of `nb` blocks and `m` activation rows prepared for the AMX kernel.
-    fn fixture(t: Amx, nb: usize, m: usize) -> (Vec<u8>, QuantizedRows) {
+    /// A random Q4_1 tile of `nb` blocks and `m` activation rows quantized for the AMX kernel
+    /// and, all in plain blocks, for the VNNI kernel.
+    fn fixture(t: Amx, nb: usize, m: usize) -> (Vec<u8>, QuantizedRows, QuantizedRows) {
         let mut state = 12345u32;
         let mut next = || {
             state = state.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
@@ -550,9 +501,9 @@ mod tests {
         let x: Vec<f32> = (0..m * k)
             .map(|_| (next() % 2000) as f32 / 1000.0 - 1.0)
             .collect();
-        let kernel = Kernel::Amx(t);
-        let act = QuantizedRows::quantize(ActFormat::Q8_1, kernel.quantizer(), &x, m, k);
-        (tile, kernel.prepare(act, m))
+        let act = Kernel::Amx(t).quantize(ActFormat::Q8_1, &x, m, k);
+        let plain = Kernel::Avx512(t.vnni()).quantize(ActFormat::Q8_1, &x, m, k);
+        (tile, act, plain)
     }
 
     fn read_config() -> TileConfig {
@@ -569,14 +520,14 @@ mod tests {
             return;
         };
         let (nb, m) = (18, 16);
-        let (tile_bytes, act) = fixture(t, nb, m);
+        let (tile_bytes, act, plain) = fixture(t, nb, m);
         let mut expected = vec![0f32; m * TILE];
         x86::rows_avx512(
             t.vnni(),
             QuantFormat::Q4_1,
             &tile_bytes,
             &[],
-            &act,
+            &plain,
             0..m,
             &mut expected,
         );
@@ -619,7 +570,7 @@ mod tests {
         let inner = Session::new(t);
         drop(inner);
         assert!(read_config() == CONFIG, "an inner session leaves it loaded");
-        let (tile_bytes, act) = fixture(t, 4, 16);
+        let (tile_bytes, act, _) = fixture(t, 4, 16);
         let mut out = vec![0f32; 16 * TILE];
         tile(t, QuantFormat::Q4_1, &tile_bytes, &[], &act, 16, &mut out);
         assert!(

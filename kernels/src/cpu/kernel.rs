@@ -5,7 +5,7 @@
 //! Invariant: every path computes bitwise the same result (the scalar one is the reference), so
 //! choosing a path is purely a speed decision.
 
-use super::quant::{QuantizedRows, Quantizer};
+use super::quant::{ActFormat, QuantizedRows, Quantizer};
 use super::scalar;
 use super::QuantFormat;
 #[cfg(target_arch = "x86_64")]
@@ -90,17 +90,15 @@ impl Kernel {
         }
     }
 
-    /// Whatever this kernel needs of `m` quantized rows beyond the rows themselves: the AMX
-    /// kernel's regrouped copy when it will take any rows (it changes no value).
-    pub(crate) fn prepare(self, act: QuantizedRows, m: usize) -> QuantizedRows {
-        match self {
+    /// The `m` rows of `x` (`k` floats each) quantized as this kernel reads them: for the
+    /// AMX kernel, the rows its tile product takes go straight into row groups.
+    pub(crate) fn quantize(self, format: ActFormat, x: &[f32], m: usize, k: usize) -> QuantizedRows {
+        let grouped = match self {
             #[cfg(target_arch = "x86_64")]
-            Kernel::Amx(_) if amx::tile_rows(m) > 0 => act.with_row_groups(m),
-            _ => {
-                let _ = m;
-                act
-            }
-        }
+            Kernel::Amx(_) => amx::tile_rows(m),
+            _ => 0,
+        };
+        QuantizedRows::quantize_grouped(format, self.quantizer(), x, m, k, grouped)
     }
 
     /// Per-thread state this kernel keeps across the tile calls of one task over `m` rows,

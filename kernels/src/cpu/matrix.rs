@@ -400,11 +400,7 @@ impl QuantMatrix {
         if mn == 0 {
             return Ok(());
         }
-        let quantize = move || {
-            let act =
-                QuantizedRows::quantize(self.format.act_format(), kernel.quantizer(), x, m, k);
-            kernel.prepare(act, m)
-        };
+        let quantize = move || kernel.quantize(self.format.act_format(), x, m, k);
         let threads = rayon::current_num_threads().max(1);
         let helpers = if mn.saturating_mul(k) >= PAR_MIN_WORK {
             threads - 1
@@ -421,9 +417,9 @@ impl QuantMatrix {
             n,
         };
         let tasks = threads * TASKS_PER_THREAD;
-        if QuantizedRows::splits_over_threads(x.len()) {
-            // A prefill chunk's quantization runs on the pool itself: finish it before helpers
-            // occupy the pool waiting for it.
+        if QuantizedRows::splits(x.len()) {
+            // Quantization that shares its work (a batched step's or a prefill chunk's) needs
+            // the helpers itself: finish it before they wait for it here.
             let act = quantize();
             parallel::run(job, move || act, out, helpers, tasks);
         } else {

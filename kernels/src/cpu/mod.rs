@@ -1,7 +1,8 @@
 //! CPU kernels: batch-invariant quantized matmul over GGML Q4_1 / Q8_0 weights.
 //!
 //! Layering, bottom up: `quant` (activation quantization, a mirror of candle-core 0.11.1;
-//! `quant_avx512` its 16-blocks-at-a-time AVX-512 twin),
+//! `quant_avx512` its 16-blocks-at-a-time AVX-512 twin; `groups` the AMX kernels' layout of
+//! it),
 //! `layout` (GGML blocks to 16-column tiles), `scalar` (the reference kernels), `x86` (the
 //! AVX2 / AVX-512 VNNI kernels) and `amx` (AMX-INT8 for groups of 16 rows; the two hold the only
 //! unsafe code), `kernel` (path selection and dispatch),
@@ -13,6 +14,7 @@
 mod amx;
 mod columns;
 mod error;
+mod groups;
 mod kernel;
 mod layout;
 mod matrix;

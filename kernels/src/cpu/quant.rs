@@ -14,8 +14,10 @@
 use half::f16;
 use rayon::prelude::*;
 
+use super::groups::{Entry, Fill, RowGroups};
 #[cfg(target_arch = "x86_64")]
-use super::{amx, quant_avx512, x86};
+use super::{quant_avx512, x86};
+use crate::share::share_pair;
 
 /// Elements per quantization block (Q4_1, Q8_0 and Q8_1 alike).
 pub(crate) const QK: usize = 32;
@@ -104,23 +106,56 @@ pub(crate) struct ActBlock {
     pub(crate) qsum: i32,
 }
 
-/// `m` quantized activation rows of `k` elements: row `r`, block `b` is `blocks[r * nb + b]`.
+/// `m` quantized activation rows of `k` elements. Rows `first_row..m` are plain blocks (row
+/// `r`, block `b` is `blocks[(r - first_row) * nb + b]`); the rows before `first_row`, if
+/// any, are only in the AMX kernels' [`RowGroups`].
 #[derive(Debug, Clone)]
 pub(crate) struct QuantizedRows {
     /// Blocks per row (`k / QK`).
     pub(crate) nb: usize,
+    first_row: usize,
     blocks: Vec<ActBlock>,
-    /// The same rows regrouped for the AMX kernels, when the kernel asked for them.
-    #[cfg(target_arch = "x86_64")]
-    groups: Option<amx::RowGroups>,
+    groups: Option<RowGroups>,
 }
 
-/// Activations (floats) from which `QuantizedRows::quantize` splits the work over rayon's
-/// threads: a prefill chunk's, not a decode step's (where waking a thread costs more).
+/// Activations (floats) from which quantizing splits the work over rayon's threads: a
+/// prefill chunk's, not a decode step's (where waking a thread costs more).
 const PAR_MIN_FLOATS: usize = 1 << 16;
 
+/// Activations (floats) from which quantizing is split in two halves, one on a helper
+/// (`share_pair`, the forward pass's crew): a batched decode step's (with the regrouping for
+/// the AMX kernel, ~2 ms of serial work per 16-row step of the default model), not a single
+/// stream's.
+const HALVES_MIN_FLOATS: usize = 1 << 13;
+
+/// How one quantization call shares its work (any split gives the same bits: blocks are
+/// quantized independently).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Split {
+    /// On the calling thread.
+    Alone,
+    /// Two halves, on the calling thread and one helper.
+    Halves,
+    /// Over rayon's pool.
+    Pool,
+}
+
+impl Split {
+    fn for_floats(floats: usize) -> Self {
+        if floats >= PAR_MIN_FLOATS {
+            Split::Pool
+        } else if floats >= HALVES_MIN_FLOATS {
+            Split::Halves
+        } else {
+            Split::Alone
+        }
+    }
+}
+
 impl QuantizedRows {
-    /// Quantizes `m` rows of `x` (row-major, `k` a multiple of `QK`, `x.len() == m * k`).
+    /// Quantizes `m` rows of `x` (row-major, `k` a multiple of `QK`, `x.len() == m * k`) into
+    /// plain blocks.
+    #[cfg(test)]
     pub(crate) fn quantize(
         format: ActFormat,
         quantizer: Quantizer,
@@ -128,55 +163,95 @@ impl QuantizedRows {
         m: usize,
         k: usize,
     ) -> Self {
-        let nb = k / QK;
+        Self::quantize_grouped(format, quantizer, x, m, k, 0)
+    }
+
+    /// Quantizes `m` rows of `x` (row-major, `k` a multiple of `QK`, `x.len() == m * k`): the
+    /// first `grouped` rows (`<= m`) straight into [`RowGroups`], the layout the AMX kernels
+    /// read, and the rest into plain blocks.
+    pub(crate) fn quantize_grouped(
+        format: ActFormat,
+        quantizer: Quantizer,
+        x: &[f32],
+        m: usize,
+        k: usize,
+        grouped: usize,
+    ) -> Self {
+        let (nb, grouped) = (k / QK, grouped.min(m));
+        let (in_groups, rest) = x.split_at((grouped * k).min(x.len()));
+        let (rest, _) = rest.as_chunks::<QK>();
         let zero = ActBlock {
             qs: [0; QK],
             d: 0.0,
             s: 0.0,
             qsum: 0,
         };
-        let mut blocks = vec![zero; m * nb];
-        let (xs, _) = x.as_chunks::<QK>();
-        if Self::splits_over_threads(xs.len() * QK) {
-            // A prefill's rows: blocks are independent, so the split cannot change a bit.
-            let per_task = xs.len().div_ceil(4 * rayon::current_num_threads().max(1));
-            blocks
-                .par_chunks_mut(per_task)
-                .zip(xs.par_chunks(per_task))
-                .for_each(|(out, xs)| quantizer.blocks(format, xs, out));
-        } else {
-            quantizer.blocks(format, xs, &mut blocks);
+        let mut blocks = vec![zero; rest.len()];
+        let mut groups = (grouped > 0).then(|| RowGroups::zeroed(grouped, nb));
+        let quantize = |xs: &[[f32; QK]], out: &mut [ActBlock]| quantizer.blocks(format, xs, out);
+        let fill = Fill {
+            x: in_groups,
+            rows: grouped,
+            nb,
+            quantize,
+        };
+        let entries: &mut [Entry] = match groups.as_mut() {
+            Some(groups) => groups.entries_mut(),
+            None => &mut [],
+        };
+        match Split::for_floats(x.len()) {
+            Split::Alone => {
+                fill.run(0, entries);
+                quantize(rest, &mut blocks);
+            }
+            Split::Halves => {
+                let (e_half, b_half) = (entries.len().div_ceil(2), blocks.len().div_ceil(2));
+                let (e0, e1) = entries.split_at_mut(e_half);
+                let (b0, b1) = blocks.split_at_mut(b_half);
+                let (x0, x1) = rest.split_at(b_half);
+                let halves = [(0, e0, x0, b0), (e_half, e1, x1, b1)];
+                share_pair(halves, &|(first, entries, xs, out)| {
+                    fill.run(*first, entries);
+                    quantize(xs, out);
+                });
+            }
+            Split::Pool => {
+                let tasks = 4 * rayon::current_num_threads().max(1);
+                let per = entries.len().div_ceil(tasks).max(1);
+                entries
+                    .par_chunks_mut(per)
+                    .enumerate()
+                    .for_each(|(c, entries)| fill.run(c * per, entries));
+                let per = rest.len().div_ceil(tasks).max(1);
+                blocks
+                    .par_chunks_mut(per)
+                    .zip(rest.par_chunks(per))
+                    .for_each(|(out, xs)| quantize(xs, out));
+            }
         }
         Self {
             nb,
+            first_row: grouped,
             blocks,
-            #[cfg(target_arch = "x86_64")]
-            groups: None,
+            groups,
         }
     }
 
-    /// Whether quantizing `floats` activations splits the work over rayon's threads.
-    pub(crate) fn splits_over_threads(floats: usize) -> bool {
-        floats >= PAR_MIN_FLOATS
+    /// Whether quantizing `floats` activations shares the work with other threads (so a
+    /// matmul must quantize before its own tasks occupy them).
+    pub(crate) fn splits(floats: usize) -> bool {
+        Split::for_floats(floats) != Split::Alone
     }
 
-    /// Adds the AMX kernels' regrouped copy of the first `m` rows.
-    #[cfg(target_arch = "x86_64")]
-    pub(crate) fn with_row_groups(mut self, m: usize) -> Self {
-        self.groups = Some(amx::RowGroups::new(&self, m));
-        self
-    }
-
-    /// The regrouped copy, if [`Self::with_row_groups`] made one.
-    #[cfg(target_arch = "x86_64")]
-    pub(crate) fn row_groups(&self) -> Option<&amx::RowGroups> {
+    /// The rows in AMX groups, if [`Self::quantize_grouped`] put any there.
+    pub(crate) fn row_groups(&self) -> Option<&RowGroups> {
         self.groups.as_ref()
     }
 
-    /// Row `r`, block `b`.
+    /// Row `r` (at least the first row not in groups), block `b`.
     #[inline]
     pub(crate) fn block(&self, r: usize, b: usize) -> &ActBlock {
-        &self.blocks[r * self.nb + b]
+        &self.blocks[(r - self.first_row) * self.nb + b]
     }
 }
 

@@ -239,7 +239,9 @@ pub fn share_pair<T: Send>(parts: [T; 2], f: &(dyn Fn(&mut T) + Sync)) {
     share_map(parts.len(), &|i| {
         // Each task locks its own part once, so the lock is never contended; it is poisoned
         // only by a panic inside `f`, after which the part is run again.
-        let mut part = parts[i].lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut part = parts[i]
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         f(&mut part);
     });
 }

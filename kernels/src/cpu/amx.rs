@@ -37,8 +37,8 @@ use std::cell::Cell;
 use std::mem::MaybeUninit;
 use std::sync::OnceLock;
 
-use super::layout::{Q4_1_M, Q4_1_QS, Q8_0_QS, TB_Q4_1, TB_Q8_0, TILE};
 use super::groups::{Entry, RowGroups, GROUP};
+use super::layout::{Q4_1_M, Q4_1_QS, Q8_0_QS, TB_Q4_1, TB_Q8_0, TILE};
 use super::quant::{QuantizedRows, QK};
 use super::x86::{self, Avx512Vnni};
 use super::QuantFormat;
@@ -245,7 +245,11 @@ pub(crate) fn tile(
     let mut done = 0;
     if let Some(groups) = act.row_groups() {
         let rows = tile_rows(m);
-        debug_assert_eq!(groups.rows(), rows, "`Kernel::quantize` groups the tile rows");
+        debug_assert_eq!(
+            groups.rows(),
+            rows,
+            "`Kernel::quantize` groups the tile rows"
+        );
         let _session = (rows > 0).then(|| Session::new(t));
         let mut ahead = next;
         for g in 0..rows.div_ceil(GROUP) {

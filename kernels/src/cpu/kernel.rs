@@ -92,7 +92,13 @@ impl Kernel {
 
     /// The `m` rows of `x` (`k` floats each) quantized as this kernel reads them: for the
     /// AMX kernel, the rows its tile product takes go straight into row groups.
-    pub(crate) fn quantize(self, format: ActFormat, x: &[f32], m: usize, k: usize) -> QuantizedRows {
+    pub(crate) fn quantize(
+        self,
+        format: ActFormat,
+        x: &[f32],
+        m: usize,
+        k: usize,
+    ) -> QuantizedRows {
         let grouped = match self {
             #[cfg(target_arch = "x86_64")]
             Kernel::Amx(_) => amx::tile_rows(m),

@@ -109,11 +109,11 @@ pub(crate) fn attend_rows<'s>(
     Ok(())
 }
 
-/// Asks the caches for the keys and values of `blk`'s tokens `0..n` (`width` floats from the
+/// Asks the caches for the keys and values of `blk`'s tokens `slots` (`width` floats from the
 /// start of each slot's view: one head's or several adjacent heads'), so a block's loads
 /// overlap the work on the block before it. A hint only: it changes no result.
-pub(crate) fn prefetch(blk: BlockView<'_>, n: usize, width: usize) {
-    for t in 0..n {
+pub(crate) fn prefetch(blk: BlockView<'_>, slots: std::ops::Range<usize>, width: usize) {
+    for t in slots {
         let (Some(k), Some(v)) = (blk.k.get(t * blk.stride..), blk.v.get(t * blk.stride..)) else {
             return;
         };

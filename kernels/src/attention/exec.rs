@@ -175,6 +175,16 @@ struct Ahead<'a> {
 }
 
 impl Ahead<'_> {
+    /// Asks for the next slice (before a kernel call on the current block).
+    fn issue_slice(&mut self) {
+        self.issue(self.per_call);
+    }
+
+    /// Asks for whatever is left (once the current block is done).
+    fn issue_rest(&mut self) {
+        self.issue(usize::MAX);
+    }
+
     /// Asks for up to `slots` more slots.
     fn issue(&mut self, slots: usize) {
         #[cfg(target_arch = "x86_64")]
@@ -369,7 +379,7 @@ impl Ctx<'_> {
                     }
                     self.flush(&mut tile, (b, lo, blk), &mut p, scratch);
                 }
-                tile.ahead.issue(usize::MAX);
+                tile.ahead.issue_rest();
             }
         }
         for (k, &s) in members.iter().enumerate() {
@@ -384,7 +394,7 @@ impl Ctx<'_> {
                     self.gather(h, s, r0, (b, lo, blk), &mut tile, &mut p, scratch);
                     self.flush(&mut tile, (b, lo, blk), &mut p, scratch);
                 }
-                tile.ahead.issue(usize::MAX);
+                tile.ahead.issue_rest();
             }
         }
         p
@@ -449,7 +459,7 @@ impl Ctx<'_> {
         if count == 0 {
             return;
         }
-        tile.ahead.issue(tile.ahead.per_call);
+        tile.ahead.issue_slice();
         let states = TileStates {
             m: &mut p.m[r0..r0 + count],
             l: &mut p.l[r0..r0 + count],

@@ -77,9 +77,16 @@ pub(crate) struct Scratch {
     probs: Vec<f32>,
     /// Floats per row in `probs`.
     probs_row: usize,
-    /// The portable scores' per-token lane sums.
-    lanes: Vec<[f32; LANES]>,
     acc_b: Vec<f32>,
+    /// Tokens per block.
+    block_size: usize,
+    /// The AVX-512 kernel's keys of one block, transposed (`x86::transpose_keys`), and the
+    /// block they are of: its keys' address, slot stride and slot count. A scratch lives for one attention
+    /// call, during which the cache does not change, so the address names the contents.
+    #[cfg(target_arch = "x86_64")]
+    kt: Vec<f32>,
+    #[cfg(target_arch = "x86_64")]
+    kt_of: Option<(usize, usize, usize)>,
     /// The AVX-512 kernel, when the CPU and the head size allow it.
     #[cfg(target_arch = "x86_64")]
     avx512: Option<x86::Avx512>,
@@ -92,8 +99,12 @@ impl Scratch {
         Scratch {
             probs: vec![0.0; MAX_TILE * probs_row],
             probs_row,
-            lanes: vec![[0.0; LANES]; block_size],
             acc_b: vec![0.0; head_dim],
+            block_size,
+            #[cfg(target_arch = "x86_64")]
+            kt: vec![0.0; probs_row * head_dim],
+            #[cfg(target_arch = "x86_64")]
+            kt_of: None,
             #[cfg(target_arch = "x86_64")]
             avx512: x86::Avx512::detect().filter(|_| x86::fits(head_dim)),
         }
@@ -139,10 +150,11 @@ impl Scratch {
         states: TileStates<'_>,
     ) {
         #[cfg(target_arch = "x86_64")]
-        if let Some(token) = self.avx512 {
+        if let Some(token) = self.avx512.filter(|_| self.transposed(blk, n)) {
             let tile = x86::Tile {
                 qs,
                 blk,
+                kt: &self.kt,
                 n,
                 scale,
                 first,
@@ -159,6 +171,33 @@ impl Scratch {
         self.attend_portable(qs, blk, n, scale, first, states)
     }
 
+    /// Whether `kt` holds `blk`'s keys, at least `n` of them, transposing them first when it
+    /// holds another block's (every slot the view reaches, up to the block size, so one
+    /// transpose serves every row of the block whatever it sees).
+    #[cfg(target_arch = "x86_64")]
+    fn transposed(&mut self, blk: BlockView<'_>, n: usize) -> bool {
+        let hd = self.acc_b.len();
+        let slots = match blk.k.len().checked_sub(hd) {
+            Some(rest) if blk.stride > 0 => (rest / blk.stride + 1).min(self.block_size),
+            _ => 0,
+        };
+        let key = (blk.k.as_ptr() as usize, blk.stride, slots);
+        if n > slots {
+            return false;
+        }
+        if self.kt_of != Some(key) {
+            let Some(token) = self.avx512 else {
+                return false;
+            };
+            if !x86::transpose_keys(token, blk, slots, hd, &mut self.kt) {
+                self.kt_of = None;
+                return false;
+            }
+            self.kt_of = Some(key);
+        }
+        true
+    }
+
     /// The portable loops of `attend_rows`, row by row.
     fn attend_portable(
         &mut self,
@@ -173,7 +212,7 @@ impl Scratch {
         let rows = states.m.iter_mut().zip(states.l.iter_mut());
         for ((q, (m, l)), acc) in qs.iter().zip(rows).zip(states.acc.chunks_exact_mut(hd)) {
             let probs = &mut self.probs[..n];
-            let m_b = scores(q, blk, scale, &mut self.lanes, probs);
+            let m_b = scores(q, blk, scale, probs);
             for s in probs.iter_mut() {
                 *s = exp(*s - m_b);
             }

@@ -22,7 +22,8 @@
 //! Exactness holds because every row computes the same per-block partials in a fixed order and
 //! merges them in block order; grouping only changes which loads are shared, and tiling (`exec`
 //! hands the block kernel up to eight rows at a time) only which rows share a kernel call. The
-//! order is written over 16 lanes (`scores`, `block`) so that one AVX-512 vector holds it: the
+//! order is written so that AVX-512 vectors hold it (`scores`: two sequential half-dot chains
+//! per token, 16 tokens to a vector; `block`: sums and maxima over 16 token lanes): the
 //! vector kernel (`x86`, chosen at run time when the CPU has AVX-512F and the head is 64 or
 //! 128 floats) and the portable loops give the same bits. The bits are fixed per build and
 //! machine: whether the portable multiply-adds are fused is decided at compile time (FMA with

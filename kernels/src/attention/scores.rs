@@ -1,14 +1,14 @@
 //! Attention scores `s_t = scale * (q . k_t)` for the tokens of one KV block, in the one
-//! summation order the numerics contract fixes, and the 16-lane reduction tree that order (and
-//! the block's max and sum, see `block`) is written in.
+//! summation order the numerics contract fixes, and the 16-lane reduction tree the block's max
+//! and sum (see `block`) are written in.
 //!
-//! The order, as `dot` spells it out: lane `i` (0..16) starts at +0.0 and accumulates
-//! `mul_add(q[d], k[d], lane_i)` for `d = i, i + 16, i + 32, ...` in increasing `d`; the lanes
-//! are combined by `tree` (lane `i` with `i + 8`, then `i + 4`, `i + 2`, `i + 1`); then
-//! `scale *`. One AVX-512 vector holds the 16 lanes, so the vector kernel (`x86`) accumulates
-//! a token's dot product without a horizontal step per token and reduces 16 tokens' vectors
-//! together with one transposing tree; `scores` here is the portable statement of the same
-//! arithmetic, and the two are tested bitwise equal.
+//! The order, as `dot` spells it out: the head splits at `h = head_dim / 2`; one chain starts
+//! at +0.0 and accumulates `mul_add(q[d], k[d], chain)` for `d = 0, 1, ..., h - 1`, a second
+//! one the same way for `d = h, ..., head_dim - 1`; the score is `scale * (first + second)`.
+//! The vector kernel (`x86`) runs these chains for 16 tokens at once, one token per lane of a
+//! vector (the block's keys transposed, each query element broadcast), so a whole tile of
+//! rows advances 2 x rows independent chains with no horizontal step at all; `scores` here is
+//! the portable statement of the same arithmetic, and the two are tested bitwise equal.
 //!
 //! Rust neither reassociates nor contracts float operations, so vectorisation cannot change
 //! the result. `mul_add` is a fused multiply-add exactly when the build targets FMA hardware
@@ -30,80 +30,58 @@ pub(crate) fn max(a: f32, b: f32) -> f32 {
     }
 }
 
-/// `q . k` in the contract's order: its plain statement, which the kernels must match.
-#[cfg(test)]
+/// `q . k` in the contract's order: the two half chains, then their sum.
+#[inline]
 pub(crate) fn dot(q: &[f32], k: &[f32]) -> f32 {
-    tree(lane_dot(q, k), |a, b| a + b)
+    let half = q.len() / 2;
+    let (q_lo, q_hi) = q.split_at(half);
+    let (k_lo, k_hi) = k[..q.len()].split_at(half);
+    chain(q_lo, k_lo) + chain(q_hi, k_hi)
 }
 
-/// The 16 lane sums of `q . k` before the tree: lane `i` accumulates `q[d] * k[d]` for
-/// `d = i, i + 16, ...` in order, from +0.0.
-#[inline]
-fn lane_dot(q: &[f32], k: &[f32]) -> [f32; LANES] {
-    let mut lanes = [0f32; LANES];
-    let (qc, q_tail) = q.as_chunks::<LANES>();
-    let (kc, k_tail) = k.as_chunks::<LANES>();
-    for (x, y) in qc.iter().zip(kc) {
-        for i in 0..LANES {
-            lanes[i] = mul_add(x[i], y[i], lanes[i]);
-        }
-    }
-    // The tail starts at a multiple of 16: element `i` belongs to lane `i`.
-    for (i, (&x, &y)) in q_tail.iter().zip(k_tail).enumerate() {
-        lanes[i] = mul_add(x, y, lanes[i]);
-    }
-    lanes
+/// `mul_add(x[d], y[d], acc)` for `d` in order, from +0.0.
+#[inline(always)]
+fn chain(x: &[f32], y: &[f32]) -> f32 {
+    x.iter()
+        .zip(y)
+        .fold(0.0, |acc, (&x, &y)| mul_add(x, y, acc))
 }
 
 /// Scores of row `q` against the first `out.len()` keys of `blk`, written to `out`; returns
 /// their maximum in the contract's order: lane `t % 16` keeps the running `max` of tokens
-/// `t, t + 16, ...` from `-inf`, then `tree` with `max` (`-inf` for no tokens). `lanes` is
-/// scratch, at least `out.len()` long.
+/// `t, t + 16, ...` from `-inf`, then `tree` with `max` (`-inf` for no tokens).
 ///
-/// Two passes: every token's 16 lane sums first, four tokens at a time (four independent
-/// chains in flight; each token's lanes still accumulate in `d` order, so the bits are
-/// `dot`'s), then each token's tree, with the running max in the same loop, which keeps LLVM
-/// from vectorising the trees across tokens with shuffles that cost more than they save.
+/// Four tokens at a time, so eight independent chains are in flight (each token's two still
+/// accumulate in `d` order, so the bits are `dot`'s).
 #[inline]
-pub(crate) fn scores(
-    q: &[f32],
-    blk: BlockView<'_>,
-    scale: f32,
-    lanes: &mut [[f32; LANES]],
-    out: &mut [f32],
-) -> f32 {
-    let (hd, n) = (q.len(), out.len());
-    let lanes = &mut lanes[..n];
-    let key = |t: usize| blk.k[t * blk.stride..][..hd].as_chunks::<LANES>();
-    let (qc, q_tail) = q.as_chunks::<LANES>();
-    let (quads, rest) = lanes.as_chunks_mut::<4>();
+pub(crate) fn scores(q: &[f32], blk: BlockView<'_>, scale: f32, out: &mut [f32]) -> f32 {
+    let (hd, half) = (q.len(), q.len() / 2);
+    let key = |t: usize| &blk.k[t * blk.stride..][..hd];
+    let (quads, rest) = out.as_chunks_mut::<4>();
     for (u, quad) in quads.iter_mut().enumerate() {
-        let keys: [(&[[f32; LANES]], &[f32]); 4] = std::array::from_fn(|j| key(4 * u + j));
-        let mut acc = [[0f32; LANES]; 4];
-        for (c, x) in qc.iter().enumerate() {
-            let (k0, k1, k2, k3) = (&keys[0].0[c], &keys[1].0[c], &keys[2].0[c], &keys[3].0[c]);
-            for i in 0..LANES {
-                acc[0][i] = mul_add(x[i], k0[i], acc[0][i]);
-                acc[1][i] = mul_add(x[i], k1[i], acc[1][i]);
-                acc[2][i] = mul_add(x[i], k2[i], acc[2][i]);
-                acc[3][i] = mul_add(x[i], k3[i], acc[3][i]);
+        let keys: [&[f32]; 4] = std::array::from_fn(|j| key(4 * u + j));
+        let (mut lo, mut hi) = ([0f32; 4], [0f32; 4]);
+        for d in 0..half {
+            for j in 0..4 {
+                lo[j] = mul_add(q[d], keys[j][d], lo[j]);
+                hi[j] = mul_add(q[half + d], keys[j][half + d], hi[j]);
             }
         }
-        for (acc, (_, k_tail)) in acc.iter_mut().zip(&keys) {
-            for (i, (&x, &y)) in q_tail.iter().zip(k_tail.iter()).enumerate() {
-                acc[i] = mul_add(x, y, acc[i]);
+        // An odd head's last element belongs to the second chain.
+        if hd % 2 == 1 {
+            for j in 0..4 {
+                hi[j] = mul_add(q[hd - 1], keys[j][hd - 1], hi[j]);
             }
         }
-        *quad = acc;
+        *quad = std::array::from_fn(|j| scale * (lo[j] + hi[j]));
     }
     let base = 4 * quads.len();
-    for (j, lane) in rest.iter_mut().enumerate() {
-        *lane = lane_dot(q, &blk.k[(base + j) * blk.stride..][..hd]);
+    for (j, s) in rest.iter_mut().enumerate() {
+        *s = scale * dot(q, key(base + j));
     }
     let mut lane_max = [f32::NEG_INFINITY; LANES];
-    for (t, (s, lane)) in out.iter_mut().zip(lanes.iter()).enumerate() {
-        *s = scale * tree(*lane, |a, b| a + b);
-        lane_max[t % LANES] = max(*s, lane_max[t % LANES]);
+    for (t, &s) in out.iter().enumerate() {
+        lane_max[t % LANES] = max(s, lane_max[t % LANES]);
     }
     tree(lane_max, max)
 }
@@ -140,8 +118,7 @@ mod tests {
                         .map(|t| (0.3 * dot(&q, &k[t * stride..][..head_dim])).to_bits())
                         .collect();
                     let mut got = vec![0f32; n];
-                    let mut lanes = vec![[0f32; LANES]; n];
-                    let m = scores(&q, blk, 0.3, &mut lanes, &mut got);
+                    let m = scores(&q, blk, 0.3, &mut got);
                     let what = format!("head_dim {head_dim}, block {block_size}, n {n}");
                     assert_eq!(
                         got.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),

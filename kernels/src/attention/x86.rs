@@ -1,18 +1,21 @@
 //! The AVX-512 twin of `block`'s portable loops: a tile of query rows against one KV block,
-//! the numerics contract's 16 lanes held in one `__m512` each.
+//! 16 tokens to a `__m512`.
 //!
-//! Per 16-token chunk of the block, each token's dot product accumulates in one vector (lane
-//! `i` takes `q[d] * k[d]` for `d = i, i + 16, ...`: one FMA per 16 elements, no horizontal
-//! step; a whole chunk is 16 independent FMA chains), and the 16 tokens' vectors are reduced
-//! together by one transposing tree (15 adds, 15 blends, 16 shuffles) that performs exactly
-//! `math::tree`'s additions and leaves the chunk's 16 scores in one vector, token `t` in lane
-//! `t`. Max, `exp` and the sums then run 16 lanes wide. The rows of a tile go through each
-//! phase together, so the long dependency chains of one row (max tree, `exp`, sum tree, merge)
-//! overlap with the others' (a tile takes up to 8 rows: the chains' latency between phases is
-//! paid once per tile, so bigger tiles waste less of it), and `P V` loads each value vector
-//! once per group of rows whose output accumulators fit in registers (4 rows of 64 floats or
-//! 2 of 128, 16 vectors), folding each group's rows into their states right after (`NC`, the
-//! head's 16-float chunks, `R`, the tile's rows, and `G`, the group's, are const parameters).
+//! Scores: the block's keys are transposed once per block (`transpose_keys`: one vector per
+//! head dimension holding 16 tokens' elements; `block::Scratch` keeps the last block's, so
+//! every tile of rows that sweeps the block reuses it). Per 16-token chunk, each row then
+//! runs the contract's two half-dot chains (`scores`) for all 16 tokens at once: one
+//! multiply-add per dimension and chain, the query element broadcast from memory, two key
+//! vectors loaded per step for the whole tile. A tile of `R` rows keeps `2 R` independent
+//! chains in flight and the chunk's scores come out in one vector, token `t` in lane `t`, with
+//! no horizontal step (the earlier layout, one token per vector and a transposing reduction
+//! tree per 16 tokens, spent ~40 % of the score phase on that tree). Max, `exp` and the sums
+//! then run 16 lanes wide. The rows of a tile go through each phase together, so the long
+//! dependency chains of one row (max tree, `exp`, sum tree, merge) overlap with the others'
+//! (a tile takes up to 8 rows), and `P V` loads each value vector once per group of rows
+//! whose output accumulators fit in registers (4 rows of 64 floats or 2 of 128, 16 vectors),
+//! folding each group's rows into their states right after (`NC`, the head's 16-float
+//! chunks, `R`, the tile's rows, and `G`, the group's, are const parameters).
 //!
 //! Invariant: bitwise equal to the portable loops in `block` on FMA builds (tested there):
 //! same operations, same operand order, same rounding (`fmadd` where the portable code has
@@ -52,6 +55,8 @@ pub(crate) struct Tile<'a, 'p> {
     pub(crate) qs: &'a [&'a [f32]],
     /// The block.
     pub(crate) blk: BlockView<'a>,
+    /// The block's keys transposed by [`transpose_keys`], at least `n` tokens of them.
+    pub(crate) kt: &'a [f32],
     /// Visible tokens, `1..=block_size`.
     pub(crate) n: usize,
     /// Score scale.
@@ -80,6 +85,7 @@ pub(crate) fn attend_rows<'s>(
         && states.l.len() == rows
         && states.acc.len() == rows * hd
         && tile.n >= 1
+        && tile.kt.len() >= tile.n.div_ceil(LANES) * LANES * hd
         && tile.probs_row >= tile.n.div_ceil(LANES) * LANES
         && tile.probs.len() >= MAX_TILE * tile.probs_row;
     if !sizes_ok {
@@ -127,6 +133,95 @@ pub(crate) fn prefetch(blk: BlockView<'_>, slots: std::ops::Range<usize>, width:
     }
 }
 
+/// Writes the keys of `blk`'s first `tokens` slots transposed into `kt`, 16 tokens to a chunk:
+/// dimension `d` of token `16 c + i` at `kt[(c * head_dim + d) * 16 + i]`; the lanes of a last,
+/// partial chunk past `tokens` hold zeros. `head_dim` is a multiple of 16 (see [`fits`]),
+/// every slot's key lies inside `blk.k`, and `kt` holds `tokens.div_ceil(16) * 16 * head_dim`
+/// floats; a call that breaks these writes nothing and returns `false`.
+pub(crate) fn transpose_keys(
+    _: Avx512,
+    blk: BlockView<'_>,
+    tokens: usize,
+    head_dim: usize,
+    kt: &mut [f32],
+) -> bool {
+    let chunks = tokens.div_ceil(LANES);
+    let ok = head_dim.is_multiple_of(LANES)
+        && tokens >= 1
+        && blk.k.len() >= (tokens - 1) * blk.stride + head_dim
+        && kt.len() >= chunks * LANES * head_dim;
+    if ok {
+        // SAFETY: the token proves AVX-512F is available.
+        unsafe { transpose_chunks(blk, tokens, head_dim, kt) };
+    }
+    ok
+}
+
+#[target_feature(enable = "avx512f")]
+fn transpose_chunks(blk: BlockView<'_>, tokens: usize, hd: usize, kt: &mut [f32]) {
+    for ch in 0..tokens.div_ceil(LANES) {
+        for dc in 0..hd / LANES {
+            let rows: [__m512; LANES] = std::array::from_fn(|i| {
+                let t = ch * LANES + i;
+                if t < tokens {
+                    load(&blk.k[t * blk.stride + dc * LANES..])
+                } else {
+                    _mm512_setzero_ps()
+                }
+            });
+            let cols = transpose16(rows);
+            for (i, col) in cols.into_iter().enumerate() {
+                store(&mut kt[(ch * hd + dc * LANES + i) * LANES..], col);
+            }
+        }
+    }
+}
+
+/// The 16 x 16 transpose of `r` (vector `i`, lane `j` becomes vector `j`, lane `i`): pairs
+/// interleaved as floats, then as doubles, then 128-bit quarters regrouped twice.
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn transpose16(r: [__m512; LANES]) -> [__m512; LANES] {
+    let (pd, ps) = (_mm512_castps_pd, _mm512_castpd_ps);
+    let t: [__m512; LANES] = std::array::from_fn(|i| {
+        let (a, b) = (r[i & !1], r[i | 1]);
+        if i % 2 == 0 {
+            _mm512_unpacklo_ps(a, b)
+        } else {
+            _mm512_unpackhi_ps(a, b)
+        }
+    });
+    // u[4j + m]: m = 0, 1 from t[4j], t[4j + 2]; m = 2, 3 from t[4j + 1], t[4j + 3].
+    let u: [__m512; LANES] = std::array::from_fn(|i| {
+        let (j, m) = (i / 4, i % 4);
+        let (a, b) = (pd(t[4 * j + m / 2]), pd(t[4 * j + m / 2 + 2]));
+        if m % 2 == 0 {
+            ps(_mm512_unpacklo_pd(a, b))
+        } else {
+            ps(_mm512_unpackhi_pd(a, b))
+        }
+    });
+    // v[8h + k]: k < 4 takes the even quarters of u[8h + k] and u[8h + k + 4], k >= 4 the odd.
+    let v: [__m512; LANES] = std::array::from_fn(|i| {
+        let (h, k) = (i / 8, i % 8);
+        let (a, b) = (u[8 * h + k % 4], u[8 * h + k % 4 + 4]);
+        if k < 4 {
+            _mm512_shuffle_f32x4::<0x88>(a, b)
+        } else {
+            _mm512_shuffle_f32x4::<0xDD>(a, b)
+        }
+    });
+    // w[i]: i < 8 the even quarters of v[i] and v[i + 8], i >= 8 the odd ones.
+    std::array::from_fn(|i| {
+        let (a, b) = (v[i % 8], v[i % 8 + 8]);
+        if i < 8 {
+            _mm512_shuffle_f32x4::<0x88>(a, b)
+        } else {
+            _mm512_shuffle_f32x4::<0xDD>(a, b)
+        }
+    })
+}
+
 #[inline]
 #[target_feature(enable = "avx512f")]
 fn load(x: &[f32]) -> __m512 {
@@ -156,36 +251,29 @@ fn visible(cnt: usize) -> __mmask16 {
 /// floats.
 #[target_feature(enable = "avx512f,fma")]
 fn rows_kernel<const NC: usize, const R: usize>(t: &mut Tile<'_, '_>, mut st: TileStates<'_>) {
-    let (hd, stride, n, pr) = (NC * LANES, t.blk.stride, t.n, t.probs_row);
+    let (hd, n, pr) = (NC * LANES, t.n, t.probs_row);
     let chunks = n.div_ceil(LANES);
-    // Scores, row by row and chunk by chunk, and each row's lane maxima.
+    // Scores, chunk by chunk: every row's two half-dot chains per token, 16 tokens to a
+    // vector (the block's keys transposed: one vector per dimension, token `t` in lane `t`),
+    // each query element broadcast from memory into its multiply-add; then each row's lane
+    // maxima.
+    let half = hd / 2;
+    let qs: [&[f32]; R] = std::array::from_fn(|r| &t.qs[r][..hd]);
     let mut lane_max = [_mm512_set1_ps(f32::NEG_INFINITY); R];
-    for (r, lane_max) in lane_max.iter_mut().enumerate() {
-        let q = t.qs[r];
-        let qv: [__m512; NC] = std::array::from_fn(|c| load(&q[c * LANES..]));
-        for ch in 0..chunks {
-            let (t0, cnt) = (ch * LANES, (n - ch * LANES).min(LANES));
-            let dot = |tok: usize| {
-                let k = &t.blk.k[(t0 + tok) * stride..][..hd];
-                let mut acc = _mm512_setzero_ps();
-                for (c, &qc) in qv.iter().enumerate() {
-                    acc = _mm512_fmadd_ps(qc, load(&k[c * LANES..]), acc);
-                }
-                acc
-            };
-            // A whole chunk unrolls into 16 independent FMA chains held in registers.
-            let dots: [__m512; LANES] = if cnt == LANES {
-                std::array::from_fn(dot)
-            } else {
-                std::array::from_fn(|tok| {
-                    if tok < cnt {
-                        dot(tok)
-                    } else {
-                        _mm512_setzero_ps()
-                    }
-                })
-            };
-            let s = _mm512_mul_ps(_mm512_set1_ps(t.scale), reduce_tokens(&dots));
+    for ch in 0..chunks {
+        let (t0, cnt) = (ch * LANES, (n - ch * LANES).min(LANES));
+        let kt = &t.kt[ch * hd * LANES..][..hd * LANES];
+        let mut lo = [_mm512_setzero_ps(); R];
+        let mut hi = [_mm512_setzero_ps(); R];
+        for d in 0..half {
+            let (k_lo, k_hi) = (load(&kt[d * LANES..]), load(&kt[(half + d) * LANES..]));
+            for r in 0..R {
+                lo[r] = _mm512_fmadd_ps(_mm512_set1_ps(qs[r][d]), k_lo, lo[r]);
+                hi[r] = _mm512_fmadd_ps(_mm512_set1_ps(qs[r][half + d]), k_hi, hi[r]);
+            }
+        }
+        for (r, lane_max) in lane_max.iter_mut().enumerate() {
+            let s = _mm512_mul_ps(_mm512_set1_ps(t.scale), _mm512_add_ps(lo[r], hi[r]));
             let s_vis = _mm512_mask_blend_ps(visible(cnt), _mm512_set1_ps(f32::NEG_INFINITY), s);
             *lane_max = _mm512_max_ps(s_vis, *lane_max);
             store(&mut t.probs[r * pr + t0..], s);
@@ -296,53 +384,6 @@ fn pv_fold<const NC: usize, const G: usize>(
     }
 }
 
-/// Reduces 16 tokens' lane vectors to their 16 sums, token `t` in lane `t`, adding exactly as
-/// `math::tree` does: lane `i` with `i + 8`, then `+ 4`, `+ 2`, `+ 1`. Each level pairs two
-/// vectors `x`, `y` and halves the lanes per token (2 tokens x 8 partials per vector, then
-/// 4 x 4, 8 x 2, 16 x 1) as `blend(x, y) + shuffle(x, y)`: the blend keeps one partner of
-/// every pair in place, one shuffle brings the other, so each add costs one shuffle-port
-/// instruction. The tokens end in bit-reversed lane order, undone by one permute.
-#[inline]
-#[target_feature(enable = "avx512f")]
-fn reduce_tokens(a: &[__m512; LANES]) -> __m512 {
-    // (x0..7 | y8..15) + (x8..15 | y0..7): lanes 0..8 token 2j, lanes 8..16 token 2j + 1.
-    let l1: [__m512; 8] = std::array::from_fn(|j| {
-        let (x, y) = (a[2 * j], a[2 * j + 1]);
-        _mm512_add_ps(
-            _mm512_mask_blend_ps(0xFF00, x, y),
-            _mm512_shuffle_f32x4::<0b01_00_11_10>(x, y),
-        )
-    });
-    // Quarters (x0 y1 x2 y3) + (x1 y0 x3 y2): partials i and i + 4, one token per quarter.
-    let pair_quarters =
-        _mm512_setr_epi32(4, 5, 6, 7, 16, 17, 18, 19, 12, 13, 14, 15, 24, 25, 26, 27);
-    let l2: [__m512; 4] = std::array::from_fn(|j| {
-        let (x, y) = (l1[2 * j], l1[2 * j + 1]);
-        _mm512_add_ps(
-            _mm512_mask_blend_ps(0xF0F0, x, y),
-            _mm512_permutex2var_ps(x, pair_quarters, y),
-        )
-    });
-    // Within quarters, (x0 x1 y2 y3) + (x2 x3 y0 y1): partials i and i + 2.
-    let l3: [__m512; 2] = std::array::from_fn(|j| {
-        let (x, y) = (l2[2 * j], l2[2 * j + 1]);
-        _mm512_add_ps(
-            _mm512_mask_blend_ps(0xCCCC, x, y),
-            _mm512_shuffle_ps::<0b01_00_11_10>(x, y),
-        )
-    });
-    // Within quarters, (x0 y1 x2 y3) + (x1 y0 x3 y2): partials 0 and 1.
-    let pair_elems = _mm512_setr_epi32(1, 16, 3, 18, 5, 20, 7, 22, 9, 24, 11, 26, 13, 28, 15, 30);
-    let (x, y) = (l3[0], l3[1]);
-    let f = _mm512_add_ps(
-        _mm512_mask_blend_ps(0xAAAA, x, y),
-        _mm512_permutex2var_ps(x, pair_elems, y),
-    );
-    // Lane `l` now holds token `bitreverse4(l)`.
-    let order = _mm512_setr_epi32(0, 8, 4, 12, 2, 10, 6, 14, 1, 9, 5, 13, 3, 11, 7, 15);
-    _mm512_permutexvar_ps(order, f)
-}
-
 /// `math::tree(v, max)`: `_mm512_max_ps(a, b)` is `a > b ? a : b`, the contract's `max`.
 #[inline]
 #[target_feature(enable = "avx512f")]
@@ -391,6 +432,54 @@ fn exp16(x: __m512) -> __m512 {
 mod tests {
     use super::*;
     use crate::math::exp;
+
+    #[test]
+    fn transpose_keys_puts_token_t_dimension_d_where_the_kernel_reads_it() {
+        let Some(token) = Avx512::detect() else {
+            return;
+        };
+        for (hd, stride, tokens) in [
+            (64usize, 192usize, 16usize),
+            (128, 128, 16),
+            (64, 64, 5),
+            (64, 80, 33),
+        ] {
+            let k: Vec<f32> = (0..(tokens - 1) * stride + hd).map(|i| i as f32).collect();
+            let blk = BlockView {
+                k: &k,
+                v: &k,
+                stride,
+            };
+            let chunks = tokens.div_ceil(LANES);
+            let mut kt = vec![f32::NAN; chunks * LANES * hd];
+            assert!(transpose_keys(token, blk, tokens, hd, &mut kt));
+            for c in 0..chunks {
+                for d in 0..hd {
+                    for i in 0..LANES {
+                        let t = c * LANES + i;
+                        let want = if t < tokens { k[t * stride + d] } else { 0.0 };
+                        assert_eq!(
+                            kt[(c * hd + d) * LANES + i],
+                            want,
+                            "hd {hd} token {t} dim {d}"
+                        );
+                    }
+                }
+            }
+            // A view too short for the slots asked for is refused.
+            assert!(!transpose_keys(
+                token,
+                BlockView {
+                    k: &k[..hd],
+                    v: &k,
+                    stride
+                },
+                2,
+                hd,
+                &mut kt
+            ));
+        }
+    }
 
     #[test]
     fn exp16_is_math_exp_bitwise() {

@@ -44,6 +44,52 @@ fn row_alone_equals_row_in_a_batch_of_16() {
 }
 
 #[test]
+fn a_prefill_sized_batch_is_its_rows_alone() {
+    // More rows than one pass over the weights takes (a prefill chunk is cut into passes of
+    // 64 rows): 150 rows are three passes, the last one partial.
+    let mut rng = rng(12);
+    for format in [QuantFormat::Q4_1, QuantFormat::Q8_0] {
+        let (n, k, m) = (40, 576, 150);
+        let w = random_matrix(&mut rng, format, n, k);
+        let x = activations(&mut rng, m, k);
+        for path in KernelPath::ALL.into_iter().filter(|p| p.is_available()) {
+            let batch = run(&w, path, &x, m);
+            for r in 0..m {
+                let alone = run(&w, path, &x[r * k..(r + 1) * k], 1);
+                assert_bitwise(
+                    &alone,
+                    &batch[r * n..(r + 1) * n],
+                    &format!("{path:?} {format:?} row {r} m=1 vs m={m}"),
+                );
+            }
+            // Rows that straddle a pass boundary in the big batch, as one batch of their own.
+            let mid = run(&w, path, &x[60 * k..80 * k], 20);
+            assert_bitwise(
+                &mid,
+                &batch[60 * n..80 * n],
+                &format!("{path:?} {format:?} rows 60..80"),
+            );
+            // The parts API cuts the same passes into each part.
+            let parts = w
+                .matmul_parts_vec(&x, m, &[32, 8])
+                .unwrap_or_else(|e| panic!("parts: {e}"));
+            for r in 0..m {
+                assert_bitwise(
+                    &parts[0][r * 32..(r + 1) * 32],
+                    &batch[r * n..r * n + 32],
+                    "part 0",
+                );
+                assert_bitwise(
+                    &parts[1][r * 8..(r + 1) * 8],
+                    &batch[r * n + 32..(r + 1) * n],
+                    "part 1",
+                );
+            }
+        }
+    }
+}
+
+#[test]
 fn thread_count_does_not_change_results() {
     let mut rng = rng(11);
     for format in [QuantFormat::Q4_1, QuantFormat::Q8_0] {

@@ -26,7 +26,7 @@
 //! in segment order); then the row's output is the same bits whether its blocks were visited
 //! alone, in a shared-prefix group, in a prefill chunk, in any tile, or on any thread.
 
-use super::scores::{mul_add, scores, LANES};
+use super::scores::{mul_add, scores, scores_transposed, transpose_keys, LANES};
 #[cfg(target_arch = "x86_64")]
 use super::x86;
 use crate::math::{self, exp};
@@ -80,12 +80,11 @@ pub(crate) struct Scratch {
     acc_b: Vec<f32>,
     /// Tokens per block.
     block_size: usize,
-    /// The AVX-512 kernel's keys of one block, transposed (`x86::transpose_keys`), and the
-    /// block they are of: its keys' address, slot stride and slot count. A scratch lives for one attention
-    /// call, during which the cache does not change, so the address names the contents.
-    #[cfg(target_arch = "x86_64")]
+    /// The keys of one block, transposed (`scores::transpose_keys`, or its AVX-512 twin), and
+    /// the block they are of: its keys' address, slot stride and slot count. A scratch lives
+    /// for one attention call, during which the cache does not change, so the address names
+    /// the contents.
     kt: Vec<f32>,
-    #[cfg(target_arch = "x86_64")]
     kt_of: Option<(usize, usize, usize)>,
     /// The AVX-512 kernel, when the CPU and the head size allow it.
     #[cfg(target_arch = "x86_64")]
@@ -101,9 +100,7 @@ impl Scratch {
             probs_row,
             acc_b: vec![0.0; head_dim],
             block_size,
-            #[cfg(target_arch = "x86_64")]
             kt: vec![0.0; probs_row * head_dim],
-            #[cfg(target_arch = "x86_64")]
             kt_of: None,
             #[cfg(target_arch = "x86_64")]
             avx512: x86::Avx512::detect().filter(|_| x86::fits(head_dim)),
@@ -174,7 +171,6 @@ impl Scratch {
     /// Whether `kt` holds `blk`'s keys, at least `n` of them, transposing them first when it
     /// holds another block's (every slot the view reaches, up to the block size, so one
     /// transpose serves every row of the block whatever it sees).
-    #[cfg(target_arch = "x86_64")]
     fn transposed(&mut self, blk: BlockView<'_>, n: usize) -> bool {
         let hd = self.acc_b.len();
         let slots = match blk.k.len().checked_sub(hd) {
@@ -186,16 +182,16 @@ impl Scratch {
             return false;
         }
         if self.kt_of != Some(key) {
-            let Some(token) = self.avx512 else {
-                return false;
+            #[cfg(target_arch = "x86_64")]
+            let done = match self.avx512 {
+                Some(token) => x86::transpose_keys(token, blk, slots, hd, &mut self.kt),
+                None => transpose_keys(blk, slots, hd, &mut self.kt),
             };
-            if !x86::transpose_keys(token, blk, slots, hd, &mut self.kt) {
-                self.kt_of = None;
-                return false;
-            }
-            self.kt_of = Some(key);
+            #[cfg(not(target_arch = "x86_64"))]
+            let done = transpose_keys(blk, slots, hd, &mut self.kt);
+            self.kt_of = done.then_some(key);
         }
-        true
+        self.kt_of == Some(key)
     }
 
     /// The portable loops of `attend_rows`, row by row.
@@ -209,10 +205,15 @@ impl Scratch {
         states: TileStates<'_>,
     ) {
         let hd = self.acc_b.len();
+        let transposed = self.transposed(blk, n);
         let rows = states.m.iter_mut().zip(states.l.iter_mut());
         for ((q, (m, l)), acc) in qs.iter().zip(rows).zip(states.acc.chunks_exact_mut(hd)) {
             let probs = &mut self.probs[..n];
-            let m_b = scores(q, blk, scale, probs);
+            let m_b = if transposed {
+                scores_transposed(q, &self.kt, scale, probs)
+            } else {
+                scores(q, blk, scale, probs)
+            };
             for s in probs.iter_mut() {
                 *s = exp(*s - m_b);
             }

@@ -79,11 +79,79 @@ pub(crate) fn scores(q: &[f32], blk: BlockView<'_>, scale: f32, out: &mut [f32])
     for (j, s) in rest.iter_mut().enumerate() {
         *s = scale * dot(q, key(base + j));
     }
+    block_max(out)
+}
+
+/// The maximum of a block's scores in the contract's order: lane `t % 16` keeps the running
+/// `max` of tokens `t, t + 16, ...` from `-inf`, then `tree` with `max`.
+#[inline]
+fn block_max(scores: &[f32]) -> f32 {
     let mut lane_max = [f32::NEG_INFINITY; LANES];
-    for (t, &s) in out.iter().enumerate() {
+    for (t, &s) in scores.iter().enumerate() {
         lane_max[t % LANES] = max(s, lane_max[t % LANES]);
     }
     tree(lane_max, max)
+}
+
+/// Writes the keys of `blk`'s first `tokens` slots transposed into `kt`, 16 tokens to a chunk:
+/// dimension `d` of token `16 c + i` at `kt[(c * head_dim + d) * 16 + i]`, zeros past `tokens`
+/// (the layout `x86::transpose_keys` writes). Writes nothing and returns `false` when a slot's
+/// key lies outside `blk.k` or `kt` is short.
+pub(crate) fn transpose_keys(
+    blk: BlockView<'_>,
+    tokens: usize,
+    head_dim: usize,
+    kt: &mut [f32],
+) -> bool {
+    let chunks = tokens.div_ceil(LANES);
+    let ok = tokens >= 1
+        && blk.k.len() >= (tokens - 1) * blk.stride + head_dim
+        && kt.len() >= chunks * LANES * head_dim;
+    if ok {
+        for (c, kt) in kt
+            .chunks_exact_mut(LANES * head_dim)
+            .take(chunks)
+            .enumerate()
+        {
+            for (d, lanes) in kt.chunks_exact_mut(LANES).enumerate() {
+                for (i, x) in lanes.iter_mut().enumerate() {
+                    let t = c * LANES + i;
+                    *x = if t < tokens {
+                        blk.k[t * blk.stride + d]
+                    } else {
+                        0.0
+                    };
+                }
+            }
+        }
+    }
+    ok
+}
+
+/// [`scores`] from the block's keys transposed by [`transpose_keys`] (at least `out.len()`
+/// tokens of them): the chains of 16 tokens advance side by side, one token per lane, which
+/// the compiler vectorises; same bits.
+#[inline]
+pub(crate) fn scores_transposed(q: &[f32], kt: &[f32], scale: f32, out: &mut [f32]) -> f32 {
+    let (hd, half) = (q.len(), q.len() / 2);
+    for (c, out) in out.chunks_mut(LANES).enumerate() {
+        let kt = &kt[c * hd * LANES..][..hd * LANES];
+        let chain = |dims: std::ops::Range<usize>| {
+            let mut acc = [0f32; LANES];
+            for d in dims {
+                let k = &kt[d * LANES..][..LANES];
+                for i in 0..LANES {
+                    acc[i] = mul_add(q[d], k[i], acc[i]);
+                }
+            }
+            acc
+        };
+        let (lo, hi) = (chain(0..half), chain(half..hd));
+        for (i, s) in out.iter_mut().enumerate() {
+            *s = scale * (lo[i] + hi[i]);
+        }
+    }
+    block_max(out)
 }
 
 #[cfg(test)]
@@ -131,6 +199,39 @@ mod tests {
                         "{what}"
                     );
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn transposed_scores_are_the_direct_ones_bitwise() {
+        for head_dim in [1usize, 7, 16, 40, 64, 72, 128] {
+            for (block_size, stride_heads) in [(1usize, 1usize), (5, 2), (16, 3), (33, 1)] {
+                let stride = stride_heads * head_dim;
+                let k = values(block_size * stride, 5);
+                let q = values(head_dim, 9);
+                let blk = BlockView {
+                    k: &k,
+                    v: &k,
+                    stride,
+                };
+                let mut kt = vec![f32::NAN; block_size.div_ceil(LANES) * LANES * head_dim];
+                assert!(transpose_keys(blk, block_size, head_dim, &mut kt));
+                for n in 1..=block_size {
+                    let (mut want, mut got) = (vec![0f32; n], vec![0f32; n]);
+                    let m_want = scores(&q, blk, 0.3, &mut want);
+                    let m_got = scores_transposed(&q, &kt, 0.3, &mut got);
+                    let bits = |x: &[f32]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+                    let what = format!("head_dim {head_dim}, block {block_size}, n {n}");
+                    assert_eq!(bits(&got), bits(&want), "{what}");
+                    assert_eq!(m_got.to_bits(), m_want.to_bits(), "{what}");
+                }
+                let short = BlockView {
+                    k: &k[..head_dim],
+                    v: &k,
+                    stride,
+                };
+                assert!(block_size == 1 || !transpose_keys(short, block_size, head_dim, &mut kt));
             }
         }
     }

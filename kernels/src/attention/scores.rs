@@ -128,6 +128,19 @@ pub(crate) fn transpose_keys(
     ok
 }
 
+/// Whether `blk` holds keys for `tokens` slots of `head_dim` and `kt_len` floats take them
+/// transposed (whole 16-token chunks).
+pub(crate) fn transpose_fits(
+    blk: BlockView<'_>,
+    tokens: usize,
+    head_dim: usize,
+    kt_len: usize,
+) -> bool {
+    tokens >= 1
+        && blk.k.len() >= (tokens - 1) * blk.stride + head_dim
+        && kt_len >= tokens.div_ceil(LANES) * LANES * head_dim
+}
+
 /// [`scores`] from the block's keys transposed by [`transpose_keys`] (at least `out.len()`
 /// tokens of them): the chains of 16 tokens advance side by side, one token per lane, which
 /// the compiler vectorises; same bits.
@@ -170,7 +183,7 @@ mod tests {
     }
 
     #[test]
-    fn scores_are_scaled_dots_and_the_max_is_the_largest() {
+    fn scores_direct_and_transposed_are_scaled_dots_and_the_max_is_the_largest() {
         for head_dim in [1usize, 7, 16, 40, 64, 72, 128, 136] {
             for (block_size, stride_heads) in [(1usize, 1usize), (5, 2), (16, 3), (33, 1)] {
                 let stride = stride_heads * head_dim;
@@ -181,57 +194,32 @@ mod tests {
                     v: &k,
                     stride,
                 };
+                // The transposed keys give the same bits (the portable loops' fast form).
+                let mut kt = vec![f32::NAN; block_size.div_ceil(LANES) * LANES * head_dim];
+                assert!(transpose_keys(blk, block_size, head_dim, &mut kt));
+                let short = BlockView {
+                    k: &k[..head_dim],
+                    ..blk
+                };
+                assert!(block_size == 1 || !transpose_keys(short, block_size, head_dim, &mut kt));
+                let bits = |x: &[f32]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
                 for n in 1..=block_size {
                     let want: Vec<u32> = (0..n)
                         .map(|t| (0.3 * dot(&q, &k[t * stride..][..head_dim])).to_bits())
                         .collect();
-                    let mut got = vec![0f32; n];
+                    let (mut got, mut got_t) = (vec![0f32; n], vec![0f32; n]);
                     let m = scores(&q, blk, 0.3, &mut got);
+                    let m_t = scores_transposed(&q, &kt, 0.3, &mut got_t);
                     let what = format!("head_dim {head_dim}, block {block_size}, n {n}");
-                    assert_eq!(
-                        got.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
-                        want,
-                        "{what}"
-                    );
+                    assert_eq!(bits(&got), want, "{what}");
+                    assert_eq!(bits(&got_t), want, "transposed, {what}");
+                    assert_eq!(m_t.to_bits(), m.to_bits(), "transposed max, {what}");
                     assert_eq!(
                         m,
                         got.iter().cloned().fold(f32::NEG_INFINITY, f32::max),
                         "{what}"
                     );
                 }
-            }
-        }
-    }
-
-    #[test]
-    fn transposed_scores_are_the_direct_ones_bitwise() {
-        for head_dim in [1usize, 7, 16, 40, 64, 72, 128] {
-            for (block_size, stride_heads) in [(1usize, 1usize), (5, 2), (16, 3), (33, 1)] {
-                let stride = stride_heads * head_dim;
-                let k = values(block_size * stride, 5);
-                let q = values(head_dim, 9);
-                let blk = BlockView {
-                    k: &k,
-                    v: &k,
-                    stride,
-                };
-                let mut kt = vec![f32::NAN; block_size.div_ceil(LANES) * LANES * head_dim];
-                assert!(transpose_keys(blk, block_size, head_dim, &mut kt));
-                for n in 1..=block_size {
-                    let (mut want, mut got) = (vec![0f32; n], vec![0f32; n]);
-                    let m_want = scores(&q, blk, 0.3, &mut want);
-                    let m_got = scores_transposed(&q, &kt, 0.3, &mut got);
-                    let bits = |x: &[f32]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
-                    let what = format!("head_dim {head_dim}, block {block_size}, n {n}");
-                    assert_eq!(bits(&got), bits(&want), "{what}");
-                    assert_eq!(m_got.to_bits(), m_want.to_bits(), "{what}");
-                }
-                let short = BlockView {
-                    k: &k[..head_dim],
-                    v: &k,
-                    stride,
-                };
-                assert!(block_size == 1 || !transpose_keys(short, block_size, head_dim, &mut kt));
             }
         }
     }

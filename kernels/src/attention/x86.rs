@@ -30,7 +30,7 @@ use core::arch::x86_64::*;
 
 use super::block::BlockView;
 use super::block::{TileStates, MAX_TILE};
-use super::scores::{max, LANES};
+use super::scores::{max, transpose_fits, LANES};
 
 /// Proof that the CPU supports AVX-512F and FMA (only [`Avx512::detect`] makes one).
 #[derive(Debug, Clone, Copy)]
@@ -145,11 +145,7 @@ pub(crate) fn transpose_keys(
     head_dim: usize,
     kt: &mut [f32],
 ) -> bool {
-    let chunks = tokens.div_ceil(LANES);
-    let ok = head_dim.is_multiple_of(LANES)
-        && tokens >= 1
-        && blk.k.len() >= (tokens - 1) * blk.stride + head_dim
-        && kt.len() >= chunks * LANES * head_dim;
+    let ok = head_dim.is_multiple_of(LANES) && transpose_fits(blk, tokens, head_dim, kt.len());
     if ok {
         // SAFETY: the token proves AVX-512F is available.
         unsafe { transpose_chunks(blk, tokens, head_dim, kt) };

@@ -51,33 +51,13 @@ fn chain(x: &[f32], y: &[f32]) -> f32 {
 /// their maximum in the contract's order: lane `t % 16` keeps the running `max` of tokens
 /// `t, t + 16, ...` from `-inf`, then `tree` with `max` (`-inf` for no tokens).
 ///
-/// Four tokens at a time, so eight independent chains are in flight (each token's two still
-/// accumulate in `d` order, so the bits are `dot`'s).
+/// Token by token: the statement [`scores_transposed`] is tested against, and the fallback
+/// for a block view too short to transpose (the attention paths otherwise score from
+/// transposed keys).
 #[inline]
 pub(crate) fn scores(q: &[f32], blk: BlockView<'_>, scale: f32, out: &mut [f32]) -> f32 {
-    let (hd, half) = (q.len(), q.len() / 2);
-    let key = |t: usize| &blk.k[t * blk.stride..][..hd];
-    let (quads, rest) = out.as_chunks_mut::<4>();
-    for (u, quad) in quads.iter_mut().enumerate() {
-        let keys: [&[f32]; 4] = std::array::from_fn(|j| key(4 * u + j));
-        let (mut lo, mut hi) = ([0f32; 4], [0f32; 4]);
-        for d in 0..half {
-            for j in 0..4 {
-                lo[j] = mul_add(q[d], keys[j][d], lo[j]);
-                hi[j] = mul_add(q[half + d], keys[j][half + d], hi[j]);
-            }
-        }
-        // An odd head's last element belongs to the second chain.
-        if hd % 2 == 1 {
-            for j in 0..4 {
-                hi[j] = mul_add(q[hd - 1], keys[j][hd - 1], hi[j]);
-            }
-        }
-        *quad = std::array::from_fn(|j| scale * (lo[j] + hi[j]));
-    }
-    let base = 4 * quads.len();
-    for (j, s) in rest.iter_mut().enumerate() {
-        *s = scale * dot(q, key(base + j));
+    for (t, s) in out.iter_mut().enumerate() {
+        *s = scale * dot(q, &blk.k[t * blk.stride..]);
     }
     block_max(out)
 }

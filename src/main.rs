@@ -115,6 +115,9 @@ struct BenchArgs {
     /// Most tokens per forward pass (chunked prefill budget).
     #[arg(long, default_value_t = 512)]
     max_step_tokens: usize,
+    /// `nsample`: batched runs to measure (interleaved with the naive samples; the median counts).
+    #[arg(long, default_value_t = 3)]
+    repeat: usize,
     /// A .gguf file or safetensors directory [default: the installed SmolLM2].
     #[arg(long, env = "PONDER_MODEL")]
     model: Option<PathBuf>,
@@ -343,6 +346,7 @@ fn run_bench(args: BenchArgs) -> anyhow::Result<()> {
         block_size: args.block_size,
         kv_memory: args.kv_memory.as_u64(),
         max_step_tokens: args.max_step_tokens,
+        repeat: args.repeat,
     };
     let json = match args.workload {
         Workload::Nsample => serde_json::to_string_pretty(&ponder::bench::nsample(&model, &opts)?)?,

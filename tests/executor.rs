@@ -136,6 +136,32 @@ fn a_second_request_reuses_the_cached_system_prompt() {
 }
 
 #[test]
+fn the_nsample_bench_measures_fresh_batched_runs_and_reports_their_median() {
+    let opts = ponder::bench::BenchOptions {
+        n: 4,
+        prompt_tokens: 40,
+        new_tokens: 6,
+        block_size: BLOCK,
+        kv_memory: 64 << 20,
+        max_step_tokens: 512,
+        repeat: 3,
+    };
+    let report = ponder::bench::nsample(smollm2(), &opts).expect("nsample");
+    assert_eq!(report.batched_runs.len(), 3);
+    // Every batched run starts from an empty cache: the prompt is computed once, never reused.
+    assert_eq!(report.prefill_tokens_computed, 40);
+    assert_eq!(report.prefill_tokens_reused, 0);
+    assert!(report.peak_kv_blocks <= report.ideal_kv_blocks + 4, "{} > {} + 4", report.peak_kv_blocks, report.ideal_kv_blocks);
+    let mut walls: Vec<f64> = report.batched_runs.iter().map(|r| r.wall_s).collect();
+    walls.sort_by(f64::total_cmp);
+    assert_eq!(report.wall_s, walls[1], "the report is the median run");
+    let median = report.batched_runs.iter().find(|r| r.wall_s == report.wall_s).expect("median run");
+    assert_eq!(report.tokens_per_s, median.tokens_per_s);
+    assert!((median.tokens_per_s * median.wall_s - 24.0).abs() < 1e-6, "4 samples x 6 tokens in each run");
+    assert!(report.naive_wall_s > 0.0 && report.single_stream_tokens_per_s > 0.0);
+}
+
+#[test]
 fn cancelling_mid_generation_returns_every_block() {
     let p = prompt("Count from one to fifty.");
     let mut s = scheduler(256, 512);

@@ -31,6 +31,9 @@ pub struct BenchOptions {
     pub kv_memory: u64,
     /// Scheduler step budget.
     pub max_step_tokens: usize,
+    /// `nsample`: how many times the batched run is measured (fresh cache each time,
+    /// interleaved with the naive samples); the report takes the median run.
+    pub repeat: usize,
 }
 
 /// The `nsample` result.
@@ -44,7 +47,7 @@ pub struct NSampleReport {
     pub prompt_tokens: usize,
     /// New tokens per sample.
     pub new_tokens: usize,
-    /// Wall time through the scheduler.
+    /// Wall time through the scheduler (the median of the batched runs).
     pub wall_s: f64,
     /// Wall time of the naive baseline.
     pub naive_wall_s: f64,
@@ -75,6 +78,23 @@ pub struct NSampleReport {
     pub forward_passes: u64,
     /// Naive prefill seconds per sample.
     pub naive_prefill_s: f64,
+    /// Every batched run, in the order they ran (the fields above are the median's).
+    pub batched_runs: Vec<BatchedRun>,
+}
+
+/// One measured run of the batched (shared-prefix) side of `nsample`.
+#[derive(Debug, Clone, Serialize)]
+pub struct BatchedRun {
+    /// Wall time through the scheduler.
+    pub wall_s: f64,
+    /// Generated tokens per second (all samples, prefill included in the time).
+    pub tokens_per_s: f64,
+    /// Seconds to the first tokens.
+    pub prefill_s: f64,
+    /// Tokens per second after the first tokens.
+    pub decode_tokens_per_s: f64,
+    #[serde(skip)]
+    counters: crate::engine::SchedulerCounters,
 }
 
 /// The `prefix-reuse` result.
@@ -119,6 +139,11 @@ fn samples(n: usize) -> Vec<SamplingParams> {
 }
 
 /// Runs `nsample`.
+///
+/// The batched side is measured `repeat` times, each with a fresh scheduler and cache (so every
+/// run prefills the prompt), interleaved with the naive samples: run `r` goes before the `r`-th
+/// share of them. A few seconds of batched work and a minute of naive work then see the same
+/// host, and the report takes the median batched run, listing all of them.
 pub fn nsample(loaded: &LoadedModel, opts: &BenchOptions) -> Result<NSampleReport> {
     let model = &loaded.model;
     let prompt = prompt_of_len(loaded, opts.prompt_tokens)?;
@@ -129,12 +154,65 @@ pub fn nsample(loaded: &LoadedModel, opts: &BenchOptions) -> Result<NSampleRepor
         stop_tokens: Vec::new(), stop_condition: None, // every sample generates exactly new_tokens
         priority: 0,
     };
+    let repeat = opts.repeat.max(1);
+    let per_share = opts.n.div_ceil(repeat).max(1);
+    let naive_samples = samples(opts.n);
+    let mut shares = naive_samples.chunks(per_share);
 
-    // Ponder: one group, prompt prefilled once, N branches decoded together.
-    let mut sched = scheduler(model, opts)?;
+    let mut batched_runs = Vec::with_capacity(repeat);
+    let mut naive = NaiveTotals::default();
+    for run in 0..repeat {
+        // Ponder: one group, prompt prefilled once, N branches decoded together.
+        let batched = batched_run(&mut scheduler(model, opts)?, request(samples(opts.n)))?;
+        tracing::info!(run, wall_s = batched.wall_s, tokens_per_s = batched.tokens_per_s, "nsample: batched run done");
+        batched_runs.push(batched);
+        // Naive: each sample alone with its own store (own prefill), one after another.
+        for sample in shares.next().unwrap_or_default() {
+            naive.add(&mut scheduler(model, opts)?, request(vec![sample.clone()]))?;
+        }
+    }
+    for sample in shares.flatten() {
+        naive.add(&mut scheduler(model, opts)?, request(vec![sample.clone()]))?;
+    }
+    let mut by_wall = batched_runs.clone();
+    let middle = by_wall.len() / 2;
+    let (_, median, _) = by_wall.select_nth_unstable_by(middle, |a, b| a.wall_s.total_cmp(&b.wall_s));
+    let median = median.clone();
+
+    let bs = opts.block_size as u64;
+    let (p, t, n) = (opts.prompt_tokens as u64, opts.new_tokens as u64, opts.n as u64);
+    let single = if naive.decode_s > 0.0 { naive.decode_tokens as f64 / naive.decode_s } else { 0.0 };
+    let ratio = |x: f64| if single > 0.0 { x / single } else { 0.0 };
+    let counters = median.counters;
+    Ok(NSampleReport {
+        workload: "nsample",
+        n: opts.n,
+        prompt_tokens: opts.prompt_tokens,
+        new_tokens: opts.new_tokens,
+        wall_s: median.wall_s,
+        naive_wall_s: naive.wall_s,
+        wall_ratio: median.wall_s / naive.wall_s,
+        tokens_per_s: median.tokens_per_s,
+        single_stream_tokens_per_s: single,
+        aggregate_speedup: ratio(median.tokens_per_s),
+        prefill_s: median.prefill_s,
+        decode_tokens_per_s: median.decode_tokens_per_s,
+        decode_speedup: ratio(median.decode_tokens_per_s),
+        prefill_tokens_computed: counters.prefill_tokens_computed,
+        prefill_tokens_reused: counters.prefill_tokens_reused,
+        peak_kv_blocks: counters.peak_blocks_used,
+        ideal_kv_blocks: p / bs + n * (p % bs + t).div_ceil(bs),
+        forward_passes: counters.forward_passes,
+        naive_prefill_s: naive.prefill_s / opts.n as f64,
+        batched_runs,
+    })
+}
+
+/// One batched run of `request` through `sched` to completion.
+fn batched_run(sched: &mut Scheduler, request: GroupRequest) -> Result<BatchedRun> {
     let is_token = |e: &Event| matches!(e, Event::Token { .. });
     let t0 = Instant::now();
-    sched.submit(request(samples(opts.n)))?;
+    sched.submit(request)?;
     let (mut generated, mut first) = (0, None);
     while !sched.is_idle() {
         let tokens = sched.step()?.iter().filter(|e| is_token(e)).count();
@@ -144,62 +222,47 @@ pub fn nsample(loaded: &LoadedModel, opts: &BenchOptions) -> Result<NSampleRepor
         generated += tokens;
     }
     let wall_s = t0.elapsed().as_secs_f64();
-    generated += sched.run_to_completion()?.iter().filter(|e| is_token(e)).count();
     let (prefill_s, prefill_tokens) = first.unwrap_or((wall_s, 0));
-    let counters = sched.counters();
-    let tokens_per_s = generated as f64 / wall_s;
-    tracing::info!(wall_s, tokens_per_s, "nsample: batched run done; naive baseline next");
+    let decode_wall = wall_s - prefill_s;
+    Ok(BatchedRun {
+        wall_s,
+        tokens_per_s: generated as f64 / wall_s,
+        prefill_s,
+        decode_tokens_per_s: if decode_wall > 0.0 { (generated - prefill_tokens) as f64 / decode_wall } else { 0.0 },
+        counters: sched.counters(),
+    })
+}
 
-    // Naive: each sample alone with its own store (own prefill), one after another.
-    let mut naive_wall_s = 0.0;
-    let mut naive_prefill_s = 0.0;
-    let mut decode_s = 0.0;
-    let mut decode_tokens = 0usize;
-    for sample in samples(opts.n) {
-        let mut alone = scheduler(model, opts)?;
+/// The naive side's sums over its samples.
+#[derive(Default)]
+struct NaiveTotals {
+    wall_s: f64,
+    prefill_s: f64,
+    decode_s: f64,
+    decode_tokens: usize,
+}
+
+impl NaiveTotals {
+    /// Runs one sample alone through `alone` (a fresh scheduler) and adds its times.
+    fn add(&mut self, alone: &mut Scheduler, request: GroupRequest) -> Result<()> {
         let t0 = Instant::now();
-        alone.submit(request(vec![sample]))?;
-        let mut first = None;
+        alone.submit(request)?;
+        let (mut first, mut tokens) = (None, 0usize);
         while !alone.is_idle() {
             let ev = alone.step()?;
             if first.is_none() && ev.iter().any(|e| matches!(e, Event::Token { .. })) {
                 first = Some(t0.elapsed().as_secs_f64());
             }
-            decode_tokens += ev.iter().filter(|e| matches!(e, Event::Token { .. })).count();
+            tokens += ev.iter().filter(|e| matches!(e, Event::Token { .. })).count();
         }
         let total = t0.elapsed().as_secs_f64();
         let prefill = first.unwrap_or(total);
-        naive_wall_s += total;
-        naive_prefill_s += prefill;
-        decode_s += total - prefill;
-        decode_tokens -= 1; // the first token came with the prefill
+        self.wall_s += total;
+        self.prefill_s += prefill;
+        self.decode_s += total - prefill;
+        self.decode_tokens += tokens.saturating_sub(1); // the first token came with the prefill
+        Ok(())
     }
-    let bs = opts.block_size as u64;
-    let (p, t, n) = (opts.prompt_tokens as u64, opts.new_tokens as u64, opts.n as u64);
-    let single = if decode_s > 0.0 { decode_tokens as f64 / decode_s } else { 0.0 };
-    let decode_wall = wall_s - prefill_s;
-    let decode_tokens_per_s = if decode_wall > 0.0 { (generated - prefill_tokens) as f64 / decode_wall } else { 0.0 };
-    Ok(NSampleReport {
-        workload: "nsample",
-        n: opts.n,
-        prompt_tokens: opts.prompt_tokens,
-        new_tokens: opts.new_tokens,
-        wall_s,
-        naive_wall_s,
-        wall_ratio: wall_s / naive_wall_s,
-        tokens_per_s,
-        single_stream_tokens_per_s: single,
-        aggregate_speedup: if single > 0.0 { tokens_per_s / single } else { 0.0 },
-        prefill_s,
-        decode_tokens_per_s,
-        decode_speedup: if single > 0.0 { decode_tokens_per_s / single } else { 0.0 },
-        prefill_tokens_computed: counters.prefill_tokens_computed,
-        prefill_tokens_reused: counters.prefill_tokens_reused,
-        peak_kv_blocks: counters.peak_blocks_used,
-        ideal_kv_blocks: p / bs + n * (p % bs + t).div_ceil(bs),
-        forward_passes: counters.forward_passes,
-        naive_prefill_s: naive_prefill_s / opts.n as f64,
-    })
 }
 
 /// Runs `prefix-reuse`: the same long system prompt, two different questions, one after the other.

@@ -83,7 +83,7 @@ pub struct NSampleReport {
 }
 
 /// One measured run of the batched (shared-prefix) side of `nsample`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct BatchedRun {
     /// Wall time through the scheduler.
     pub wall_s: f64,
@@ -163,21 +163,20 @@ pub fn nsample(loaded: &LoadedModel, opts: &BenchOptions) -> Result<NSampleRepor
     let mut naive = NaiveTotals::default();
     for run in 0..repeat {
         // Ponder: one group, prompt prefilled once, N branches decoded together.
-        let batched = batched_run(&mut scheduler(model, opts)?, request(samples(opts.n)))?;
+        let batched = BatchedRun::from(TimedRun::new(&mut scheduler(model, opts)?, request(samples(opts.n)))?);
         tracing::info!(run, wall_s = batched.wall_s, tokens_per_s = batched.tokens_per_s, "nsample: batched run done");
         batched_runs.push(batched);
         // Naive: each sample alone with its own store (own prefill), one after another.
         for sample in shares.next().unwrap_or_default() {
-            naive.add(&mut scheduler(model, opts)?, request(vec![sample.clone()]))?;
+            naive.add(&TimedRun::new(&mut scheduler(model, opts)?, request(vec![sample.clone()]))?);
         }
     }
     for sample in shares.flatten() {
-        naive.add(&mut scheduler(model, opts)?, request(vec![sample.clone()]))?;
+        naive.add(&TimedRun::new(&mut scheduler(model, opts)?, request(vec![sample.clone()]))?);
     }
-    let mut by_wall = batched_runs.clone();
-    let middle = by_wall.len() / 2;
-    let (_, median, _) = by_wall.select_nth_unstable_by(middle, |a, b| a.wall_s.total_cmp(&b.wall_s));
-    let median = median.clone();
+    let mut by_wall: Vec<&BatchedRun> = batched_runs.iter().collect();
+    by_wall.sort_by(|a, b| a.wall_s.total_cmp(&b.wall_s));
+    let median = by_wall.get(by_wall.len() / 2).map(|&run| run.clone()).unwrap_or_default();
 
     let bs = opts.block_size as u64;
     let (p, t, n) = (opts.prompt_tokens as u64, opts.new_tokens as u64, opts.n as u64);
@@ -208,29 +207,57 @@ pub fn nsample(loaded: &LoadedModel, opts: &BenchOptions) -> Result<NSampleRepor
     })
 }
 
-/// One batched run of `request` through `sched` to completion.
-fn batched_run(sched: &mut Scheduler, request: GroupRequest) -> Result<BatchedRun> {
-    let is_token = |e: &Event| matches!(e, Event::Token { .. });
-    let t0 = Instant::now();
-    sched.submit(request)?;
-    let (mut generated, mut first) = (0, None);
-    while !sched.is_idle() {
-        let tokens = sched.step()?.iter().filter(|e| is_token(e)).count();
-        if first.is_none() && tokens > 0 {
-            first = Some((t0.elapsed().as_secs_f64(), tokens));
+/// One request run to completion through a fresh scheduler, timed.
+struct TimedRun {
+    /// Seconds from submission to idle.
+    wall_s: f64,
+    /// Seconds to the step that produced the first tokens (the prefill).
+    prefill_s: f64,
+    /// Tokens that step produced (one per sample).
+    prefill_tokens: usize,
+    /// Tokens produced in all.
+    generated: usize,
+    counters: crate::engine::SchedulerCounters,
+}
+
+impl TimedRun {
+    fn new(sched: &mut Scheduler, request: GroupRequest) -> Result<Self> {
+        let t0 = Instant::now();
+        sched.submit(request)?;
+        let (mut generated, mut first) = (0, None);
+        while !sched.is_idle() {
+            let tokens = sched.step()?.iter().filter(|e| matches!(e, Event::Token { .. })).count();
+            if first.is_none() && tokens > 0 {
+                first = Some((t0.elapsed().as_secs_f64(), tokens));
+            }
+            generated += tokens;
         }
-        generated += tokens;
+        let wall_s = t0.elapsed().as_secs_f64();
+        let (prefill_s, prefill_tokens) = first.unwrap_or((wall_s, 0));
+        Ok(Self { wall_s, prefill_s, prefill_tokens, generated, counters: sched.counters() })
     }
-    let wall_s = t0.elapsed().as_secs_f64();
-    let (prefill_s, prefill_tokens) = first.unwrap_or((wall_s, 0));
-    let decode_wall = wall_s - prefill_s;
-    Ok(BatchedRun {
-        wall_s,
-        tokens_per_s: generated as f64 / wall_s,
-        prefill_s,
-        decode_tokens_per_s: if decode_wall > 0.0 { (generated - prefill_tokens) as f64 / decode_wall } else { 0.0 },
-        counters: sched.counters(),
-    })
+
+    fn decode_s(&self) -> f64 {
+        self.wall_s - self.prefill_s
+    }
+
+    /// Tokens after the prefill's.
+    fn decode_tokens(&self) -> usize {
+        self.generated - self.prefill_tokens
+    }
+}
+
+impl From<TimedRun> for BatchedRun {
+    fn from(run: TimedRun) -> Self {
+        let decode_s = run.decode_s();
+        BatchedRun {
+            wall_s: run.wall_s,
+            tokens_per_s: run.generated as f64 / run.wall_s,
+            prefill_s: run.prefill_s,
+            decode_tokens_per_s: if decode_s > 0.0 { run.decode_tokens() as f64 / decode_s } else { 0.0 },
+            counters: run.counters,
+        }
+    }
 }
 
 /// The naive side's sums over its samples.
@@ -243,25 +270,11 @@ struct NaiveTotals {
 }
 
 impl NaiveTotals {
-    /// Runs one sample alone through `alone` (a fresh scheduler) and adds its times.
-    fn add(&mut self, alone: &mut Scheduler, request: GroupRequest) -> Result<()> {
-        let t0 = Instant::now();
-        alone.submit(request)?;
-        let (mut first, mut tokens) = (None, 0usize);
-        while !alone.is_idle() {
-            let ev = alone.step()?;
-            if first.is_none() && ev.iter().any(|e| matches!(e, Event::Token { .. })) {
-                first = Some(t0.elapsed().as_secs_f64());
-            }
-            tokens += ev.iter().filter(|e| matches!(e, Event::Token { .. })).count();
-        }
-        let total = t0.elapsed().as_secs_f64();
-        let prefill = first.unwrap_or(total);
-        self.wall_s += total;
-        self.prefill_s += prefill;
-        self.decode_s += total - prefill;
-        self.decode_tokens += tokens.saturating_sub(1); // the first token came with the prefill
-        Ok(())
+    fn add(&mut self, run: &TimedRun) {
+        self.wall_s += run.wall_s;
+        self.prefill_s += run.prefill_s;
+        self.decode_s += run.decode_s();
+        self.decode_tokens += run.decode_tokens();
     }
 }
 

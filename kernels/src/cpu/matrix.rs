@@ -36,9 +36,13 @@ use super::quant::{ActFormat, QuantizedRows, QK};
 /// save. Measured on the 2-core dev VM: SmolLM2's k_v projection (n=192, m=1) stays serial.
 /// Does not affect numerics.
 const PAR_MIN_WORK: usize = 1 << 18;
-/// Tasks per thread, so that a helper that wakes late still finds work. Does not affect
-/// numerics.
-const TASKS_PER_THREAD: usize = 4;
+/// Tasks per thread: one contiguous run of tiles each, so every thread streams one long stretch
+/// of the weights (each task's start is a new stream for the hardware prefetchers to pick up).
+/// A helper that wakes late costs nothing: the caller claims the task it has not. Measured on
+/// the 2-core dev VM (AMD Zen 5), default `nsample`, alternating binaries: single-stream decode
+/// 292-331 tok/s with one task per thread, 270-291 with four; the batched run 1.65-1.82 s,
+/// 1.67-1.95 s with four (BENCHMARKS.md, seventeenth session). Does not affect numerics.
+const TASKS_PER_THREAD: usize = 1;
 
 /// GGML block format of a [`QuantMatrix`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

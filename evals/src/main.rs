@@ -18,7 +18,7 @@ struct Cli {
 enum Command {
     /// Run strategies × budgets × seeds over a dataset; results go to OUT/results.jsonl
     /// (resumable: finished items are skipped).
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Summarise a run directory: OUT/report.md, report.json and accuracy_vs_spend.{svg,png}.
     Report {
         /// The run directory.
@@ -93,7 +93,7 @@ fn main() -> anyhow::Result<()> {
         .init();
     match Cli::parse().command {
         Command::Grade { file } => grade(&file),
-        Command::Run(args) => run(args),
+        Command::Run(args) => run(*args),
         Command::Report { dir } => report(&dir),
         Command::Calibrate { dir, out } => {
             let rows = ponder_evals::read_rows(&dir)?;

@@ -3,21 +3,23 @@
 GGUF, prompt, sample count and machine, measured in one run and printed as one JSON object.
 
     python3 scripts/peer_llamacpp.py [--n 16 --prompt-tokens 512 --new-tokens 128
-                                      --threads 2 --venv /tmp/ponder-peer-venv]
+                                      --threads 2 --repeat 3 --venv /tmp/ponder-peer-venv]
 
 Run by hand, not in CI. It creates a venv at --venv, pip-installs llama-cpp-python 0.3.36 there
 unless present (from PyPI: builds llama.cpp for the native CPU, minutes), re-executes itself in it
 and measures, with n_threads = --threads, n_batch = n_ubatch >= P, the same prompt token ids:
 
 (a) prefill: the P prompt tokens in one llama_decode (median of 3 after a warm-up);
-(b) decode: T tokens of one sequence after the prompt, prefill excluded;
+(b) decode: T tokens of one sequence after the prompt, prefill excluded (median of --repeat runs);
 (c) nsample the usual way: the high-level `Llama`, N samples one after another via `generate`
     with a seed each. Its prefix match keeps the prompt's KV between calls (each later call cuts
     the cache to P-1 tokens and re-decodes the last prompt token for fresh logits); the first
     call's prefill is timed too;
 (d) nsample batched, as llama.cpp's examples/batched: the prompt decoded once as seq 0 into a
     unified KV cache, `llama_memory_seq_cp` to seqs 1..N-1 (cells shared, not copied), then one
-    llama_decode per step with a token of every sequence, each sampled by its own sampler chain.
+    llama_decode per step with a token of every sequence, each sampled by its own sampler chain
+    (median of --repeat runs, each from an empty cache, as Ponder's bench takes the median of
+    --repeat batched runs).
 
 Sampling matches Ponder's bench: temperature 0.8 only (no top-k/p, min-p or penalties), a seed per
 sample, no stop tokens, exactly T tokens each (the first from the prompt's logits). Flash attention:
@@ -60,6 +62,8 @@ def parse_args():
     ap.add_argument("--prompt-tokens", type=int, default=512, help="prompt length P")
     ap.add_argument("--new-tokens", type=int, default=128, help="new tokens per sample T")
     ap.add_argument("--threads", type=int, default=2, help="llama.cpp threads (and RAYON_NUM_THREADS)")
+    ap.add_argument("--repeat", type=int, default=3,
+                    help="timed runs of the batched job and of single-stream decode on each side (median)")
     ap.add_argument("--venv", type=Path, default=Path("/tmp/ponder-peer-venv"))
     ap.add_argument("--in-venv", action="store_true", help=argparse.SUPPRESS)
     return ap.parse_args()
@@ -144,8 +148,9 @@ def temp_sampler(lc, seed):
     return chain
 
 
-def measure_single(lc, model, prompt, t, threads, flash):
-    """(a) prefill tok/s (median of 3 warm runs); (b) one stream's decode tok/s, prefill excluded."""
+def measure_single(lc, model, prompt, t, threads, flash, repeat):
+    """(a) prefill tok/s (median of 3 warm runs); (b) one stream's decode tok/s, prefill excluded
+    (median of `repeat` runs, each after a fresh prefill)."""
     p = len(prompt)
     ctx = new_context(lc, model, p + t, 1, threads, flash)
     batch = lc.llama_batch_init(p, 0, 1)
@@ -156,28 +161,30 @@ def measure_single(lc, model, prompt, t, threads, flash):
         t0 = time.perf_counter()
         decode(lc, ctx, batch, prompt_items(prompt))
         prefill.append(time.perf_counter() - t0)
-    smpl = temp_sampler(lc, SEED)
-    tok = lc.llama_sampler_sample(smpl, ctx, -1)  # first token: from the prompt's logits
-    t0 = time.perf_counter()
-    for i in range(t - 1):
-        decode(lc, ctx, batch, [(tok, p + i, 0, True)])
-        tok = lc.llama_sampler_sample(smpl, ctx, -1)
-    decode_s = time.perf_counter() - t0
-    lc.llama_sampler_free(smpl)
+    decodes = []
+    for r in range(max(1, repeat)):
+        if r > 0:  # the cache still holds the previous run's tokens: start again from the prompt
+            lc.llama_memory_clear(mem, True)
+            decode(lc, ctx, batch, prompt_items(prompt))
+        smpl = temp_sampler(lc, SEED + r)
+        tok = lc.llama_sampler_sample(smpl, ctx, -1)  # first token: from the prompt's logits
+        t0 = time.perf_counter()
+        for i in range(t - 1):
+            decode(lc, ctx, batch, [(tok, p + i, 0, True)])
+            tok = lc.llama_sampler_sample(smpl, ctx, -1)
+        decodes.append(time.perf_counter() - t0)
+        lc.llama_sampler_free(smpl)
+    decode_s = statistics.median(decodes)
     lc.llama_batch_free(batch)
     lc.llama_free(ctx)
     prefill_s = statistics.median(prefill[1:])
     return {"prefill_s": prefill_s, "prefill_tok_s": p / prefill_s,
-            "decode_s": decode_s, "decode_tok_s": (t - 1) / decode_s}
+            "decode_s": decode_s, "decode_tok_s": (t - 1) / decode_s, "decode_runs_s": decodes}
 
 
-def measure_batched(lc, model, prompt, n, t, threads, flash):
-    """(d) prompt once as seq 0, seq_cp to 1..n-1, then all n sequences decoded together."""
+def batched_run(lc, ctx, batch, mem, prompt, n, t):
+    """One timed (d) run from an empty cache: the outputs and the wall time."""
     p = len(prompt)
-    ctx = new_context(lc, model, p + n * t, n, threads, flash)
-    batch = lc.llama_batch_init(max(p, n), 0, 1)
-    mem = lc.llama_get_memory(ctx)
-    decode(lc, ctx, batch, prompt_items(prompt))  # warm-up, then forget it
     lc.llama_memory_clear(mem, True)
     samplers = [temp_sampler(lc, SEED + s) for s in range(n)]
     outs = [[] for _ in range(n)]
@@ -194,11 +201,25 @@ def measure_batched(lc, model, prompt, n, t, threads, flash):
     wall = time.perf_counter() - t0
     for smpl in samplers:
         lc.llama_sampler_free(smpl)
+    assert all(len(o) == t for o in outs)
+    return outs, wall
+
+
+def measure_batched(lc, model, prompt, n, t, threads, flash, repeat):
+    """(d) prompt once as seq 0, seq_cp to 1..n-1, then all n sequences decoded together; the
+    median of `repeat` runs."""
+    p = len(prompt)
+    ctx = new_context(lc, model, p + n * t, n, threads, flash)
+    batch = lc.llama_batch_init(max(p, n), 0, 1)
+    mem = lc.llama_get_memory(ctx)
+    decode(lc, ctx, batch, prompt_items(prompt))  # warm-up, then forget it
+    runs = [batched_run(lc, ctx, batch, mem, prompt, n, t) for _ in range(max(1, repeat))]
     lc.llama_batch_free(batch)
     lc.llama_free(ctx)
-    assert all(len(o) == t for o in outs)
+    walls = [wall for _, wall in runs]
+    wall = statistics.median(walls)
     return {"nsample_batched_wall_s": wall, "batched_aggregate_tok_s": n * t / wall,
-            "batched_distinct_samples": len({tuple(o) for o in outs})}
+            "batched_runs_s": walls, "batched_distinct_samples": len({tuple(o) for o in runs[0][0]})}
 
 
 # --- llama.cpp high-level: the usual way --------------------------------------------------------
@@ -232,15 +253,15 @@ def measure_llamacpp(args):
     logging.getLogger("llama-cpp-python").setLevel(logging.ERROR)  # llama.cpp's log, as verbose=False
     extra = "AMX_INT8 = 1" not in lc.llama_print_system_info().decode()
     use_extra_bufts(lc, extra)
-    p, t, n, threads = args.prompt_tokens, args.new_tokens, args.n, args.threads
+    p, t, n, threads, repeat = args.prompt_tokens, args.new_tokens, args.n, args.threads, args.repeat
     lc.llama_backend_init()
     model = lc.llama_model_load_from_file(str(MODEL).encode(), lc.llama_cpp.llama_model_default_params())
     unit = tokenize(lc, model, TEXT)
     prompt = [unit[i % len(unit)] for i in range(p)]
     by_fa = {}
     for flash in (True, False):
-        by_fa["on" if flash else "off"] = (measure_single(lc, model, prompt, t, threads, flash)
-                                           | measure_batched(lc, model, prompt, n, t, threads, flash))
+        by_fa["on" if flash else "off"] = (measure_single(lc, model, prompt, t, threads, flash, repeat)
+                                           | measure_batched(lc, model, prompt, n, t, threads, flash, repeat))
     lc.llama_model_free(model)
     best = {key: max(by_fa, key=lambda fa: sign * by_fa[fa][key])
             for key, sign in (("prefill_tok_s", 1), ("decode_tok_s", 1), ("nsample_batched_wall_s", -1))}
@@ -271,7 +292,7 @@ def run_ponder(args):
     if not PONDER.exists():
         raise SystemExit(f"{PONDER} is missing: run `cargo build --release` first")
     cmd = [str(PONDER), "bench", "nsample", "--n", str(args.n), "--prompt-tokens",
-           str(args.prompt_tokens), "--new-tokens", str(args.new_tokens)]
+           str(args.prompt_tokens), "--new-tokens", str(args.new_tokens), "--repeat", str(args.repeat)]
     env = dict(os.environ, RAYON_NUM_THREADS=str(args.threads))
     done = subprocess.run(cmd, capture_output=True, text=True, check=True, env=env, cwd=ROOT)
     return json.loads(done.stdout)
@@ -310,7 +331,8 @@ def measure(args):
     pw = ponder["wall_s"]
     report = {
         "workload": "nsample", "n": args.n, "prompt_tokens": args.prompt_tokens,
-        "new_tokens": args.new_tokens, "threads": args.threads, "temperature": TEMPERATURE,
+        "new_tokens": args.new_tokens, "threads": args.threads, "repeat": args.repeat,
+        "temperature": TEMPERATURE,
         "model": str(MODEL.relative_to(ROOT)),
         "machine": machine(lc) | {"loadavg_before": load_before, "loadavg_after": load_after,
                                   "contention": {"llamacpp": llama_contention, "ponder": ponder_contention}},

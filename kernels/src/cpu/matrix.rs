@@ -38,12 +38,12 @@ use super::quant::{ActFormat, QuantizedRows, QK};
 const PAR_MIN_WORK: usize = 1 << 18;
 /// Tasks per thread: one contiguous run of tiles each, so every thread streams one long stretch
 /// of the weights (each task's start is a new stream for the hardware prefetchers to pick up).
-/// A helper that wakes late costs nothing: the caller claims the task it has not. Measured on
-/// the 2-core dev VM (AMD Zen 5), default `nsample`, 6 alternated pairs of binaries: one task
-/// per thread decoded one stream at 265-298 tok/s (median 280) against 241-276 (261) with
-/// four, and the batched run took a median 1.71 s against 1.77 s; 16 per thread was ~10 %
-/// slower still, and stealing across regions lost more to claims than it won on the tail
-/// (BENCHMARKS.md, seventeenth session). Does not affect numerics.
+/// A helper that wakes late never makes the caller wait: the caller claims the task it has not
+/// started. Measured on the 2-core dev VM (AMD Zen 5), default `nsample`, 6 alternated pairs of
+/// binaries: one task per thread decoded one stream at 265-298 tok/s (median 280) against
+/// 241-276 (261) with four, and the batched run took a median 1.71 s against 1.77 s; 16 per
+/// thread was ~10 % slower still, and stealing across regions lost more to claims than it won
+/// on the tail (BENCHMARKS.md, seventeenth session). Does not affect numerics.
 const TASKS_PER_THREAD: usize = 1;
 
 /// GGML block format of a [`QuantMatrix`].

@@ -41,7 +41,7 @@ const PAR_MIN_WORK: usize = 1 << 18;
 /// A helper that wakes late never makes the caller wait: the caller claims the task it has not
 /// started. Measured on the 2-core dev VM (AMD Zen 5), default `nsample`, 6 alternated pairs of
 /// binaries: one task per thread decoded one stream at 265-298 tok/s (median 280) against
-/// 241-276 (261) with four, and the batched run took a median 1.71 s against 1.77 s; 16 per
+/// 241-276 (261) with four, and the batched run took a median 1.72 s against 1.77 s; 16 per
 /// thread was ~10 % slower still, and stealing across regions lost more to claims than it won
 /// on the tail (BENCHMARKS.md, seventeenth session). Does not affect numerics.
 const TASKS_PER_THREAD: usize = 1;

@@ -155,6 +155,7 @@ pub fn nsample(loaded: &LoadedModel, opts: &BenchOptions) -> Result<NSampleRepor
         priority: 0,
     };
     let repeat = opts.repeat.max(1);
+    // `ceil(n / ceil(n / repeat)) <= repeat` shares: the loop below takes every one of them.
     let per_share = opts.n.div_ceil(repeat).max(1);
     let naive_samples = samples(opts.n);
     let mut shares = naive_samples.chunks(per_share);
@@ -170,9 +171,6 @@ pub fn nsample(loaded: &LoadedModel, opts: &BenchOptions) -> Result<NSampleRepor
         for sample in shares.next().unwrap_or_default() {
             naive.add(&TimedRun::new(&mut scheduler(model, opts)?, request(vec![sample.clone()]))?);
         }
-    }
-    for sample in shares.flatten() {
-        naive.add(&TimedRun::new(&mut scheduler(model, opts)?, request(vec![sample.clone()]))?);
     }
     let mut by_wall: Vec<&BatchedRun> = batched_runs.iter().collect();
     by_wall.sort_by(|a, b| a.wall_s.total_cmp(&b.wall_s));

@@ -227,7 +227,7 @@ fn q4_1_rows_512<const RB: usize>(
     r0: usize,
     out: &mut [f32],
 ) {
-    let (mask_lo, mask_hi) = (_mm512_set1_epi8(0x0F), _mm512_set1_epi8(0xF0u8 as i8));
+    let mask_lo = _mm512_set1_epi8(0x0F);
     let mut acc = [_mm512_setzero_ps(); RB];
     for (b, blk) in tile.chunks_exact(TB_Q4_1).enumerate() {
         prefetch_block(ahead, b, TB_Q4_1);
@@ -241,19 +241,20 @@ fn q4_1_rows_512<const RB: usize>(
                 [0, 1, 2, 3].map(|g| _mm512_loadu_si512(p.add(Q4_1_QS + 64 * g).cast())),
             )
         };
-        // High nibbles are used in place, i.e. times 16 (saves a shift per row of quants);
-        // their sum is divided back exactly below (|16 x 16 x 15 x 128| < 2^31).
+        // The high nibbles are shifted down here, once per block for all `RB` rows, which
+        // keeps the shift off each row's dependency chain (shifting each row's sum after its
+        // dot products instead measured ~3.5 % slower: 16 x 3072 x 576, one thread).
         let lo = v.map(|v| _mm512_and_si512(v, mask_lo));
-        let hi16 = v.map(|v| _mm512_and_si512(v, mask_hi));
+        let hi = v.map(|v| _mm512_and_si512(_mm512_srli_epi16::<4>(v), mask_lo));
         for (rr, acc) in acc.iter_mut().enumerate() {
             let r = r0 + rr;
             let a = act.block(r, b);
             let (mut s0, mut s1) = (_mm512_setzero_si512(), _mm512_setzero_si512());
             for g in 0..4 {
                 s0 = _mm512_dpbusd_epi32(s0, lo[g], _mm512_set1_epi32(word(&a.qs, g)));
-                s1 = _mm512_dpbusd_epi32(s1, hi16[g], _mm512_set1_epi32(word(&a.qs, 4 + g)));
+                s1 = _mm512_dpbusd_epi32(s1, hi[g], _mm512_set1_epi32(word(&a.qs, 4 + g)));
             }
-            let sumi = _mm512_cvtepi32_ps(_mm512_add_epi32(s0, _mm512_srai_epi32::<4>(s1)));
+            let sumi = _mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1));
             let scaled = _mm512_mul_ps(_mm512_mul_ps(sumi, dx), _mm512_set1_ps(a.d));
             let t = _mm512_add_ps(scaled, _mm512_mul_ps(mx, _mm512_set1_ps(a.s)));
             *acc = _mm512_add_ps(*acc, t);

@@ -14,11 +14,12 @@
 //! - `acc_b[d] = sum p_t v_t[d]` from +0.0 in token order, one `mul_add` per token;
 //! - the `merge` formula, evaluated in the order written.
 //!
-//! Two implementations compute exactly this: the AVX-512 kernel (`x86`, used when the CPU has
-//! AVX-512F and `head_dim` is 64 or 128, a property of the model, so one model always takes
-//! one path), which works on a tile of rows at once so that their dependency chains overlap
-//! and each value vector is loaded once per tile, and the portable loops here, row by row.
-//! They are tested bitwise equal on FMA builds.
+//! Three implementations compute exactly this: the AVX-512 kernel (`x86`, used when the CPU
+//! has AVX-512F and `head_dim` is 64 or 128, a property of the model, so one model always
+//! takes one path), which works on a tile of rows at once so that their dependency chains
+//! overlap and each value vector is loaded once per tile; its wide twin (`wide`,
+//! `Scratch::attend_wide`) for 16 to 48 rows that all see a block in full; and the portable
+//! loops here, row by row. They are tested bitwise equal on FMA builds.
 //!
 //! Rust never reassociates floats, so LLVM may vectorise these loops but cannot change their
 //! results. A caller's obligation is to fold a row's blocks in an order fixed by the row's
@@ -28,7 +29,7 @@
 
 use super::scores::{mul_add, scores, scores_transposed, transpose_keys, LANES};
 #[cfg(target_arch = "x86_64")]
-use super::x86;
+use super::{wide, x86};
 use crate::math::{self, exp};
 
 /// Floats of an output accumulator held in registers across a block's tokens.
@@ -86,6 +87,9 @@ pub(crate) struct Scratch {
     /// the contents.
     kt: Vec<f32>,
     kt_of: Option<(usize, usize, usize)>,
+    /// Scores and probabilities of the wide kernel's rows (`wide`), allocated on first use.
+    #[cfg(target_arch = "x86_64")]
+    wide_probs: Vec<f32>,
     /// The AVX-512 kernel, when the CPU and the head size allow it.
     #[cfg(target_arch = "x86_64")]
     avx512: Option<x86::Avx512>,
@@ -102,6 +106,8 @@ impl Scratch {
             block_size,
             kt: vec![0.0; probs_row * head_dim],
             kt_of: None,
+            #[cfg(target_arch = "x86_64")]
+            wide_probs: Vec::new(),
             #[cfg(target_arch = "x86_64")]
             avx512: x86::Avx512::detect().filter(|_| x86::fits(head_dim)),
         }
@@ -192,6 +198,58 @@ impl Scratch {
             self.kt_of = done.then_some(key);
         }
         self.kt_of == Some(key)
+    }
+
+    /// Whether [`Self::attend_wide`] can run here (AVX-512 and a head of 64 or 128 floats):
+    /// then it is worth transposing queries for it.
+    pub(crate) fn has_wide(&self) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        {
+            self.avx512.is_some()
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            false
+        }
+    }
+
+    /// Folds the first `n` keys of `blk`, visible to every row, into the states of `groups`
+    /// vectors of 16 rows whose queries `qt` holds transposed (`wide::transpose_queries`):
+    /// what [`Self::attend_rows`] does to each of them, with the same bits (`wide`). Gives
+    /// `states` back when the wide kernel does not apply (no AVX-512, `n` not a multiple of
+    /// 16, sizes it does not take); the caller then runs the rows through `attend_rows`.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn attend_wide<'s>(
+        &mut self,
+        qt: &[f32],
+        groups: usize,
+        blk: BlockView<'_>,
+        n: usize,
+        scale: f32,
+        first: bool,
+        states: TileStates<'s>,
+        between: &mut dyn FnMut(),
+    ) -> Result<(), TileStates<'s>> {
+        #[cfg(target_arch = "x86_64")]
+        if let Some(token) = self.avx512 {
+            let floats = n.saturating_mul(wide::MAX_ROWS);
+            if self.wide_probs.len() < floats {
+                self.wide_probs.resize(floats, 0.0);
+            }
+            let tile = wide::WideTile {
+                qt,
+                groups,
+                blk,
+                n,
+                scale,
+                first,
+                probs: &mut self.wide_probs,
+                between,
+            };
+            return wide::attend_wide(token, tile, states);
+        }
+        let _ = (qt, groups, blk, n, scale, first, between);
+        Err(states)
     }
 
     /// The portable loops of `attend_rows`, row by row.
@@ -324,6 +382,116 @@ mod tests {
             l: &mut st.1,
             acc: &mut st.2,
         }
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn the_wide_kernel_gives_every_row_the_portable_bits() {
+        // Without FMA the portable side rounds twice; without AVX-512 there is no wide kernel.
+        if !cfg!(target_feature = "fma") || !Scratch::new(16, 64).has_wide() {
+            return;
+        }
+        let val = |i: usize, s: usize| ((i * 7919 + s * 104_729) % 2003) as f32 / 1001.5 - 1.0;
+        for head_dim in [64usize, 128] {
+            for bs in [16usize, 32] {
+                let stride = 3 * head_dim;
+                let k: Vec<f32> = (0..3 * bs * stride).map(|i| 2.0 * val(i, 1)).collect();
+                let v: Vec<f32> = (0..3 * bs * stride).map(|i| val(i, 2)).collect();
+                let blk = |b: usize| BlockView {
+                    k: &k[b * bs * stride + head_dim..],
+                    v: &v[b * bs * stride + head_dim..],
+                    stride,
+                };
+                for groups in 1..=wide::MAX_GROUPS {
+                    let rows = groups * LANES;
+                    let qs: Vec<Vec<f32>> = (0..rows)
+                        .map(|r| (0..head_dim).map(|i| 1.5 * val(i, 3 + r)).collect())
+                        .collect();
+                    let q_refs: Vec<&[f32]> = qs.iter().map(|q| &q[..]).collect();
+                    let mut qt = Vec::new();
+                    wide::transpose_queries(&q_refs, head_dim, &mut qt);
+                    // Three blocks: `first`, then two merges (the last with a larger maximum).
+                    let blocks = [(0usize, 0.35f32), (1, 0.35), (2, 0.9)];
+                    let mut portable = Scratch::portable(bs, head_dim);
+                    let mut want: States =
+                        (vec![0.0; rows], vec![0.0; rows], vec![0.0; rows * head_dim]);
+                    let mut scratch = Scratch::new(bs, head_dim);
+                    let mut got: States =
+                        (vec![0.0; rows], vec![0.0; rows], vec![0.0; rows * head_dim]);
+                    for (j, &(b, scale)) in blocks.iter().enumerate() {
+                        for r0 in (0..rows).step_by(MAX_TILE) {
+                            let r1 = (r0 + MAX_TILE).min(rows);
+                            let states = TileStates {
+                                m: &mut want.0[r0..r1],
+                                l: &mut want.1[r0..r1],
+                                acc: &mut want.2[r0 * head_dim..r1 * head_dim],
+                            };
+                            portable.attend_rows(
+                                &q_refs[r0..r1],
+                                blk(b),
+                                bs,
+                                scale,
+                                j == 0,
+                                states,
+                            );
+                        }
+                        let done = scratch.attend_wide(
+                            &qt,
+                            groups,
+                            blk(b),
+                            bs,
+                            scale,
+                            j == 0,
+                            tile(&mut got),
+                            &mut || (),
+                        );
+                        assert!(
+                            done.is_ok(),
+                            "the wide kernel took head_dim {head_dim}, groups {groups}"
+                        );
+                    }
+                    let bits = |x: &[f32]| x.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                    let what = format!("head_dim {head_dim}, block {bs}, groups {groups}");
+                    assert_eq!(bits(&got.0), bits(&want.0), "m: {what}");
+                    assert_eq!(bits(&got.1), bits(&want.1), "l: {what}");
+                    assert_eq!(bits(&got.2), bits(&want.2), "acc: {what}");
+                }
+            }
+        }
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn the_wide_kernel_refuses_what_it_does_not_take() {
+        let mut scratch = Scratch::new(16, 64);
+        if !scratch.has_wide() {
+            return;
+        }
+        let (k, qt) = (vec![0.5f32; 16 * 64], vec![0.25f32; 48 * 64]);
+        let blk = BlockView {
+            k: &k,
+            v: &k,
+            stride: 64,
+        };
+        let mut st: States = (vec![0.0; 16], vec![0.0; 16], vec![0.0; 16 * 64]);
+        // 15 visible tokens (a partial chunk), 4 groups, states that are not 16 rows.
+        assert!(scratch
+            .attend_wide(&qt, 1, blk, 15, 1.0, true, tile(&mut st), &mut || ())
+            .is_err());
+        assert!(scratch
+            .attend_wide(&qt, 4, blk, 16, 1.0, true, tile(&mut st), &mut || ())
+            .is_err());
+        let mut short: States = (vec![0.0; 8], vec![0.0; 8], vec![0.0; 8 * 64]);
+        assert!(scratch
+            .attend_wide(&qt, 1, blk, 16, 1.0, true, tile(&mut short), &mut || ())
+            .is_err());
+        // 32 tokens from a view that holds 16.
+        assert!(scratch
+            .attend_wide(&qt, 1, blk, 32, 1.0, true, tile(&mut st), &mut || ())
+            .is_err());
+        assert!(scratch
+            .attend_wide(&qt, 1, blk, 16, 1.0, true, tile(&mut st), &mut || ())
+            .is_ok());
     }
 
     #[test]

@@ -13,7 +13,10 @@
 //! decoding: (rows x block keys) per load instead of (1 x block keys). Rows reach the block
 //! kernel in tiles of up to `MAX_TILE` consecutive states that see the same number of the
 //! block's tokens (a shared block's tile spans members), and while one block is swept the
-//! next one in visiting order is prefetched, a slice of it before each kernel call.
+//! next one in visiting order is prefetched, a slice of it before each kernel call. A shared
+//! block is seen in full by every row, so whole groups of 16 of a head's rows go to the wide
+//! kernel instead (`wide`: rows across a vector's lanes, queries transposed once per item,
+//! up to 48 rows a call, the prefetch sliced over its score passes); the rest take tiles.
 //!
 //! How a unit is cut: a segment that holds shared blocks gives one item per key/value head
 //! with every member (the shared blocks are compute: dozens of rows per load). A segment past
@@ -38,7 +41,9 @@ use std::ops::Range;
 
 use super::block::{merge, BlockView, RowState, Scratch, TileStates, MAX_TILE};
 use super::plan::Unit;
+use super::scores::LANES;
 use super::shape::{SeqShape, Shape};
+use super::wide::{transpose_queries, MAX_GROUPS, MAX_ROWS, TOKENS_PER_PASS};
 use super::{AttentionStats, PagedKv, SeqQueries};
 use crate::share;
 
@@ -141,6 +146,8 @@ struct Pending<'q> {
     count: usize,
     r0: usize,
     n: usize,
+    /// States below this one were folded by the wide kernel: `gather` skips them.
+    from: usize,
     ahead: Ahead<'q>,
 }
 
@@ -151,6 +158,7 @@ impl Default for Pending<'_> {
             count: 0,
             r0: 0,
             n: 0,
+            from: 0,
             ahead: Ahead::default(),
         }
     }
@@ -360,24 +368,47 @@ impl Ctx<'_> {
             })
         };
         if let Some(&lead) = members.first() {
-            for b in lo..hi.min(unit.shared) {
+            let shared = lo..hi.min(unit.shared);
+            // Every row sees a shared block in full: whole groups of 16 of a head's rows take
+            // the wide kernel, from their queries transposed once here for all the blocks.
+            let whole_chunks = self.shape.block_size.is_multiple_of(LANES);
+            let wide_rows = if shared.is_empty() || !whole_chunks || !scratch.has_wide() {
+                0
+            } else {
+                per_head / LANES * LANES
+            };
+            let qts: Vec<Vec<f32>> = item
+                .heads
+                .clone()
+                .map(|h| self.transposed_queries(members, h, wide_rows))
+                .collect();
+            // Prefetch slices: one per pass of each wide call's score loop, one per tile.
+            let passes = self.shape.block_size.div_ceil(TOKENS_PER_PASS);
+            let calls =
+                wide_rows.div_ceil(MAX_ROWS) * passes + (per_head - wide_rows).div_ceil(MAX_TILE);
+            for b in shared.clone() {
                 let id = self.seqs[lead].block_table[b];
-                let next = if b + 1 < hi.min(unit.shared) {
+                let next = if b + 1 < shared.end {
                     Some(self.seqs[lead].block_table[b + 1])
                 } else {
                     next_own(0, None)
                 };
-                tile.ahead = self.ahead(next, item.heads.clone(), per_head.div_ceil(MAX_TILE));
-                for h in item.heads.clone() {
+                tile.ahead = self.ahead(next, item.heads.clone(), calls);
+                for (h, qt) in item.heads.clone().zip(&qts) {
                     let blk = self.view(id, h);
                     p.loads += 1;
-                    // The members' rows of one head are consecutive states, so tiles run
-                    // across members.
+                    let head_row0 = row0(&p, 0, h);
+                    let wide =
+                        self.attend_wide(qt, head_row0, (b, lo, blk), &mut tile, &mut p, scratch);
+                    // The other rows: the members' rows of one head are consecutive states,
+                    // so tiles run across members.
+                    tile.from = head_row0 + wide;
                     for (k, &s) in members.iter().enumerate() {
                         let r0 = row0(&p, k, h);
                         self.gather(h, s, r0, (b, lo, blk), &mut tile, &mut p, scratch);
                     }
                     self.flush(&mut tile, (b, lo, blk), &mut p, scratch);
+                    tile.from = 0;
                 }
                 tile.ahead.issue_rest();
             }
@@ -439,12 +470,75 @@ impl Ctx<'_> {
             let q_row = &seq.q[i * shape.row_len + kv_head * g * hd..][..g * hd];
             for (j, q) in q_row.chunks_exact(hd).enumerate() {
                 let r = row0 + i * g + j;
+                if r < tile.from {
+                    continue;
+                }
                 if !tile.takes(r, n) {
                     self.flush(tile, (b, lo, blk), p, scratch);
                 }
                 tile.push(r, n, q);
             }
         }
+    }
+
+    /// The queries of the first `rows` states of `kv_head` (its rows of `members`, member by
+    /// member, query row by query row, head in group by head in group), transposed in groups
+    /// of 16 for the wide kernel (`rows` is a multiple of 16; empty for 0).
+    fn transposed_queries(&self, members: &[usize], kv_head: usize, rows: usize) -> Vec<f32> {
+        let mut qt = Vec::new();
+        if rows == 0 {
+            return qt;
+        }
+        let (shape, g, hd) = (self.shape, self.shape.group, self.shape.head_dim);
+        let queries: Vec<&[f32]> = members
+            .iter()
+            .flat_map(|&s| {
+                let q = self.seqs[s].q;
+                (0..self.shapes[s].len).flat_map(move |i| {
+                    q[i * shape.row_len + kv_head * g * hd..][..g * hd].chunks_exact(hd)
+                })
+            })
+            .take(rows)
+            .collect();
+        transpose_queries(&queries, hd, &mut qt);
+        qt
+    }
+
+    /// Folds block `b` (every token visible to every row) into the first states of a head's
+    /// rows from `head_row0` on, as many whole groups of 16 as `qt` holds, with the wide
+    /// kernel; returns how many rows it folded (0 where the kernel does not apply, and those
+    /// rows then go through `gather`).
+    fn attend_wide(
+        &self,
+        qt: &[f32],
+        head_row0: usize,
+        (b, lo, blk): (usize, usize, BlockView<'_>),
+        tile: &mut Pending<'_>,
+        p: &mut Partial,
+        scratch: &mut Scratch,
+    ) -> usize {
+        let (hd, bs) = (self.shape.head_dim, self.shape.block_size);
+        let rows = qt.len() / hd;
+        let mut done = 0;
+        while done < rows {
+            let groups = ((rows - done) / LANES).min(MAX_GROUPS);
+            let (r0, r1) = (head_row0 + done, head_row0 + done + groups * LANES);
+            let states = TileStates {
+                m: &mut p.m[r0..r1],
+                l: &mut p.l[r0..r1],
+                acc: &mut p.acc[r0 * hd..r1 * hd],
+            };
+            let (qt, scale) = (&qt[done * hd..], self.shape.scale);
+            let between = &mut || tile.ahead.issue_slice();
+            if scratch
+                .attend_wide(qt, groups, blk, bs, scale, b == lo, states, between)
+                .is_err()
+            {
+                break;
+            }
+            done += groups * LANES;
+        }
+        done
     }
 
     /// Folds block `b` into the states of the rows in `tile` and empties it.

@@ -177,7 +177,7 @@ fn transpose_chunks(blk: BlockView<'_>, tokens: usize, hd: usize, kt: &mut [f32]
 /// interleaved as floats, then as doubles, then 128-bit quarters regrouped twice.
 #[inline]
 #[target_feature(enable = "avx512f")]
-fn transpose16(r: [__m512; LANES]) -> [__m512; LANES] {
+pub(crate) fn transpose16(r: [__m512; LANES]) -> [__m512; LANES] {
     let (pd, ps) = (_mm512_castps_pd, _mm512_castpd_ps);
     let t: [__m512; LANES] = std::array::from_fn(|i| {
         let (a, b) = (r[i & !1], r[i | 1]);
@@ -220,7 +220,7 @@ fn transpose16(r: [__m512; LANES]) -> [__m512; LANES] {
 
 #[inline]
 #[target_feature(enable = "avx512f")]
-fn load(x: &[f32]) -> __m512 {
+pub(crate) fn load(x: &[f32]) -> __m512 {
     let x = &x[..LANES];
     // SAFETY: `x` is 16 floats.
     unsafe { _mm512_loadu_ps(x.as_ptr()) }
@@ -228,7 +228,7 @@ fn load(x: &[f32]) -> __m512 {
 
 #[inline]
 #[target_feature(enable = "avx512f")]
-fn store(x: &mut [f32], v: __m512) {
+pub(crate) fn store(x: &mut [f32], v: __m512) {
     let x = &mut x[..LANES];
     // SAFETY: `x` is 16 floats.
     unsafe { _mm512_storeu_ps(x.as_mut_ptr(), v) }
@@ -305,70 +305,96 @@ fn rows_kernel<const NC: usize, const R: usize>(t: &mut Tile<'_, '_>, mut st: Ti
     }
     // P V in groups of rows whose output accumulators fit the registers (16 vectors): each
     // value vector is loaded once per group, and each group's rows are folded right after.
-    let group = (LANES / NC).min(R);
+    let (wa, wb) = weights.split_at(8);
+    let probs = Probs {
+        p: t.probs,
+        row: pr,
+        tok: 1,
+    };
+    let fold = Fold {
+        blk: t.blk,
+        n: t.n,
+        first: t.first,
+        probs,
+        m_b: &m_b,
+        l_b: &l_b,
+        wa,
+        wb,
+    };
+    fold_rows::<NC>(&fold, R, &mut st);
+}
+
+/// A block's probabilities as [`pv_fold`] reads them: row `r`, token `t` at
+/// `p[r * row + t * tok]`.
+#[derive(Clone, Copy)]
+pub(crate) struct Probs<'a> {
+    pub(crate) p: &'a [f32],
+    pub(crate) row: usize,
+    pub(crate) tok: usize,
+}
+
+/// What folding a block into a tile's rows reads: the block, its visible tokens, whether the
+/// partial becomes the state, the probabilities, and per row the block maximum and sum and the
+/// merge weights `e^(M - M')` (`wa`) and `e^(m_b - M')` (`wb`, both unused when `first`).
+pub(crate) struct Fold<'a> {
+    pub(crate) blk: BlockView<'a>,
+    pub(crate) n: usize,
+    pub(crate) first: bool,
+    pub(crate) probs: Probs<'a>,
+    pub(crate) m_b: &'a [f32],
+    pub(crate) l_b: &'a [f32],
+    pub(crate) wa: &'a [f32],
+    pub(crate) wb: &'a [f32],
+}
+
+/// `P V` and the fold for the first `rows` rows of `st`, in groups whose output accumulators
+/// fit the registers (16 vectors: 4 rows of 64 floats or 2 of 128).
+#[inline]
+#[target_feature(enable = "avx512f,fma")]
+pub(crate) fn fold_rows<const NC: usize>(f: &Fold<'_>, rows: usize, st: &mut TileStates<'_>) {
+    let group = LANES / NC;
     let mut r0 = 0;
-    while r0 < R {
-        let rows = group.min(R - r0);
-        let g = Group {
-            r0,
-            m_b: &m_b,
-            l_b: &l_b,
-            weights: &weights,
-        };
-        match rows {
-            1 => pv_fold::<NC, 1>(t, &mut st, g),
-            2 => pv_fold::<NC, 2>(t, &mut st, g),
-            3 => pv_fold::<NC, 3>(t, &mut st, g),
-            _ => pv_fold::<NC, 4>(t, &mut st, g),
+    while r0 < rows {
+        match group.min(rows - r0) {
+            1 => pv_fold::<NC, 1>(f, r0, st),
+            2 => pv_fold::<NC, 2>(f, r0, st),
+            3 => pv_fold::<NC, 3>(f, r0, st),
+            _ => pv_fold::<NC, 4>(f, r0, st),
         }
-        r0 += rows;
+        r0 += group.min(rows - r0);
     }
 }
 
-/// Rows `r0..` of a tile, their block maxima and sums, and the merge weights (`weights[r]`,
-/// `weights[8 + r]`).
-#[derive(Clone, Copy)]
-struct Group<'a> {
-    r0: usize,
-    m_b: &'a [f32],
-    l_b: &'a [f32],
-    weights: &'a [f32; LANES],
-}
-
-/// `P V` for the `G` rows from `g.r0` on (their accumulators in registers, each value vector
+/// `P V` for the `G` rows from `r0` on (their accumulators in registers, each value vector
 /// loaded once for all of them), then each row's fold into its state.
 #[inline]
 #[target_feature(enable = "avx512f,fma")]
-fn pv_fold<const NC: usize, const G: usize>(
-    t: &Tile<'_, '_>,
-    st: &mut TileStates<'_>,
-    g: Group<'_>,
-) {
-    let (hd, stride, pr) = (NC * LANES, t.blk.stride, t.probs_row);
+fn pv_fold<const NC: usize, const G: usize>(f: &Fold<'_>, r0: usize, st: &mut TileStates<'_>) {
+    let (hd, stride, probs) = (NC * LANES, f.blk.stride, f.probs);
     let mut acc = [[_mm512_setzero_ps(); NC]; G];
-    for tok in 0..t.n {
-        let v = &t.blk.v[tok * stride..][..hd];
+    for tok in 0..f.n {
+        let v = &f.blk.v[tok * stride..][..hd];
         let vv: [__m512; NC] = std::array::from_fn(|c| load(&v[c * LANES..]));
         for (r, acc) in acc.iter_mut().enumerate() {
-            let p = _mm512_set1_ps(t.probs[(g.r0 + r) * pr + tok]);
+            let p = _mm512_set1_ps(probs.p[(r0 + r) * probs.row + tok * probs.tok]);
             for (acc, &v) in acc.iter_mut().zip(&vv) {
                 *acc = _mm512_fmadd_ps(p, v, *acc);
             }
         }
     }
     for (i, acc) in acc.iter().enumerate() {
-        let r = g.r0 + i;
+        let r = r0 + i;
         let out = &mut st.acc[r * hd..][..hd];
-        if t.first {
-            (st.m[r], st.l[r]) = (g.m_b[r], g.l_b[r]);
+        if f.first {
+            (st.m[r], st.l[r]) = (f.m_b[r], f.l_b[r]);
             for (c, &a) in acc.iter().enumerate() {
                 store(&mut out[c * LANES..], a);
             }
             continue;
         }
-        let (wa, wb) = (g.weights[r], g.weights[8 + r]);
-        st.m[r] = max(g.m_b[r], st.m[r]);
-        st.l[r] = st.l[r] * wa + g.l_b[r] * wb;
+        let (wa, wb) = (f.wa[r], f.wb[r]);
+        st.m[r] = max(f.m_b[r], st.m[r]);
+        st.l[r] = st.l[r] * wa + f.l_b[r] * wb;
         let (wa, wb) = (_mm512_set1_ps(wa), _mm512_set1_ps(wb));
         for (c, &a) in acc.iter().enumerate() {
             let old = load(&out[c * LANES..]);
@@ -405,7 +431,7 @@ fn tree_add(v: __m512) -> f32 {
 /// one `vscalefps`, exact like the scalar product since `2^n` is a normal float).
 #[inline]
 #[target_feature(enable = "avx512f")]
-fn exp16(x: __m512) -> __m512 {
+pub(crate) fn exp16(x: __m512) -> __m512 {
     use crate::math::{EXP_LN2_HI, EXP_LN2_LO, EXP_LOG2E, EXP_POLY};
     let c = _mm512_set1_ps;
     // `if x < -87 { -87 } else { x }` is `max(-87, x)`: a NaN x comes back as it is.

@@ -197,7 +197,7 @@ fn wide_kernel<const NC: usize, const V: usize>(t: &mut WideTile<'_, '_>, mut st
                 *lane = _mm512_max_ps(load(&t.probs[at(c * LANES + i)..]), *lane);
             }
         }
-        let max_v = tree_max(lane_max);
+        let max_v = tree(lane_max, |a, b| _mm512_max_ps(a, b));
         let mut lane_sum = [_mm512_setzero_ps(); LANES];
         for c in 0..n / LANES {
             for (i, lane) in lane_sum.iter_mut().enumerate() {
@@ -207,7 +207,7 @@ fn wide_kernel<const NC: usize, const V: usize>(t: &mut WideTile<'_, '_>, mut st
                 store(&mut t.probs[slot..], p);
             }
         }
-        let sum_v = tree_add(lane_sum);
+        let sum_v = tree(lane_sum, |a, b| _mm512_add_ps(a, b));
         let rows = v * LANES;
         store(&mut m_b[rows..], max_v);
         store(&mut l_b[rows..], sum_v);
@@ -236,25 +236,14 @@ fn wide_kernel<const NC: usize, const V: usize>(t: &mut WideTile<'_, '_>, mut st
     fold_rows::<NC>(&fold, width, &mut st);
 }
 
+/// `math::tree(v, op)` lane for lane over 16 vectors (with `_mm512_max_ps(a, b)`, which is
+/// `a > b ? a : b`, the contract's `max`, or `_mm512_add_ps`).
 #[cfg(target_arch = "x86_64")]
-/// `math::tree(v, max)` lane for lane over 16 vectors (`_mm512_max_ps(a, b)` is
-/// `a > b ? a : b`, the contract's `max`).
-#[inline]
-#[target_feature(enable = "avx512f")]
-fn tree_max(v: [__m512; LANES]) -> __m512 {
-    let h: [__m512; 8] = std::array::from_fn(|i| _mm512_max_ps(v[i], v[i + 8]));
-    let g: [__m512; 4] = std::array::from_fn(|i| _mm512_max_ps(h[i], h[i + 4]));
-    _mm512_max_ps(_mm512_max_ps(g[0], g[2]), _mm512_max_ps(g[1], g[3]))
-}
-
-#[cfg(target_arch = "x86_64")]
-/// `math::tree(v, +)` lane for lane over 16 vectors.
-#[inline]
-#[target_feature(enable = "avx512f")]
-fn tree_add(v: [__m512; LANES]) -> __m512 {
-    let h: [__m512; 8] = std::array::from_fn(|i| _mm512_add_ps(v[i], v[i + 8]));
-    let g: [__m512; 4] = std::array::from_fn(|i| _mm512_add_ps(h[i], h[i + 4]));
-    _mm512_add_ps(_mm512_add_ps(g[0], g[2]), _mm512_add_ps(g[1], g[3]))
+#[inline(always)]
+fn tree(v: [__m512; LANES], op: impl Fn(__m512, __m512) -> __m512) -> __m512 {
+    let h: [__m512; 8] = std::array::from_fn(|i| op(v[i], v[i + 8]));
+    let g: [__m512; 4] = std::array::from_fn(|i| op(h[i], h[i + 4]));
+    op(op(g[0], g[2]), op(g[1], g[3]))
 }
 
 #[cfg(test)]

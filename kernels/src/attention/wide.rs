@@ -5,11 +5,12 @@
 //! Why: `x86`'s score loop broadcasts a query element for every multiply-add (one load per
 //! FMA, plus the key vectors) and first transposes each block's keys; the loop is bound by
 //! those loads (a probe on the dev VM: 4.7-5.7 G FMAs/s at its 18 loads per 16 FMAs against
-//! 7.5 at 10 per 16), and the transposes were 14 % of a decode step's attention. Here the
-//! queries are transposed once per work item (`transpose_queries`: dimension `d` of 16 rows in
-//! one vector) and each key element is broadcast straight from the cache, once for `V` vectors
-//! of rows: `V` x 4 tokens x 2 half chains accumulate at once, 2 `V` query loads and 8 key
-//! broadcasts per `8 V` multiply-adds (14 loads per 24 FMAs at `V = 3`), and no key transposes.
+//! 7.5 at 10 per 16), and the transposes took 14 % of an attention call (one thread; see
+//! BENCHMARKS.md, seventeenth session). Here the queries are transposed once per work item
+//! (`transpose_queries`: dimension `d` of 16 rows in one vector) and each key element is
+//! broadcast straight from the cache, once for `V` vectors of rows: `V` x 4 tokens x 2 half
+//! chains accumulate at once, 2 `V` query loads and 8 key broadcasts per `8 V` multiply-adds
+//! (14 loads per 24 FMAs at `V = 3`), and no key transposes.
 //! The maxima and sums over a block's 16 token lanes become vertical operations across 16
 //! vectors (one per token), in `math::tree`'s order, instead of a shuffle tree per row.
 //!
@@ -154,7 +155,7 @@ pub(crate) fn attend_wide<'s>(
 #[cfg(target_arch = "x86_64")]
 /// The kernel for `V` vectors of rows of heads of `NC * 16` floats.
 #[target_feature(enable = "avx512f,fma")]
-fn wide_kernel<const NC: usize, const V: usize>(t: &mut WideTile<'_, '_>, mut st: TileStates<'_>) {
+fn wide_kernel<const NC: usize, const V: usize>(t: &mut WideTile<'_, '_>, st: TileStates<'_>) {
     let (hd, n, width) = (NC * LANES, t.n, V * LANES);
     let half = hd / 2;
     let qt = &t.qt[..V * hd * LANES];
@@ -219,21 +220,31 @@ fn wide_kernel<const NC: usize, const V: usize>(t: &mut WideTile<'_, '_>, mut st
             store(&mut wb[rows..], exp16(_mm512_sub_ps(max_v, m_new)));
         }
     }
-    let fold = Fold {
-        blk: t.blk,
-        n,
-        first: t.first,
-        probs: Probs {
-            p: t.probs,
-            row: 1,
-            tok: width,
-        },
-        m_b: &m_b,
-        l_b: &l_b,
-        wa: &wa,
-        wb: &wb,
-    };
-    fold_rows::<NC>(&fold, width, &mut st);
+    // `P V` and the folds, one vector of 16 rows at a time (row `r` of it reads its
+    // probabilities at `probs[t * width + 16 v + r]`).
+    for v in 0..V {
+        let rows = v * LANES..(v + 1) * LANES;
+        let fold = Fold {
+            blk: t.blk,
+            n,
+            first: t.first,
+            probs: Probs {
+                p: &t.probs[rows.start..],
+                row: 1,
+                tok: width,
+            },
+            m_b: &m_b[rows.clone()],
+            l_b: &l_b[rows.clone()],
+            wa: &wa[rows.clone()],
+            wb: &wb[rows.clone()],
+        };
+        let mut group = TileStates {
+            m: &mut st.m[rows.clone()],
+            l: &mut st.l[rows.clone()],
+            acc: &mut st.acc[rows.start * hd..rows.end * hd],
+        };
+        fold_rows::<NC, LANES>(&fold, &mut group);
+    }
 }
 
 /// `math::tree(v, op)` lane for lane over 16 vectors (with `_mm512_max_ps(a, b)`, which is

@@ -13,10 +13,11 @@
 //! decoding: (rows x block keys) per load instead of (1 x block keys). Rows reach the block
 //! kernel in tiles of up to `MAX_TILE` consecutive states that see the same number of the
 //! block's tokens (a shared block's tile spans members), and while one block is swept the
-//! next one in visiting order is prefetched, a slice of it before each kernel call. A shared
-//! block is seen in full by every row, so whole groups of 16 of a head's rows go to the wide
-//! kernel instead (`wide`: rows across a vector's lanes, queries transposed once per item,
-//! up to 48 rows a call, the prefetch sliced over its score passes); the rest take tiles.
+//! next one in visiting order is prefetched, a slice of it before each kernel call. Rows that
+//! see a block in full (every row of a shared block; a prefill chunk's rows past one of its own
+//! blocks) go to the wide kernel instead, in whole groups of 16 of a head's consecutive states
+//! (`wide`: rows across a vector's lanes, queries transposed once per item and member, up to
+//! 48 rows a call, the prefetch sliced over its score passes); the other rows take tiles.
 //!
 //! How a unit is cut: a segment that holds shared blocks gives one item per key/value head
 //! with every member (the shared blocks are compute: dozens of rows per load). A segment past
@@ -146,8 +147,8 @@ struct Pending<'q> {
     count: usize,
     r0: usize,
     n: usize,
-    /// States below this one were folded by the wide kernel: `gather` skips them.
-    from: usize,
+    /// States the wide kernel folded for the current block: `gather` skips them.
+    skip: Range<usize>,
     ahead: Ahead<'q>,
 }
 
@@ -158,7 +159,7 @@ impl Default for Pending<'_> {
             count: 0,
             r0: 0,
             n: 0,
-            from: 0,
+            skip: 0..0,
             ahead: Ahead::default(),
         }
     }
@@ -402,28 +403,55 @@ impl Ctx<'_> {
                         self.attend_wide(qt, head_row0, (b, lo, blk), &mut tile, &mut p, scratch);
                     // The other rows: the members' rows of one head are consecutive states,
                     // so tiles run across members.
-                    tile.from = head_row0 + wide;
+                    tile.skip = head_row0..head_row0 + wide;
                     for (k, &s) in members.iter().enumerate() {
                         let r0 = row0(&p, k, h);
                         self.gather(h, s, r0, (b, lo, blk), &mut tile, &mut p, scratch);
                     }
                     self.flush(&mut tile, (b, lo, blk), &mut p, scratch);
-                    tile.from = 0;
+                    tile.skip = 0..0;
                 }
                 tile.ahead.issue_rest();
             }
         }
+        let bs = self.shape.block_size;
         for (k, &s) in members.iter().enumerate() {
+            let (start, len) = (self.shapes[s].start, self.shapes[s].len);
+            // A member with many rows (a prefill chunk) sees most of its own blocks in full
+            // from some row on: whole groups of 16 of those rows take the wide kernel too.
+            let wide_rows = if len * g >= LANES && bs.is_multiple_of(LANES) && scratch.has_wide() {
+                len * g / LANES * LANES
+            } else {
+                0
+            };
+            let qts: Vec<Vec<f32>> = item
+                .heads
+                .clone()
+                .map(|h| self.transposed_queries(&members[k..=k], h, wide_rows))
+                .collect();
             for b in own(k) {
                 let (id, next) = (self.seqs[s].block_table[b], next_own(k, Some(b)));
-                let calls = (self.shapes[s].len * g).div_ceil(MAX_TILE);
+                let calls = (len * g).div_ceil(MAX_TILE);
                 tile.ahead = self.ahead(next, item.heads.clone(), calls);
-                for h in item.heads.clone() {
+                // The member's rows from `full` on see all of block `b`; the wide kernel takes
+                // the whole groups of them.
+                let full = ((b + 1) * bs - 1).saturating_sub(start).min(len) * g;
+                let first_group = full.div_ceil(LANES) * LANES;
+                for (h, qt) in item.heads.clone().zip(&qts) {
                     let blk = self.view(id, h);
                     p.loads += 1;
                     let r0 = row0(&p, k, h);
+                    let wide = match qt.get(first_group * hd..) {
+                        Some(qt) if !qt.is_empty() => {
+                            let at = (b, lo, blk);
+                            self.attend_wide(qt, r0 + first_group, at, &mut tile, &mut p, scratch)
+                        }
+                        _ => 0,
+                    };
+                    tile.skip = r0 + first_group..r0 + first_group + wide;
                     self.gather(h, s, r0, (b, lo, blk), &mut tile, &mut p, scratch);
                     self.flush(&mut tile, (b, lo, blk), &mut p, scratch);
+                    tile.skip = 0..0;
                 }
                 tile.ahead.issue_rest();
             }
@@ -470,7 +498,7 @@ impl Ctx<'_> {
             let q_row = &seq.q[i * shape.row_len + kv_head * g * hd..][..g * hd];
             for (j, q) in q_row.chunks_exact(hd).enumerate() {
                 let r = row0 + i * g + j;
-                if r < tile.from {
+                if tile.skip.contains(&r) {
                     continue;
                 }
                 if !tile.takes(r, n) {

@@ -21,8 +21,8 @@
 //! prefill chunk and 40 single-token steps give the same bits), nor on the thread split.
 //! Exactness holds because every row computes the same per-block partials in a fixed order and
 //! merges them in block order; grouping only changes which loads are shared, and tiling (`exec`
-//! hands the block kernel up to eight rows at a time, or up to 48 that see a shared block in
-//! full to the wide kernel) only which rows share a kernel call. The
+//! hands the block kernel up to eight rows at a time, or up to 48 that see a block in full to
+//! the wide kernel) only which rows share a kernel call. The
 //! order is written so that AVX-512 vectors hold it (`scores`: two sequential half-dot chains
 //! per token, 16 tokens to a vector; `block`: sums and maxima over 16 token lanes): the
 //! vector kernel (`x86`, chosen at run time when the CPU has AVX-512F and the head is 64 or

@@ -1,6 +1,7 @@
 //! The AVX-512 kernel for 16 to 48 query rows that all see every token of a block (a shared
 //! prefix's rows in a decode step: 16 branches x 3 query heads per key/value head of the
-//! default model): the rows across the lanes of a vector, where `x86` puts the tokens there.
+//! default model; a prefill chunk's rows past one of its blocks): the rows across the lanes of
+//! a vector, where `x86` puts the tokens there.
 //!
 //! Why: `x86`'s score loop broadcasts a query element for every multiply-add (one load per
 //! FMA, plus the key vectors) and first transposes each block's keys; the loop is bound by

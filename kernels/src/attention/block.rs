@@ -200,12 +200,12 @@ impl Scratch {
         self.kt_of == Some(key)
     }
 
-    /// Whether [`Self::attend_wide`] can run here (AVX-512 and a head of 64 or 128 floats):
-    /// then it is worth transposing queries for it.
+    /// Whether [`Self::attend_wide`] can run here (AVX-512, a head of 64 or 128 floats and
+    /// blocks of whole 16-token chunks): then it is worth transposing queries for it.
     pub(crate) fn has_wide(&self) -> bool {
         #[cfg(target_arch = "x86_64")]
         {
-            self.avx512.is_some()
+            self.avx512.is_some() && self.block_size.is_multiple_of(LANES)
         }
         #[cfg(not(target_arch = "x86_64"))]
         {

@@ -372,17 +372,12 @@ impl Ctx<'_> {
             let shared = lo..hi.min(unit.shared);
             // Every row sees a shared block in full: whole groups of 16 of a head's rows take
             // the wide kernel, from their queries transposed once here for all the blocks.
-            let whole_chunks = self.shape.block_size.is_multiple_of(LANES);
-            let wide_rows = if shared.is_empty() || !whole_chunks || !scratch.has_wide() {
+            let wide_rows = if shared.is_empty() || !scratch.has_wide() {
                 0
             } else {
                 per_head / LANES * LANES
             };
-            let qts: Vec<Vec<f32>> = item
-                .heads
-                .clone()
-                .map(|h| self.transposed_queries(members, h, wide_rows))
-                .collect();
+            let qts = self.transposed_queries(members, item.heads.clone(), wide_rows);
             // Prefetch slices: one per pass of each wide call's score loop, one per tile.
             let passes = self.shape.block_size.div_ceil(TOKENS_PER_PASS);
             let calls =
@@ -395,10 +390,11 @@ impl Ctx<'_> {
                     next_own(0, None)
                 };
                 tile.ahead = self.ahead(next, item.heads.clone(), calls);
-                for (h, qt) in item.heads.clone().zip(&qts) {
+                for h in item.heads.clone() {
                     let blk = self.view(id, h);
                     p.loads += 1;
                     let head_row0 = row0(&p, 0, h);
+                    let qt = qts.get(h - item.heads.start).map_or(&[][..], Vec::as_slice);
                     let wide =
                         self.attend_wide(qt, head_row0, (b, lo, blk), &mut tile, &mut p, scratch);
                     // The other rows: the members' rows of one head are consecutive states,
@@ -419,16 +415,12 @@ impl Ctx<'_> {
             let (start, len) = (self.shapes[s].start, self.shapes[s].len);
             // A member with many rows (a prefill chunk) sees most of its own blocks in full
             // from some row on: whole groups of 16 of those rows take the wide kernel too.
-            let wide_rows = if len * g >= LANES && bs.is_multiple_of(LANES) && scratch.has_wide() {
+            let wide_rows = if scratch.has_wide() {
                 len * g / LANES * LANES
             } else {
                 0
             };
-            let qts: Vec<Vec<f32>> = item
-                .heads
-                .clone()
-                .map(|h| self.transposed_queries(&members[k..=k], h, wide_rows))
-                .collect();
+            let qts = self.transposed_queries(&members[k..=k], item.heads.clone(), wide_rows);
             for b in own(k) {
                 let (id, next) = (self.seqs[s].block_table[b], next_own(k, Some(b)));
                 let calls = (len * g).div_ceil(MAX_TILE);
@@ -437,17 +429,15 @@ impl Ctx<'_> {
                 // the whole groups of them.
                 let full = ((b + 1) * bs - 1).saturating_sub(start).min(len) * g;
                 let first_group = full.div_ceil(LANES) * LANES;
-                for (h, qt) in item.heads.clone().zip(&qts) {
+                for h in item.heads.clone() {
                     let blk = self.view(id, h);
                     p.loads += 1;
                     let r0 = row0(&p, k, h);
-                    let wide = match qt.get(first_group * hd..) {
-                        Some(qt) if !qt.is_empty() => {
-                            let at = (b, lo, blk);
-                            self.attend_wide(qt, r0 + first_group, at, &mut tile, &mut p, scratch)
-                        }
-                        _ => 0,
-                    };
+                    let qt = qts.get(h - item.heads.start).map_or(&[][..], Vec::as_slice);
+                    let qt = qt.get(first_group * hd..).unwrap_or(&[]);
+                    let at = (b, lo, blk);
+                    let wide =
+                        self.attend_wide(qt, r0 + first_group, at, &mut tile, &mut p, scratch);
                     tile.skip = r0 + first_group..r0 + first_group + wide;
                     self.gather(h, s, r0, (b, lo, blk), &mut tile, &mut p, scratch);
                     self.flush(&mut tile, (b, lo, blk), &mut p, scratch);
@@ -509,27 +499,37 @@ impl Ctx<'_> {
         }
     }
 
-    /// The queries of the first `rows` states of `kv_head` (its rows of `members`, member by
-    /// member, query row by query row, head in group by head in group), transposed in groups
-    /// of 16 for the wide kernel (`rows` is a multiple of 16; empty for 0).
-    fn transposed_queries(&self, members: &[usize], kv_head: usize, rows: usize) -> Vec<f32> {
-        let mut qt = Vec::new();
+    /// For each key/value head of `heads`, the queries of its first `rows` states (its rows of
+    /// `members`, member by member, query row by query row, head in group by head in group),
+    /// transposed in groups of 16 for the wide kernel (`rows` is a multiple of 16). Nothing,
+    /// not even the per-head list, for `rows == 0` (a decode step's own blocks).
+    fn transposed_queries(
+        &self,
+        members: &[usize],
+        heads: Range<usize>,
+        rows: usize,
+    ) -> Vec<Vec<f32>> {
         if rows == 0 {
-            return qt;
+            return Vec::new();
         }
         let (shape, g, hd) = (self.shape, self.shape.group, self.shape.head_dim);
-        let queries: Vec<&[f32]> = members
-            .iter()
-            .flat_map(|&s| {
-                let q = self.seqs[s].q;
-                (0..self.shapes[s].len).flat_map(move |i| {
-                    q[i * shape.row_len + kv_head * g * hd..][..g * hd].chunks_exact(hd)
-                })
+        heads
+            .map(|kv_head| {
+                let queries: Vec<&[f32]> = members
+                    .iter()
+                    .flat_map(|&s| {
+                        let q = self.seqs[s].q;
+                        (0..self.shapes[s].len).flat_map(move |i| {
+                            q[i * shape.row_len + kv_head * g * hd..][..g * hd].chunks_exact(hd)
+                        })
+                    })
+                    .take(rows)
+                    .collect();
+                let mut qt = Vec::new();
+                transpose_queries(&queries, hd, &mut qt);
+                qt
             })
-            .take(rows)
-            .collect();
-        transpose_queries(&queries, hd, &mut qt);
-        qt
+            .collect()
     }
 
     /// Folds block `b` (every token visible to every row) into the first states of a head's

@@ -2,7 +2,11 @@
 //! (attention's softmax, the sampler's probabilities) and the reductions `sum` and `max` over
 //! a slice (16 independent lanes, so a vocabulary-sized pass runs at vector speed instead of
 //! one dependent add per element), and the feed-forward gate `silu_mul` with the `exp` it
-//! needs (`glibc_expf`: glibc's bits at vector speed). Pure functions, no state.
+//! needs (`glibc_expf`: glibc's bits at vector speed). Pure functions, no state. `x86.rs`
+//! holds the AVX-512 form of `silu_mul`, bitwise the portable one.
+
+#[cfg(target_arch = "x86_64")]
+mod x86;
 
 /// Lanes of `sum`, `max` and `tree`.
 pub(crate) const LANES: usize = 16;
@@ -176,22 +180,26 @@ const EXP2F_TAB: [u64; 32] = [
 /// keeps the engine's parity with candle-transformers exact.
 #[inline(always)]
 fn glibc_expf_core(x: f32) -> f32 {
-    const INV_LN2_N: f64 = 46.166_241_308_446_83; // 0x1.71547652b82fep+5: 32 / ln 2
-    const SHIFT: f64 = 6_755_399_441_055_744.0; // 0x1.8p52
-    const C0: f64 = 1.693_835_925_092_021_2e-6; // 0x1.c6af84b912394p-20
-    const C1: f64 = 2.345_980_978_950_900_4e-4; // 0x1.ebfce50fac4f3p-13
-    const C2: f64 = 2.166_084_939_661_313_4e-2; // 0x1.62e42ff0c52d6p-6
     let xd = x as f64;
-    let kd = INV_LN2_N * xd + SHIFT;
+    let kd = EXPF_INV_LN2_N * xd + EXPF_SHIFT;
     let ki = kd.to_bits();
-    let kd = kd - SHIFT;
-    let r = INV_LN2_N.mul_add(xd, -kd);
+    let kd = kd - EXPF_SHIFT;
+    let r = EXPF_INV_LN2_N.mul_add(xd, -kd);
     let s = f64::from_bits(EXP2F_TAB[(ki % 32) as usize].wrapping_add(ki << 47));
-    let z = C0 * r + C1;
-    let y = C2 * r + 1.0;
+    let z = EXPF_C0 * r + EXPF_C1;
+    let y = EXPF_C2 * r + 1.0;
     let y = z * (r * r) + y;
     (y * s) as f32
 }
+
+/// `32 / ln 2` (0x1.71547652b82fep+5), glibc's `expf` constants below likewise.
+const EXPF_INV_LN2_N: f64 = 46.166_241_308_446_83;
+/// 0x1.8p52: adding it rounds to an integer held in the low mantissa bits.
+const EXPF_SHIFT: f64 = 6_755_399_441_055_744.0;
+/// The cubic for `2^(r/32)`: 0x1.c6af84b912394p-20, 0x1.ebfce50fac4f3p-13, 0x1.62e42ff0c52d6p-6.
+const EXPF_C0: f64 = 1.693_835_925_092_021_2e-6;
+const EXPF_C1: f64 = 2.345_980_978_950_900_4e-4;
+const EXPF_C2: f64 = 2.166_084_939_661_313_4e-2;
 
 /// [`glibc_expf_core`] for any input: `e^x` with the bits of std's `f32::exp` on glibc.
 #[inline]
@@ -211,7 +219,19 @@ pub fn glibc_expf(x: f32) -> f32 {
 /// Bitwise, not merely close, on purpose: flipping the last bit of every gate output of
 /// SmolLM2 moved its first logits by 0.25, because each projection quantizes its input to
 /// 8 bits and a value that crosses a rounding boundary moves a whole quantum.
+///
+/// On AVX-512 CPUs a hand-vectorised form runs (`x86.rs`, same bits); this loop is the
+/// portable form, which the compiler vectorises with a gather for the table.
 pub fn silu_mul(gate: &mut [f32], up: &[f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(token) = x86::Avx512::detect() {
+        return x86::silu_mul(token, gate, up);
+    }
+    silu_mul_portable(gate, up);
+}
+
+/// [`silu_mul`]'s portable loop.
+fn silu_mul_portable(gate: &mut [f32], up: &[f32]) {
     const CHUNK: usize = 64;
     let n = gate.len().min(up.len());
     let mut e = [0f32; CHUNK];
@@ -323,6 +343,58 @@ mod tests {
                 got.to_bits() != want.to_bits() && !(got.is_nan() && want.is_nan())
             })
             .count();
+        assert_eq!(differ, 0);
+    }
+
+    /// The AVX-512 gate against the portable loop on a sweep of every 61st f32 bit pattern
+    /// (both signs, every exponent, NaN and infinities included) and ragged tails.
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    fn the_avx512_gate_has_the_portable_bits() {
+        let Some(token) = x86::Avx512::detect() else {
+            eprintln!("no AVX-512 on this CPU: nothing to compare");
+            return;
+        };
+        let gate: Vec<f32> = (0..=u32::MAX).step_by(61).map(f32::from_bits).collect();
+        let up: Vec<f32> = (0..gate.len()).map(|i| ((i * 7919) % 2000) as f32 / 1000.0 - 1.0).collect();
+        for len in [gate.len(), 15, 16, 17, 1000] {
+            let (mut want, mut got) = (gate[..len].to_vec(), gate[..len].to_vec());
+            silu_mul_portable(&mut want, &up[..len]);
+            x86::silu_mul(token, &mut got, &up[..len]);
+            let differ = want
+                .iter()
+                .zip(&got)
+                .filter(|(w, g)| w.to_bits() != g.to_bits() && !(w.is_nan() && g.is_nan()))
+                .count();
+            assert_eq!(differ, 0, "{differ} of {len} gates differ");
+        }
+    }
+
+    /// The exhaustive form of the test above (every f32 gate; ~25 s in a release build;
+    /// computing `r` with two roundings instead of the fused one changes a single gate of the
+    /// 2^32, which only this form catches):
+    /// `cargo test -p ponder-kernels --release --lib every_gate -- --ignored`.
+    #[test]
+    #[ignore]
+    #[cfg(target_arch = "x86_64")]
+    fn the_avx512_gate_has_the_portable_bits_for_every_gate() {
+        let Some(token) = x86::Avx512::detect() else {
+            eprintln!("no AVX-512 on this CPU: nothing to compare");
+            return;
+        };
+        let up = vec![1.0f32; 1 << 20];
+        let mut differ = 0usize;
+        for start in (0..=u32::MAX as u64).step_by(1 << 20) {
+            let gate: Vec<f32> = (start..start + (1 << 20)).map(|b| f32::from_bits(b as u32)).collect();
+            let (mut want, mut got) = (gate.clone(), gate);
+            silu_mul_portable(&mut want, &up);
+            x86::silu_mul(token, &mut got, &up);
+            differ += want
+                .iter()
+                .zip(&got)
+                .filter(|(w, g)| w.to_bits() != g.to_bits() && !(w.is_nan() && g.is_nan()))
+                .count();
+        }
         assert_eq!(differ, 0);
     }
 

@@ -4,7 +4,8 @@
 #   into kernels/.cuda (no GPU needed: kernels are compiled to PTX for real);
 # - every workspace test, with PONDER_REQUIRE_NVCC=1 so the kernels' PTX test (every
 #   cuda/*.cu -> sm_80 / sm_90 PTX -> ptxas) fails instead of skipping when nvcc is missing;
-# - clippy over library and binary code, whose panic lints are `deny`;
+# - clippy over every target (library, binary, test, bench and example code), whose panic lints
+#   are `deny` outside tests;
 # - the kernels crate built with `--features cuda` (build.rs embeds the PTX) and its
 #   launcher/PTX consistency tests and GPU parity tests (which skip, saying so, without a GPU).
 # - the HTTP API against clients written elsewhere: Python (openai, schemathesis), and a browser
@@ -16,7 +17,8 @@ bash scripts/setup-cuda.sh
 PONDER_REQUIRE_NVCC=1 cargo test --workspace
 # No unwrap/expect in library or binary code, no indexing on the request edge, no lock held across
 # an await: the workspace's clippy lints at `deny` (Cargo.toml; exceptions in RELIABILITY.md).
-cargo clippy --workspace --lib --bins
+# Every target, so the tests' own code stays clean too (they may unwrap: clippy.toml).
+cargo clippy --workspace --all-targets
 # The HTTP API against clients written elsewhere: the official `openai` Python client and
 # schemathesis (pinned PyPI releases, in a venv under the target dir) talk to a real `ponder serve`:
 # the `ponder` binary `cargo test` just built for the CLI tests (a separate `cargo build` would

@@ -1,9 +1,7 @@
 //! The README's plug-in example (`examples/custom_strategy.rs`), compiled into the tests and
 //! run by name on the real engine, exactly as a user's crate would register it.
 
-#[path = "../examples/custom_strategy.rs"]
-#[allow(dead_code, unreachable_pub)]
-mod custom_strategy;
+use crate::custom_strategy;
 
 use ponder::reason::{reason, ReasonRequest};
 use ponder_strategies::Registry;

@@ -4,9 +4,7 @@
 //! metrics, the bad-input table (every error in OpenAI's shape, none a 500), and a user's plug-in
 //! strategy registered on the server builder and called by name.
 
-#[path = "../examples/custom_strategy.rs"]
-#[allow(dead_code, unreachable_pub)]
-mod custom_strategy;
+use crate::custom_strategy;
 
 use std::future::Future;
 use std::sync::Arc;

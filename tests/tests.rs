@@ -3,7 +3,16 @@
 //! Tests that need the real default model fail with the setup command when it is missing;
 //! `bash .ci/run` installs it first.
 
+// Test helpers state expectations with `expect` as the tests do (clippy.toml allows that in
+// `#[test]` functions only; library and binary code may not).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod util;
+
+/// The README's plug-in example, compiled once for `plugin` and `server`.
+#[path = "../examples/custom_strategy.rs"]
+#[allow(dead_code, unreachable_pub)]
+mod custom_strategy;
 
 mod auth;
 mod bad_input;

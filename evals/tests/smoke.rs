@@ -3,6 +3,10 @@
 //! the project's set → a Markdown table and a readable PNG plot — and, on the same grid, resume
 //! after a kill and determinism across runs.
 
+// Test helpers state expectations with `expect` as the tests do (clippy.toml allows that in
+// `#[test]` functions only; library and binary code may not).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};

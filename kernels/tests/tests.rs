@@ -15,6 +15,10 @@
 //! - `gpu` (feature `cuda`): each CUDA kernel against its CPU reference on random inputs;
 //!   skipped with a message when no GPU or driver is present.
 
+// Test helpers state expectations with `expect` as the tests do (clippy.toml allows that in
+// `#[test]` functions only; library and binary code may not).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod candle_parity;
 mod cascade;
 mod common;

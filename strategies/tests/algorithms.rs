@@ -2,6 +2,10 @@
 //! method must do (keep the best beams, pop in f order, follow PUCT, branch adaptively, stop
 //! early), budgets that are never exceeded, and seeded determinism.
 
+// Test helpers state expectations with `expect` as the tests do (clippy.toml allows that in
+// `#[test]` functions only; library and binary code may not).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::sync::Arc;
 
 use ponder_strategies::fake::{FakeChunk, FakeGenerator, FakeState};

@@ -273,10 +273,10 @@ mod tests {
             transpose_queries(&refs, head_dim, &mut qt);
             let groups = rows / LANES;
             assert_eq!(qt.len(), groups * head_dim * LANES);
-            for r in 0..groups * LANES {
-                for d in 0..head_dim {
+            for (r, q) in qs.iter().enumerate().take(groups * LANES) {
+                for (d, &want) in q.iter().enumerate() {
                     let at = (r / LANES * head_dim + d) * LANES + r % LANES;
-                    assert_eq!(qt[at], qs[r][d], "head_dim {head_dim}, row {r}, dim {d}");
+                    assert_eq!(qt[at], want, "head_dim {head_dim}, row {r}, dim {d}");
                 }
             }
         }

@@ -61,8 +61,10 @@ impl PagedKvStore {
     pub fn new(config: &ModelConfig, block_size: usize, num_blocks: usize) -> Result<Self> {
         let cache = KvCacheManager::new(KvCacheConfig { block_size, num_blocks }).map_err(kv_err)?;
         let block_floats = block_size * config.num_kv_heads * config.head_dim;
-        // One zeroed allocation per layer (not clones of one): the OS hands out zero pages
-        // lazily, so an unused pool costs address space, not time.
+        // One zeroed allocation per layer. Under the binary's allocator (mimalloc) a large
+        // zeroed allocation is written through at once, so the whole pool is resident from the
+        // start (as a GPU server's preallocated pool is) and no request pays first-touch page
+        // faults; the cost is the zeroing, once per store (~0.4 s of system time for 1 GiB on the dev VM).
         let layer = || vec![0f32; num_blocks * block_floats];
         Ok(Self {
             cache,

@@ -64,7 +64,8 @@ impl PagedKvStore {
         // One zeroed allocation per layer. Under the binary's allocator (mimalloc) a large
         // zeroed allocation is written through at once, so the whole pool is resident from the
         // start (as a GPU server's preallocated pool is) and no request pays first-touch page
-        // faults; the cost is the zeroing, once per store (~0.4 s of system time for 1 GiB on the dev VM).
+        // faults; the cost is the zeroing, once per store (~0.4 s of system time per GiB on
+        // the dev VM).
         let layer = || vec![0f32; num_blocks * block_floats];
         Ok(Self {
             cache,

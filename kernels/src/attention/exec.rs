@@ -106,7 +106,7 @@ impl Partial {
 /// 16-branch decode step) instead of a streamed one (its members' own blocks, which grow with
 /// every generated token). Ending on a streamed item left one thread idle for most of it: in
 /// the default `nsample`'s batched run the threads' waits at the ends of attention calls
-/// summed to 95-135 ms, against 30-55 ms in this order (in-process alternation on the dev VM).
+/// summed to 95-134 ms, against 32-50 ms in this order (in-process alternation on the dev VM).
 struct UnitItems {
     base: usize,
     segs: usize,

@@ -11,7 +11,7 @@
 
 use core::arch::x86_64::*;
 
-use super::{glibc_expf, EXP2F_TAB, EXPF_C0, EXPF_C1, EXPF_C2, EXPF_INV_LN2_N, EXPF_SHIFT};
+use super::{silu_mul_portable, EXP2F_TAB, EXPF_C0, EXPF_C1, EXPF_C2, EXPF_INV_LN2_N, EXPF_SHIFT};
 
 /// Proof that the CPU supports AVX-512 F (only [`Avx512::detect`] makes one).
 #[derive(Debug, Clone, Copy)]
@@ -46,7 +46,7 @@ fn silu_mul_512(gate: &mut [f32], up: &[f32]) {
         let abs = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(gv), abs_mask));
         // Ordered compare: NaN fails it too.
         if _mm512_cmp_ps_mask::<_CMP_LT_OQ>(abs, limit) != 0xffff {
-            portable(g, u);
+            silu_mul_portable(g, u);
             continue;
         }
         let neg = _mm512_sub_ps(_mm512_setzero_ps(), gv);
@@ -61,7 +61,7 @@ fn silu_mul_512(gate: &mut [f32], up: &[f32]) {
         // SAFETY: `g` is 16 f32s: one unaligned 512-bit store.
         unsafe { _mm512_storeu_ps(g.as_mut_ptr(), y) };
     }
-    portable(g_rest, u_rest);
+    silu_mul_portable(g_rest, u_rest);
 }
 
 /// The two 8-lane halves as one 16-lane vector (`lo` in lanes 0..8).
@@ -95,11 +95,4 @@ fn expf_core(x: __m256, tab: &[__m512i; 4]) -> __m256 {
     let y = _mm512_add_pd(_mm512_mul_pd(_mm512_set1_pd(EXPF_C2), r), _mm512_set1_pd(1.0));
     let y = _mm512_add_pd(_mm512_mul_pd(z, _mm512_mul_pd(r, r)), y);
     _mm512_cvtpd_ps(_mm512_mul_pd(y, s))
-}
-
-/// The portable gate for one chunk (any `|g|`).
-fn portable(gate: &mut [f32], up: &[f32]) {
-    for (g, &u) in gate.iter_mut().zip(up) {
-        *g = (*g / (1.0 + glibc_expf(-*g))) * u;
-    }
 }

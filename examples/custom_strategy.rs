@@ -10,7 +10,10 @@
 //! Run it: `cargo run --release --example custom_strategy -- "What is 17 + 25?"`.
 
 use async_trait::async_trait;
-use ponder_strategies::{positive, select_by_vote, Context, Decoding, Registry, Result, Sampling, Selection, StepSpec, Strategy};
+use ponder_strategies::{
+    positive, select_by_vote, Context, Decoding, Registry, Result, Sampling, Selection, StepSpec,
+    Strategy,
+};
 use serde::{Deserialize, Serialize};
 
 /// Parameters of `confident_greedy`.
@@ -29,7 +32,12 @@ pub struct ConfidentGreedyParams {
 
 impl Default for ConfidentGreedyParams {
     fn default() -> Self {
-        Self { min_mean_logprob: -0.3, n: 4, max_tokens: 512, decoding: Decoding::default() }
+        Self {
+            min_mean_logprob: -0.3,
+            n: 4,
+            max_tokens: 512,
+            decoding: Decoding::default(),
+        }
     }
 }
 
@@ -48,17 +56,27 @@ impl Strategy for ConfidentGreedy {
     async fn search(&self, ctx: &Context) -> Result<Selection> {
         let p = &self.params;
         let root = ctx.open().await?;
-        let greedy = StepSpec { max_tokens: p.max_tokens, stop: Vec::new(), sampling: Sampling::greedy(p.decoding.top_logprobs) };
+        let greedy = StepSpec {
+            max_tokens: p.max_tokens,
+            stop: Vec::new(),
+            sampling: Sampling::greedy(p.decoding.top_logprobs),
+        };
         let first = ctx.fork(&root)?;
         let done = ctx.extend(vec![(first, 0)], &greedy).await?;
         for b in &done {
             let index = ctx.add_candidate(b, Some(b.mean_logprob() as f32));
             if b.finished && b.mean_logprob() >= p.min_mean_logprob {
-                return Ok(Selection { answer: ctx.candidates()[index].answer.clone(), candidate: Some(index), support: None });
+                return Ok(Selection {
+                    answer: ctx.candidates()[index].answer.clone(),
+                    candidate: Some(index),
+                    support: None,
+                });
             }
         }
         // Unsure: n more samples from the cached prompt, then a vote over everything.
-        let more = (1..=p.n).map(|k| Ok((ctx.fork(&root)?, k as u64))).collect::<Result<Vec<_>>>()?;
+        let more = (1..=p.n)
+            .map(|k| Ok((ctx.fork(&root)?, k as u64)))
+            .collect::<Result<Vec<_>>>()?;
         for b in ctx.extend(more, &p.decoding.whole(p.max_tokens)).await? {
             ctx.add_candidate(&b, Some(b.mean_logprob() as f32));
         }
@@ -68,20 +86,27 @@ impl Strategy for ConfidentGreedy {
 
 /// Adds `confident_greedy` to `registry`.
 pub fn register(registry: &mut Registry) {
-    registry.register("confident_greedy", "greedy if confident, else sample and vote", |p: ConfidentGreedyParams| {
-        positive("confident_greedy", "n", p.n)?;
-        positive("confident_greedy", "max_tokens", p.max_tokens)?;
-        p.decoding.validate("confident_greedy")?;
-        Ok(Box::new(ConfidentGreedy { params: p }) as Box<dyn Strategy>)
-    });
+    registry.register(
+        "confident_greedy",
+        "greedy if confident, else sample and vote",
+        |p: ConfidentGreedyParams| {
+            positive("confident_greedy", "n", p.n)?;
+            positive("confident_greedy", "max_tokens", p.max_tokens)?;
+            p.decoding.validate("confident_greedy")?;
+            Ok(Box::new(ConfidentGreedy { params: p }) as Box<dyn Strategy>)
+        },
+    );
 }
 
 #[allow(dead_code)] // the integration tests include this file for `register`
 fn main() -> anyhow::Result<()> {
-    let problem = std::env::args().nth(1).unwrap_or_else(|| "What is 17 + 25?".to_string());
+    let problem = std::env::args()
+        .nth(1)
+        .unwrap_or_else(|| "What is 17 + 25?".to_string());
     let mut registry = Registry::with_builtins();
     register(&mut registry);
-    let runtime = ponder::runtime::Runtime::start(&ponder::runtime::RuntimeOptions::default_model())?;
+    let runtime =
+        ponder::runtime::Runtime::start(&ponder::runtime::RuntimeOptions::default_model())?;
     let request = ponder::reason::ReasonRequest {
         problem,
         strategy: "confident_greedy".into(),
@@ -90,14 +115,25 @@ fn main() -> anyhow::Result<()> {
         deadline_ms: None,
         seed: 0,
     };
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
     let cancel = tokio_util::sync::CancellationToken::new();
-    let outcome = rt.block_on(ponder::reason::reason(&registry, runtime.generator(), None, &request, cancel))?;
-    println!("{}", serde_json::to_string_pretty(&serde_json::json!({
-        "answer": outcome.answer,
-        "candidates": outcome.candidates.len(),
-        "usage": outcome.usage,
-        "finish_reason": outcome.finish_reason,
-    }))?);
+    let outcome = rt.block_on(ponder::reason::reason(
+        &registry,
+        runtime.generator(),
+        None,
+        &request,
+        cancel,
+    ))?;
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&serde_json::json!({
+            "answer": outcome.answer,
+            "candidates": outcome.candidates.len(),
+            "usage": outcome.usage,
+            "finish_reason": outcome.finish_reason,
+        }))?
+    );
     Ok(())
 }

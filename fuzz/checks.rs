@@ -6,7 +6,10 @@
 /// Any bytes as the body of each POST route: parse + validate + strategy factory never panic,
 /// and every rejection is a 4xx.
 pub(crate) fn request_json(data: &[u8]) {
-    let (limits, registry) = (ponder::api::Limits::default(), ponder_strategies::Registry::with_builtins());
+    let (limits, registry) = (
+        ponder::api::Limits::default(),
+        ponder_strategies::Registry::with_builtins(),
+    );
     for route in ["/v1/chat/completions", "/v1/completions", "/v1/reason"] {
         if let Err(e) = ponder::api::check_body(route, data, &limits, &registry) {
             assert!(e.status().is_client_error(), "{e} -> {}", e.status());
@@ -18,8 +21,11 @@ pub(crate) fn request_json(data: &[u8]) {
 /// input split at NUL bytes) parse back, by the WHATWG rules, to the same JSON, then `[DONE]`.
 pub(crate) fn sse_data(data: &[u8]) {
     let text = String::from_utf8_lossy(data);
-    let values: Vec<_> =
-        text.split('\0').take(3).map(|s| serde_json::json!({"choices": [{"delta": {"content": s}}], "t": s})).collect();
+    let values: Vec<_> = text
+        .split('\0')
+        .take(3)
+        .map(|s| serde_json::json!({"choices": [{"delta": {"content": s}}], "t": s}))
+        .collect();
     if let Err(e) = ponder::api::sse_wire::round_trip(&values) {
         panic!("{e}");
     }
@@ -28,7 +34,9 @@ pub(crate) fn sse_data(data: &[u8]) {
 /// Any model output and reference answer (split at the first NUL byte): extraction,
 /// normalisation, the LaTeX parser, grading, equivalence and voting return, never panic.
 pub(crate) fn answer_grader(data: &[u8]) {
-    use ponder_verifiers::{equivalent, extract_answer, grade, latex, majority_vote, normalize_answer};
+    use ponder_verifiers::{
+        equivalent, extract_answer, grade, latex, majority_vote, normalize_answer,
+    };
     let text = String::from_utf8_lossy(data);
     let (output, reference) = text.split_once('\0').unwrap_or((&text, "1"));
     let _ = extract_answer(output);
@@ -61,7 +69,9 @@ pub(crate) fn chat_template(data: &[u8]) {
 /// that escape `GgufFile::open` (which catches candle's division by a zero alignment).
 pub(crate) fn gguf_header(data: &[u8]) {
     use std::io::Write;
-    let Ok(mut f) = tempfile::NamedTempFile::new() else { return };
+    let Ok(mut f) = tempfile::NamedTempFile::new() else {
+        return;
+    };
     if f.write_all(data).is_err() {
         return;
     }

@@ -7,8 +7,8 @@
 
 pub mod api;
 pub mod backends;
-pub mod engine;
 pub mod bench;
+pub mod engine;
 pub mod models;
 pub mod prm;
 pub mod reason;

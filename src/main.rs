@@ -11,8 +11,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use ponder::engine::{
-    encode_prompt, ChatMessage, ComputeDevice, Event, FinishReason, GroupRequest, LoadOptions, LoadedModel, PagedKvStore, SamplingParams, Scheduler,
-    SchedulerConfig, SeqFinish, TextStream,
+    encode_prompt, ChatMessage, ComputeDevice, Event, FinishReason, GroupRequest, LoadOptions,
+    LoadedModel, PagedKvStore, SamplingParams, Scheduler, SchedulerConfig, SeqFinish, TextStream,
 };
 
 /// mimalloc keeps freed activation buffers for reuse (glibc's malloc returned the large ones to
@@ -125,7 +125,10 @@ struct BenchArgs {
     #[arg(long, default_value_t = 2)]
     width: usize,
     /// `beam`: the problem.
-    #[arg(long, default_value = "A farmer has 3 pens with 4 sheep in each pen. How many sheep are there?")]
+    #[arg(
+        long,
+        default_value = "A farmer has 3 pens with 4 sheep in each pen. How many sheep are there?"
+    )]
     problem: String,
     /// `strategies`: JSONL problems with `id`, `problem`, `answer`.
     #[arg(long, default_value = "data/problems.jsonl")]
@@ -168,7 +171,9 @@ struct BenchArgs {
 /// `60s`, `2m`, `500ms` or plain seconds.
 fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
     let s = s.trim();
-    let (num, unit) = s.find(|c: char| !c.is_ascii_digit() && c != '.').map_or((s, "s"), |i| s.split_at(i));
+    let (num, unit) = s
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .map_or((s, "s"), |i| s.split_at(i));
     let n: f64 = num.parse().map_err(|_| format!("not a duration: {s:?}"))?;
     let secs = match unit {
         "ms" => n / 1000.0,
@@ -224,7 +229,9 @@ struct GenerateArgs {
 
 fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
         .with_writer(std::io::stderr)
         .init();
     match Cli::parse().command {
@@ -238,8 +245,12 @@ fn main() -> anyhow::Result<()> {
 
 fn run_generate(args: GenerateArgs) -> anyhow::Result<()> {
     let model_path = args.model.unwrap_or_else(ponder::models::default_llm_path);
-    let opts = LoadOptions { tokenizer: args.tokenizer, ..LoadOptions::on(model_path.clone(), args.device) };
-    let model = LoadedModel::load(&opts).with_context(|| format!("loading {}", model_path.display()))?;
+    let opts = LoadOptions {
+        tokenizer: args.tokenizer,
+        ..LoadOptions::on(model_path.clone(), args.device)
+    };
+    let model =
+        LoadedModel::load(&opts).with_context(|| format!("loading {}", model_path.display()))?;
     let prompt = if args.raw {
         args.prompt
     } else {
@@ -271,7 +282,8 @@ fn run_generate(args: GenerateArgs) -> anyhow::Result<()> {
     let max_tokens = args.max_tokens.min(context - prompt_ids.len());
     let block_size = 16;
     let blocks = (prompt_ids.len() + max_tokens).div_ceil(block_size) + 1;
-    let kv_bytes = (blocks * block_size) as u64 * ponder::engine::bytes_per_block(model.model.config(), 1);
+    let kv_bytes =
+        (blocks * block_size) as u64 * ponder::engine::bytes_per_block(model.model.config(), 1);
     let store = PagedKvStore::for_model(&model.model, kv_bytes, block_size)?;
     let mut scheduler = Scheduler::new(Arc::clone(&model.model), store, SchedulerConfig::default());
     let started = Instant::now();
@@ -279,7 +291,8 @@ fn run_generate(args: GenerateArgs) -> anyhow::Result<()> {
         prompt: prompt_ids.clone(),
         samples: vec![params],
         max_new_tokens: max_tokens,
-        stop_tokens: model.tokenizer.eos().to_vec(), stop_condition: None,
+        stop_tokens: model.tokenizer.eos().to_vec(),
+        stop_condition: None,
         priority: 0,
     })?;
     let mut stdout = std::io::stdout().lock();
@@ -306,7 +319,11 @@ fn run_generate(args: GenerateArgs) -> anyhow::Result<()> {
     let total = started.elapsed().as_secs_f64();
     let prefill = first_token_s.unwrap_or(total);
     let decode = total - prefill;
-    let tokens_per_s = if decode > 0.0 { generated.saturating_sub(1) as f64 / decode } else { 0.0 };
+    let tokens_per_s = if decode > 0.0 {
+        generated.saturating_sub(1) as f64 / decode
+    } else {
+        0.0
+    };
     let finish = match finish {
         Some(SeqFinish::Done(FinishReason::Stop)) => "stop",
         Some(SeqFinish::Done(FinishReason::Length)) => "length",
@@ -326,14 +343,25 @@ fn run_bench(args: BenchArgs) -> anyhow::Result<()> {
             api_key: args.api_key,
             kinds: args.kinds,
             timeout: args.request_timeout,
-            ..ponder::bench::load::LoadOptions::new(args.url.trim_end_matches('/'), args.clients.max(1), args.duration)
+            ..ponder::bench::load::LoadOptions::new(
+                args.url.trim_end_matches('/'),
+                args.clients.max(1),
+                args.duration,
+            )
         };
-        let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-        let report = rt.block_on(ponder::bench::load::run(&opts)).map_err(anyhow::Error::msg)?;
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()?;
+        let report = rt
+            .block_on(ponder::bench::load::run(&opts))
+            .map_err(anyhow::Error::msg)?;
         println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(());
     }
-    let model_path = args.model.clone().unwrap_or_else(ponder::models::default_llm_path);
+    let model_path = args
+        .model
+        .clone()
+        .unwrap_or_else(ponder::models::default_llm_path);
     if matches!(args.workload, Workload::Beam | Workload::Strategies) {
         return run_strategy_bench(args, model_path);
     }
@@ -364,16 +392,31 @@ fn run_strategy_bench(args: BenchArgs, model: PathBuf) -> anyhow::Result<()> {
         max_step_tokens: args.max_step_tokens,
         device: Some(ComputeDevice::Cpu),
     };
-    let runtime = ponder::runtime::Runtime::start(&opts).with_context(|| format!("loading {}", opts.model.display()))?;
+    let runtime = ponder::runtime::Runtime::start(&opts)
+        .with_context(|| format!("loading {}", opts.model.display()))?;
     if matches!(args.workload, Workload::Beam) {
-        let report = ponder::bench::beam_vs_best_of_n(&runtime, &args.problem, args.n, args.width, args.new_tokens)?;
+        let report = ponder::bench::beam_vs_best_of_n(
+            &runtime,
+            &args.problem,
+            args.n,
+            args.width,
+            args.new_tokens,
+        )?;
         println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(());
     }
     let mut problems = ponder::bench::load_problems(&args.problems)?;
     problems.truncate(args.limit.unwrap_or(problems.len()));
-    let strategies = if args.strategies.is_empty() { ponder_strategies::Registry::with_builtins().names() } else { args.strategies };
-    let table = ponder::bench::TableOptions { strategies, budgets: args.budgets, seed: 0 };
+    let strategies = if args.strategies.is_empty() {
+        ponder_strategies::Registry::with_builtins().names()
+    } else {
+        args.strategies
+    };
+    let table = ponder::bench::TableOptions {
+        strategies,
+        budgets: args.budgets,
+        seed: 0,
+    };
     let rows = ponder::bench::strategy_table(&runtime, &problems, &table)?;
     if args.markdown {
         print!("{}", ponder::bench::markdown_table(&rows));
@@ -384,8 +427,8 @@ fn run_strategy_bench(args: BenchArgs, model: PathBuf) -> anyhow::Result<()> {
 }
 
 fn run_reason(args: ReasonArgs) -> anyhow::Result<()> {
-    let params: serde_json::Value =
-        serde_json::from_str(&args.params).with_context(|| format!("--params is not a JSON object: {}", args.params))?;
+    let params: serde_json::Value = serde_json::from_str(&args.params)
+        .with_context(|| format!("--params is not a JSON object: {}", args.params))?;
     // `auto` needs the router (encoder + router file), loaded only when asked for.
     let registry = if args.strategy == "auto" {
         let path = ponder::router::default_router_path();
@@ -402,7 +445,8 @@ fn run_reason(args: ReasonArgs) -> anyhow::Result<()> {
         device: Some(args.device),
         ..ponder::runtime::RuntimeOptions::default_model()
     };
-    let runtime = ponder::runtime::Runtime::start(&opts).with_context(|| format!("loading {}", opts.model.display()))?;
+    let runtime = ponder::runtime::Runtime::start(&opts)
+        .with_context(|| format!("loading {}", opts.model.display()))?;
     let request = ponder::reason::ReasonRequest {
         problem: args.problem,
         strategy: args.strategy,
@@ -411,10 +455,17 @@ fn run_reason(args: ReasonArgs) -> anyhow::Result<()> {
         deadline_ms: args.deadline_ms,
         seed: args.seed,
     };
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build()?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()?;
     let outcome = rt.block_on(async {
         let generator = runtime.generator();
-        let verifier = args.verifier.build(generator.clone()).await.map_err(anyhow::Error::msg)?;
+        let verifier = args
+            .verifier
+            .build(generator.clone())
+            .await
+            .map_err(anyhow::Error::msg)?;
         let cancel = tokio_util::sync::CancellationToken::new();
         anyhow::Ok(ponder::reason::reason(&registry, generator, verifier, &request, cancel).await?)
     })?;

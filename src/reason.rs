@@ -5,7 +5,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ponder_strategies::{run, Budget, Context, Generator, Outcome, Problem, Registry, StrategyError};
+use ponder_strategies::{
+    run, Budget, Context, Generator, Outcome, Problem, Registry, StrategyError,
+};
 use ponder_verifiers::Verifier;
 use tokio_util::sync::CancellationToken;
 
@@ -50,18 +52,30 @@ pub async fn reason_with_progress(
     progress: Option<ponder_strategies::ProgressSender>,
 ) -> Result<Outcome, StrategyError> {
     if req.problem.trim().is_empty() {
-        return Err(StrategyError::invalid(&req.strategy, "problem", "must not be empty"));
+        return Err(StrategyError::invalid(
+            &req.strategy,
+            "problem",
+            "must not be empty",
+        ));
     }
     if req.budget_tokens <= 0 || req.budget_tokens > MAX_BUDGET_TOKENS {
         return Err(StrategyError::invalid(
             &req.strategy,
             "budget_tokens",
-            format!("must be in 1..={MAX_BUDGET_TOKENS}, got {}", req.budget_tokens),
+            format!(
+                "must be in 1..={MAX_BUDGET_TOKENS}, got {}",
+                req.budget_tokens
+            ),
         ));
     }
     let strategy = registry.build(&req.strategy, req.params.clone())?;
-    let budget = Budget { tokens: req.budget_tokens as u64, deadline: req.deadline_ms.map(Duration::from_millis) };
-    let mut ctx = Context::new(generator, Problem::new(req.problem.clone()), budget).with_seed(req.seed).with_cancellation(cancel);
+    let budget = Budget {
+        tokens: req.budget_tokens as u64,
+        deadline: req.deadline_ms.map(Duration::from_millis),
+    };
+    let mut ctx = Context::new(generator, Problem::new(req.problem.clone()), budget)
+        .with_seed(req.seed)
+        .with_cancellation(cancel);
     if let Some(v) = verifier {
         ctx = ctx.with_verifier(v);
     }

@@ -113,64 +113,137 @@ enum RouterCommand {
 
 fn load_router(path: Option<PathBuf>) -> anyhow::Result<Router> {
     let path = path.unwrap_or_else(router::default_router_path);
-    Ok(Router::load(&path, &ponder::models::default_embedder_dir())?)
+    Ok(Router::load(
+        &path,
+        &ponder::models::default_embedder_dir(),
+    )?)
 }
 
 pub(crate) fn run(args: RouterArgs) -> anyhow::Result<()> {
     match args.command {
-        RouterCommand::Train { data, out, calibration, holdout, seed, embedder } => {
+        RouterCommand::Train {
+            data,
+            out,
+            calibration,
+            holdout,
+            seed,
+            embedder,
+        } => {
             let examples = router::data::load_labelled(&data)?;
             let table: CalibrationTable = if calibration.is_file() {
-                let text = std::fs::read_to_string(&calibration).with_context(|| format!("reading {}", calibration.display()))?;
-                serde_json::from_str(&text).with_context(|| format!("{} is not a calibration table", calibration.display()))?
+                let text = std::fs::read_to_string(&calibration)
+                    .with_context(|| format!("reading {}", calibration.display()))?;
+                serde_json::from_str(&text).with_context(|| {
+                    format!("{} is not a calibration table", calibration.display())
+                })?
             } else {
-                eprintln!("note: {} not found; the router file gets an empty calibration table", calibration.display());
+                eprintln!(
+                    "note: {} not found; the router file gets an empty calibration table",
+                    calibration.display()
+                );
                 CalibrationTable::default()
             };
             let dir = embedder.unwrap_or_else(ponder::models::default_embedder_dir);
             let encoder = router::Embedder::load(&dir)?;
-            let (classifier, evaluation) = router::train::train_and_evaluate(&encoder, &examples, holdout, seed, &TrainOptions::default())?;
+            let (classifier, evaluation) = router::train::train_and_evaluate(
+                &encoder,
+                &examples,
+                holdout,
+                seed,
+                &TrainOptions::default(),
+            )?;
             print_evaluation(&evaluation);
             let file = RouterFile {
                 format: router::file::FORMAT,
                 embedder: router::embed::MODEL_NAME.into(),
                 dim: encoder.dim(),
                 classifier,
-                allocator: router::Allocator { table, config: Default::default() },
+                allocator: router::Allocator {
+                    table,
+                    config: Default::default(),
+                },
                 evaluation: Some(evaluation),
             };
             file.save(&out)?;
             println!("wrote {}", out.display());
         }
-        RouterCommand::Eval { data, router: path, heldout, holdout, seed } => {
+        RouterCommand::Eval {
+            data,
+            router: path,
+            heldout,
+            holdout,
+            seed,
+        } => {
             let r = load_router(path)?;
             let mut examples = router::data::load_labelled(&data)?;
             if heldout {
                 examples = router::data::split(&examples, holdout, seed).1;
             }
-            let (category, difficulty) = router::train::evaluate(r.embedder(), &r.file().classifier, &examples)?;
+            let (category, difficulty) =
+                router::train::evaluate(r.embedder(), &r.file().classifier, &examples)?;
             println!("examples: {}", examples.len());
-            println!("category accuracy: {:.3}\n\n{}", category.accuracy(), category.markdown());
-            println!("difficulty accuracy: {:.3}\n\n{}", difficulty.accuracy(), difficulty.markdown());
+            println!(
+                "category accuracy: {:.3}\n\n{}",
+                category.accuracy(),
+                category.markdown()
+            );
+            println!(
+                "difficulty accuracy: {:.3}\n\n{}",
+                difficulty.accuracy(),
+                difficulty.markdown()
+            );
         }
-        RouterCommand::Calibrate { harness, easy_max_level, hard_min_level, bench, difficulty, table: path, source } => {
+        RouterCommand::Calibrate {
+            harness,
+            easy_max_level,
+            hard_min_level,
+            bench,
+            difficulty,
+            table: path,
+            source,
+        } => {
             let mut table: CalibrationTable = match std::fs::read_to_string(&path) {
-                Ok(text) => serde_json::from_str(&text).with_context(|| format!("{} is not a calibration table", path.display()))?,
+                Ok(text) => serde_json::from_str(&text)
+                    .with_context(|| format!("{} is not a calibration table", path.display()))?,
                 Err(_) => CalibrationTable::default(),
             };
             let n = match (&harness, &bench, &difficulty) {
-                (Some(h), _, _) => router::calibrate::merge_harness(&mut table, h, easy_max_level, hard_min_level, &source)?,
-                (None, Some(b), Some(d)) => router::calibrate::merge_bench(&mut table, b, d, &source)?,
-                _ => anyhow::bail!("router calibrate needs --harness FILE, or --bench FILE with --difficulty"),
+                (Some(h), _, _) => router::calibrate::merge_harness(
+                    &mut table,
+                    h,
+                    easy_max_level,
+                    hard_min_level,
+                    &source,
+                )?,
+                (None, Some(b), Some(d)) => {
+                    router::calibrate::merge_bench(&mut table, b, d, &source)?
+                }
+                _ => anyhow::bail!(
+                    "router calibrate needs --harness FILE, or --bench FILE with --difficulty"
+                ),
             };
-            std::fs::write(&path, serde_json::to_string_pretty(&table)? + "\n").with_context(|| format!("writing {}", path.display()))?;
+            std::fs::write(&path, serde_json::to_string_pretty(&table)? + "\n")
+                .with_context(|| format!("writing {}", path.display()))?;
             println!("{n} rows written to {}", path.display());
         }
-        RouterCommand::Route { query, budget, load, router: path } => {
+        RouterCommand::Route {
+            query,
+            budget,
+            load,
+            router: path,
+        } => {
             let r = load_router(path)?;
-            println!("{}", serde_json::to_string_pretty(&r.route(&query, budget, load)?)?);
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&r.route(&query, budget, load)?)?
+            );
         }
-        RouterCommand::Bench { data, repeat, batch, router: path } => {
+        RouterCommand::Bench {
+            data,
+            repeat,
+            batch,
+            router: path,
+        } => {
             let start = std::time::Instant::now();
             let r = load_router(path)?;
             let load_ms = start.elapsed().as_secs_f64() * 1e3;
@@ -186,7 +259,18 @@ pub(crate) fn run(args: RouterArgs) -> anyhow::Result<()> {
 }
 
 fn print_evaluation(e: &router::train::Evaluation) {
-    println!("train examples: {}, held out: {}", e.train_examples, e.heldout_examples);
-    println!("held-out category accuracy: {:.3}\n\n{}", e.category_accuracy, e.category.markdown());
-    println!("held-out difficulty accuracy: {:.3}\n\n{}", e.difficulty_accuracy, e.difficulty.markdown());
+    println!(
+        "train examples: {}, held out: {}",
+        e.train_examples, e.heldout_examples
+    );
+    println!(
+        "held-out category accuracy: {:.3}\n\n{}",
+        e.category_accuracy,
+        e.category.markdown()
+    );
+    println!(
+        "held-out difficulty accuracy: {:.3}\n\n{}",
+        e.difficulty_accuracy,
+        e.difficulty.markdown()
+    );
 }

@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use crate::backends::LocalGenerator;
 use crate::engine::{
-    ComputeDevice, EngineError, Executor, LoadOptions, LoadedModel, PagedKvStore, Result, Scheduler, SchedulerConfig, SchedulerCounters,
+    ComputeDevice, EngineError, Executor, LoadOptions, LoadedModel, PagedKvStore, Result,
+    Scheduler, SchedulerConfig, SchedulerCounters,
 };
 
 /// How to start a runtime.
@@ -34,7 +35,10 @@ impl RuntimeOptions {
         }
         match std::env::var("PONDER_DEVICE") {
             Ok(v) if !v.trim().is_empty() => v.parse().map_err(|e: EngineError| match e {
-                EngineError::InvalidInput { reason, .. } => EngineError::InvalidInput { field: "PONDER_DEVICE", reason },
+                EngineError::InvalidInput { reason, .. } => EngineError::InvalidInput {
+                    field: "PONDER_DEVICE",
+                    reason,
+                },
                 other => other,
             }),
             _ => Ok(ComputeDevice::Cpu),
@@ -45,7 +49,13 @@ impl RuntimeOptions {
 impl RuntimeOptions {
     /// The installed default model with 512 MiB of KV blocks of 16 tokens.
     pub fn default_model() -> Self {
-        Self { model: crate::models::default_llm_path(), kv_memory: 512 << 20, block_size: 16, max_step_tokens: 512, device: None }
+        Self {
+            model: crate::models::default_llm_path(),
+            kv_memory: 512 << 20,
+            block_size: 16,
+            max_step_tokens: 512,
+            device: None,
+        }
     }
 }
 
@@ -63,20 +73,34 @@ impl Runtime {
     /// Loads the model and starts the executor thread.
     pub fn start(opts: &RuntimeOptions) -> Result<Self> {
         let device = opts.resolved_device()?;
-        let model = Arc::new(LoadedModel::load(&LoadOptions::on(opts.model.clone(), device))?);
+        let model = Arc::new(LoadedModel::load(&LoadOptions::on(
+            opts.model.clone(),
+            device,
+        ))?);
         let store = PagedKvStore::for_model(&model.model, opts.kv_memory, opts.block_size)?;
         let scheduler = Scheduler::new(
             Arc::clone(&model.model),
             store,
-            SchedulerConfig { max_step_tokens: opts.max_step_tokens, ..SchedulerConfig::default() },
+            SchedulerConfig {
+                max_step_tokens: opts.max_step_tokens,
+                ..SchedulerConfig::default()
+            },
         );
         let executor = Arc::new(Executor::spawn(scheduler)?);
-        Ok(Self { model, executor, block_size: opts.block_size })
+        Ok(Self {
+            model,
+            executor,
+            block_size: opts.block_size,
+        })
     }
 
     /// A generator over this runtime (cheap; one per request keeps handles apart).
     pub fn generator(&self) -> Arc<LocalGenerator> {
-        Arc::new(LocalGenerator::new(Arc::clone(&self.model), Arc::clone(&self.executor), self.block_size))
+        Arc::new(LocalGenerator::new(
+            Arc::clone(&self.model),
+            Arc::clone(&self.executor),
+            self.block_size,
+        ))
     }
 
     /// The executor's counters.

@@ -40,7 +40,10 @@ impl<'a> MakeWriter<'a> for Captured {
 
 impl Captured {
     fn text(&self) -> String {
-        self.0.lock().map(|v| String::from_utf8_lossy(&v).into_owned()).unwrap_or_default()
+        self.0
+            .lock()
+            .map(|v| String::from_utf8_lossy(&v).into_owned())
+            .unwrap_or_default()
     }
 }
 
@@ -53,8 +56,18 @@ fn routes() -> Vec<(&'static str, &'static str, Option<Value>)> {
         ("GET", "/v1/strategies", None),
         ("GET", "/openapi.json", None),
         ("POST", "/v1/chat/completions", Some(chat)),
-        ("POST", "/v1/completions", Some(json!({"model": "ponder", "prompt": "1, 2,", "max_tokens": 2, "seed": 1}))),
-        ("POST", "/v1/reason", Some(json!({"problem": "What is 1+1?", "strategy": "best_of_n", "params": {"n": 1, "max_tokens": 4}, "budget_tokens": 200}))),
+        (
+            "POST",
+            "/v1/completions",
+            Some(json!({"model": "ponder", "prompt": "1, 2,", "max_tokens": 2, "seed": 1})),
+        ),
+        (
+            "POST",
+            "/v1/reason",
+            Some(
+                json!({"problem": "What is 1+1?", "strategy": "best_of_n", "params": {"n": 1, "max_tokens": 4}, "budget_tokens": 200}),
+            ),
+        ),
         ("GET", "/v1/nope", None),
         ("DELETE", "/v1/models", None),
     ]
@@ -63,7 +76,11 @@ fn routes() -> Vec<(&'static str, &'static str, Option<Value>)> {
 #[test]
 fn every_route_but_the_probes_requires_the_key_and_no_key_is_ever_logged() {
     let logs = Captured::default();
-    let subscriber = tracing_subscriber::fmt().with_max_level(tracing::Level::TRACE).with_ansi(false).with_writer(logs.clone()).finish();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::TRACE)
+        .with_ansi(false)
+        .with_writer(logs.clone())
+        .finish();
     let dispatch = tracing::Dispatch::new(subscriber);
     let on_start = dispatch.clone();
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -75,36 +92,65 @@ fn every_route_but_the_probes_requires_the_key_and_no_key_is_ever_logged() {
     let _guard = tracing::dispatcher::set_default(&dispatch);
     let server = TestServer::start_on(rt, |b| b.api_keys(ApiKeys::new([GOOD])));
     let client = reqwest::Client::new();
-    let send = |method: &str, path: &str, body: &Option<Value>, auth: Option<String>| -> (u16, Value) {
-        let method = reqwest::Method::from_bytes(method.as_bytes()).expect("method");
-        let mut req = client.request(method, server.url(path));
-        if let Some(a) = auth {
-            req = req.header("authorization", a);
-        }
-        if let Some(b) = body {
-            req = req.json(b);
-        }
-        server.send(req)
-    };
-    let refusals = [None, Some(format!("Bearer {BAD}")), Some(BAD.to_string()), Some(format!("Basic {GOOD}")), Some(format!("Bearer {GOOD}x")), Some("Bearer ".into())];
+    let send =
+        |method: &str, path: &str, body: &Option<Value>, auth: Option<String>| -> (u16, Value) {
+            let method = reqwest::Method::from_bytes(method.as_bytes()).expect("method");
+            let mut req = client.request(method, server.url(path));
+            if let Some(a) = auth {
+                req = req.header("authorization", a);
+            }
+            if let Some(b) = body {
+                req = req.json(b);
+            }
+            server.send(req)
+        };
+    let refusals = [
+        None,
+        Some(format!("Bearer {BAD}")),
+        Some(BAD.to_string()),
+        Some(format!("Basic {GOOD}")),
+        Some(format!("Bearer {GOOD}x")),
+        Some("Bearer ".into()),
+    ];
     for (method, path, body) in routes() {
         for auth in &refusals {
             let (status, err) = send(method, path, &body, auth.clone());
             assert_eq!(status, 401, "{method} {path} with {auth:?}: {err}");
-            assert_eq!(err["error"]["type"], "authentication_error", "{method} {path}: {err}");
-            assert_eq!(err["error"]["code"], "invalid_api_key", "{method} {path}: {err}");
-            assert!(err["error"]["message"].as_str().is_some_and(|m| !m.is_empty()), "{err}");
-            assert!(!err.to_string().contains("sk-ponder"), "a key leaked into {err}");
+            assert_eq!(
+                err["error"]["type"], "authentication_error",
+                "{method} {path}: {err}"
+            );
+            assert_eq!(
+                err["error"]["code"], "invalid_api_key",
+                "{method} {path}: {err}"
+            );
+            assert!(
+                err["error"]["message"]
+                    .as_str()
+                    .is_some_and(|m| !m.is_empty()),
+                "{err}"
+            );
+            assert!(
+                !err.to_string().contains("sk-ponder"),
+                "a key leaked into {err}"
+            );
         }
         for scheme in ["Bearer", "bearer"] {
             let (status, out) = send(method, path, &body, Some(format!("{scheme} {GOOD}")));
-            assert_ne!(status, 401, "{method} {path} with the good key ({scheme}): {out}");
+            assert_ne!(
+                status, 401,
+                "{method} {path} with the good key ({scheme}): {out}"
+            );
             assert!(status < 500, "{method} {path}: {status} {out}");
         }
     }
     for probe in ["/health", "/ready"] {
         assert_eq!(send("GET", probe, &None, None).0, 200, "{probe} stays open");
-        assert_eq!(send("GET", probe, &None, Some(format!("Bearer {BAD}"))).0, 200, "{probe} ignores a bad key");
+        assert_eq!(
+            send("GET", probe, &None, Some(format!("Bearer {BAD}"))).0,
+            200,
+            "{probe} ignores a bad key"
+        );
     }
     drop(server);
     let text = logs.text();

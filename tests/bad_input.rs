@@ -3,7 +3,9 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use ponder::engine::{encode_prompt, generate, EngineError, LoadOptions, LoadedModel, SamplingParams};
+use ponder::engine::{
+    encode_prompt, generate, EngineError, LoadOptions, LoadedModel, SamplingParams,
+};
 
 use crate::util::{smollm2, smollm2_path};
 
@@ -51,14 +53,19 @@ fn missing_model_file_says_how_to_install() {
     let err = load(Path::new("/nonexistent/model.gguf")).expect_err("must fail");
     let msg = err.to_string();
     assert!(matches!(err, EngineError::ModelNotFound { .. }), "{msg}");
-    assert!(msg.contains("/nonexistent/model.gguf") && msg.contains("setup-models.sh"), "{msg}");
+    assert!(
+        msg.contains("/nonexistent/model.gguf") && msg.contains("setup-models.sh"),
+        "{msg}"
+    );
 }
 
 #[test]
 fn corrupt_file_is_not_a_valid_gguf() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = temp_file(&dir, "garbage.gguf");
-    let junk: Vec<u8> = (0..4096u32).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect();
+    let junk: Vec<u8> = (0..4096u32)
+        .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+        .collect();
     std::fs::write(&path, junk).expect("write");
     let err = load(&path).expect_err("must fail");
     assert!(matches!(err, EngineError::CorruptModel { .. }), "{err}");
@@ -71,7 +78,9 @@ fn truncated_files_are_reported_as_such() {
     let full = std::fs::read(smollm2_path()).expect("read model");
     // Cut inside the tensor data: the header parses, a tensor does not fit.
     let path = temp_file(&dir, "cut-data.gguf");
-    std::fs::File::create(&path).and_then(|mut f| f.write_all(&full[..full.len() / 2])).expect("write");
+    std::fs::File::create(&path)
+        .and_then(|mut f| f.write_all(&full[..full.len() / 2]))
+        .expect("write");
     let err = load(&path).expect_err("must fail");
     assert!(matches!(err, EngineError::CorruptModel { .. }), "{err}");
     assert!(err.to_string().contains("truncated"), "{err}");
@@ -86,10 +95,20 @@ fn truncated_files_are_reported_as_such() {
 fn unsupported_architecture_is_named() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = temp_file(&dir, "mamba.gguf");
-    write_gguf(&path, &[("general.architecture", "mamba")], ("token_embd.weight", &[4, 2], 0, &[0u8; 32]));
+    write_gguf(
+        &path,
+        &[("general.architecture", "mamba")],
+        ("token_embd.weight", &[4, 2], 0, &[0u8; 32]),
+    );
     let err = load(&path).expect_err("must fail");
-    assert!(matches!(err, EngineError::UnsupportedArchitecture { ref arch, .. } if arch == "mamba"), "{err}");
-    assert!(err.to_string().contains("mamba") && err.to_string().contains("llama, qwen2"), "{err}");
+    assert!(
+        matches!(err, EngineError::UnsupportedArchitecture { ref arch, .. } if arch == "mamba"),
+        "{err}"
+    );
+    assert!(
+        err.to_string().contains("mamba") && err.to_string().contains("llama, qwen2"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -99,9 +118,16 @@ fn unsupported_tensor_types_are_named() {
     for (dtype, bytes) in [(9u32, 36usize), (16, 66)] {
         let path = temp_file(&dir, &format!("type{dtype}.gguf"));
         let data = vec![0u8; bytes * 8];
-        write_gguf(&path, &[("general.architecture", "llama")], ("blk.0.attn_q.weight", &[256, 8], dtype, &data));
+        write_gguf(
+            &path,
+            &[("general.architecture", "llama")],
+            ("blk.0.attn_q.weight", &[256, 8], dtype, &data),
+        );
         let err = load(&path).expect_err("must fail");
-        assert!(matches!(err, EngineError::UnsupportedQuant { .. }), "type {dtype}: {err}");
+        assert!(
+            matches!(err, EngineError::UnsupportedQuant { .. }),
+            "type {dtype}: {err}"
+        );
     }
 }
 
@@ -109,7 +135,16 @@ fn unsupported_tensor_types_are_named() {
 fn empty_prompt_is_rejected() {
     for prompt in ["", "   \n\t"] {
         let err = encode_prompt(smollm2(), prompt).expect_err("must fail");
-        assert!(matches!(err, EngineError::InvalidInput { field: "prompt", .. }), "{err}");
+        assert!(
+            matches!(
+                err,
+                EngineError::InvalidInput {
+                    field: "prompt",
+                    ..
+                }
+            ),
+            "{err}"
+        );
     }
 }
 
@@ -132,8 +167,29 @@ fn prompt_longer_than_context_is_rejected_with_both_numbers() {
 fn bad_generation_parameters_name_the_field() {
     let m = smollm2();
     let err = generate(m, "hi", 0, SamplingParams::greedy(), |_| {}).expect_err("max_tokens 0");
-    assert!(matches!(err, EngineError::InvalidInput { field: "max_tokens", .. }), "{err}");
-    let params = SamplingParams { temperature: f64::NAN, ..SamplingParams::default() };
+    assert!(
+        matches!(
+            err,
+            EngineError::InvalidInput {
+                field: "max_tokens",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let params = SamplingParams {
+        temperature: f64::NAN,
+        ..SamplingParams::default()
+    };
     let err = generate(m, "hi", 4, params, |_| {}).expect_err("NaN temperature");
-    assert!(matches!(err, EngineError::InvalidInput { field: "temperature", .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            EngineError::InvalidInput {
+                field: "temperature",
+                ..
+            }
+        ),
+        "{err}"
+    );
 }

@@ -16,8 +16,9 @@ use std::time::Instant;
 
 use candle_core::{DType, Device, Tensor};
 use ponder::engine::{
-    Architecture, ComputeDevice, EngineError, Event, GroupRequest, LoadOptions, LoadedModel, Model, ModelConfig, PagedKvStore, RopeStyle,
-    SampledToken, SamplingParams, Scheduler, SchedulerConfig, SeqFinish, WeightDtype,
+    Architecture, ComputeDevice, EngineError, Event, GroupRequest, LoadOptions, LoadedModel, Model,
+    ModelConfig, PagedKvStore, RopeStyle, SampledToken, SamplingParams, Scheduler, SchedulerConfig,
+    SeqFinish, WeightDtype,
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -38,14 +39,22 @@ fn write_llama(seed: u64) -> tempfile::TempDir {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let mut tensor = |shape: &[usize], centre: f32, spread: f32| -> Tensor {
         let n: usize = shape.iter().product();
-        let data: Vec<f32> = (0..n).map(|_| centre + rng.random_range(-spread..spread)).collect();
+        let data: Vec<f32> = (0..n)
+            .map(|_| centre + rng.random_range(-spread..spread))
+            .collect();
         Tensor::from_vec(data, shape, &Device::Cpu).expect("tensor")
     };
     let (q, kv) = (64, 32); // 4 heads, 2 kv heads, head_dim 16
     let mut t = std::collections::HashMap::new();
-    t.insert("model.embed_tokens.weight".to_string(), tensor(&[VOCAB, HIDDEN], 0.0, 1.0));
+    t.insert(
+        "model.embed_tokens.weight".to_string(),
+        tensor(&[VOCAB, HIDDEN], 0.0, 1.0),
+    );
     t.insert("model.norm.weight".to_string(), tensor(&[HIDDEN], 1.0, 0.1));
-    t.insert("lm_head.weight".to_string(), tensor(&[VOCAB, HIDDEN], 0.0, 0.3));
+    t.insert(
+        "lm_head.weight".to_string(),
+        tensor(&[VOCAB, HIDDEN], 0.0, 0.3),
+    );
     for i in 0..LAYERS {
         let p = format!("model.layers.{i}");
         for (name, rows, cols) in [
@@ -57,12 +66,24 @@ fn write_llama(seed: u64) -> tempfile::TempDir {
             ("mlp.up_proj", INTER, HIDDEN),
             ("mlp.down_proj", HIDDEN, INTER),
         ] {
-            t.insert(format!("{p}.{name}.weight"), tensor(&[rows, cols], 0.0, 0.15));
+            t.insert(
+                format!("{p}.{name}.weight"),
+                tensor(&[rows, cols], 0.0, 0.15),
+            );
         }
-        t.insert(format!("{p}.input_layernorm.weight"), tensor(&[HIDDEN], 1.0, 0.1));
-        t.insert(format!("{p}.post_attention_layernorm.weight"), tensor(&[HIDDEN], 1.0, 0.1));
+        t.insert(
+            format!("{p}.input_layernorm.weight"),
+            tensor(&[HIDDEN], 1.0, 0.1),
+        );
+        t.insert(
+            format!("{p}.post_attention_layernorm.weight"),
+            tensor(&[HIDDEN], 1.0, 0.1),
+        );
     }
-    let t: std::collections::HashMap<String, Tensor> = t.into_iter().map(|(k, v)| (k, v.to_dtype(DType::F32).expect("f32"))).collect();
+    let t: std::collections::HashMap<String, Tensor> = t
+        .into_iter()
+        .map(|(k, v)| (k, v.to_dtype(DType::F32).expect("f32")))
+        .collect();
     candle_core::safetensors::save(&t, dir.path().join("model.safetensors")).expect("save");
     let config = serde_json::json!({
         "architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": VOCAB, "hidden_size": HIDDEN,
@@ -71,14 +92,22 @@ fn write_llama(seed: u64) -> tempfile::TempDir {
         "hidden_act": "silu"
     });
     std::fs::write(dir.path().join("config.json"), config.to_string()).expect("config");
-    std::fs::write(dir.path().join("tokenizer.json"), crate::prm_fixture::tokenizer_json().to_string()).expect("tokenizer");
+    std::fs::write(
+        dir.path().join("tokenizer.json"),
+        crate::prm_fixture::tokenizer_json().to_string(),
+    )
+    .expect("tokenizer");
     dir
 }
 
 /// `Some(reason)` when there is no usable CUDA device (the test then skips).
 fn skip_reason(e: &EngineError) -> Option<String> {
     match e {
-        EngineError::Cuda { op, reason } if *op == "opening the device" || reason.contains("load") => Some(e.to_string()),
+        EngineError::Cuda { op, reason }
+            if *op == "opening the device" || reason.contains("load") =>
+        {
+            Some(e.to_string())
+        }
         EngineError::CudaNotBuilt { .. } => Some(e.to_string()),
         _ => None,
     }
@@ -91,12 +120,36 @@ fn skipped(test: &str, reason: &str) {
 }
 
 /// Every branch's sampled tokens, in branch order.
-fn run_group(model: &Arc<Model>, prompt: &[u32], n: usize, max_new: usize) -> Vec<Vec<SampledToken>> {
+fn run_group(
+    model: &Arc<Model>,
+    prompt: &[u32],
+    n: usize,
+    max_new: usize,
+) -> Vec<Vec<SampledToken>> {
     let store = PagedKvStore::for_model(model, 64 << 20, 16).expect("store");
-    let mut s = Scheduler::new(Arc::clone(model), store, SchedulerConfig { max_step_tokens: 4096, ..SchedulerConfig::default() });
-    let samples = (0..n).map(|_| SamplingParams { top_logprobs: 2, ..SamplingParams::greedy() }).collect();
+    let mut s = Scheduler::new(
+        Arc::clone(model),
+        store,
+        SchedulerConfig {
+            max_step_tokens: 4096,
+            ..SchedulerConfig::default()
+        },
+    );
+    let samples = (0..n)
+        .map(|_| SamplingParams {
+            top_logprobs: 2,
+            ..SamplingParams::greedy()
+        })
+        .collect();
     let ids = s
-        .submit(GroupRequest { prompt: prompt.to_vec(), samples, max_new_tokens: max_new, stop_tokens: vec![], stop_condition: None, priority: 0 })
+        .submit(GroupRequest {
+            prompt: prompt.to_vec(),
+            samples,
+            max_new_tokens: max_new,
+            stop_tokens: vec![],
+            stop_condition: None,
+            priority: 0,
+        })
         .expect("submit");
     let mut out = vec![Vec::new(); n];
     for e in s.run_to_completion().expect("run") {
@@ -106,7 +159,10 @@ fn run_group(model: &Arc<Model>, prompt: &[u32], n: usize, max_new: usize) -> Ve
                     out[i].push(token);
                 }
             }
-            Event::Finished { reason: SeqFinish::Cancelled, seq } => panic!("branch {seq} was cancelled"),
+            Event::Finished {
+                reason: SeqFinish::Cancelled,
+                seq,
+            } => panic!("branch {seq} was cancelled"),
             _ => {}
         }
     }
@@ -126,7 +182,10 @@ fn cuda_greedy_branches_match_cpu_tokens_and_logprobs() {
     let cpu = LoadedModel::load(&LoadOptions::cpu(dir.path())).expect("cpu model");
     let mut rng = ChaCha8Rng::seed_from_u64(5);
     let mut cases = Vec::new();
-    for (name, prompt_len, n, max_new) in [("short_prompt", 37, 3, 24), ("long_shared_prefix", 1100, 4, 16)] {
+    for (name, prompt_len, n, max_new) in [
+        ("short_prompt", 37, 3, 24),
+        ("long_shared_prefix", 1100, 4, 16),
+    ] {
         let prompt: Vec<u32> = (0..prompt_len).map(|_| rng.random_range(0..256)).collect();
         let started = Instant::now();
         let want = run_group(&cpu.model, &prompt, n, max_new);
@@ -143,7 +202,12 @@ fn cuda_greedy_branches_match_cpu_tokens_and_logprobs() {
                         [a, b2, ..] => a.1 - b2.1,
                         _ => f32::INFINITY,
                     };
-                    assert!(gap < TIE_TOL, "{name}: branch {b} token {i}: cpu {} vs cuda {} (cpu top-2 gap {gap})", wt.token, gt.token);
+                    assert!(
+                        gap < TIE_TOL,
+                        "{name}: branch {b} token {i}: cpu {} vs cuda {} (cpu top-2 gap {gap})",
+                        wt.token,
+                        gt.token
+                    );
                     near_ties += 1;
                     break; // the continuations legitimately differ after a near tie
                 }
@@ -151,14 +215,20 @@ fn cuda_greedy_branches_match_cpu_tokens_and_logprobs() {
                 compared += 1;
             }
         }
-        assert!(max_diff <= LOGPROB_TOL, "{name}: logprobs differ by {max_diff} > {LOGPROB_TOL}");
+        assert!(
+            max_diff <= LOGPROB_TOL,
+            "{name}: logprobs differ by {max_diff} > {LOGPROB_TOL}"
+        );
         cases.push(serde_json::json!({
             "case": name, "prompt_tokens": prompt_len, "branches": n, "new_tokens": max_new,
             "tokens_compared": compared, "near_ties": near_ties, "max_logprob_diff": max_diff,
             "logprob_tol": LOGPROB_TOL, "cpu_s": cpu_s, "cuda_s": cuda_s,
         }));
     }
-    println!("GPU_ENGINE {}", serde_json::json!({"test": "parity", "ok": true, "cases": cases}));
+    println!(
+        "GPU_ENGINE {}",
+        serde_json::json!({"test": "parity", "ok": true, "cases": cases})
+    );
 }
 
 /// A Llama-ish 1B shape (Llama 3.2 1B's blocks, a 32k vocabulary to keep host sampling small).
@@ -191,14 +261,36 @@ fn cuda_decode_throughput_one_vs_sixteen_branches_over_a_2k_prompt() {
     };
     let (prompt_len, new_tokens) = (2048usize, 64usize);
     let mut rng = ChaCha8Rng::seed_from_u64(3);
-    let prompt: Vec<u32> = (0..prompt_len).map(|_| rng.random_range(0..32_000)).collect();
+    let prompt: Vec<u32> = (0..prompt_len)
+        .map(|_| rng.random_range(0..32_000))
+        .collect();
     let mut runs = Vec::new();
     for n in [1usize, 16] {
         let store = PagedKvStore::for_model(&model, 4 << 30, 16).expect("store");
-        let mut s = Scheduler::new(Arc::clone(&model), store, SchedulerConfig { max_step_tokens: 4096, ..SchedulerConfig::default() });
-        let samples = (0..n).map(|i| SamplingParams { temperature: 1.0, seed: i as u64, ..SamplingParams::default() }).collect();
-        s.submit(GroupRequest { prompt: prompt.clone(), samples, max_new_tokens: new_tokens, stop_tokens: vec![], stop_condition: None, priority: 0 })
-            .expect("submit");
+        let mut s = Scheduler::new(
+            Arc::clone(&model),
+            store,
+            SchedulerConfig {
+                max_step_tokens: 4096,
+                ..SchedulerConfig::default()
+            },
+        );
+        let samples = (0..n)
+            .map(|i| SamplingParams {
+                temperature: 1.0,
+                seed: i as u64,
+                ..SamplingParams::default()
+            })
+            .collect();
+        s.submit(GroupRequest {
+            prompt: prompt.clone(),
+            samples,
+            max_new_tokens: new_tokens,
+            stop_tokens: vec![],
+            stop_condition: None,
+            priority: 0,
+        })
+        .expect("submit");
         let started = Instant::now();
         let mut prefill_s = None;
         let mut decode_started = None;
@@ -206,7 +298,10 @@ fn cuda_decode_throughput_one_vs_sixteen_branches_over_a_2k_prompt() {
         let mut steps = 0usize;
         while !s.is_idle() {
             let events = s.step().expect("step");
-            let got = events.iter().filter(|e| matches!(e, Event::Token { .. })).count();
+            let got = events
+                .iter()
+                .filter(|e| matches!(e, Event::Token { .. }))
+                .count();
             tokens += got;
             if prefill_s.is_none() && got > 0 {
                 prefill_s = Some(started.elapsed().as_secs_f64());
@@ -226,7 +321,11 @@ fn cuda_decode_throughput_one_vs_sixteen_branches_over_a_2k_prompt() {
             "kv_blocks_read_saved": s.store().attention_reads().1,
         }));
     }
-    let speedup = runs[1]["decode_tokens_per_s"].as_f64().unwrap_or(0.0) / runs[0]["decode_tokens_per_s"].as_f64().unwrap_or(1.0).max(1e-9);
+    let speedup = runs[1]["decode_tokens_per_s"].as_f64().unwrap_or(0.0)
+        / runs[0]["decode_tokens_per_s"]
+            .as_f64()
+            .unwrap_or(1.0)
+            .max(1e-9);
     println!(
         "GPU_ENGINE {}",
         serde_json::json!({"test": "decode_throughput", "ok": true, "model": "llama-1b-shape bf16 (random, vocab 32000)",

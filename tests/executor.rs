@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use ponder::engine::{
-    generate, ChatMessage, EngineError, Event, GroupRequest, PagedKvStore, SamplingParams, Scheduler, SchedulerConfig,
-    SeqFinish,
+    generate, ChatMessage, EngineError, Event, GroupRequest, PagedKvStore, SamplingParams,
+    Scheduler, SchedulerConfig, SeqFinish,
 };
 
 use crate::util::smollm2;
@@ -17,21 +17,41 @@ const BLOCK: usize = 16;
 fn scheduler(num_blocks: usize, max_step_tokens: usize) -> Scheduler {
     let m = smollm2();
     let store = PagedKvStore::new(m.model.config(), BLOCK, num_blocks).expect("store");
-    Scheduler::new(Arc::clone(&m.model), store, SchedulerConfig { max_step_tokens, ..SchedulerConfig::default() })
+    Scheduler::new(
+        Arc::clone(&m.model),
+        store,
+        SchedulerConfig {
+            max_step_tokens,
+            ..SchedulerConfig::default()
+        },
+    )
 }
 
 fn prompt(question: &str) -> Vec<u32> {
     let m = smollm2();
-    let text = m.render_chat(&[ChatMessage::new("user", question)]).expect("template");
+    let text = m
+        .render_chat(&[ChatMessage::new("user", question)])
+        .expect("template");
     m.tokenizer.encode(&text).expect("encode")
 }
 
 fn sample(seed: u64) -> SamplingParams {
-    SamplingParams { temperature: 0.9, seed, ..SamplingParams::default() }
+    SamplingParams {
+        temperature: 0.9,
+        seed,
+        ..SamplingParams::default()
+    }
 }
 
 fn group(prompt: &[u32], samples: Vec<SamplingParams>, max_new_tokens: usize) -> GroupRequest {
-    GroupRequest { prompt: prompt.to_vec(), samples, max_new_tokens, stop_tokens: Vec::new(), stop_condition: None, priority: 0 }
+    GroupRequest {
+        prompt: prompt.to_vec(),
+        samples,
+        max_new_tokens,
+        stop_tokens: Vec::new(),
+        stop_condition: None,
+        priority: 0,
+    }
 }
 
 /// Tokens per branch, in submission order of the ids.
@@ -50,19 +70,37 @@ fn n_samples_prefill_the_prompt_once_and_stay_near_ideal_memory() {
     let p = prompt("List three prime numbers and explain why each is prime.");
     let (n, t) = (16, 12);
     let mut s = scheduler(512, 512);
-    let ids = s.submit(group(&p, (0..n).map(sample).collect(), t)).expect("submit");
+    let ids = s
+        .submit(group(&p, (0..n).map(sample).collect(), t))
+        .expect("submit");
     let events = s.run_to_completion().expect("run");
     let c = s.counters();
-    assert_eq!(c.prefill_tokens_computed, p.len() as u64, "the prompt must be prefilled exactly once");
+    assert_eq!(
+        c.prefill_tokens_computed,
+        p.len() as u64,
+        "the prompt must be prefilled exactly once"
+    );
     let toks = tokens_by_seq(&events);
     for id in &ids {
-        assert_eq!(toks.get(id).map(Vec::len), Some(t), "branch {id} must generate {t} tokens");
+        assert_eq!(
+            toks.get(id).map(Vec::len),
+            Some(t),
+            "branch {id} must generate {t} tokens"
+        );
     }
     let ideal = (p.len() / BLOCK + n as usize * (p.len() % BLOCK + t).div_ceil(BLOCK)) as u64;
-    assert!(c.peak_blocks_used <= ideal + n, "peak {} blocks > ideal {ideal} + n", c.peak_blocks_used);
+    assert!(
+        c.peak_blocks_used <= ideal + n,
+        "peak {} blocks > ideal {ideal} + n",
+        c.peak_blocks_used
+    );
     // Branches with different seeds diverge.
     let distinct: std::collections::BTreeSet<&Vec<u32>> = toks.values().collect();
-    assert!(distinct.len() > n as usize / 2, "only {} distinct samples out of {n}", distinct.len());
+    assert!(
+        distinct.len() > n as usize / 2,
+        "only {} distinct samples out of {n}",
+        distinct.len()
+    );
 }
 
 #[test]
@@ -72,13 +110,17 @@ fn a_sample_is_identical_alone_in_a_batch_after_a_fork_and_after_preemption() {
     let seed = 4242;
     // Alone.
     let mut alone = scheduler(256, 512);
-    let id = alone.submit(group(&p, vec![sample(seed)], t)).expect("submit")[0];
+    let id = alone
+        .submit(group(&p, vec![sample(seed)], t))
+        .expect("submit")[0];
     let reference = tokens_by_seq(&alone.run_to_completion().expect("run"))[&id].clone();
     assert_eq!(reference.len(), t);
 
     // Branch 7 of a 16-way group (forked from the shared prompt, decoded in a batch of 16).
     let mut batch = scheduler(256, 512);
-    let samples: Vec<SamplingParams> = (0..16).map(|i| if i == 7 { sample(seed) } else { sample(i) }).collect();
+    let samples: Vec<SamplingParams> = (0..16)
+        .map(|i| if i == 7 { sample(seed) } else { sample(i) })
+        .collect();
     let ids = batch.submit(group(&p, samples, t)).expect("submit");
     let got = tokens_by_seq(&batch.run_to_completion().expect("run"));
     assert_eq!(got[&ids[7]], reference, "in a batch of 16 after a fork");
@@ -88,26 +130,49 @@ fn a_sample_is_identical_alone_in_a_batch_after_a_fork_and_after_preemption() {
     let mut tight = scheduler(blocks, 64);
     let mut branch_of_interest = None;
     for g in 0..4 {
-        let samples: Vec<SamplingParams> = (0..4).map(|i| if g == 3 && i == 2 { sample(seed) } else { sample(100 + g * 4 + i) }).collect();
+        let samples: Vec<SamplingParams> = (0..4)
+            .map(|i| {
+                if g == 3 && i == 2 {
+                    sample(seed)
+                } else {
+                    sample(100 + g * 4 + i)
+                }
+            })
+            .collect();
         let ids = tight.submit(group(&p, samples, t)).expect("submit");
         if g == 3 {
             branch_of_interest = Some(ids[2]);
         }
     }
     let events = tight.run_to_completion().expect("run under pressure");
-    assert!(tight.counters().preemptions > 0, "the tiny pool must force preemption");
+    assert!(
+        tight.counters().preemptions > 0,
+        "the tiny pool must force preemption"
+    );
     let got = tokens_by_seq(&events);
-    assert_eq!(got[&branch_of_interest.expect("id")], reference, "after preemption and recompute");
+    assert_eq!(
+        got[&branch_of_interest.expect("id")],
+        reference,
+        "after preemption and recompute"
+    );
 }
 
 #[test]
 fn greedy_output_equals_the_reference_forward() {
     let m = smollm2();
-    let text = m.render_chat(&[ChatMessage::new("user", "What is 2+3?")]).expect("template");
+    let text = m
+        .render_chat(&[ChatMessage::new("user", "What is 2+3?")])
+        .expect("template");
     let reference = generate(m, &text, 16, SamplingParams::greedy(), |_| {}).expect("generate");
     let mut s = scheduler(128, 512);
     let p = prompt("What is 2+3?");
-    let id = s.submit(group(&p, vec![SamplingParams::greedy()], reference.tokens.len())).expect("submit")[0];
+    let id = s
+        .submit(group(
+            &p,
+            vec![SamplingParams::greedy()],
+            reference.tokens.len(),
+        ))
+        .expect("submit")[0];
     let got = tokens_by_seq(&s.run_to_completion().expect("run"));
     let expected: Vec<u32> = reference.tokens.iter().map(|t| t.token).collect();
     assert_eq!(got[&id], expected);
@@ -116,23 +181,42 @@ fn greedy_output_equals_the_reference_forward() {
 #[test]
 fn a_second_request_reuses_the_cached_system_prompt() {
     let m = smollm2();
-    let system = "You are a careful mathematician. Think step by step and box the answer. ".repeat(8);
+    let system =
+        "You are a careful mathematician. Think step by step and box the answer. ".repeat(8);
     let render = |q: &str| {
-        let text = m.render_chat(&[ChatMessage::new("system", &system), ChatMessage::new("user", q)]).expect("template");
+        let text = m
+            .render_chat(&[
+                ChatMessage::new("system", &system),
+                ChatMessage::new("user", q),
+            ])
+            .expect("template");
         m.tokenizer.encode(&text).expect("encode")
     };
-    let (a, b) = (render("What is 17 * 23?"), render("How many primes are below 30?"));
+    let (a, b) = (
+        render("What is 17 * 23?"),
+        render("How many primes are below 30?"),
+    );
     let common = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
     let mut s = scheduler(256, 512);
-    s.submit(group(&a, vec![SamplingParams::greedy()], 2)).expect("submit");
+    s.submit(group(&a, vec![SamplingParams::greedy()], 2))
+        .expect("submit");
     s.run_to_completion().expect("run");
     let before = s.counters();
-    s.submit(group(&b, vec![SamplingParams::greedy()], 2)).expect("submit");
+    s.submit(group(&b, vec![SamplingParams::greedy()], 2))
+        .expect("submit");
     s.run_to_completion().expect("run");
     let computed = s.counters().prefill_tokens_computed - before.prefill_tokens_computed;
     let reused = s.counters().prefill_tokens_reused - before.prefill_tokens_reused;
-    assert_eq!(reused as usize, common / BLOCK * BLOCK, "whole cached blocks of the shared prefix are reused");
-    assert!(computed as usize <= b.len() - common + BLOCK, "computed {computed} of {} tokens", b.len());
+    assert_eq!(
+        reused as usize,
+        common / BLOCK * BLOCK,
+        "whole cached blocks of the shared prefix are reused"
+    );
+    assert!(
+        computed as usize <= b.len() - common + BLOCK,
+        "computed {computed} of {} tokens",
+        b.len()
+    );
 }
 
 #[test]
@@ -151,13 +235,25 @@ fn the_nsample_bench_measures_fresh_batched_runs_and_reports_their_median() {
     // Every batched run starts from an empty cache: the prompt is computed once, never reused.
     assert_eq!(report.prefill_tokens_computed, 40);
     assert_eq!(report.prefill_tokens_reused, 0);
-    assert!(report.peak_kv_blocks <= report.ideal_kv_blocks + 4, "{} > {} + 4", report.peak_kv_blocks, report.ideal_kv_blocks);
+    assert!(
+        report.peak_kv_blocks <= report.ideal_kv_blocks + 4,
+        "{} > {} + 4",
+        report.peak_kv_blocks,
+        report.ideal_kv_blocks
+    );
     let mut walls: Vec<f64> = report.batched_runs.iter().map(|r| r.wall_s).collect();
     walls.sort_by(f64::total_cmp);
     assert_eq!(report.wall_s, walls[1], "the report is the median run");
-    let median = report.batched_runs.iter().find(|r| r.wall_s == report.wall_s).expect("median run");
+    let median = report
+        .batched_runs
+        .iter()
+        .find(|r| r.wall_s == report.wall_s)
+        .expect("median run");
     assert_eq!(report.tokens_per_s, median.tokens_per_s);
-    assert!((median.tokens_per_s * median.wall_s - 24.0).abs() < 1e-6, "4 samples x 6 tokens in each run");
+    assert!(
+        (median.tokens_per_s * median.wall_s - 24.0).abs() < 1e-6,
+        "4 samples x 6 tokens in each run"
+    );
     assert!(report.naive_wall_s > 0.0 && report.single_stream_tokens_per_s > 0.0);
 }
 
@@ -166,7 +262,9 @@ fn cancelling_mid_generation_returns_every_block() {
     let p = prompt("Count from one to fifty.");
     let mut s = scheduler(256, 512);
     let idle = s.store().stats();
-    let ids = s.submit(group(&p, (0..4).map(sample).collect(), 40)).expect("submit");
+    let ids = s
+        .submit(group(&p, (0..4).map(sample).collect(), 40))
+        .expect("submit");
     for _ in 0..5 {
         s.step().expect("step");
     }
@@ -175,19 +273,49 @@ fn cancelling_mid_generation_returns_every_block() {
         s.cancel(*id);
     }
     let events = s.run_to_completion().expect("drain");
-    let cancelled = events.iter().filter(|e| matches!(e, Event::Finished { reason: SeqFinish::Cancelled, .. })).count();
+    let cancelled = events
+        .iter()
+        .filter(|e| {
+            matches!(
+                e,
+                Event::Finished {
+                    reason: SeqFinish::Cancelled,
+                    ..
+                }
+            )
+        })
+        .count();
     assert_eq!(cancelled, ids.len());
     let after = s.store().stats();
-    assert_eq!(after.used_blocks, 0, "no block may stay referenced: {after:?}");
-    assert_eq!(after.free_blocks + after.cached_blocks, idle.free_blocks, "{after:?}");
+    assert_eq!(
+        after.used_blocks, 0,
+        "no block may stay referenced: {after:?}"
+    );
+    assert_eq!(
+        after.free_blocks + after.cached_blocks,
+        idle.free_blocks,
+        "{after:?}"
+    );
 }
 
 #[test]
 fn a_request_larger_than_the_pool_is_refused_at_admission() {
     let p = prompt("Hello");
     let mut s = scheduler(8, 512);
-    let err = s.submit(group(&p, (0..16).map(sample).collect(), 200)).expect_err("must not fit");
-    assert!(matches!(err, EngineError::ExceedsKvPool { what: "request", total: 8, .. }), "{err}");
+    let err = s
+        .submit(group(&p, (0..16).map(sample).collect(), 200))
+        .expect_err("must not fit");
+    assert!(
+        matches!(
+            err,
+            EngineError::ExceedsKvPool {
+                what: "request",
+                total: 8,
+                ..
+            }
+        ),
+        "{err}"
+    );
     assert!(s.is_idle(), "nothing may be queued by a refused request");
 }
 
@@ -198,7 +326,10 @@ fn many_groups_on_a_tiny_pool_finish_without_panicking() {
     let mut s = scheduler(per_group + 1, 32);
     let mut ids = Vec::new();
     for g in 0..6 {
-        ids.extend(s.submit(group(&p, vec![sample(g), sample(g + 50)], 6)).expect("submit"));
+        ids.extend(
+            s.submit(group(&p, vec![sample(g), sample(g + 50)], 6))
+                .expect("submit"),
+        );
     }
     let events = s.run_to_completion().expect("run");
     let toks = tokens_by_seq(&events);
@@ -211,28 +342,51 @@ fn many_groups_on_a_tiny_pool_finish_without_panicking() {
 #[test]
 fn the_actor_batches_concurrent_groups_and_streams_their_events() {
     let exec = ponder::engine::Executor::spawn(scheduler(256, 512)).expect("spawn");
-    let rt = tokio::runtime::Builder::new_current_thread().build().expect("runtime");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("runtime");
     rt.block_on(async {
         let p1 = prompt("What is 2+2?");
         let p2 = prompt("Name a fruit.");
-        let mut a = exec.submit(group(&p1, vec![sample(1), sample(2)], 5)).await.expect("submit a");
-        let mut b = exec.submit(group(&p2, vec![sample(3)], 5)).await.expect("submit b");
+        let mut a = exec
+            .submit(group(&p1, vec![sample(1), sample(2)], 5))
+            .await
+            .expect("submit a");
+        let mut b = exec
+            .submit(group(&p2, vec![sample(3)], 5))
+            .await
+            .expect("submit b");
         let mut tokens = 0;
         for handle in [&mut a, &mut b] {
             let mut open = handle.seqs.len();
             while open > 0 {
-                match handle.events.recv().await.expect("stream ended before every branch finished") {
+                match handle
+                    .events
+                    .recv()
+                    .await
+                    .expect("stream ended before every branch finished")
+                {
                     Event::Token { seq, .. } => {
-                        assert!(handle.seqs.contains(&seq), "events are routed to their own group");
+                        assert!(
+                            handle.seqs.contains(&seq),
+                            "events are routed to their own group"
+                        );
                         tokens += 1;
                     }
                     Event::Finished { .. } => open -= 1,
-                    Event::Prefill { seq, .. } => assert!(handle.seqs.contains(&seq), "prefill is reported on the group's own branch"),
+                    Event::Prefill { seq, .. } => assert!(
+                        handle.seqs.contains(&seq),
+                        "prefill is reported on the group's own branch"
+                    ),
                 }
             }
         }
         assert_eq!(tokens, 15);
         let c = exec.counters().await.expect("counters");
-        assert!(c.forward_passes < 15, "the two groups must share forward passes ({} passes)", c.forward_passes);
+        assert!(
+            c.forward_passes < 15,
+            "the two groups must share forward passes ({} passes)",
+            c.forward_passes
+        );
     });
 }

@@ -10,13 +10,22 @@ mod checks;
 
 /// Runs `check` on every file of `fuzz/corpus/<target>`; returns how many there were.
 fn replay(target: &str, check: fn(&[u8])) -> usize {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus").join(target);
-    let mut entries: Vec<_> = std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())).flatten().map(|e| e.path()).collect();
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fuzz/corpus")
+        .join(target);
+    let mut entries: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .flatten()
+        .map(|e| e.path())
+        .collect();
     entries.sort();
     for path in &entries {
         let data = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         if std::panic::catch_unwind(|| check(&data)).is_err() {
-            panic!("{target}: the corpus input {} fails its check", path.display());
+            panic!(
+                "{target}: the corpus input {} fails its check",
+                path.display()
+            );
         }
     }
     entries.len()

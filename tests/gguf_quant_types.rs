@@ -32,29 +32,93 @@ fn write_tiny_gguf(path: &std::path::Path, arch: &str, dtype: GgmlDType) {
     let mut rng = ChaCha8Rng::seed_from_u64(7);
     let mut dense = |shape: &[usize], centre: f32, spread: f32| -> Tensor {
         let n: usize = shape.iter().product();
-        let v: Vec<f32> = (0..n).map(|_| centre + rng.random_range(-spread..spread)).collect();
+        let v: Vec<f32> = (0..n)
+            .map(|_| centre + rng.random_range(-spread..spread))
+            .collect();
         Tensor::from_vec(v, shape, &Device::Cpu).expect("tensor")
     };
     let kv_dim = (KV_HEADS as usize) * (hidden / HEADS as usize);
     let mut tensors: Vec<(String, QTensor)> = Vec::new();
-    let mut quant = |name: String, t: Tensor, dt: GgmlDType| tensors.push((name, QTensor::quantize(&t, dt).expect("quantize")));
-    quant("token_embd.weight".into(), dense(&[VOCAB, hidden], 0.0, 1.0), dtype);
-    quant("output_norm.weight".into(), dense(&[hidden], 1.0, 0.1), GgmlDType::F32);
-    quant("output.weight".into(), dense(&[VOCAB, hidden], 0.0, 0.2), dtype);
+    let mut quant = |name: String, t: Tensor, dt: GgmlDType| {
+        tensors.push((name, QTensor::quantize(&t, dt).expect("quantize")))
+    };
+    quant(
+        "token_embd.weight".into(),
+        dense(&[VOCAB, hidden], 0.0, 1.0),
+        dtype,
+    );
+    quant(
+        "output_norm.weight".into(),
+        dense(&[hidden], 1.0, 0.1),
+        GgmlDType::F32,
+    );
+    quant(
+        "output.weight".into(),
+        dense(&[VOCAB, hidden], 0.0, 0.2),
+        dtype,
+    );
     for i in 0..LAYERS {
-        quant(format!("blk.{i}.attn_norm.weight"), dense(&[hidden], 1.0, 0.1), GgmlDType::F32);
-        quant(format!("blk.{i}.ffn_norm.weight"), dense(&[hidden], 1.0, 0.1), GgmlDType::F32);
-        quant(format!("blk.{i}.attn_q.weight"), dense(&[hidden, hidden], 0.0, 0.1), dtype);
-        quant(format!("blk.{i}.attn_k.weight"), dense(&[kv_dim, hidden], 0.0, 0.1), dtype);
-        quant(format!("blk.{i}.attn_v.weight"), dense(&[kv_dim, hidden], 0.0, 0.1), dtype);
-        quant(format!("blk.{i}.attn_output.weight"), dense(&[hidden, hidden], 0.0, 0.1), dtype);
-        quant(format!("blk.{i}.ffn_gate.weight"), dense(&[ffn, hidden], 0.0, 0.1), dtype);
-        quant(format!("blk.{i}.ffn_up.weight"), dense(&[ffn, hidden], 0.0, 0.1), dtype);
-        quant(format!("blk.{i}.ffn_down.weight"), dense(&[hidden, ffn], 0.0, 0.1), dtype);
+        quant(
+            format!("blk.{i}.attn_norm.weight"),
+            dense(&[hidden], 1.0, 0.1),
+            GgmlDType::F32,
+        );
+        quant(
+            format!("blk.{i}.ffn_norm.weight"),
+            dense(&[hidden], 1.0, 0.1),
+            GgmlDType::F32,
+        );
+        quant(
+            format!("blk.{i}.attn_q.weight"),
+            dense(&[hidden, hidden], 0.0, 0.1),
+            dtype,
+        );
+        quant(
+            format!("blk.{i}.attn_k.weight"),
+            dense(&[kv_dim, hidden], 0.0, 0.1),
+            dtype,
+        );
+        quant(
+            format!("blk.{i}.attn_v.weight"),
+            dense(&[kv_dim, hidden], 0.0, 0.1),
+            dtype,
+        );
+        quant(
+            format!("blk.{i}.attn_output.weight"),
+            dense(&[hidden, hidden], 0.0, 0.1),
+            dtype,
+        );
+        quant(
+            format!("blk.{i}.ffn_gate.weight"),
+            dense(&[ffn, hidden], 0.0, 0.1),
+            dtype,
+        );
+        quant(
+            format!("blk.{i}.ffn_up.weight"),
+            dense(&[ffn, hidden], 0.0, 0.1),
+            dtype,
+        );
+        quant(
+            format!("blk.{i}.ffn_down.weight"),
+            dense(&[hidden, ffn], 0.0, 0.1),
+            dtype,
+        );
         if arch == "qwen2" {
-            quant(format!("blk.{i}.attn_q.bias"), dense(&[hidden], 0.0, 0.3), GgmlDType::F32);
-            quant(format!("blk.{i}.attn_k.bias"), dense(&[kv_dim], 0.0, 0.3), GgmlDType::F32);
-            quant(format!("blk.{i}.attn_v.bias"), dense(&[kv_dim], 0.0, 0.3), GgmlDType::F32);
+            quant(
+                format!("blk.{i}.attn_q.bias"),
+                dense(&[hidden], 0.0, 0.3),
+                GgmlDType::F32,
+            );
+            quant(
+                format!("blk.{i}.attn_k.bias"),
+                dense(&[kv_dim], 0.0, 0.3),
+                GgmlDType::F32,
+            );
+            quant(
+                format!("blk.{i}.attn_v.bias"),
+                dense(&[kv_dim], 0.0, 0.3),
+                GgmlDType::F32,
+            );
         }
     }
     let key = |k: &str| format!("{arch}.{k}");
@@ -67,8 +131,18 @@ fn write_tiny_gguf(path: &std::path::Path, arch: &str, dtype: GgmlDType) {
         (key("attention.head_count"), Value::U32(HEADS)),
         (key("attention.head_count_kv"), Value::U32(KV_HEADS)),
         (key("attention.layer_norm_rms_epsilon"), Value::F32(1e-6)),
-        (key("rope.freq_base"), Value::F32(if arch == "qwen2" { 1_000_000.0 } else { 10_000.0 })),
-        (key("rope.dimension_count"), Value::U32(hidden as u32 / HEADS)),
+        (
+            key("rope.freq_base"),
+            Value::F32(if arch == "qwen2" {
+                1_000_000.0
+            } else {
+                10_000.0
+            }),
+        ),
+        (
+            key("rope.dimension_count"),
+            Value::U32(hidden as u32 / HEADS),
+        ),
     ];
     let md: Vec<(&str, &Value)> = metadata.iter().map(|(k, v)| (k.as_str(), v)).collect();
     let ts: Vec<(&str, &QTensor)> = tensors.iter().map(|(k, v)| (k.as_str(), v)).collect();
@@ -87,23 +161,35 @@ impl Reference {
         let content = gguf_file::Content::read(&mut f).expect("read");
         match arch {
             "llama" => Self::Llama(
-                candle_transformers::models::quantized_llama::ModelWeights::from_gguf(content, &mut f, &Device::Cpu)
-                    .expect("reference llama"),
+                candle_transformers::models::quantized_llama::ModelWeights::from_gguf(
+                    content,
+                    &mut f,
+                    &Device::Cpu,
+                )
+                .expect("reference llama"),
             ),
             _ => Self::Qwen2(
-                candle_transformers::models::quantized_qwen2::ModelWeights::from_gguf(content, &mut f, &Device::Cpu)
-                    .expect("reference qwen2"),
+                candle_transformers::models::quantized_qwen2::ModelWeights::from_gguf(
+                    content,
+                    &mut f,
+                    &Device::Cpu,
+                )
+                .expect("reference qwen2"),
             ),
         }
     }
 
     fn forward(&mut self, tokens: &[u32], pos: usize) -> Vec<f32> {
-        let x = Tensor::new(tokens, &Device::Cpu).and_then(|t| t.unsqueeze(0)).expect("ids");
+        let x = Tensor::new(tokens, &Device::Cpu)
+            .and_then(|t| t.unsqueeze(0))
+            .expect("ids");
         let out = match self {
             Self::Llama(m) => m.forward(&x, pos),
             Self::Qwen2(m) => m.forward(&x, pos),
         };
-        out.and_then(|l| l.flatten_all()).and_then(|l| l.to_vec1()).expect("reference forward")
+        out.and_then(|l| l.flatten_all())
+            .and_then(|l| l.to_vec1())
+            .expect("reference forward")
     }
 }
 
@@ -112,15 +198,32 @@ fn check(arch: &str, dtype: GgmlDType, matmul: MatmulImpl) {
     let path = dir.path().join(format!("tiny-{arch}-{dtype:?}.gguf"));
     write_tiny_gguf(&path, arch, dtype);
     let ours = load_model(&path, &Device::Cpu, matmul).expect("our model");
-    let expected_arch = if arch == "llama" { Architecture::Llama } else { Architecture::Qwen2 };
+    let expected_arch = if arch == "llama" {
+        Architecture::Llama
+    } else {
+        Architecture::Qwen2
+    };
     assert_eq!(ours.config().architecture, expected_arch);
     let mut reference = Reference::load(&path, arch);
     let prompt = [5, 200, 17, 99, 3, 250, 64, 128, 1, 42, 77];
-    assert_tracks_reference(&ours, &prompt, 9, &format!("{arch} {dtype:?} {matmul:?}"), |t, pos| reference.forward(t, pos));
+    assert_tracks_reference(
+        &ours,
+        &prompt,
+        9,
+        &format!("{arch} {dtype:?} {matmul:?}"),
+        |t, pos| reference.forward(t, pos),
+    );
 }
 
-const TYPES: [GgmlDType; 7] =
-    [GgmlDType::F32, GgmlDType::F16, GgmlDType::Q4_0, GgmlDType::Q4_1, GgmlDType::Q8_0, GgmlDType::Q4K, GgmlDType::Q6K];
+const TYPES: [GgmlDType; 7] = [
+    GgmlDType::F32,
+    GgmlDType::F16,
+    GgmlDType::Q4_0,
+    GgmlDType::Q4_1,
+    GgmlDType::Q8_0,
+    GgmlDType::Q4K,
+    GgmlDType::Q6K,
+];
 
 /// Our Q4_1 kernel is bitwise candle's generic Q4_1 dot product; our Q8_0 kernel follows
 /// GGML's scalar Q8_0 order (tested bitwise in ponder-kernels) while candle's x86 Q8_0 uses an

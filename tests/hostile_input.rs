@@ -43,7 +43,13 @@ fn small_gguf(alignment: u32, embd_dims: &[u64]) -> Vec<u8> {
     put_str(&mut b, "llama");
     put_key(&mut b, "general.alignment", U32);
     b.extend(alignment.to_le_bytes());
-    for (k, v) in [("llama.embedding_length", 8u32), ("llama.attention.head_count", 2), ("llama.feed_forward_length", 16), ("llama.block_count", 1), ("llama.context_length", 64)] {
+    for (k, v) in [
+        ("llama.embedding_length", 8u32),
+        ("llama.attention.head_count", 2),
+        ("llama.feed_forward_length", 16),
+        ("llama.block_count", 1),
+        ("llama.context_length", 64),
+    ] {
         put_key(&mut b, k, U32);
         b.extend(v.to_le_bytes());
     }
@@ -88,7 +94,10 @@ fn the_small_gguf_is_valid() {
     f.write_all(&bytes).expect("write");
     let gguf = GgufFile::open(f.path()).expect("open");
     let config = gguf.config().expect("config");
-    assert_eq!((config.vocab_size, config.hidden_size, config.num_layers), (4, 8, 1));
+    assert_eq!(
+        (config.vocab_size, config.hidden_size, config.num_layers),
+        (4, 8, 1)
+    );
 }
 
 #[test]
@@ -163,8 +172,19 @@ fn template() -> impl Strategy<Value = String> {
 }
 
 fn messages() -> impl Strategy<Value = Vec<ChatMessage>> {
-    let role = prop_oneof![Just("system".to_string()), Just("user".to_string()), Just("assistant".to_string()), ".{0,6}"];
-    prop::collection::vec((role, ".{0,40}").prop_map(|(r, c)| ChatMessage { role: r, content: c }), 0..5)
+    let role = prop_oneof![
+        Just("system".to_string()),
+        Just("user".to_string()),
+        Just("assistant".to_string()),
+        ".{0,6}"
+    ];
+    prop::collection::vec(
+        (role, ".{0,40}").prop_map(|(r, c)| ChatMessage {
+            role: r,
+            content: c,
+        }),
+        0..5,
+    )
 }
 
 proptest! {
@@ -191,16 +211,50 @@ proptest! {
 /// A request body with parameters at and past their edges.
 fn extreme_request() -> impl Strategy<Value = (String, Value)> {
     let unicode = "\\PC{0,200}";
-    let n = prop_oneof![Just(json!(1)), Just(json!(16)), Just(json!(17)), Just(json!(0)), Just(json!(-1)), Just(json!(i64::MAX)), Just(json!(1e300))];
-    let top_k = prop_oneof![Just(json!(0)), Just(json!(1)), Just(json!(49_151)), Just(json!(1_000_000)), Just(json!(u32::MAX)), Just(json!(-5))];
-    let top_logprobs = prop_oneof![Just(json!(0)), Just(json!(20)), Just(json!(21)), Just(json!(-1)), Just(json!(i64::MIN))];
-    let budget = prop_oneof![Just(json!(1)), Just(json!(40)), Just(json!(150)), Just(json!(200_001)), Just(json!(0)), Just(json!(-7))];
+    let n = prop_oneof![
+        Just(json!(1)),
+        Just(json!(16)),
+        Just(json!(17)),
+        Just(json!(0)),
+        Just(json!(-1)),
+        Just(json!(i64::MAX)),
+        Just(json!(1e300))
+    ];
+    let top_k = prop_oneof![
+        Just(json!(0)),
+        Just(json!(1)),
+        Just(json!(49_151)),
+        Just(json!(1_000_000)),
+        Just(json!(u32::MAX)),
+        Just(json!(-5))
+    ];
+    let top_logprobs = prop_oneof![
+        Just(json!(0)),
+        Just(json!(20)),
+        Just(json!(21)),
+        Just(json!(-1)),
+        Just(json!(i64::MIN))
+    ];
+    let budget = prop_oneof![
+        Just(json!(1)),
+        Just(json!(40)),
+        Just(json!(150)),
+        Just(json!(200_001)),
+        Just(json!(0)),
+        Just(json!(-7))
+    ];
     let stop = prop_oneof![
         Just(Value::Null),
         "\\PC{1,8}".prop_map(|s| json!(s)),
         prop::collection::vec("\\PC{0,300}", 0..6).prop_map(|v| json!(v)),
     ];
-    let strategy = prop_oneof![Just(Value::Null), Just(json!("best_of_n")), Just(json!("beam_search")), Just(json!("self_consistency")), Just(json!("mcts"))];
+    let strategy = prop_oneof![
+        Just(Value::Null),
+        Just(json!("best_of_n")),
+        Just(json!("beam_search")),
+        Just(json!("self_consistency")),
+        Just(json!("mcts"))
+    ];
     let route = prop_oneof![Just("/v1/chat/completions"), Just("/v1/completions")];
     (route, unicode, n, top_k, top_logprobs, budget, stop, strategy, any::<bool>(), 1u32..4, prop::option::of(prop_oneof![Just(1i64), Just(50), Just(0)])).prop_map(
         |(route, prompt, n, top_k, top, budget, stop, strategy, stream, max_tokens, deadline)| {
@@ -230,12 +284,21 @@ fn extreme_request() -> impl Strategy<Value = (String, Value)> {
 
 #[test]
 fn parameter_extremes_and_huge_unicode_never_get_a_5xx() {
-    let limits = Limits { max_running: 4, max_queue: 256, ..Limits::default() };
+    let limits = Limits {
+        max_running: 4,
+        max_queue: 256,
+        ..Limits::default()
+    };
     let server = TestServer::start(|b| b.limits(limits));
     let client = reqwest::Client::new();
     let send = |route: &str, body: &Value| -> (u16, String) {
         server.block_on(async {
-            let r = client.post(server.url(route)).json(body).send().await.expect("send");
+            let r = client
+                .post(server.url(route))
+                .json(body)
+                .send()
+                .await
+                .expect("send");
             let status = r.status().as_u16();
             (status, r.text().await.unwrap_or_default())
         })
@@ -243,17 +306,38 @@ fn parameter_extremes_and_huge_unicode_never_get_a_5xx() {
     // Fixed extremes first: a prompt of ~900 KB of mixed scripts (under the 1 MiB body limit),
     // stop strings at the byte limit, n at its limit with every logprob.
     let long_stops = vec!["é".repeat(128); 4];
-    let huge: String = "日本語の文章 ∑∫√ 🦀🧠 עברית العربية ".chars().cycle().take(300_000).collect();
+    let huge: String = "日本語の文章 ∑∫√ 🦀🧠 עברית العربية "
+        .chars()
+        .cycle()
+        .take(300_000)
+        .collect();
     for (route, body) in [
-        ("/v1/chat/completions", json!({"model": "ponder", "messages": [{"role": "user", "content": huge}], "max_tokens": 1})),
-        ("/v1/completions", json!({"model": "ponder", "prompt": huge, "max_tokens": 1})),
+        (
+            "/v1/chat/completions",
+            json!({"model": "ponder", "messages": [{"role": "user", "content": huge}], "max_tokens": 1}),
+        ),
+        (
+            "/v1/completions",
+            json!({"model": "ponder", "prompt": huge, "max_tokens": 1}),
+        ),
         ("/v1/reason", json!({"problem": huge, "budget_tokens": 100})),
-        ("/v1/chat/completions", json!({"model": "ponder", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2, "n": 16, "logprobs": true, "top_logprobs": 20, "top_k": u32::MAX, "stop": long_stops})),
+        (
+            "/v1/chat/completions",
+            json!({"model": "ponder", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2, "n": 16, "logprobs": true, "top_logprobs": 20, "top_k": u32::MAX, "stop": long_stops}),
+        ),
     ] {
         let (status, text) = send(route, &body);
-        assert!(status < 500, "{route}: {status} {}", &text[..text.len().min(300)]);
+        assert!(
+            status < 500,
+            "{route}: {status} {}",
+            &text[..text.len().min(300)]
+        );
     }
-    let mut runner = TestRunner::new(Config { cases: 40, failure_persistence: None, ..Config::default() });
+    let mut runner = TestRunner::new(Config {
+        cases: 40,
+        failure_persistence: None,
+        ..Config::default()
+    });
     let result = runner.run(&extreme_request(), |(route, body)| {
         let (status, text) = send(&route, &body);
         prop_assert!(status < 500, "{} {} -> {} {}", route, body, status, text);

@@ -26,13 +26,21 @@ fn reference() -> ModelWeights {
 
 fn prompt_ids(text: &str) -> Vec<u32> {
     let m = smollm2();
-    let rendered = m.render_chat(&[ChatMessage::new("user", text)]).expect("template");
+    let rendered = m
+        .render_chat(&[ChatMessage::new("user", text)])
+        .expect("template");
     ponder::engine::encode_prompt(m, &rendered).expect("encode")
 }
 
 fn reference_logits(model: &mut ModelWeights, tokens: &[u32], pos: usize) -> Vec<f32> {
-    let input = Tensor::new(tokens, &Device::Cpu).and_then(|t| t.unsqueeze(0)).expect("input");
-    model.forward(&input, pos).and_then(|l| l.squeeze(0)).and_then(|l| l.to_vec1()).expect("reference forward")
+    let input = Tensor::new(tokens, &Device::Cpu)
+        .and_then(|t| t.unsqueeze(0))
+        .expect("input");
+    model
+        .forward(&input, pos)
+        .and_then(|l| l.squeeze(0))
+        .and_then(|l| l.to_vec1())
+        .expect("reference forward")
 }
 
 #[test]
@@ -47,13 +55,23 @@ fn logits_and_greedy_continuation_match_candle_reference() {
         for step in 0..32 {
             let pos = kv.seq_len(0);
             let ref_pos = ids.len() + ref_tokens.len() - ref_input.len();
-            let chunk = SeqChunk { seq: 0, tokens: &ours_input, start_pos: pos };
-            let ours_logits: Vec<f32> =
-                ours.forward(&[chunk], &mut kv, LogitsFor::LastPosition).expect("forward")[0].to_vec1().expect("vec");
+            let chunk = SeqChunk {
+                seq: 0,
+                tokens: &ours_input,
+                start_pos: pos,
+            };
+            let ours_logits: Vec<f32> = ours
+                .forward(&[chunk], &mut kv, LogitsFor::LastPosition)
+                .expect("forward")[0]
+                .to_vec1()
+                .expect("vec");
             let ref_logits = reference_logits(&mut reference, &ref_input, ref_pos);
             if step <= 16 {
                 let diff = max_abs_diff(&ours_logits, &ref_logits);
-                assert!(diff <= TOLERANCE, "prompt {prompt:?} step {step}: max |Δlogit| = {diff}");
+                assert!(
+                    diff <= TOLERANCE,
+                    "prompt {prompt:?} step {step}: max |Δlogit| = {diff}"
+                );
             }
             let (a, b) = (argmax(&ours_logits), argmax(&ref_logits));
             ours_tokens.push(a);
@@ -61,7 +79,10 @@ fn logits_and_greedy_continuation_match_candle_reference() {
             ours_input = vec![a];
             ref_input = vec![b];
         }
-        assert_eq!(ours_tokens, ref_tokens, "greedy continuations differ for {prompt:?}");
+        assert_eq!(
+            ours_tokens, ref_tokens,
+            "greedy continuations differ for {prompt:?}"
+        );
     }
 }
 
@@ -79,8 +100,16 @@ fn one_batched_call_equals_sequences_one_by_one() {
         let mut input = ids.clone();
         let mut steps = Vec::new();
         for _ in 0..8 {
-            let chunk = SeqChunk { seq: 7, tokens: &input, start_pos: kv.seq_len(7) };
-            let logits: Vec<f32> = ours.forward(&[chunk], &mut kv, LogitsFor::LastPosition).expect("forward")[0].to_vec1().expect("vec");
+            let chunk = SeqChunk {
+                seq: 7,
+                tokens: &input,
+                start_pos: kv.seq_len(7),
+            };
+            let logits: Vec<f32> = ours
+                .forward(&[chunk], &mut kv, LogitsFor::LastPosition)
+                .expect("forward")[0]
+                .to_vec1()
+                .expect("vec");
             input = vec![argmax(&logits)];
             steps.push(logits);
         }
@@ -94,14 +123,23 @@ fn one_batched_call_equals_sequences_one_by_one() {
         let chunks: Vec<SeqChunk<'_>> = inputs
             .iter()
             .enumerate()
-            .map(|(i, t)| SeqChunk { seq: i as u64, tokens: t, start_pos: kv.seq_len(i as u64) })
+            .map(|(i, t)| SeqChunk {
+                seq: i as u64,
+                tokens: t,
+                start_pos: kv.seq_len(i as u64),
+            })
             .collect();
-        let logits = ours.forward(&chunks, &mut kv, LogitsFor::LastPosition).expect("batched forward");
+        let logits = ours
+            .forward(&chunks, &mut kv, LogitsFor::LastPosition)
+            .expect("batched forward");
         let mut next = Vec::new();
         for (i, (l, alone)) in logits.iter().zip(&solo).enumerate() {
             let l: Vec<f32> = l.to_vec1().expect("vec");
             let diff = max_abs_diff(&l, &alone[step]);
-            assert!(diff <= TOLERANCE, "sequence {i} step {step}: batched vs solo max |Δlogit| = {diff}");
+            assert!(
+                diff <= TOLERANCE,
+                "sequence {i} step {step}: batched vs solo max |Δlogit| = {diff}"
+            );
             next.push(vec![argmax(&l)]);
         }
         inputs = next;
@@ -113,12 +151,33 @@ fn all_position_logits_agree_with_last_position() {
     let ours = &smollm2().model;
     let ids = prompt_ids(PROMPTS[0]);
     let layers = ours.config().num_layers;
-    let chunk = [SeqChunk { seq: 0, tokens: &ids, start_pos: 0 }];
-    let all = ours.forward(&chunk, &mut ContiguousKvStore::new(layers), LogitsFor::AllPositions).expect("forward")[0].clone();
+    let chunk = [SeqChunk {
+        seq: 0,
+        tokens: &ids,
+        start_pos: 0,
+    }];
+    let all = ours
+        .forward(
+            &chunk,
+            &mut ContiguousKvStore::new(layers),
+            LogitsFor::AllPositions,
+        )
+        .expect("forward")[0]
+        .clone();
     assert_eq!(all.dims(), &[ids.len(), ours.config().vocab_size]);
-    let last_row: Vec<f32> = all.get(ids.len() - 1).and_then(|t| t.to_vec1()).expect("row");
-    let last: Vec<f32> =
-        ours.forward(&chunk, &mut ContiguousKvStore::new(layers), LogitsFor::LastPosition).expect("forward")[0].to_vec1().expect("vec");
+    let last_row: Vec<f32> = all
+        .get(ids.len() - 1)
+        .and_then(|t| t.to_vec1())
+        .expect("row");
+    let last: Vec<f32> = ours
+        .forward(
+            &chunk,
+            &mut ContiguousKvStore::new(layers),
+            LogitsFor::LastPosition,
+        )
+        .expect("forward")[0]
+        .to_vec1()
+        .expect("vec");
     // The output projection runs over 1 row or over all rows; candle picks its q-matmul kernel
     // by row count, so the two agree to quantization noise, not bitwise.
     let diff = max_abs_diff(&last_row, &last);
@@ -135,22 +194,59 @@ fn forked_branches_continue_exactly_like_an_unforked_sequence() {
 
     // Control: one sequence, prefill the head, then the tail token.
     let mut control_kv = ContiguousKvStore::new(layers);
-    ours.forward(&[SeqChunk { seq: 0, tokens: head, start_pos: 0 }], &mut control_kv, LogitsFor::LastPosition).expect("prefill");
+    ours.forward(
+        &[SeqChunk {
+            seq: 0,
+            tokens: head,
+            start_pos: 0,
+        }],
+        &mut control_kv,
+        LogitsFor::LastPosition,
+    )
+    .expect("prefill");
     let control: Vec<f32> = ours
-        .forward(&[SeqChunk { seq: 0, tokens: tail, start_pos: head.len() }], &mut control_kv, LogitsFor::LastPosition)
+        .forward(
+            &[SeqChunk {
+                seq: 0,
+                tokens: tail,
+                start_pos: head.len(),
+            }],
+            &mut control_kv,
+            LogitsFor::LastPosition,
+        )
         .expect("step")[0]
         .to_vec1()
         .expect("vec");
 
     // Prefill once, fork, feed the tail token to parent and child in one batch.
     let mut kv = ContiguousKvStore::new(layers);
-    ours.forward(&[SeqChunk { seq: 1, tokens: head, start_pos: 0 }], &mut kv, LogitsFor::LastPosition).expect("prefill");
+    ours.forward(
+        &[SeqChunk {
+            seq: 1,
+            tokens: head,
+            start_pos: 0,
+        }],
+        &mut kv,
+        LogitsFor::LastPosition,
+    )
+    .expect("prefill");
     kv.fork(1, 2).expect("fork");
     assert_eq!(kv.seq_len(2), head.len());
     let p = head.len();
     let out = ours
         .forward(
-            &[SeqChunk { seq: 1, tokens: tail, start_pos: p }, SeqChunk { seq: 2, tokens: tail, start_pos: p }],
+            &[
+                SeqChunk {
+                    seq: 1,
+                    tokens: tail,
+                    start_pos: p,
+                },
+                SeqChunk {
+                    seq: 2,
+                    tokens: tail,
+                    start_pos: p,
+                },
+            ],
             &mut kv,
             LogitsFor::LastPosition,
         )
@@ -169,11 +265,39 @@ fn a_failed_forward_leaves_the_store_unchanged() {
     let ours = &smollm2().model;
     let mut kv = ContiguousKvStore::new(ours.config().num_layers);
     let ids = prompt_ids(PROMPTS[0]);
-    ours.forward(&[SeqChunk { seq: 0, tokens: &ids, start_pos: 0 }], &mut kv, LogitsFor::LastPosition).expect("prefill");
+    ours.forward(
+        &[SeqChunk {
+            seq: 0,
+            tokens: &ids,
+            start_pos: 0,
+        }],
+        &mut kv,
+        LogitsFor::LastPosition,
+    )
+    .expect("prefill");
     let bad = [u32::MAX];
-    let err = ours.forward(&[SeqChunk { seq: 0, tokens: &bad, start_pos: ids.len() }], &mut kv, LogitsFor::LastPosition);
+    let err = ours.forward(
+        &[SeqChunk {
+            seq: 0,
+            tokens: &bad,
+            start_pos: ids.len(),
+        }],
+        &mut kv,
+        LogitsFor::LastPosition,
+    );
     assert!(err.is_err());
     assert_eq!(kv.seq_len(0), ids.len());
-    let wrong_pos = ours.forward(&[SeqChunk { seq: 0, tokens: &ids[..1], start_pos: 3 }], &mut kv, LogitsFor::LastPosition);
-    assert!(wrong_pos.is_err(), "a chunk at the wrong position must be refused");
+    let wrong_pos = ours.forward(
+        &[SeqChunk {
+            seq: 0,
+            tokens: &ids[..1],
+            start_pos: 3,
+        }],
+        &mut kv,
+        LogitsFor::LastPosition,
+    );
+    assert!(
+        wrong_pos.is_err(),
+        "a chunk at the wrong position must be refused"
+    );
 }

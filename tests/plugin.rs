@@ -13,12 +13,22 @@ fn a_user_strategy_registered_by_name_runs_on_the_engine() {
     assert!(!registry.contains("confident_greedy"));
     custom_strategy::register(&mut registry);
     assert!(registry.names().contains(&"confident_greedy".to_string()));
-    let info = registry.list().into_iter().find(|i| i.name == "confident_greedy").expect("listed");
+    let info = registry
+        .list()
+        .into_iter()
+        .find(|i| i.name == "confident_greedy")
+        .expect("listed");
     assert_eq!(info.defaults["n"], 4, "defaults are listed for the API");
 
-    let opts = ponder::runtime::RuntimeOptions { model: crate::util::smollm2_path(), ..ponder::runtime::RuntimeOptions::default_model() };
+    let opts = ponder::runtime::RuntimeOptions {
+        model: crate::util::smollm2_path(),
+        ..ponder::runtime::RuntimeOptions::default_model()
+    };
     let runtime = ponder::runtime::Runtime::start(&opts).expect("runtime");
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio");
     // An impossible confidence bar forces the sample-and-vote path.
     let req = ReasonRequest {
         problem: "What is 2+3?".into(),
@@ -28,11 +38,23 @@ fn a_user_strategy_registered_by_name_runs_on_the_engine() {
         deadline_ms: None,
         seed: 1,
     };
-    let out = rt.block_on(reason(&registry, runtime.generator(), None, &req, CancellationToken::new())).expect("runs");
+    let out = rt
+        .block_on(reason(
+            &registry,
+            runtime.generator(),
+            None,
+            &req,
+            CancellationToken::new(),
+        ))
+        .expect("runs");
     assert_eq!(out.strategy, "confident_greedy");
     assert_eq!(out.candidates.len(), 3, "greedy plus two samples");
     assert!(out.usage.spent() <= 2000);
     // Its parameters are validated like a built-in's.
-    let bad = registry.build("confident_greedy", serde_json::json!({"n": 0})).err().map(|e| e.to_string()).unwrap_or_default();
+    let bad = registry
+        .build("confident_greedy", serde_json::json!({"n": 0}))
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
     assert!(bad.contains("n"), "{bad}");
 }

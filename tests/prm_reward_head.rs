@@ -27,17 +27,28 @@ fn steps(n: usize) -> Vec<String> {
 }
 
 fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime")
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime")
 }
 
 fn options(ck: &Checkpoint) -> PrmOptions {
-    PrmOptions { kv_memory: 8 << 20, ..PrmOptions::qwen_math_prm(ck.path()) }
+    PrmOptions {
+        kv_memory: 8 << 20,
+        ..PrmOptions::qwen_math_prm(ck.path())
+    }
 }
 
 /// The layout the test expects, computed here independently: the Qwen prompt, then per step
 /// its tokens and `<extra_0>`. Returns the tokens and the tag positions.
 fn expected_layout(ck: &Checkpoint, n: usize) -> (Vec<u32>, Vec<usize>) {
-    let extra = 256 + SPECIALS.iter().position(|s| *s == "<extra_0>").expect("tag") as u32;
+    let extra = 256
+        + SPECIALS
+            .iter()
+            .position(|s| *s == "<extra_0>")
+            .expect("tag") as u32;
     let mut tokens = ck.encode(&PrmFormat::qwen_math_prm().prefix_for(PROBLEM));
     let mut tags = Vec::new();
     for step in &STEPS[..n] {
@@ -51,8 +62,14 @@ fn expected_layout(ck: &Checkpoint, n: usize) -> (Vec<u32>, Vec<usize>) {
 fn assert_close(got: &[f32], want: &[f32], tol: f32, what: &str) {
     assert_eq!(got.len(), want.len(), "{what}: lengths");
     for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        assert!((g - w).abs() <= tol, "{what}: step {i}: engine {g} vs reference {w} (tol {tol})");
-        assert!((0.0..=1.0).contains(g), "{what}: step {i}: {g} is not a probability");
+        assert!(
+            (g - w).abs() <= tol,
+            "{what}: step {i}: engine {g} vs reference {w} (tol {tol})"
+        );
+        assert!(
+            (0.0..=1.0).contains(g),
+            "{what}: step {i}: {g} is not a probability"
+        );
     }
 }
 
@@ -62,28 +79,59 @@ fn reward_head_scores_equal_a_direct_forward_pass() {
     let prm = ModelPrm::start(&options(&ck)).expect("load the reward model");
     let all = steps(5);
     let scores = runtime()
-        .block_on(prm.score(Solution { problem: PROBLEM, steps: &all, complete: true }))
+        .block_on(prm.score(Solution {
+            problem: PROBLEM,
+            steps: &all,
+            complete: true,
+        }))
         .expect("score");
 
     let (tokens, tags) = expected_layout(&ck, 5);
     let want = ck.reference_reward(&ck.reference_hidden(&tokens, &tags));
     assert_close(&scores.steps, &want, SCORE_TOL, "reward head");
-    let spread = want.iter().fold(0f32, |m, &w| m.max(w)) - want.iter().fold(1f32, |m, &w| m.min(w));
-    assert!(spread > 0.01, "a random head should tell steps apart (spread {spread})");
-    assert_eq!(scores.overall, scores.steps.iter().copied().fold(f32::INFINITY, f32::min), "default aggregation is min");
-    assert_eq!(scores.cost, tokens.len() as u64, "a cold engine computes every token once");
-    let max_diff = scores.steps.iter().zip(&want).map(|(g, w)| (g - w).abs()).fold(0f32, f32::max);
-    eprintln!("reward head: {} tokens, max |engine - reference| = {max_diff:e}", tokens.len());
+    let spread =
+        want.iter().fold(0f32, |m, &w| m.max(w)) - want.iter().fold(1f32, |m, &w| m.min(w));
+    assert!(
+        spread > 0.01,
+        "a random head should tell steps apart (spread {spread})"
+    );
+    assert_eq!(
+        scores.overall,
+        scores.steps.iter().copied().fold(f32::INFINITY, f32::min),
+        "default aggregation is min"
+    );
+    assert_eq!(
+        scores.cost,
+        tokens.len() as u64,
+        "a cold engine computes every token once"
+    );
+    let max_diff = scores
+        .steps
+        .iter()
+        .zip(&want)
+        .map(|(g, w)| (g - w).abs())
+        .fold(0f32, f32::max);
+    eprintln!(
+        "reward head: {} tokens, max |engine - reference| = {max_diff:e}",
+        tokens.len()
+    );
 }
 
 #[test]
 fn token_logit_prm_scores_equal_a_direct_forward_pass() {
     let ck = write_checkpoint(11, false);
-    let opts = PrmOptions { kv_memory: 8 << 20, ..PrmOptions::math_shepherd(ck.path()) };
+    let opts = PrmOptions {
+        kv_memory: 8 << 20,
+        ..PrmOptions::math_shepherd(ck.path())
+    };
     let prm = ModelPrm::start(&opts).expect("load the causal LM");
     let all = steps(3);
     let scores = runtime()
-        .block_on(prm.score(Solution { problem: PROBLEM, steps: &all, complete: false }))
+        .block_on(prm.score(Solution {
+            problem: PROBLEM,
+            steps: &all,
+            complete: false,
+        }))
         .expect("score");
 
     // Math-Shepherd layout: "problem ", then per step ["\n"] body " ки", read at the tag's last token.
@@ -115,32 +163,68 @@ fn step_by_step_computes_each_step_once_and_equals_all_at_once() {
     for n in 1..=5 {
         let partial = steps(n);
         let scores = rt
-            .block_on(prm.score(Solution { problem: PROBLEM, steps: &partial, complete: n == 5 }))
+            .block_on(prm.score(Solution {
+                problem: PROBLEM,
+                steps: &partial,
+                complete: n == 5,
+            }))
             .expect("score");
         assert_eq!(scores.steps.len(), n);
-        assert_eq!(&scores.steps[..n - 1], &incremental[..], "earlier steps keep their scores");
+        assert_eq!(
+            &scores.steps[..n - 1],
+            &incremental[..],
+            "earlier steps keep their scores"
+        );
         // Step n's tokens: from just after step n-1's tag (the prompt too, for step 1) to its own tag.
         let new_tokens = tags[n - 1] + 1 - if n == 1 { 0 } else { tags[n - 2] + 1 };
-        assert_eq!(scores.cost, new_tokens as u64, "step {n} computes only its own tokens");
+        assert_eq!(
+            scores.cost, new_tokens as u64,
+            "step {n} computes only its own tokens"
+        );
         let c = rt.block_on(prm.executor().counters()).expect("counters");
-        assert_eq!(c.score_tokens_computed - computed_before, new_tokens as u64, "engine counter, step {n}");
+        assert_eq!(
+            c.score_tokens_computed - computed_before,
+            new_tokens as u64,
+            "engine counter, step {n}"
+        );
         computed_before = c.score_tokens_computed;
         incremental.push(scores.steps[n - 1]);
     }
     let c = rt.block_on(prm.executor().counters()).expect("counters");
-    assert_eq!(c.score_tokens_computed, tokens.len() as u64, "five steps scored one by one compute the solution once");
+    assert_eq!(
+        c.score_tokens_computed,
+        tokens.len() as u64,
+        "five steps scored one by one compute the solution once"
+    );
     assert_eq!(c.score_requests, 5);
     eprintln!("incremental: {c:?}");
 
     // The same solution at once, on a fresh engine and a fresh cache.
     let fresh = ModelPrm::start(&options(&ck)).expect("load");
     let all = steps(5);
-    let at_once = rt.block_on(fresh.score(Solution { problem: PROBLEM, steps: &all, complete: true })).expect("score");
+    let at_once = rt
+        .block_on(fresh.score(Solution {
+            problem: PROBLEM,
+            steps: &all,
+            complete: true,
+        }))
+        .expect("score");
     assert_eq!(at_once.cost, tokens.len() as u64);
-    assert_close(&incremental, &at_once.steps, INCREMENTAL_TOL, "step by step vs at once");
+    assert_close(
+        &incremental,
+        &at_once.steps,
+        INCREMENTAL_TOL,
+        "step by step vs at once",
+    );
 
     // Scoring it again costs nothing: every step is cached.
-    let again = rt.block_on(prm.score(Solution { problem: PROBLEM, steps: &all, complete: true })).expect("score");
+    let again = rt
+        .block_on(prm.score(Solution {
+            problem: PROBLEM,
+            steps: &all,
+            complete: true,
+        }))
+        .expect("score");
     assert_eq!((again.cost, again.steps), (0, incremental));
 }
 
@@ -150,21 +234,54 @@ fn a_sibling_step_is_computed_on_its_parents_kv() {
     let rt = runtime();
     let prm = ModelPrm::start(&options(&ck)).expect("load");
     let parent = steps(2);
-    rt.block_on(prm.score(Solution { problem: PROBLEM, steps: &parent, complete: false })).expect("score");
+    rt.block_on(prm.score(Solution {
+        problem: PROBLEM,
+        steps: &parent,
+        complete: false,
+    }))
+    .expect("score");
     // Two siblings of step 3 (beam search's children), scored in one batch.
-    let a = vec![parent[0].clone(), parent[1].clone(), "Then 7 * 2 = 14.".to_string()];
-    let b = vec![parent[0].clone(), parent[1].clone(), "Then 7 + 2 = 9, which is wrong.".to_string()];
-    let sols = [Solution { problem: PROBLEM, steps: &a, complete: false }, Solution { problem: PROBLEM, steps: &b, complete: false }];
+    let a = vec![
+        parent[0].clone(),
+        parent[1].clone(),
+        "Then 7 * 2 = 14.".to_string(),
+    ];
+    let b = vec![
+        parent[0].clone(),
+        parent[1].clone(),
+        "Then 7 + 2 = 9, which is wrong.".to_string(),
+    ];
+    let sols = [
+        Solution {
+            problem: PROBLEM,
+            steps: &a,
+            complete: false,
+        },
+        Solution {
+            problem: PROBLEM,
+            steps: &b,
+            complete: false,
+        },
+    ];
     let batch = rt.block_on(prm.score_batch(&sols)).expect("batch");
     for (s, text) in batch.iter().zip([&a[2], &b[2]]) {
-        assert_eq!(s.cost, (ck.encode(text).len() + 1) as u64, "only the new step and its tag are computed");
+        assert_eq!(
+            s.cost,
+            (ck.encode(text).len() + 1) as u64,
+            "only the new step and its tag are computed"
+        );
     }
     assert_ne!(batch[0].steps[2], batch[1].steps[2]);
     // Each equals scoring it alone on a fresh engine.
     let fresh = ModelPrm::start(&options(&ck)).expect("load");
     for (sol, scored) in sols.iter().zip(&batch) {
         let alone = rt.block_on(fresh.score(*sol)).expect("score");
-        assert_close(&scored.steps, &alone.steps, INCREMENTAL_TOL, "batched vs alone");
+        assert_close(
+            &scored.steps,
+            &alone.steps,
+            INCREMENTAL_TOL,
+            "batched vs alone",
+        );
     }
 }
 
@@ -176,24 +293,53 @@ fn bad_solutions_score_no_answer_without_touching_the_model() {
     let cases: [(&str, Vec<String>); 4] = [
         ("empty solution", Vec::new()),
         ("blank steps", vec!["  ".into(), "\n".into()]),
-        ("no answer", vec!["We add the two numbers.".into(), "Then we double the result.".into()]),
-        ("unparsable answer", vec!["So the answer is \\boxed{\\frac{1}{}}.".into()]),
+        (
+            "no answer",
+            vec![
+                "We add the two numbers.".into(),
+                "Then we double the result.".into(),
+            ],
+        ),
+        (
+            "unparsable answer",
+            vec!["So the answer is \\boxed{\\frac{1}{}}.".into()],
+        ),
     ];
     for (what, steps) in &cases {
-        let solution = Solution { problem: PROBLEM, steps, complete: true };
+        let solution = Solution {
+            problem: PROBLEM,
+            steps,
+            complete: true,
+        };
         assert_eq!(prm.cost_bound(&solution), 0, "{what}: nothing to compute");
-        let scores = rt.block_on(prm.score(solution)).unwrap_or_else(|e| panic!("{what} must not be an error: {e}"));
+        let scores = rt
+            .block_on(prm.score(solution))
+            .unwrap_or_else(|e| panic!("{what} must not be an error: {e}"));
         assert_eq!(scores, Scores::no_answer(steps.len()), "{what}");
     }
     // A batch mixing them with a good solution scores each on its own.
     let good = steps(5);
-    let mut sols: Vec<Solution<'_>> = cases.iter().map(|(_, s)| Solution { problem: PROBLEM, steps: s, complete: true }).collect();
-    sols.push(Solution { problem: PROBLEM, steps: &good, complete: true });
+    let mut sols: Vec<Solution<'_>> = cases
+        .iter()
+        .map(|(_, s)| Solution {
+            problem: PROBLEM,
+            steps: s,
+            complete: true,
+        })
+        .collect();
+    sols.push(Solution {
+        problem: PROBLEM,
+        steps: &good,
+        complete: true,
+    });
     let batch = rt.block_on(prm.score_batch(&sols)).expect("batch");
     assert!(batch[..4].iter().all(|s| s.cost == 0 && s.overall == 0.0));
     assert!(batch[4].cost > 0 && batch[4].steps.len() == 5);
     let c = rt.block_on(prm.executor().counters()).expect("counters");
-    assert_eq!(c.score_requests, 1, "only the good solution reached the engine");
+    assert_eq!(
+        c.score_requests, 1,
+        "only the good solution reached the engine"
+    );
 }
 
 #[test]
@@ -203,7 +349,11 @@ fn cost_bound_covers_the_cost_and_drops_to_zero_once_cached() {
     let prm = ModelPrm::start(&options(&ck)).expect("load");
     let (tokens, _) = expected_layout(&ck, 5);
     let all = steps(5);
-    let sol = Solution { problem: PROBLEM, steps: &all, complete: true };
+    let sol = Solution {
+        problem: PROBLEM,
+        steps: &all,
+        complete: true,
+    };
     let bound = prm.cost_bound(&sol);
     assert_eq!(bound, tokens.len() as u64, "cold: the whole layout");
     let scores = rt.block_on(prm.score(sol)).expect("score");

@@ -31,31 +31,60 @@ fn write_checkpoint(dir: &Path, seed: u64, tie: bool, dtype: DType) -> HashMap<S
     let mut rand = RandomTensors::new(seed);
     let (q, kv, inter) = (64, 32, 112);
     let mut t = HashMap::new();
-    t.insert("model.embed_tokens.weight".to_string(), rand.tensor(&[VOCAB, HIDDEN], 0.0, 1.0));
-    t.insert("model.norm.weight".to_string(), rand.tensor(&[HIDDEN], 1.0, 0.1));
+    t.insert(
+        "model.embed_tokens.weight".to_string(),
+        rand.tensor(&[VOCAB, HIDDEN], 0.0, 1.0),
+    );
+    t.insert(
+        "model.norm.weight".to_string(),
+        rand.tensor(&[HIDDEN], 1.0, 0.1),
+    );
     if !tie {
-        t.insert("lm_head.weight".to_string(), rand.tensor(&[VOCAB, HIDDEN], 0.0, 0.2));
+        t.insert(
+            "lm_head.weight".to_string(),
+            rand.tensor(&[VOCAB, HIDDEN], 0.0, 0.2),
+        );
     }
     rand.qwen2_layers(&mut t, LAYERS, HIDDEN, (q, kv, inter));
-    let stored: HashMap<String, Tensor> =
-        t.into_iter().map(|(k, v)| (k, v.to_dtype(dtype).expect("cast"))).collect();
+    let stored: HashMap<String, Tensor> = t
+        .into_iter()
+        .map(|(k, v)| (k, v.to_dtype(dtype).expect("cast")))
+        .collect();
     candle_core::safetensors::save(&stored, dir.join("model.safetensors")).expect("save");
     std::fs::write(dir.join("config.json"), config_json(tie).to_string()).expect("config");
-    stored.into_iter().map(|(k, v)| (k, v.to_dtype(DType::F32).expect("cast"))).collect()
+    stored
+        .into_iter()
+        .map(|(k, v)| (k, v.to_dtype(DType::F32).expect("cast")))
+        .collect()
 }
 
 fn check_against_reference(tie: bool, dtype: DType) {
     let dir = tempfile::tempdir().expect("tempdir");
     let tensors = write_checkpoint(dir.path(), 42, tie, dtype);
     let cfg: Config = serde_json::from_value(config_json(tie)).expect("reference config");
-    let mut reference =
-        ModelForCausalLM::new(&cfg, VarBuilder::from_tensors(tensors, DType::F32, &Device::Cpu)).expect("reference");
+    let mut reference = ModelForCausalLM::new(
+        &cfg,
+        VarBuilder::from_tensors(tensors, DType::F32, &Device::Cpu),
+    )
+    .expect("reference");
     let ours = load_model(dir.path(), &Device::Cpu, MatmulImpl::default()).expect("our model");
     let prompt = [3, 17, 42, 5, 88, 1, 60, 23, 9];
-    assert_tracks_reference(&ours, &prompt, 17, &format!("tie={tie} {dtype:?}"), |input, pos| {
-        let ids = Tensor::new(input, &Device::Cpu).and_then(|t| t.unsqueeze(0)).expect("ids");
-        reference.forward(&ids, pos).and_then(|l| l.flatten_all()).and_then(|l| l.to_vec1()).expect("reference forward")
-    });
+    assert_tracks_reference(
+        &ours,
+        &prompt,
+        17,
+        &format!("tie={tie} {dtype:?}"),
+        |input, pos| {
+            let ids = Tensor::new(input, &Device::Cpu)
+                .and_then(|t| t.unsqueeze(0))
+                .expect("ids");
+            reference
+                .forward(&ids, pos)
+                .and_then(|l| l.flatten_all())
+                .and_then(|l| l.to_vec1())
+                .expect("reference forward")
+        },
+    );
 }
 
 #[test]

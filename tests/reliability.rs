@@ -25,16 +25,33 @@ use crate::server_remote::Process;
 #[test]
 fn a_short_mixed_load_gets_no_5xx_and_leaves_the_server_idle() {
     let server = Process::start_with(&["--max-running", "8", "--max-queue", "64"]);
-    let opts = LoadOptions { pid: Some(server.child.id()), seed: 7, ..LoadOptions::new(server.url.clone(), 8, Duration::from_secs(10)) };
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("tokio");
+    let opts = LoadOptions {
+        pid: Some(server.child.id()),
+        seed: 7,
+        ..LoadOptions::new(server.url.clone(), 8, Duration::from_secs(10))
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio");
     let report = rt.block_on(run(&opts)).expect("load");
     let json = serde_json::to_string_pretty(&report).unwrap_or_default();
     assert!(report.requests >= 8, "{json}");
     assert_eq!(report.server_errors, 0, "{json}");
     assert_eq!(report.transport_errors, 0, "{json}");
     assert_eq!(report.truncated_streams, 0, "{json}");
-    assert!(report.by_status.keys().all(|s| matches!(s.as_str(), "200" | "422" | "429")), "{json}");
-    assert!(report.by_status.get("422").is_some_and(|&n| n > 0), "over-limit budgets are refused: {json}");
+    assert!(
+        report
+            .by_status
+            .keys()
+            .all(|s| matches!(s.as_str(), "200" | "422" | "429")),
+        "{json}"
+    );
+    assert!(
+        report.by_status.get("422").is_some_and(|&n| n > 0),
+        "over-limit budgets are refused: {json}"
+    );
     assert!(report.idle_after(), "gauges back to idle: {json}");
     assert!(report.rss_end_kib.is_some_and(|r| r > 0), "{json}");
 }
@@ -53,7 +70,11 @@ fn a_backend_killed_and_restarted_under_load_gives_clean_errors_and_the_front_re
         timeout: Duration::from_secs(90),
         ..LoadOptions::new(front.url.clone(), 6, Duration::from_secs(30))
     };
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("tokio");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio");
     let (report, restarted) = rt.block_on(async {
         let load = tokio::spawn(async move { run(&opts).await });
         tokio::time::sleep(Duration::from_secs(8)).await;
@@ -64,14 +85,38 @@ fn a_backend_killed_and_restarted_under_load_gives_clean_errors_and_the_front_re
         (load.await.expect("load task").expect("load"), restarted)
     });
     let json = serde_json::to_string_pretty(&report).unwrap_or_default();
-    eprintln!("backend kill/restart under load: {}", serde_json::to_string(&report.timeline).unwrap_or_default());
-    assert!(report.by_status.keys().all(|s| matches!(s.as_str(), "200" | "422" | "429" | "502" | "503")), "{json}");
-    assert_eq!(report.transport_errors, 0, "no request hung or was cut: {json}");
-    assert_eq!(report.truncated_streams, 0, "every stream ended with [DONE]: {json}");
-    assert!(report.server_errors + report.stream_errors > 0, "the killed backend was noticed: {json}");
+    eprintln!(
+        "backend kill/restart under load: {}",
+        serde_json::to_string(&report.timeline).unwrap_or_default()
+    );
+    assert!(
+        report
+            .by_status
+            .keys()
+            .all(|s| matches!(s.as_str(), "200" | "422" | "429" | "502" | "503")),
+        "{json}"
+    );
+    assert_eq!(
+        report.transport_errors, 0,
+        "no request hung or was cut: {json}"
+    );
+    assert_eq!(
+        report.truncated_streams, 0,
+        "every stream ended with [DONE]: {json}"
+    );
+    assert!(
+        report.server_errors + report.stream_errors > 0,
+        "the killed backend was noticed: {json}"
+    );
     let last = report.timeline.last().expect("a timeline");
-    assert!(last.ok > 0 && last.server_errors == 0 && last.stream_errors == 0, "recovered by the end: {json}");
-    assert!(report.idle_after(), "the front's gauges back to idle: {json}");
+    assert!(
+        last.ok > 0 && last.server_errors == 0 && last.stream_errors == 0,
+        "recovered by the end: {json}"
+    );
+    assert!(
+        report.idle_after(),
+        "the front's gauges back to idle: {json}"
+    );
     drop(restarted);
 }
 
@@ -89,23 +134,40 @@ fn best_of_n(seed: u64) -> ReasonRequest {
 #[test]
 fn a_tiny_kv_pool_preempts_and_recomputes_to_the_same_seeded_answers() {
     let config = crate::util::smollm2().model.config().clone();
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("tokio");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio");
     // Three seeded searches at once, each needing 16 of the pool's blocks at its peak.
     let outcome = |kv_memory: u64| {
-        let opts = RuntimeOptions { model: crate::util::smollm2_path(), kv_memory, ..RuntimeOptions::default_model() };
+        let opts = RuntimeOptions {
+            model: crate::util::smollm2_path(),
+            kv_memory,
+            ..RuntimeOptions::default_model()
+        };
         let runtime = Runtime::start(&opts).expect("runtime");
         let registry = Registry::with_builtins();
         let texts = rt.block_on(async {
-            let runs = [3, 4, 5].map(|seed| {
-                let req = best_of_n(seed);
-                let (registry, generator) = (&registry, runtime.generator());
-                async move { reason(registry, generator, None, &req, CancellationToken::new()).await }
-            });
+            let runs =
+                [3, 4, 5].map(|seed| {
+                    let req = best_of_n(seed);
+                    let (registry, generator) = (&registry, runtime.generator());
+                    async move {
+                        reason(registry, generator, None, &req, CancellationToken::new()).await
+                    }
+                });
             let [a, b, c] = runs;
             let (a, b, c) = tokio::join!(a, b, c);
             [a, b, c].map(|o| {
                 let o = o.expect("reason");
-                (o.answer.clone(), o.candidates.iter().map(|c| c.text.clone()).collect::<Vec<_>>())
+                (
+                    o.answer.clone(),
+                    o.candidates
+                        .iter()
+                        .map(|c| c.text.clone())
+                        .collect::<Vec<_>>(),
+                )
             })
         });
         let counters = rt.block_on(runtime.counters()).expect("counters");
@@ -119,13 +181,20 @@ fn a_tiny_kv_pool_preempts_and_recomputes_to_the_same_seeded_answers() {
     let (tiny, tiny_preemptions) = outcome(16 * bytes_per_block(&config, 16));
     assert_eq!(large_preemptions, 0);
     assert!(tiny_preemptions > 0, "the tiny pool must preempt");
-    assert_eq!(tiny, large, "preemption and recompute change no seeded answer");
+    assert_eq!(
+        tiny, large,
+        "preemption and recompute change no seeded answer"
+    );
 }
 
 #[test]
 fn a_fan_out_larger_than_the_kv_pool_is_refused_with_a_422_naming_the_limit() {
     let config = crate::util::smollm2().model.config().clone();
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("tokio");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio");
     let opts = RuntimeOptions {
         model: crate::util::smollm2_path(),
         kv_memory: 20 * bytes_per_block(&config, 16),
@@ -134,12 +203,24 @@ fn a_fan_out_larger_than_the_kv_pool_is_refused_with_a_422_naming_the_limit() {
     let runtime = Runtime::start(&opts).expect("runtime");
     let registry = Registry::with_builtins();
     // Sixteen branches of up to 200 tokens need 13 blocks each: far more than the pool's twenty.
-    let req = ReasonRequest { params: json!({"n": 16, "max_tokens": 200}), ..best_of_n(1) };
+    let req = ReasonRequest {
+        params: json!({"n": 16, "max_tokens": 200}),
+        ..best_of_n(1)
+    };
     let err = rt
-        .block_on(reason(&registry, runtime.generator(), None, &req, CancellationToken::new()))
+        .block_on(reason(
+            &registry,
+            runtime.generator(),
+            None,
+            &req,
+            CancellationToken::new(),
+        ))
         .expect_err("the fan-out cannot fit the pool");
     assert!(matches!(err, StrategyError::Capacity(_)), "{err}");
-    assert!(err.to_string().contains("KV blocks but the pool has 20"), "{err}");
+    assert!(
+        err.to_string().contains("KV blocks but the pool has 20"),
+        "{err}"
+    );
     // Not the server's fault and not worth retrying unchanged: a 4xx, with a code a client can test.
     let err = AppError::Strategy(err);
     assert_eq!(err.status().as_u16(), 422, "{err}");
@@ -168,9 +249,15 @@ fn a_deadline_mid_search_returns_the_best_answer_so_far() {
     assert_eq!(out["finish_reason"], "deadline", "{}", out);
     // How many rollouts finish in time depends on the machine; whatever finished is the answer.
     if out["candidates"].as_array().is_some_and(|c| !c.is_empty()) {
-        assert!(out["answer"].is_string() || out["text"].is_string(), "a best-so-far answer: {}", out["answer"]);
+        assert!(
+            out["answer"].is_string() || out["text"].is_string(),
+            "a best-so-far answer: {}",
+            out["answer"]
+        );
     }
-    assert!(out["usage"]["generated_tokens"].as_u64().is_some_and(|g| g < 200_000));
+    assert!(out["usage"]["generated_tokens"]
+        .as_u64()
+        .is_some_and(|g| g < 200_000));
 
     // The OpenAI-shaped endpoint says why in its extension and ends the choice as "length".
     let chat = json!({
@@ -183,7 +270,11 @@ fn a_deadline_mid_search_returns_the_best_answer_so_far() {
     });
     let (status, out) = server.send(client.post(server.url("/v1/chat/completions")).json(&chat));
     assert_eq!(status, 200, "{out}");
-    assert_eq!(out["ponder"]["finish_reason"], "deadline", "{}", out["ponder"]);
+    assert_eq!(
+        out["ponder"]["finish_reason"], "deadline",
+        "{}",
+        out["ponder"]
+    );
     assert_eq!(out["choices"][0]["finish_reason"], "length");
 }
 
@@ -192,7 +283,11 @@ fn sigterm_under_load_drains_in_flight_streams_and_exits_zero() {
     let mut server = Process::start_with(&["--shutdown-timeout-s", "60"]);
     let url = server.url.clone();
     let pid = server.child.id();
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("tokio");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio");
     let (tx, mut started) = tokio::sync::mpsc::unbounded_channel::<()>();
     let streams: Vec<_> = (0..4)
         .map(|i| {
@@ -220,18 +315,27 @@ fn sigterm_under_load_drains_in_flight_streams_and_exits_zero() {
             started.recv().await;
         }
     });
-    let term = std::process::Command::new("kill").args(["-TERM", &pid.to_string()]).status().expect("kill");
+    let term = std::process::Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .expect("kill");
     assert!(term.success());
     for s in streams {
         let text = rt.block_on(s).expect("stream task");
-        assert!(text.trim_end().ends_with("data: [DONE]"), "an in-flight stream finished: {text}");
+        assert!(
+            text.trim_end().ends_with("data: [DONE]"),
+            "an in-flight stream finished: {text}"
+        );
     }
     let deadline = Instant::now() + Duration::from_secs(60);
     let status = loop {
         if let Some(status) = server.child.try_wait().expect("wait") {
             break status;
         }
-        assert!(Instant::now() < deadline, "ponder serve did not exit within its shutdown timeout");
+        assert!(
+            Instant::now() < deadline,
+            "ponder serve did not exit within its shutdown timeout"
+        );
         std::thread::sleep(Duration::from_millis(100));
     };
     assert!(status.success(), "exit status {status:?}");

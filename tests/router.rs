@@ -13,20 +13,30 @@ use tokio_util::sync::CancellationToken;
 
 fn embedder_dir() -> std::path::PathBuf {
     let dir = ponder::models::default_embedder_dir();
-    assert!(dir.join("model.safetensors").is_file(), "{} is missing: {}", dir.display(), ponder::models::SETUP_HINT);
+    assert!(
+        dir.join("model.safetensors").is_file(),
+        "{} is missing: {}",
+        dir.display(),
+        ponder::models::SETUP_HINT
+    );
     dir
 }
 
 fn embedder() -> &'static Embedder {
     static E: OnceLock<Embedder> = OnceLock::new();
-    E.get_or_init(|| Embedder::load(&embedder_dir()).unwrap_or_else(|e| panic!("loading the encoder: {e}")))
+    E.get_or_init(|| {
+        Embedder::load(&embedder_dir()).unwrap_or_else(|e| panic!("loading the encoder: {e}"))
+    })
 }
 
 fn shipped() -> Arc<Router> {
     static R: OnceLock<Arc<Router>> = OnceLock::new();
     Arc::clone(R.get_or_init(|| {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(router::file::DEFAULT_ROUTER);
-        Arc::new(Router::load(&path, &embedder_dir()).unwrap_or_else(|e| panic!("loading the shipped router: {e}")))
+        Arc::new(
+            Router::load(&path, &embedder_dir())
+                .unwrap_or_else(|e| panic!("loading the shipped router: {e}")),
+        )
     }))
 }
 
@@ -45,7 +55,8 @@ struct FixtureSentence {
 fn embeddings_match_sentence_transformers_fixture() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/minilm_embeddings.json");
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let fixture: Fixture = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let fixture: Fixture =
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     assert_eq!(fixture.sentences.len(), 10);
     let texts: Vec<&str> = fixture.sentences.iter().map(|s| s.text.as_str()).collect();
     // One batch of ten, padded to the longest: padding must not change any vector.
@@ -68,20 +79,30 @@ fn long_query_is_truncated_to_the_encoder_window_and_said_so() {
     let e = embedder();
     assert_eq!(e.window(), 256);
     let long = "how many apples are left if ".repeat(400);
-    let out = e.embed(&[long.as_str(), "What is 2+3?"]).expect("embedding");
+    let out = e
+        .embed(&[long.as_str(), "What is 2+3?"])
+        .expect("embedding");
     assert!(out[0].truncated);
     assert_eq!(out[0].tokens, 256);
     assert!(!out[1].truncated);
     assert!(out[1].tokens < 16);
-    let decision = shipped().route(&long, 2048, 0.0).expect("routing a long query");
+    let decision = shipped()
+        .route(&long, 2048, 0.0)
+        .expect("routing a long query");
     assert!(decision.truncated);
     assert_eq!(decision.window, 256);
 }
 
 #[test]
 fn empty_query_is_a_clear_error() {
-    assert!(matches!(shipped().route("", 1024, 0.0), Err(RouterError::EmptyQuery)));
-    assert!(matches!(shipped().route("   \n", 1024, 0.0), Err(RouterError::EmptyQuery)));
+    assert!(matches!(
+        shipped().route("", 1024, 0.0),
+        Err(RouterError::EmptyQuery)
+    ));
+    assert!(matches!(
+        shipped().route("   \n", 1024, 0.0),
+        Err(RouterError::EmptyQuery)
+    ));
 }
 
 #[test]
@@ -90,21 +111,36 @@ fn missing_router_file_is_an_error_naming_the_file() {
     let path = dir.path().join("nope/router.json");
     let err = Router::load(&path, &embedder_dir()).expect_err("a missing file must fail");
     assert!(matches!(err, RouterError::Read { .. }), "{err}");
-    assert!(err.to_string().contains(&path.display().to_string()), "{err}");
+    assert!(
+        err.to_string().contains(&path.display().to_string()),
+        "{err}"
+    );
 }
 
 #[test]
 fn corrupt_router_files_are_errors_naming_the_file() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let shipped_text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(router::file::DEFAULT_ROUTER)).expect("shipped router");
-    let mut wrong_dim: serde_json::Value = serde_json::from_str(&shipped_text).expect("shipped router is JSON");
+    let shipped_text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join(router::file::DEFAULT_ROUTER),
+    )
+    .expect("shipped router");
+    let mut wrong_dim: serde_json::Value =
+        serde_json::from_str(&shipped_text).expect("shipped router is JSON");
     wrong_dim["dim"] = serde_json::json!(128);
     let mut wrong_format = wrong_dim.clone();
     wrong_format["dim"] = serde_json::json!(384);
     wrong_format["format"] = serde_json::json!(99);
     let cases = [
-        ("garbage.json", "this is not json".to_string(), "router file"),
-        ("truncated.json", shipped_text[..shipped_text.len() / 2].to_string(), "router file"),
+        (
+            "garbage.json",
+            "this is not json".to_string(),
+            "router file",
+        ),
+        (
+            "truncated.json",
+            shipped_text[..shipped_text.len() / 2].to_string(),
+            "router file",
+        ),
         ("dim.json", wrong_dim.to_string(), "entries"),
         ("format.json", wrong_format.to_string(), "format 99"),
     ];
@@ -114,7 +150,10 @@ fn corrupt_router_files_are_errors_naming_the_file() {
         let err = Router::load(&path, &embedder_dir()).expect_err("a corrupt file must fail");
         assert!(matches!(err, RouterError::Corrupt { .. }), "{name}: {err}");
         let msg = err.to_string();
-        assert!(msg.contains(&path.display().to_string()) && msg.contains(says), "{name}: {msg}");
+        assert!(
+            msg.contains(&path.display().to_string()) && msg.contains(says),
+            "{name}: {msg}"
+        );
     }
 }
 
@@ -122,10 +161,20 @@ fn corrupt_router_files_are_errors_naming_the_file() {
 fn shipped_router_file_round_trips_and_carries_its_evaluation() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(router::file::DEFAULT_ROUTER);
     let file = RouterFile::load(&path).expect("shipped router");
-    let eval = file.evaluation.clone().expect("the shipped file records its held-out evaluation");
-    assert!(eval.heldout_examples >= 50, "{} held out", eval.heldout_examples);
+    let eval = file
+        .evaluation
+        .clone()
+        .expect("the shipped file records its held-out evaluation");
+    assert!(
+        eval.heldout_examples >= 50,
+        "{} held out",
+        eval.heldout_examples
+    );
     assert_eq!(eval.category.total(), eval.heldout_examples);
-    assert!(!file.allocator.table.rows.is_empty(), "the shipped file has a calibration table");
+    assert!(
+        !file.allocator.table.rows.is_empty(),
+        "the shipped file has a calibration table"
+    );
     let dir = tempfile::tempdir().expect("tempdir");
     let copy = dir.path().join("router.json");
     file.save(&copy).expect("save");
@@ -135,37 +184,76 @@ fn shipped_router_file_round_trips_and_carries_its_evaluation() {
 #[test]
 fn shipped_router_classifies_the_held_out_split() {
     let r = shipped();
-    let examples = router::data::load_labelled(&Path::new(env!("CARGO_MANIFEST_DIR")).join("data/router/labelled.jsonl")).expect("labelled set");
+    let examples = router::data::load_labelled(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("data/router/labelled.jsonl"),
+    )
+    .expect("labelled set");
     assert!(examples.len() >= 300);
     let (_, heldout) = router::data::split(&examples, 0.2, 0);
-    let (category, difficulty) = router::train::evaluate(r.embedder(), &r.file().classifier, &heldout).expect("evaluate");
+    let (category, difficulty) =
+        router::train::evaluate(r.embedder(), &r.file().classifier, &heldout).expect("evaluate");
     // The recorded evaluation is what this build measures on the same split.
     let recorded = r.file().evaluation.clone().expect("evaluation");
     assert_eq!(category, recorded.category);
     assert_eq!(difficulty, recorded.difficulty);
-    assert!(category.accuracy() >= 0.8, "category accuracy {}", category.accuracy());
-    assert!(difficulty.accuracy() > 1.0 / 3.0, "difficulty accuracy {} is no better than chance", difficulty.accuracy());
+    assert!(
+        category.accuracy() >= 0.8,
+        "category accuracy {}",
+        category.accuracy()
+    );
+    assert!(
+        difficulty.accuracy() > 1.0 / 3.0,
+        "difficulty accuracy {} is no better than chance",
+        difficulty.accuracy()
+    );
 }
 
 #[test]
 fn chat_is_answered_directly_and_hard_math_thinks() {
     let r = shipped();
-    let chat = r.route("Hey! How are you doing this evening?", 2048, 0.0).expect("route");
+    let chat = r
+        .route("Hey! How are you doing this evening?", 2048, 0.0)
+        .expect("route");
     assert_eq!(chat.category, "chat");
     assert!(!chat.allocation.think);
     assert_eq!(chat.allocation.strategy, "direct");
-    let math = r.route("Find all integer solutions of x^3 - 6x^2 + 11x - 6 = 0 and prove there are no others.", 2048, 0.0).expect("route");
+    let math = r
+        .route(
+            "Find all integer solutions of x^3 - 6x^2 + 11x - 6 = 0 and prove there are no others.",
+            2048,
+            0.0,
+        )
+        .expect("route");
     assert_eq!(math.category, "math");
     assert!(math.allocation.think);
     assert!(math.allocation.budget_tokens <= 2048);
     // Under load the same query gets fewer branches, and at full load none at all.
-    let busy = r.route("Find all integer solutions of x^3 - 6x^2 + 11x - 6 = 0 and prove there are no others.", 2048, 0.8).expect("route");
-    assert!(busy.allocation.max_n < math.allocation.max_n || busy.allocation.max_n == 1, "{busy:?}");
-    let full = r.route("Find all integer solutions of x^3 - 6x^2 + 11x - 6 = 0 and prove there are no others.", 2048, 1.0).expect("route");
+    let busy = r
+        .route(
+            "Find all integer solutions of x^3 - 6x^2 + 11x - 6 = 0 and prove there are no others.",
+            2048,
+            0.8,
+        )
+        .expect("route");
+    assert!(
+        busy.allocation.max_n < math.allocation.max_n || busy.allocation.max_n == 1,
+        "{busy:?}"
+    );
+    let full = r
+        .route(
+            "Find all integer solutions of x^3 - 6x^2 + 11x - 6 = 0 and prove there are no others.",
+            2048,
+            1.0,
+        )
+        .expect("route");
     assert!(!full.allocation.think);
 }
 
-fn run_auto(generator: Arc<dyn Generator>, problem: &str, budget: i64) -> Result<Outcome, StrategyError> {
+fn run_auto(
+    generator: Arc<dyn Generator>,
+    problem: &str,
+    budget: i64,
+) -> Result<Outcome, StrategyError> {
     let registry = router::registry_with_auto(shipped());
     let req = ReasonRequest {
         problem: problem.into(),
@@ -175,17 +263,31 @@ fn run_auto(generator: Arc<dyn Generator>, problem: &str, budget: i64) -> Result
         deadline_ms: None,
         seed: 3,
     };
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
-    rt.block_on(reason(&registry, generator, None, &req, CancellationToken::new()))
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(reason(
+        &registry,
+        generator,
+        None,
+        &req,
+        CancellationToken::new(),
+    ))
 }
 
 #[test]
 fn auto_answers_chat_directly_and_reports_the_decision() {
-    let generator = Arc::new(FakeGenerator::new(|_| FakeChunk::last("Hello! I'm doing well, thanks for asking.", -0.2)));
+    let generator = Arc::new(FakeGenerator::new(|_| {
+        FakeChunk::last("Hello! I'm doing well, thanks for asking.", -0.2)
+    }));
     let out = run_auto(generator, "Hi! How are you doing today?", 1024).expect("auto");
     assert_eq!(out.strategy, "auto");
     assert_eq!(out.candidates.len(), 1);
-    assert_eq!(out.text.as_deref(), Some("Hello! I'm doing well, thanks for asking."));
+    assert_eq!(
+        out.text.as_deref(),
+        Some("Hello! I'm doing well, thanks for asking.")
+    );
     let decision = out.router.clone().expect("router object");
     assert_eq!(decision["category"], "chat");
     assert_eq!(decision["think"], false);
@@ -203,14 +305,23 @@ fn auto_stops_early_when_the_vote_agrees() {
     assert_eq!(out.answer.as_deref(), Some("5"));
     let max_n = decision["max_n"].as_u64().expect("max_n") as usize;
     // Every trace agrees, so the first round decides: fewer traces than the cap.
-    assert!(out.candidates.len() < max_n, "{} traces of at most {max_n}", out.candidates.len());
+    assert!(
+        out.candidates.len() < max_n,
+        "{} traces of at most {max_n}",
+        out.candidates.len()
+    );
     assert!(out.usage.spent() <= 4096);
 }
 
 #[test]
 fn auto_widens_within_the_cap_when_answers_disagree() {
     // Every trace reaches a different answer: the vote never settles.
-    let generator = Arc::new(FakeGenerator::new(|s| FakeChunk::last(format!("So the result is \\boxed{{{}}}.", s.seed % 1000), -0.1)));
+    let generator = Arc::new(FakeGenerator::new(|s| {
+        FakeChunk::last(
+            format!("So the result is \\boxed{{{}}}.", s.seed % 1000),
+            -0.1,
+        )
+    }));
     let out = run_auto(generator, "What is 2+3?", 4096).expect("auto");
     let decision = out.router.clone().expect("router object");
     let n = decision["n"].as_u64().expect("n") as usize;
@@ -218,7 +329,11 @@ fn auto_widens_within_the_cap_when_answers_disagree() {
     assert!(max_n > n.div_ceil(2), "{decision}");
     assert_eq!(out.candidates.len(), max_n, "it widens to the cap");
     let allocated = decision["budget_tokens"].as_u64().expect("budget_tokens");
-    assert!(out.usage.spent() <= allocated && allocated <= 4096, "{} spent of {allocated}", out.usage.spent());
+    assert!(
+        out.usage.spent() <= allocated && allocated <= 4096,
+        "{} spent of {allocated}",
+        out.usage.spent()
+    );
 }
 
 #[test]
@@ -226,13 +341,22 @@ fn auto_runs_a_search_strategy_under_the_allocations_budget() {
     // A bare number routes to math with a calibration row for a search strategy, allocated
     // less than the request's 1024 tokens: the search stops there, not at the request's cap.
     // Steps that never reach an answer: the search spends whatever it is allowed.
-    let generator = Arc::new(FakeGenerator::new(|s| FakeChunk::step(format!("Let me think about case {} again.\n\n", s.seed % 97), -0.3)));
+    let generator = Arc::new(FakeGenerator::new(|s| {
+        FakeChunk::step(
+            format!("Let me think about case {} again.\n\n", s.seed % 97),
+            -0.3,
+        )
+    }));
     let out = run_auto(generator, "0", 1024).expect("auto");
     let decision = out.router.clone().expect("router object");
     assert_eq!(decision["think"], true, "{decision}");
     let allocated = decision["budget_tokens"].as_u64().expect("budget_tokens");
     assert!(allocated < 1024, "{decision}");
-    assert!(out.usage.spent() <= allocated, "{} spent of {allocated}: {decision}", out.usage.spent());
+    assert!(
+        out.usage.spent() <= allocated,
+        "{} spent of {allocated}: {decision}",
+        out.usage.spent()
+    );
 }
 
 #[test]

@@ -23,22 +23,38 @@ pub(crate) struct TestServer {
 
 impl TestServer {
     pub(crate) fn start(configure: impl FnOnce(ServerBuilder) -> ServerBuilder) -> Self {
-        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("tokio");
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("tokio");
         Self::start_on(rt, configure)
     }
 
     /// A server on the given runtime (e.g. one whose threads log to a test subscriber).
-    pub(crate) fn start_on(rt: tokio::runtime::Runtime, configure: impl FnOnce(ServerBuilder) -> ServerBuilder) -> Self {
-        let opts = RuntimeOptions { model: crate::util::smollm2_path(), ..RuntimeOptions::default_model() };
+    pub(crate) fn start_on(
+        rt: tokio::runtime::Runtime,
+        configure: impl FnOnce(ServerBuilder) -> ServerBuilder,
+    ) -> Self {
+        let opts = RuntimeOptions {
+            model: crate::util::smollm2_path(),
+            ..RuntimeOptions::default_model()
+        };
         let runtime = Arc::new(Runtime::start(&opts).expect("runtime"));
         let state = configure(ServerBuilder::new(runtime).model_id("smollm2")).build();
-        let listener = rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).expect("bind");
+        let listener = rt
+            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+            .expect("bind");
         let url = format!("http://{}", listener.local_addr().expect("addr"));
         let (stop, stopped) = oneshot::channel::<()>();
         rt.spawn(serve(listener, Arc::clone(&state), async move {
             let _ = stopped.await;
         }));
-        Self { url, rt, stop: Some(stop) }
+        Self {
+            url,
+            rt,
+            stop: Some(stop),
+        }
     }
 
     pub(crate) fn block_on<F: Future>(&self, f: F) -> F::Output {
@@ -69,12 +85,19 @@ impl Drop for TestServer {
 
 /// `data:` payloads of an SSE body, in order.
 pub(crate) fn sse_data(body: &str) -> Vec<String> {
-    body.lines().filter_map(|l| l.strip_prefix("data: ").or_else(|| l.strip_prefix("data:"))).map(|s| s.trim().to_string()).collect()
+    body.lines()
+        .filter_map(|l| l.strip_prefix("data: ").or_else(|| l.strip_prefix("data:")))
+        .map(|s| s.trim().to_string())
+        .collect()
 }
 
 /// The value of a sample line `name value` (no labels, or an exact label set) in metrics text.
 pub(crate) fn metric(text: &str, name: &str) -> Option<f64> {
-    text.lines().find_map(|l| l.strip_prefix(name).and_then(|rest| rest.strip_prefix(' ')).and_then(|v| v.trim().parse().ok()))
+    text.lines().find_map(|l| {
+        l.strip_prefix(name)
+            .and_then(|rest| rest.strip_prefix(' '))
+            .and_then(|v| v.trim().parse().ok())
+    })
 }
 
 async fn post(client: &reqwest::Client, url: &str, body: Value) -> (u16, Value) {
@@ -96,7 +119,10 @@ fn chat_completions_answer_in_openai_shape_with_usage_and_replay_by_seed() {
     let server = TestServer::start(|b| b);
     let client = reqwest::Client::new();
     let url = server.url("/v1/chat/completions");
-    let body = chat("Name a colour.", json!({"max_tokens": 8, "n": 2, "seed": 7, "temperature": 0.8, "logprobs": true, "top_logprobs": 2}));
+    let body = chat(
+        "Name a colour.",
+        json!({"max_tokens": 8, "n": 2, "seed": 7, "temperature": 0.8, "logprobs": true, "top_logprobs": 2}),
+    );
     let (status, first) = server.block_on(post(&client, &url, body.clone()));
     assert_eq!(status, 200, "{first}");
     assert_eq!(first["object"], "chat.completion");
@@ -105,22 +131,46 @@ fn chat_completions_answer_in_openai_shape_with_usage_and_replay_by_seed() {
     for c in choices {
         assert_eq!(c["message"]["role"], "assistant");
         assert!(c["message"]["content"].is_string());
-        assert!(matches!(c["finish_reason"].as_str(), Some("stop" | "length")));
+        assert!(matches!(
+            c["finish_reason"].as_str(),
+            Some("stop" | "length")
+        ));
         let lp = c["logprobs"]["content"].as_array().expect("logprobs");
-        assert!(!lp.is_empty() && lp[0]["top_logprobs"].as_array().is_some_and(|t| t.len() == 2), "{c}");
+        assert!(
+            !lp.is_empty()
+                && lp[0]["top_logprobs"]
+                    .as_array()
+                    .is_some_and(|t| t.len() == 2),
+            "{c}"
+        );
     }
     let usage = &first["usage"];
-    let (p, c) = (usage["prompt_tokens"].as_u64().expect("prompt"), usage["completion_tokens"].as_u64().expect("completion"));
+    let (p, c) = (
+        usage["prompt_tokens"].as_u64().expect("prompt"),
+        usage["completion_tokens"].as_u64().expect("completion"),
+    );
     assert!(p > 0 && c > 0 && c <= 16, "{usage}");
     assert_eq!(usage["total_tokens"].as_u64(), Some(p + c));
     assert_eq!(usage["completion_tokens_details"]["reasoning_tokens"], 0);
 
     // The same seed replays the same choices; the prompt's blocks now come from the prefix cache.
     let (_, second) = server.block_on(post(&client, &url, body));
-    for (a, b) in first["choices"].as_array().into_iter().flatten().zip(second["choices"].as_array().into_iter().flatten()) {
+    for (a, b) in first["choices"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .zip(second["choices"].as_array().into_iter().flatten())
+    {
         assert_eq!(a["message"]["content"], b["message"]["content"]);
     }
-    assert!(second["usage"]["prompt_tokens_details"]["cached_tokens"].as_u64().unwrap_or(0) > 0, "{}", second["usage"]);
+    assert!(
+        second["usage"]["prompt_tokens_details"]["cached_tokens"]
+            .as_u64()
+            .unwrap_or(0)
+            > 0,
+        "{}",
+        second["usage"]
+    );
 
     // The legacy completions endpoint continues raw text.
     let (status, text) =
@@ -128,7 +178,9 @@ fn chat_completions_answer_in_openai_shape_with_usage_and_replay_by_seed() {
     assert_eq!(status, 200, "{text}");
     assert_eq!(text["object"], "text_completion");
     assert!(text["choices"][0]["text"].is_string());
-    assert!(text["choices"][0]["logprobs"]["token_logprobs"].as_array().is_some_and(|v| !v.is_empty()));
+    assert!(text["choices"][0]["logprobs"]["token_logprobs"]
+        .as_array()
+        .is_some_and(|v| !v.is_empty()));
 }
 
 #[test]
@@ -137,26 +189,58 @@ fn streamed_chat_matches_the_plain_answer_and_ends_with_usage_and_done() {
     let client = reqwest::Client::new();
     let url = server.url("/v1/chat/completions");
     let base = json!({"max_tokens": 12, "temperature": 0, "stop": ["\n\n"]});
-    let (_, plain) = server.block_on(post(&client, &url, chat("Count from one to five.", base.clone())));
+    let (_, plain) = server.block_on(post(
+        &client,
+        &url,
+        chat("Count from one to five.", base.clone()),
+    ));
     let mut streamed = base;
     streamed["stream"] = json!(true);
     streamed["stream_options"] = json!({"include_usage": true});
     let body = server.block_on(async {
-        let r = client.post(&url).json(&chat("Count from one to five.", streamed)).send().await.expect("send");
+        let r = client
+            .post(&url)
+            .json(&chat("Count from one to five.", streamed))
+            .send()
+            .await
+            .expect("send");
         assert_eq!(r.status(), 200);
-        assert!(r.headers()["content-type"].to_str().is_ok_and(|t| t.starts_with("text/event-stream")));
+        assert!(r.headers()["content-type"]
+            .to_str()
+            .is_ok_and(|t| t.starts_with("text/event-stream")));
         r.text().await.expect("body")
     });
     let data = sse_data(&body);
     assert_eq!(data.last().map(String::as_str), Some("[DONE]"), "{body}");
-    let chunks: Vec<Value> = data[..data.len() - 1].iter().map(|d| serde_json::from_str(d).expect("chunk json")).collect();
-    assert!(chunks.iter().all(|c| c["object"] == "chat.completion.chunk"));
+    let chunks: Vec<Value> = data[..data.len() - 1]
+        .iter()
+        .map(|d| serde_json::from_str(d).expect("chunk json"))
+        .collect();
+    assert!(chunks
+        .iter()
+        .all(|c| c["object"] == "chat.completion.chunk"));
     assert_eq!(chunks[0]["choices"][0]["delta"]["role"], "assistant");
-    let text: String = chunks.iter().filter_map(|c| c["choices"][0]["delta"]["content"].as_str()).collect();
-    assert_eq!(text, plain["choices"][0]["message"]["content"].as_str().unwrap_or_default());
-    assert!(chunks.iter().any(|c| c["choices"][0]["finish_reason"].is_string()));
-    let usage = chunks.last().map(|c| c["usage"].clone()).unwrap_or_default();
-    assert_eq!(usage["completion_tokens"], plain["usage"]["completion_tokens"], "{usage}");
+    let text: String = chunks
+        .iter()
+        .filter_map(|c| c["choices"][0]["delta"]["content"].as_str())
+        .collect();
+    assert_eq!(
+        text,
+        plain["choices"][0]["message"]["content"]
+            .as_str()
+            .unwrap_or_default()
+    );
+    assert!(chunks
+        .iter()
+        .any(|c| c["choices"][0]["finish_reason"].is_string()));
+    let usage = chunks
+        .last()
+        .map(|c| c["usage"].clone())
+        .unwrap_or_default();
+    assert_eq!(
+        usage["completion_tokens"], plain["usage"]["completion_tokens"],
+        "{usage}"
+    );
 }
 
 #[test]
@@ -173,21 +257,48 @@ fn a_strategy_by_model_name_streams_progress_then_the_answer_within_budget() {
         "stream_options": {"include_usage": true},
     });
     let text = server.block_on(async {
-        let r = client.post(server.url("/v1/chat/completions")).json(&body).send().await.expect("send");
+        let r = client
+            .post(server.url("/v1/chat/completions"))
+            .json(&body)
+            .send()
+            .await
+            .expect("send");
         assert_eq!(r.status(), 200);
         r.text().await.expect("body")
     });
     let data = sse_data(&text);
     assert_eq!(data.last().map(String::as_str), Some("[DONE]"));
-    let chunks: Vec<Value> = data[..data.len() - 1].iter().map(|d| serde_json::from_str(d).expect("json")).collect();
-    let progress: Vec<&Value> = chunks.iter().filter_map(|c| c.get("ponder").and_then(|p| p.get("progress"))).collect();
-    assert!(progress.iter().any(|p| p["event"] == "candidate" && p.get("vote_margin").is_some() && p.get("leader").is_some()), "{text}");
-    assert!(progress.iter().all(|p| p["spent"].as_u64().is_some_and(|s| s <= 600)));
-    let summary = chunks.iter().find_map(|c| c.get("ponder").filter(|p| p.get("strategy").is_some())).expect("summary");
+    let chunks: Vec<Value> = data[..data.len() - 1]
+        .iter()
+        .map(|d| serde_json::from_str(d).expect("json"))
+        .collect();
+    let progress: Vec<&Value> = chunks
+        .iter()
+        .filter_map(|c| c.get("ponder").and_then(|p| p.get("progress")))
+        .collect();
+    assert!(
+        progress.iter().any(|p| p["event"] == "candidate"
+            && p.get("vote_margin").is_some()
+            && p.get("leader").is_some()),
+        "{text}"
+    );
+    assert!(progress
+        .iter()
+        .all(|p| p["spent"].as_u64().is_some_and(|s| s <= 600)));
+    let summary = chunks
+        .iter()
+        .find_map(|c| c.get("ponder").filter(|p| p.get("strategy").is_some()))
+        .expect("summary");
     assert_eq!(summary["strategy"], "self_consistency");
     assert!(summary["spent"].as_u64().is_some_and(|s| s <= 600));
-    let usage = chunks.last().map(|c| c["usage"].clone()).unwrap_or_default();
-    assert!(usage["completion_tokens"].as_u64().is_some_and(|c| c > 0), "{usage}");
+    let usage = chunks
+        .last()
+        .map(|c| c["usage"].clone())
+        .unwrap_or_default();
+    assert!(
+        usage["completion_tokens"].as_u64().is_some_and(|c| c > 0),
+        "{usage}"
+    );
     assert!(usage["completion_tokens_details"]["reasoning_tokens"].is_u64());
 
     // The native endpoint returns the whole Outcome, tree included.
@@ -199,7 +310,12 @@ fn a_strategy_by_model_name_streams_progress_then_the_answer_within_budget() {
     assert_eq!(status, 200, "{outcome}");
     assert_eq!(outcome["strategy"], "best_of_n");
     assert_eq!(outcome["candidates"].as_array().map(Vec::len), Some(2));
-    assert!(outcome["tree"].is_object() && outcome["usage"]["generated_tokens"].as_u64().is_some_and(|g| g > 0));
+    assert!(
+        outcome["tree"].is_object()
+            && outcome["usage"]["generated_tokens"]
+                .as_u64()
+                .is_some_and(|g| g > 0)
+    );
 }
 
 #[test]
@@ -218,18 +334,35 @@ fn discovery_health_metrics_and_openapi() {
     assert_eq!(get("/ready").0, 200);
     let (_, models) = get("/v1/models");
     let models: Value = serde_json::from_str(&models).expect("json");
-    let ids: Vec<&str> = models["data"].as_array().into_iter().flatten().filter_map(|m| m["id"].as_str()).collect();
-    assert!(ids.contains(&"ponder") && ids.contains(&"ponder/beam_search") && ids.contains(&"smollm2"), "{ids:?}");
+    let ids: Vec<&str> = models["data"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|m| m["id"].as_str())
+        .collect();
+    assert!(
+        ids.contains(&"ponder") && ids.contains(&"ponder/beam_search") && ids.contains(&"smollm2"),
+        "{ids:?}"
+    );
     let (_, strategies) = get("/v1/strategies");
     let strategies: Value = serde_json::from_str(&strategies).expect("json");
-    let bon = strategies["data"].as_array().into_iter().flatten().find(|s| s["name"] == "best_of_n").expect("best_of_n");
+    let bon = strategies["data"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|s| s["name"] == "best_of_n")
+        .expect("best_of_n");
     assert!(bon["defaults"]["n"].is_u64());
     let (_, doc) = get("/openapi.json");
     let doc: Value = serde_json::from_str(&doc).expect("json");
     assert_eq!(doc["openapi"], "3.0.3");
     assert!(doc["paths"]["/v1/chat/completions"]["post"].is_object());
 
-    let (s, _) = server.block_on(post(&client, &server.url("/v1/chat/completions"), chat("Hi", json!({"max_tokens": 2}))));
+    let (s, _) = server.block_on(post(
+        &client,
+        &server.url("/v1/chat/completions"),
+        chat("Hi", json!({"max_tokens": 2})),
+    ));
     assert_eq!(s, 200);
     let (_, metrics) = get("/metrics");
     for name in [
@@ -251,45 +384,172 @@ fn discovery_health_metrics_and_openapi() {
 
 #[test]
 fn bad_input_table_gets_openai_errors_with_the_right_codes() {
-    let limits = Limits { max_body_bytes: 64 << 10, max_n: 4, max_budget_tokens: 10_000, ..Limits::default() };
+    let limits = Limits {
+        max_body_bytes: 64 << 10,
+        max_n: 4,
+        max_budget_tokens: 10_000,
+        ..Limits::default()
+    };
     let server = TestServer::start(|b| b.limits(limits).api_keys(ApiKeys::new(["sk-test-key"])));
     let client = reqwest::Client::new();
     let url = server.url("/v1/chat/completions");
     let long_prompt = "hello ".repeat(9000); // ~9000 tokens: past SmolLM2's 8192 context, under 64 KiB
-    type Case = (&'static str, reqwest::RequestBuilder, u16, Option<&'static str>);
+    type Case = (
+        &'static str,
+        reqwest::RequestBuilder,
+        u16,
+        Option<&'static str>,
+    );
     let json_post = |body: Value| client.post(&url).bearer_auth("sk-test-key").json(&body);
     let cases: Vec<Case> = vec![
-        ("malformed json", client.post(&url).bearer_auth("sk-test-key").header("content-type", "application/json").body("{\"model\": "), 400, Some("invalid_json")),
-        ("missing messages", json_post(json!({"model": "ponder"})), 400, Some("invalid_json")),
-        ("wrong content type", client.post(&url).bearer_auth("sk-test-key").header("content-type", "text/plain").body("hi"), 415, Some("unsupported_media_type")),
-        ("oversized body", json_post(chat(&"x".repeat(80 << 10), json!({}))), 413, Some("payload_too_large")),
-        ("unknown model", json_post(json!({"model": "gpt-9", "messages": [{"role": "user", "content": "hi"}]})), 404, Some("model_not_found")),
-        ("unknown strategy model", json_post(json!({"model": "ponder/nope", "messages": [{"role": "user", "content": "hi"}]})), 404, Some("model_not_found")),
-        ("prompt too long", json_post(chat(&long_prompt, json!({"max_tokens": 4}))), 400, Some("context_length_exceeded")),
-        ("budget over limit", json_post(chat("hi", json!({"budget_tokens": 10_001}))), 422, Some("limit_exceeded")),
-        ("n over limit", json_post(chat("hi", json!({"n": 5}))), 422, Some("limit_exceeded")),
-        ("top_logprobs over limit", json_post(chat("hi", json!({"logprobs": true, "top_logprobs": 50}))), 422, Some("limit_exceeded")),
-        ("too many stops", json_post(chat("hi", json!({"stop": ["a", "b", "c", "d", "e"]}))), 422, Some("limit_exceeded")),
-        ("temperature out of range", json_post(chat("hi", json!({"temperature": 3.5}))), 400, None),
-        ("bad strategy params", json_post(chat("hi", json!({"strategy": "best_of_n", "strategy_params": {"n": 0}}))), 400, None),
-        ("empty messages", json_post(json!({"model": "ponder", "messages": []})), 400, None),
-        ("no key", client.post(&url).json(&chat("hi", json!({}))), 401, Some("invalid_api_key")),
-        ("bad key", client.post(&url).bearer_auth("sk-wrong").json(&chat("hi", json!({}))), 401, Some("invalid_api_key")),
-        ("unknown path", client.get(server.url("/v1/nope")).bearer_auth("sk-test-key"), 404, Some("not_found")),
+        (
+            "malformed json",
+            client
+                .post(&url)
+                .bearer_auth("sk-test-key")
+                .header("content-type", "application/json")
+                .body("{\"model\": "),
+            400,
+            Some("invalid_json"),
+        ),
+        (
+            "missing messages",
+            json_post(json!({"model": "ponder"})),
+            400,
+            Some("invalid_json"),
+        ),
+        (
+            "wrong content type",
+            client
+                .post(&url)
+                .bearer_auth("sk-test-key")
+                .header("content-type", "text/plain")
+                .body("hi"),
+            415,
+            Some("unsupported_media_type"),
+        ),
+        (
+            "oversized body",
+            json_post(chat(&"x".repeat(80 << 10), json!({}))),
+            413,
+            Some("payload_too_large"),
+        ),
+        (
+            "unknown model",
+            json_post(json!({"model": "gpt-9", "messages": [{"role": "user", "content": "hi"}]})),
+            404,
+            Some("model_not_found"),
+        ),
+        (
+            "unknown strategy model",
+            json_post(
+                json!({"model": "ponder/nope", "messages": [{"role": "user", "content": "hi"}]}),
+            ),
+            404,
+            Some("model_not_found"),
+        ),
+        (
+            "prompt too long",
+            json_post(chat(&long_prompt, json!({"max_tokens": 4}))),
+            400,
+            Some("context_length_exceeded"),
+        ),
+        (
+            "budget over limit",
+            json_post(chat("hi", json!({"budget_tokens": 10_001}))),
+            422,
+            Some("limit_exceeded"),
+        ),
+        (
+            "n over limit",
+            json_post(chat("hi", json!({"n": 5}))),
+            422,
+            Some("limit_exceeded"),
+        ),
+        (
+            "top_logprobs over limit",
+            json_post(chat("hi", json!({"logprobs": true, "top_logprobs": 50}))),
+            422,
+            Some("limit_exceeded"),
+        ),
+        (
+            "too many stops",
+            json_post(chat("hi", json!({"stop": ["a", "b", "c", "d", "e"]}))),
+            422,
+            Some("limit_exceeded"),
+        ),
+        (
+            "temperature out of range",
+            json_post(chat("hi", json!({"temperature": 3.5}))),
+            400,
+            None,
+        ),
+        (
+            "bad strategy params",
+            json_post(chat(
+                "hi",
+                json!({"strategy": "best_of_n", "strategy_params": {"n": 0}}),
+            )),
+            400,
+            None,
+        ),
+        (
+            "empty messages",
+            json_post(json!({"model": "ponder", "messages": []})),
+            400,
+            None,
+        ),
+        (
+            "no key",
+            client.post(&url).json(&chat("hi", json!({}))),
+            401,
+            Some("invalid_api_key"),
+        ),
+        (
+            "bad key",
+            client
+                .post(&url)
+                .bearer_auth("sk-wrong")
+                .json(&chat("hi", json!({}))),
+            401,
+            Some("invalid_api_key"),
+        ),
+        (
+            "unknown path",
+            client
+                .get(server.url("/v1/nope"))
+                .bearer_auth("sk-test-key"),
+            404,
+            Some("not_found"),
+        ),
     ];
     for (name, request, status, code) in cases {
         let (got, body) = server.send(request);
         assert_eq!(got, status, "{name}: {body}");
         let error = &body["error"];
-        assert!(error["message"].as_str().is_some_and(|m| !m.is_empty()), "{name}: {body}");
+        assert!(
+            error["message"].as_str().is_some_and(|m| !m.is_empty()),
+            "{name}: {body}"
+        );
         assert!(error["type"].is_string(), "{name}: {body}");
         if let Some(code) = code {
             assert_eq!(error["code"], code, "{name}: {body}");
         }
-        assert!(!body.to_string().contains("sk-"), "{name}: a key leaked into {body}");
+        assert!(
+            !body.to_string().contains("sk-"),
+            "{name}: a key leaked into {body}"
+        );
     }
     // Probes stay open without a key.
-    let health = server.block_on(async { client.get(server.url("/health")).send().await.expect("send").status().as_u16() });
+    let health = server.block_on(async {
+        client
+            .get(server.url("/health"))
+            .send()
+            .await
+            .expect("send")
+            .status()
+            .as_u16()
+    });
     assert_eq!(health, 200);
 }
 
@@ -298,7 +558,10 @@ fn effort_levels_and_the_default_budget_stay_within_the_operators_cap() {
     // `reasoning_effort: high` names 16384 tokens and the default budget is 4096: both above a
     // 200-token cap, which must bound them instead of refusing a field the client never sent.
     // (Eight 48-token traces and their prompt need ~430 tokens: the cap is what keeps them short.)
-    let limits = Limits { max_budget_tokens: 200, ..Limits::default() };
+    let limits = Limits {
+        max_budget_tokens: 200,
+        ..Limits::default()
+    };
     let server = TestServer::start(|b| b.limits(limits));
     let client = reqwest::Client::new();
     let params = json!({"n": 8, "max_tokens": 48});
@@ -311,11 +574,21 @@ fn effort_levels_and_the_default_budget_stay_within_the_operators_cap() {
     });
     let (status, out) = server.block_on(post(&client, &server.url("/v1/chat/completions"), body));
     assert_eq!(status, 200, "{out}");
-    assert!(out["ponder"]["spent"].as_u64().is_some_and(|s| s <= 200), "{out}");
+    assert!(
+        out["ponder"]["spent"].as_u64().is_some_and(|s| s <= 200),
+        "{out}"
+    );
     let reason = json!({"problem": "What is 2+3?", "strategy": "self_consistency", "params": params, "seed": 5});
     let (status, out) = server.block_on(post(&client, &server.url("/v1/reason"), reason));
     assert_eq!(status, 200, "{out}");
-    let spent = ["generated_tokens", "prefill_tokens_computed", "verifier_tokens"].iter().filter_map(|k| out["usage"][k].as_u64()).sum::<u64>();
+    let spent = [
+        "generated_tokens",
+        "prefill_tokens_computed",
+        "verifier_tokens",
+    ]
+    .iter()
+    .filter_map(|k| out["usage"][k].as_u64())
+    .sum::<u64>();
     assert!(spent <= 200, "{out}");
 }
 
@@ -324,10 +597,18 @@ fn a_plugin_strategy_registered_on_the_builder_is_callable_by_name() {
     let server = TestServer::start(|b| b.register(custom_strategy::register));
     let client = reqwest::Client::new();
     let (_, strategies) = server.block_on(async {
-        let r = client.get(server.url("/v1/strategies")).send().await.expect("send");
+        let r = client
+            .get(server.url("/v1/strategies"))
+            .send()
+            .await
+            .expect("send");
         (r.status(), r.json::<Value>().await.expect("json"))
     });
-    assert!(strategies["data"].as_array().into_iter().flatten().any(|s| s["name"] == "confident_greedy"));
+    assert!(strategies["data"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|s| s["name"] == "confident_greedy"));
     let body = json!({
         "model": "ponder/confident_greedy",
         "messages": [{"role": "user", "content": "What is 2+3?"}],

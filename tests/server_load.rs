@@ -11,16 +11,32 @@ use serde_json::{json, Value};
 use crate::server::{metric, TestServer};
 
 async fn metrics(client: &reqwest::Client, server_url: &str) -> String {
-    client.get(format!("{server_url}/metrics")).send().await.expect("metrics").text().await.expect("text")
+    client
+        .get(format!("{server_url}/metrics"))
+        .send()
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text")
 }
 
 #[test]
 fn fifty_streams_dropped_after_their_first_chunk_leave_no_running_request_and_no_kv_blocks() {
-    let limits = Limits { max_running: 64, max_queue: 64, ..Limits::default() };
+    let limits = Limits {
+        max_running: 64,
+        max_queue: 64,
+        ..Limits::default()
+    };
     let server = TestServer::start(|b| b.limits(limits));
     let client = reqwest::Client::new();
     let url = server.url("/v1/chat/completions");
-    let baseline = server.block_on(async { metric(&metrics(&client, &server.url).await, "ponder_kv_blocks_used") });
+    let baseline = server.block_on(async {
+        metric(
+            &metrics(&client, &server.url).await,
+            "ponder_kv_blocks_used",
+        )
+    });
     assert_eq!(baseline, Some(0.0), "idle server holds no blocks");
     server.block_on(async {
         let mut tasks = Vec::new();
@@ -61,13 +77,26 @@ fn fifty_streams_dropped_after_their_first_chunk_leave_no_running_request_and_no
     assert_eq!(running, Some(0.0), "running gauge back to 0");
     assert_eq!(used, baseline, "KV blocks in use back to the idle baseline");
     // Far fewer tokens were generated than 50 full streams would have: the groups were cancelled.
-    let generated = server.block_on(async { metric(&metrics(&client, &server.url).await, "ponder_tokens_total{kind=\"generated\"}") });
-    assert!(generated.is_some_and(|g| g < 50.0 * 400.0 / 2.0), "generated {generated:?}");
+    let generated = server.block_on(async {
+        metric(
+            &metrics(&client, &server.url).await,
+            "ponder_tokens_total{kind=\"generated\"}",
+        )
+    });
+    assert!(
+        generated.is_some_and(|g| g < 50.0 * 400.0 / 2.0),
+        "generated {generated:?}"
+    );
 }
 
 #[test]
 fn a_small_queue_under_load_answers_only_200_or_429_with_retry_after() {
-    let limits = Limits { max_running: 1, max_queue: 1, retry_after_s: 2, ..Limits::default() };
+    let limits = Limits {
+        max_running: 1,
+        max_queue: 1,
+        retry_after_s: 2,
+        ..Limits::default()
+    };
     let server = TestServer::start(|b| b.limits(limits));
     let client = reqwest::Client::new();
     let url = server.url("/v1/chat/completions");

@@ -44,15 +44,29 @@ impl Process {
             .spawn()
             .expect("spawn ponder serve");
         let mut line = String::new();
-        BufReader::new(child.stdout.take().expect("stdout")).read_line(&mut line).expect("read");
-        let url = line.trim().rsplit(' ').next().unwrap_or_default().to_string();
-        assert!(url.starts_with("http://127.0.0.1:"), "ponder serve printed {line:?}");
+        BufReader::new(child.stdout.take().expect("stdout"))
+            .read_line(&mut line)
+            .expect("read");
+        let url = line
+            .trim()
+            .rsplit(' ')
+            .next()
+            .unwrap_or_default()
+            .to_string();
+        assert!(
+            url.starts_with("http://127.0.0.1:"),
+            "ponder serve printed {line:?}"
+        );
         Self { child, url }
     }
 
     /// The port it listens on.
     pub(crate) fn port(&self) -> u16 {
-        self.url.rsplit(':').next().and_then(|p| p.parse().ok()).unwrap_or(0)
+        self.url
+            .rsplit(':')
+            .next()
+            .and_then(|p| p.parse().ok())
+            .unwrap_or(0)
     }
 }
 
@@ -64,7 +78,11 @@ impl Drop for Process {
 }
 
 fn pool(urls: Vec<String>) -> Arc<RemotePool> {
-    let opts = RemoteOptions { retries: 2, backoff: Duration::from_millis(20), ..RemoteOptions::new(urls) };
+    let opts = RemoteOptions {
+        retries: 2,
+        backoff: Duration::from_millis(20),
+        ..RemoteOptions::new(urls)
+    };
     Arc::new(RemotePool::new(opts).expect("pool"))
 }
 
@@ -79,9 +97,18 @@ fn problem(strategy: &str, seed: u64) -> ReasonRequest {
     }
 }
 
-async fn reason_over_http(client: &reqwest::Client, url: &str, req: &ReasonRequest) -> (u16, Value) {
+async fn reason_over_http(
+    client: &reqwest::Client,
+    url: &str,
+    req: &ReasonRequest,
+) -> (u16, Value) {
     let body = json!({"problem": req.problem, "strategy": req.strategy, "params": req.params, "budget_tokens": req.budget_tokens, "seed": req.seed});
-    let r = client.post(format!("{url}/v1/reason")).json(&body).send().await.expect("send");
+    let r = client
+        .post(format!("{url}/v1/reason"))
+        .json(&body)
+        .send()
+        .await
+        .expect("send");
     (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
 }
 
@@ -95,14 +122,39 @@ fn a_server_using_another_as_its_backend_finds_the_same_candidates_as_in_process
         let (status, remote) = a.block_on(reason_over_http(&client, &a.url, &req));
         assert_eq!(status, 200, "{remote}");
         // The same request in-process, on A's own engine (the same model).
-        let opts = ponder::runtime::RuntimeOptions { model: crate::util::smollm2_path(), ..ponder::runtime::RuntimeOptions::default_model() };
+        let opts = ponder::runtime::RuntimeOptions {
+            model: crate::util::smollm2_path(),
+            ..ponder::runtime::RuntimeOptions::default_model()
+        };
         let runtime = ponder::runtime::Runtime::start(&opts).expect("runtime");
-        let local = a.block_on(reason(&Registry::with_builtins(), runtime.generator(), None, &req, CancellationToken::new())).expect("local");
-        let remote_texts: Vec<&str> = remote["candidates"].as_array().into_iter().flatten().filter_map(|c| c["text"].as_str()).collect();
+        let local = a
+            .block_on(reason(
+                &Registry::with_builtins(),
+                runtime.generator(),
+                None,
+                &req,
+                CancellationToken::new(),
+            ))
+            .expect("local");
+        let remote_texts: Vec<&str> = remote["candidates"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|c| c["text"].as_str())
+            .collect();
         let local_texts: Vec<&str> = local.candidates.iter().map(|c| c.text.as_str()).collect();
-        assert_eq!(remote_texts, local_texts, "{strategy}: same seeds, same candidates");
-        assert_eq!(remote["answer"].as_str(), local.answer.as_deref(), "{strategy}");
-        assert!(remote["usage"]["generated_tokens"].as_u64().is_some_and(|g| g > 0));
+        assert_eq!(
+            remote_texts, local_texts,
+            "{strategy}: same seeds, same candidates"
+        );
+        assert_eq!(
+            remote["answer"].as_str(),
+            local.answer.as_deref(),
+            "{strategy}"
+        );
+        assert!(remote["usage"]["generated_tokens"]
+            .as_u64()
+            .is_some_and(|g| g > 0));
     }
 }
 
@@ -113,7 +165,10 @@ fn killing_the_backend_mid_request_is_a_clean_502_and_a_dead_backend_fails_over(
     let client = reqwest::Client::new();
     let mut b = Some(b);
     let (status, body) = a.block_on(async {
-        let long = ReasonRequest { params: json!({"n": 4, "max_tokens": 400}), ..problem("best_of_n", 1) };
+        let long = ReasonRequest {
+            params: json!({"n": 4, "max_tokens": 400}),
+            ..problem("best_of_n", 1)
+        };
         let call = reason_over_http(&client, &a.url, &long);
         tokio::pin!(call);
         // Let the request reach B, then kill B.
@@ -130,7 +185,8 @@ fn killing_the_backend_mid_request_is_a_clean_502_and_a_dead_backend_fails_over(
     // A first backend that is down (nothing listens there) fails over to a live third instance.
     let c = Process::start();
     let dead = "http://127.0.0.1:9".to_string();
-    let a2 = TestServer::start(|builder: ServerBuilder| builder.remote(pool(vec![dead, c.url.clone()])));
+    let a2 =
+        TestServer::start(|builder: ServerBuilder| builder.remote(pool(vec![dead, c.url.clone()])));
     let (status, body) = a2.block_on(reason_over_http(&client, &a2.url, &problem("best_of_n", 2)));
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["candidates"].as_array().map(Vec::len), Some(3));

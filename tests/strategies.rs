@@ -11,7 +11,10 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 fn start() -> Runtime {
-    let opts = RuntimeOptions { model: crate::util::smollm2_path(), ..RuntimeOptions::default_model() };
+    let opts = RuntimeOptions {
+        model: crate::util::smollm2_path(),
+        ..RuntimeOptions::default_model()
+    };
     match Runtime::start(&opts) {
         Ok(r) => r,
         Err(e) => panic!("starting the runtime failed: {e}"),
@@ -32,19 +35,51 @@ fn prompt_tokens(problem: &str) -> u64 {
         ponder::engine::ChatMessage::new("user", problem),
     ];
     let text = model.render_chat(&messages).expect("template");
-    ponder::engine::encode_prompt(model, &text).expect("encode").len() as u64
+    ponder::engine::encode_prompt(model, &text)
+        .expect("encode")
+        .len() as u64
 }
 
 fn block_on<F: std::future::Future>(f: F) -> F::Output {
-    tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio runtime").block_on(f)
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+        .block_on(f)
 }
 
-fn solve_on(rt: &Runtime, problem: &str, strategy: &str, params: serde_json::Value, budget: i64, seed: u64) -> Result<Outcome, StrategyError> {
-    let req = ReasonRequest { problem: problem.into(), strategy: strategy.into(), params, budget_tokens: budget, deadline_ms: None, seed };
-    block_on(reason(&Registry::with_builtins(), rt.generator(), None, &req, CancellationToken::new()))
+fn solve_on(
+    rt: &Runtime,
+    problem: &str,
+    strategy: &str,
+    params: serde_json::Value,
+    budget: i64,
+    seed: u64,
+) -> Result<Outcome, StrategyError> {
+    let req = ReasonRequest {
+        problem: problem.into(),
+        strategy: strategy.into(),
+        params,
+        budget_tokens: budget,
+        deadline_ms: None,
+        seed,
+    };
+    block_on(reason(
+        &Registry::with_builtins(),
+        rt.generator(),
+        None,
+        &req,
+        CancellationToken::new(),
+    ))
 }
 
-fn solve(problem: &str, strategy: &str, params: serde_json::Value, budget: i64, seed: u64) -> Result<Outcome, StrategyError> {
+fn solve(
+    problem: &str,
+    strategy: &str,
+    params: serde_json::Value,
+    budget: i64,
+    seed: u64,
+) -> Result<Outcome, StrategyError> {
     solve_on(runtime(), problem, strategy, params, budget, seed)
 }
 
@@ -59,11 +94,17 @@ fn small_params(name: &str) -> serde_json::Value {
         "a_star" => json!({"expansions": 2, "max_expansions": 3, "steps": steps}),
         "mcts" => json!({"iterations": 2, "expansions": 2, "steps": steps}),
         "ab_mcts" => json!({"iterations": 4, "steps": steps}),
-        "answer_convergence" => json!({"patience": 2, "steps": {"max_step_tokens": 40, "max_steps": 4}}),
-        "deepconf" => json!({"n": 4, "warmup": 2, "window": 8, "chunk_tokens": 16, "max_tokens": 64}),
+        "answer_convergence" => {
+            json!({"patience": 2, "steps": {"max_step_tokens": 40, "max_steps": 4}})
+        }
+        "deepconf" => {
+            json!({"n": 4, "warmup": 2, "window": 8, "chunk_tokens": 16, "max_tokens": 64})
+        }
         "first_finish" => json!({"k": 3, "chunk_tokens": 16, "max_tokens": 64}),
         "short_m_of_k" => json!({"k": 4, "m": 2, "chunk_tokens": 16, "max_tokens": 64}),
-        "adaptive_parallel" => json!({"initial": 2, "grow": 1, "max_n": 3, "chunk_tokens": 16, "max_tokens": 64}),
+        "adaptive_parallel" => {
+            json!({"initial": 2, "grow": 1, "max_n": 3, "chunk_tokens": 16, "max_tokens": 64})
+        }
         _ => json!({}),
     }
 }
@@ -73,14 +114,26 @@ fn every_strategy_runs_on_the_real_engine_within_budget_and_metered_exactly() {
     // Its own executor, so that the counters see only this test's requests.
     let rt = start();
     let registry = Registry::with_builtins();
-    let problems = ["What is 12 + 7?", "Tom has 5 apples and buys 3 more. How many apples does he have?"];
-    for (name, problem) in registry.names().into_iter().flat_map(|n| problems.map(|p| (n.clone(), p))) {
+    let problems = [
+        "What is 12 + 7?",
+        "Tom has 5 apples and buys 3 more. How many apples does he have?",
+    ];
+    for (name, problem) in registry
+        .names()
+        .into_iter()
+        .flat_map(|n| problems.map(|p| (n.clone(), p)))
+    {
         let budget = 1500;
         let before = block_on(rt.counters()).expect("counters");
-        let out = solve_on(&rt, problem, &name, small_params(&name), budget, 1).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let out = solve_on(&rt, problem, &name, small_params(&name), budget, 1)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
         let after = block_on(rt.counters()).expect("counters");
         let u = out.usage;
-        assert!(u.spent() <= budget as u64, "{name}: spent {} of {budget}", u.spent());
+        assert!(
+            u.spent() <= budget as u64,
+            "{name}: spent {} of {budget}",
+            u.spent()
+        );
         assert!(!out.candidates.is_empty(), "{name}: no candidate");
         assert!(out.tree.len() > 1, "{name}: empty tree");
         // The request's usage is what the engine did for it: every generated token, and every
@@ -89,20 +142,42 @@ fn every_strategy_runs_on_the_real_engine_within_budget_and_metered_exactly() {
         // left in the cache save the engine work on the second, not the search budget).
         let engine_computed = after.prefill_tokens_computed - before.prefill_tokens_computed;
         let engine_reused = after.prefill_tokens_reused - before.prefill_tokens_reused;
-        assert_eq!(u.generated_tokens, after.tokens_generated - before.tokens_generated, "{name}: generated");
-        assert_eq!(u.prefill_tokens_computed + u.prefill_tokens_reused, engine_computed + engine_reused, "{name}: prefilled positions");
-        assert!(u.prefill_tokens_computed >= engine_computed, "{name}: charged {} < computed {engine_computed}", u.prefill_tokens_computed);
+        assert_eq!(
+            u.generated_tokens,
+            after.tokens_generated - before.tokens_generated,
+            "{name}: generated"
+        );
+        assert_eq!(
+            u.prefill_tokens_computed + u.prefill_tokens_reused,
+            engine_computed + engine_reused,
+            "{name}: prefilled positions"
+        );
+        assert!(
+            u.prefill_tokens_computed >= engine_computed,
+            "{name}: charged {} < computed {engine_computed}",
+            u.prefill_tokens_computed
+        );
     }
 }
 
 #[test]
 fn parallel_samples_prefill_the_prompt_once() {
     let problem = "Name three prime numbers below ten.";
-    let out = solve(problem, "self_consistency", json!({"n": 4, "max_tokens": 24}), 4000, 3).expect("solve");
+    let out = solve(
+        problem,
+        "self_consistency",
+        json!({"n": 4, "max_tokens": 24}),
+        4000,
+        3,
+    )
+    .expect("solve");
     let u = out.usage;
     // One group of four branches: the prompt's context is read once, not four times (the
     // system prompt's blocks may already be cached by an earlier request).
-    assert_eq!(u.prefill_tokens_computed + u.prefill_tokens_reused, prompt_tokens(problem));
+    assert_eq!(
+        u.prefill_tokens_computed + u.prefill_tokens_reused,
+        prompt_tokens(problem)
+    );
     assert!(u.prefill_tokens_computed > 0, "the question itself is new");
     assert_eq!(out.candidates.len(), 4);
 }
@@ -110,14 +185,30 @@ fn parallel_samples_prefill_the_prompt_once() {
 #[test]
 fn beam_search_steps_reuse_their_cached_prefixes() {
     let params = json!({"n": 4, "width": 2, "steps": {"max_step_tokens": 32, "max_steps": 3}});
-    let out = solve("A farmer has 3 pens with 4 sheep each. How many sheep?", "beam_search", params, 20_000, 5).expect("solve");
+    let out = solve(
+        "A farmer has 3 pens with 4 sheep each. How many sheep?",
+        "beam_search",
+        params,
+        20_000,
+        5,
+    )
+    .expect("solve");
     let u = out.usage;
     // Every step re-opens each beam's context; the engine must find all but the unfinished
     // last block (and the last sampled token) in its prefix index.
     let steps = out.tree.nodes().filter(|n| n.depth > 0).count() as u64;
-    assert!(u.prefill_tokens_reused > u.prefill_tokens_computed, "reused {} vs computed {}", u.prefill_tokens_reused, u.prefill_tokens_computed);
+    assert!(
+        u.prefill_tokens_reused > u.prefill_tokens_computed,
+        "reused {} vs computed {}",
+        u.prefill_tokens_reused,
+        u.prefill_tokens_computed
+    );
     let prompt = 60; // generous bound on the rendered prompt
-    assert!(u.prefill_tokens_computed <= prompt + steps * 16, "computed {} for {steps} steps", u.prefill_tokens_computed);
+    assert!(
+        u.prefill_tokens_computed <= prompt + steps * 16,
+        "computed {} for {steps} steps",
+        u.prefill_tokens_computed
+    );
 }
 
 #[test]
@@ -126,7 +217,11 @@ fn a_seed_replays_the_same_search() {
     let a = solve("What is 9 times 8?", "dvts", params.clone(), 50_000, 11).expect("first run");
     let b = solve("What is 9 times 8?", "dvts", params, 50_000, 11).expect("second run");
     let texts = |o: &Outcome| o.tree.nodes().map(|n| n.text.clone()).collect::<Vec<_>>();
-    assert_eq!(texts(&a), texts(&b), "same seed, same tree (the second run even hits the cache)");
+    assert_eq!(
+        texts(&a),
+        texts(&b),
+        "same seed, same tree (the second run even hits the cache)"
+    );
     assert_eq!(a.answer, b.answer);
 }
 
@@ -136,15 +231,33 @@ fn a_binding_budget_replays_the_same_search_whatever_the_cache_holds() {
     // that depended on what earlier requests cached would change the second run.
     let rt = start();
     let params = json!({"n": 8, "max_tokens": 48});
-    let run = || solve_on(&rt, "What is 14 plus 27?", "self_consistency", params.clone(), 300, 4).expect("solve");
+    let run = || {
+        solve_on(
+            &rt,
+            "What is 14 plus 27?",
+            "self_consistency",
+            params.clone(),
+            300,
+            4,
+        )
+        .expect("solve")
+    };
     let (a, b) = (run(), run());
     let before = block_on(rt.counters()).expect("counters");
     let c = run();
     let after = block_on(rt.counters()).expect("counters");
-    assert!(after.prefill_tokens_reused > before.prefill_tokens_reused, "the later runs hit the engine's cache");
+    assert!(
+        after.prefill_tokens_reused > before.prefill_tokens_reused,
+        "the later runs hit the engine's cache"
+    );
     for (x, name) in [(&b, "second"), (&c, "third")] {
         assert_eq!(x.answer, a.answer, "{name} run");
-        let answers = |o: &Outcome| o.candidates.iter().map(|c| (c.text.clone(), c.tokens)).collect::<Vec<_>>();
+        let answers = |o: &Outcome| {
+            o.candidates
+                .iter()
+                .map(|c| (c.text.clone(), c.tokens))
+                .collect::<Vec<_>>()
+        };
         assert_eq!(answers(x), answers(&a), "{name} run");
         let (mut ua, mut ux) = (a.usage, x.usage);
         (ua.wall_ms, ux.wall_ms) = (0, 0);
@@ -154,7 +267,12 @@ fn a_binding_budget_replays_the_same_search_whatever_the_cache_holds() {
 
 #[test]
 fn bad_requests_get_named_errors() {
-    let err = |strategy: &str, params: serde_json::Value, budget: i64| solve("What is 1+1?", strategy, params, budget, 0).err().map(|e| e.to_string()).unwrap_or_default();
+    let err = |strategy: &str, params: serde_json::Value, budget: i64| {
+        solve("What is 1+1?", strategy, params, budget, 0)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default()
+    };
     assert!(err("best_of_n", json!({}), -5).contains("budget_tokens"));
     assert!(err("nonesuch", json!({}), 100).contains("valid strategies"));
     assert!(err("beam_search", json!({"width": 0}), 100).contains("width"));

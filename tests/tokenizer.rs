@@ -27,7 +27,11 @@ fn ids_match_llama_cpp_fixture() {
     let tok = &smollm2().tokenizer;
     for case in &fixture.cases {
         let ids = tok.encode(&case.text).expect("encode");
-        assert_eq!(ids, case.ids, "token ids differ from llama.cpp for {:?}", case.text);
+        assert_eq!(
+            ids, case.ids,
+            "token ids differ from llama.cpp for {:?}",
+            case.text
+        );
     }
 }
 
@@ -38,29 +42,53 @@ fn special_tokens_map_to_the_gguf_ids() {
         Some(Value::Array(a)) => a.clone(),
         _ => panic!("no token list"),
     };
-    let index_of = |s: &str| tokens.iter().position(|t| matches!(t, Value::String(x) if x == s)).map(|i| i as u32);
+    let index_of = |s: &str| {
+        tokens
+            .iter()
+            .position(|t| matches!(t, Value::String(x) if x == s))
+            .map(|i| i as u32)
+    };
     let tok = &smollm2().tokenizer;
     for special in ["<|endoftext|>", "<|im_start|>", "<|im_end|>"] {
         let id = index_of(special).expect("special token in GGUF");
         assert_eq!(tok.token_id(special), Some(id), "{special}");
-        assert_eq!(tok.encode(special).expect("encode"), vec![id], "{special} must encode to one id");
+        assert_eq!(
+            tok.encode(special).expect("encode"),
+            vec![id],
+            "{special} must encode to one id"
+        );
     }
-    let eos = gguf.metadata().get("tokenizer.ggml.eos_token_id").and_then(|v| v.to_u32().ok()).expect("eos id");
+    let eos = gguf
+        .metadata()
+        .get("tokenizer.ggml.eos_token_id")
+        .and_then(|v| v.to_u32().ok())
+        .expect("eos id");
     assert!(tok.eos().contains(&eos));
-    assert!(tok.eos().contains(&index_of("<|im_end|>").expect("im_end")), "chat turns end at <|im_end|>");
+    assert!(
+        tok.eos().contains(&index_of("<|im_end|>").expect("im_end")),
+        "chat turns end at <|im_end|>"
+    );
 }
 
 #[test]
 fn chat_template_renders_smollm2_im_start_format() {
     let m = smollm2();
     let out = m
-        .render_chat(&[ChatMessage::new("system", "Be brief."), ChatMessage::new("user", "What is 2+3?")])
+        .render_chat(&[
+            ChatMessage::new("system", "Be brief."),
+            ChatMessage::new("user", "What is 2+3?"),
+        ])
         .expect("render");
     assert_eq!(out, "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nWhat is 2+3?<|im_end|>\n<|im_start|>assistant\n");
     // Without a system message SmolLM2's template supplies its default one.
-    let out = m.render_chat(&[ChatMessage::new("user", "Hi")]).expect("render");
+    let out = m
+        .render_chat(&[ChatMessage::new("user", "Hi")])
+        .expect("render");
     assert!(out.starts_with("<|im_start|>system\n"), "{out}");
-    assert!(out.ends_with("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"), "{out}");
+    assert!(
+        out.ends_with("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"),
+        "{out}"
+    );
 }
 
 proptest! {

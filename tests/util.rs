@@ -13,23 +13,33 @@ use rand_chacha::ChaCha8Rng;
 /// Path of the installed SmolLM2 GGUF; panics with the setup command when it is missing.
 pub(crate) fn smollm2_path() -> PathBuf {
     let path = ponder::models::default_llm_path();
-    assert!(path.is_file(), "{} is missing: {}", path.display(), ponder::models::SETUP_HINT);
+    assert!(
+        path.is_file(),
+        "{} is missing: {}",
+        path.display(),
+        ponder::models::SETUP_HINT
+    );
     path
 }
 
 /// SmolLM2 with tokenizer and template, shared by every test.
 pub(crate) fn smollm2() -> &'static LoadedModel {
     static MODEL: OnceLock<LoadedModel> = OnceLock::new();
-    MODEL.get_or_init(|| match LoadedModel::load(&LoadOptions::cpu(smollm2_path())) {
-        Ok(m) => m,
-        Err(e) => panic!("loading the default model failed: {e}"),
-    })
+    MODEL.get_or_init(
+        || match LoadedModel::load(&LoadOptions::cpu(smollm2_path())) {
+            Ok(m) => m,
+            Err(e) => panic!("loading the default model failed: {e}"),
+        },
+    )
 }
 
 /// Largest absolute difference between two equally long vectors.
 pub(crate) fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
     assert_eq!(a.len(), b.len(), "length mismatch");
-    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max)
 }
 
 /// Feeds `prompt`, then `steps - 1` greedy tokens, to `ours` and to `reference` (token ids and
@@ -48,7 +58,15 @@ pub(crate) fn assert_tracks_reference(
         let pos = kv.seq_len(0);
         let expected = reference(&input, pos);
         let got: Vec<f32> = ours
-            .forward(&[SeqChunk { seq: 0, tokens: &input, start_pos: pos }], &mut kv, LogitsFor::LastPosition)
+            .forward(
+                &[SeqChunk {
+                    seq: 0,
+                    tokens: &input,
+                    start_pos: pos,
+                }],
+                &mut kv,
+                LogitsFor::LastPosition,
+            )
             .expect("forward")[0]
             .to_vec1()
             .expect("vec");
@@ -68,14 +86,22 @@ impl RandomTensors {
 
     pub(crate) fn tensor(&mut self, shape: &[usize], centre: f32, spread: f32) -> Tensor {
         let n: usize = shape.iter().product();
-        let data: Vec<f32> = (0..n).map(|_| centre + self.0.random_range(-spread..spread)).collect();
+        let data: Vec<f32> = (0..n)
+            .map(|_| centre + self.0.random_range(-spread..spread))
+            .collect();
         Tensor::from_vec(data, shape, &Device::Cpu).expect("tensor")
     }
 
     /// The weights of `layers` Qwen2 decoder layers under their checkpoint names: q/k/v
     /// projections with biases (`q`, `kv` output widths), o_proj, a SwiGLU MLP of width `inter`,
     /// and both RMSNorms.
-    pub(crate) fn qwen2_layers(&mut self, t: &mut HashMap<String, Tensor>, layers: usize, hidden: usize, (q, kv, inter): (usize, usize, usize)) {
+    pub(crate) fn qwen2_layers(
+        &mut self,
+        t: &mut HashMap<String, Tensor>,
+        layers: usize,
+        hidden: usize,
+        (q, kv, inter): (usize, usize, usize),
+    ) {
         for i in 0..layers {
             let p = format!("model.layers.{i}");
             for (name, rows, cols, bias) in [
@@ -87,13 +113,22 @@ impl RandomTensors {
                 ("mlp.up_proj", inter, hidden, false),
                 ("mlp.down_proj", hidden, inter, false),
             ] {
-                t.insert(format!("{p}.{name}.weight"), self.tensor(&[rows, cols], 0.0, 0.15));
+                t.insert(
+                    format!("{p}.{name}.weight"),
+                    self.tensor(&[rows, cols], 0.0, 0.15),
+                );
                 if bias {
                     t.insert(format!("{p}.{name}.bias"), self.tensor(&[rows], 0.0, 0.3));
                 }
             }
-            t.insert(format!("{p}.input_layernorm.weight"), self.tensor(&[hidden], 1.0, 0.1));
-            t.insert(format!("{p}.post_attention_layernorm.weight"), self.tensor(&[hidden], 1.0, 0.1));
+            t.insert(
+                format!("{p}.input_layernorm.weight"),
+                self.tensor(&[hidden], 1.0, 0.1),
+            );
+            t.insert(
+                format!("{p}.post_attention_layernorm.weight"),
+                self.tensor(&[hidden], 1.0, 0.1),
+            );
         }
     }
 }

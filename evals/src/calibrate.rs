@@ -41,7 +41,10 @@ pub struct CalibrationTable {
 pub fn calibrate(rows: &[ResultRow], source: &str) -> CalibrationTable {
     let mut cells: BTreeMap<(u32, String, i64), Vec<&ResultRow>> = BTreeMap::new();
     for r in rows {
-        cells.entry((r.level.unwrap_or(0), r.strategy.clone(), r.budget)).or_default().push(r);
+        cells
+            .entry((r.level.unwrap_or(0), r.strategy.clone(), r.budget))
+            .or_default()
+            .push(r);
     }
     let rows = cells
         .into_iter()
@@ -50,9 +53,17 @@ pub fn calibrate(rows: &[ResultRow], source: &str) -> CalibrationTable {
             strategy,
             budget,
             n: rs.len(),
-            accuracy: mean(&rs.iter().map(|r| f64::from(u8::from(r.correct))).collect::<Vec<_>>()),
+            accuracy: mean(
+                &rs.iter()
+                    .map(|r| f64::from(u8::from(r.correct)))
+                    .collect::<Vec<_>>(),
+            ),
             mean_spent: mean(&rs.iter().map(|r| r.spend.spent as f64).collect::<Vec<_>>()),
         })
         .collect();
-    CalibrationTable { version: 1, source: source.into(), rows }
+    CalibrationTable {
+        version: 1,
+        source: source.into(),
+        rows,
+    }
 }

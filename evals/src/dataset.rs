@@ -124,7 +124,14 @@ pub struct LoadOptions {
 
 impl Default for LoadOptions {
     fn default() -> Self {
-        Self { fields: Preset::Auto.fields(), levels: Vec::new(), subjects: Vec::new(), shuffle_seed: None, limit: None, strict: false }
+        Self {
+            fields: Preset::Auto.fields(),
+            levels: Vec::new(),
+            subjects: Vec::new(),
+            shuffle_seed: None,
+            limit: None,
+            strict: false,
+        }
     }
 }
 
@@ -166,14 +173,24 @@ fn parse_level(s: &str) -> Option<u32> {
 /// Builds a problem from one record.
 pub fn record(value: &Value, line: usize, fields: &Fields) -> std::result::Result<Problem, String> {
     let obj = value.as_object().ok_or("not a JSON object")?;
-    let problem = first(obj, &fields.problem).ok_or_else(|| format!("no problem field (looked for {})", fields.problem.join(", ")))?;
+    let problem = first(obj, &fields.problem).ok_or_else(|| {
+        format!(
+            "no problem field (looked for {})",
+            fields.problem.join(", ")
+        )
+    })?;
     let answer = match first(obj, &fields.answer) {
         Some(a) => a,
         None => {
             let solution = first(obj, &fields.solution).ok_or_else(|| {
-                format!("no answer field (looked for {} and a solution in {})", fields.answer.join(", "), fields.solution.join(", "))
+                format!(
+                    "no answer field (looked for {} and a solution in {})",
+                    fields.answer.join(", "),
+                    fields.solution.join(", ")
+                )
             })?;
-            ponder_verifiers::extract_answer(&solution).ok_or("the solution has no final answer (\\boxed{} or ####)")?
+            ponder_verifiers::extract_answer(&solution)
+                .ok_or("the solution has no final answer (\\boxed{} or ####)")?
         }
     };
     Ok(Problem {
@@ -187,7 +204,10 @@ pub fn record(value: &Value, line: usize, fields: &Fields) -> std::result::Resul
 
 /// Loads `path` (JSONL, or a JSON array when the file starts with `[`) and selects.
 pub fn load(path: &Path, opts: &LoadOptions) -> Result<Dataset> {
-    let body = std::fs::read_to_string(path).map_err(|e| EvalError::Dataset { path: path.display().to_string(), reason: e.to_string() })?;
+    let body = std::fs::read_to_string(path).map_err(|e| EvalError::Dataset {
+        path: path.display().to_string(),
+        reason: e.to_string(),
+    })?;
     parse(&body, opts)
 }
 
@@ -195,14 +215,18 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<Dataset> {
 pub fn parse(body: &str, opts: &LoadOptions) -> Result<Dataset> {
     let mut records: Vec<(usize, std::result::Result<Value, String>)> = Vec::new();
     if body.trim_start().starts_with('[') {
-        let values: Vec<Value> = serde_json::from_str(body).map_err(|source| EvalError::Json { line: 1, source })?;
+        let values: Vec<Value> =
+            serde_json::from_str(body).map_err(|source| EvalError::Json { line: 1, source })?;
         records.extend(values.into_iter().enumerate().map(|(i, v)| (i + 1, Ok(v))));
     } else {
         for (i, line) in body.lines().enumerate() {
             if line.trim().is_empty() {
                 continue;
             }
-            records.push((i + 1, serde_json::from_str(line).map_err(|e| format!("invalid JSON: {e}"))));
+            records.push((
+                i + 1,
+                serde_json::from_str(line).map_err(|e| format!("invalid JSON: {e}")),
+            ));
         }
     }
     let mut problems = Vec::new();
@@ -217,9 +241,13 @@ pub fn parse(body: &str, opts: &LoadOptions) -> Result<Dataset> {
             }
         }
     }
-    problems.retain(|p| opts.levels.is_empty() || p.level.is_some_and(|l| opts.levels.contains(&l)));
+    problems
+        .retain(|p| opts.levels.is_empty() || p.level.is_some_and(|l| opts.levels.contains(&l)));
     problems.retain(|p| {
-        opts.subjects.is_empty() || p.subject.as_deref().is_some_and(|s| opts.subjects.iter().any(|w| w.eq_ignore_ascii_case(s)))
+        opts.subjects.is_empty()
+            || p.subject
+                .as_deref()
+                .is_some_and(|s| opts.subjects.iter().any(|w| w.eq_ignore_ascii_case(s)))
     });
     if let Some(seed) = opts.shuffle_seed {
         problems.shuffle(&mut rand_chacha::ChaCha8Rng::seed_from_u64(seed));
@@ -237,17 +265,38 @@ mod tests {
     #[test]
     fn presets_read_the_standard_shapes() -> Result<()> {
         let math = r#"{"problem": "What is $1+1$?", "solution": "So it is $\\boxed{2}$.", "level": "Level 2", "type": "Algebra", "unique_id": "m1"}"#;
-        let d = parse(math, &LoadOptions { fields: Preset::Math.fields(), ..LoadOptions::default() })?;
+        let d = parse(
+            math,
+            &LoadOptions {
+                fields: Preset::Math.fields(),
+                ..LoadOptions::default()
+            },
+        )?;
         assert_eq!(d.problems[0].answer, "2");
         assert_eq!(d.problems[0].level, Some(2));
         assert_eq!(d.problems[0].subject.as_deref(), Some("Algebra"));
         let gsm = r#"{"question": "Two plus two?", "answer": "2+2=4\n#### 4"}"#;
-        let d = parse(gsm, &LoadOptions { fields: Preset::Gsm8k.fields(), ..LoadOptions::default() })?;
+        let d = parse(
+            gsm,
+            &LoadOptions {
+                fields: Preset::Gsm8k.fields(),
+                ..LoadOptions::default()
+            },
+        )?;
         assert_eq!(d.problems[0].answer, "4");
         assert_eq!(d.problems[0].id, "line-1");
         let aime = r#"[{"ID": "2024-I-1", "Problem": "Find n.", "Answer": 204}]"#;
-        let d = parse(aime, &LoadOptions { fields: Preset::Aime.fields(), ..LoadOptions::default() })?;
-        assert_eq!((d.problems[0].id.as_str(), d.problems[0].answer.as_str()), ("2024-I-1", "204"));
+        let d = parse(
+            aime,
+            &LoadOptions {
+                fields: Preset::Aime.fields(),
+                ..LoadOptions::default()
+            },
+        )?;
+        assert_eq!(
+            (d.problems[0].id.as_str(), d.problems[0].answer.as_str()),
+            ("2024-I-1", "204")
+        );
         Ok(())
     }
 
@@ -256,9 +305,18 @@ mod tests {
         let body = "{\"problem\": \"a\", \"answer\": \"1\"}\n{not json\n{\"problem\": \"b\"}\n\n{\"problem\": \"c\", \"answer\": 3}\n";
         let d = parse(body, &LoadOptions::default())?;
         assert_eq!(d.problems.len(), 2);
-        assert_eq!(d.skipped.iter().map(|s| s.line).collect::<Vec<_>>(), vec![2, 3]);
+        assert_eq!(
+            d.skipped.iter().map(|s| s.line).collect::<Vec<_>>(),
+            vec![2, 3]
+        );
         assert!(d.skipped[1].reason.contains("no answer field"));
-        let strict = parse(body, &LoadOptions { strict: true, ..LoadOptions::default() });
+        let strict = parse(
+            body,
+            &LoadOptions {
+                strict: true,
+                ..LoadOptions::default()
+            },
+        );
         assert!(matches!(strict, Err(EvalError::Record { line: 2, .. })));
         Ok(())
     }
@@ -266,7 +324,12 @@ mod tests {
     #[test]
     fn filters_shuffle_and_limit() -> Result<()> {
         let body: String = (1..=20).map(|i| format!("{{\"id\": \"{i}\", \"problem\": \"q{i}\", \"answer\": \"{i}\", \"level\": {}}}\n", i % 5 + 1)).collect();
-        let opts = LoadOptions { levels: vec![2, 3], shuffle_seed: Some(7), limit: Some(5), ..LoadOptions::default() };
+        let opts = LoadOptions {
+            levels: vec![2, 3],
+            shuffle_seed: Some(7),
+            limit: Some(5),
+            ..LoadOptions::default()
+        };
         let a = parse(&body, &opts)?;
         let b = parse(&body, &opts)?;
         assert_eq!(a.problems, b.problems, "same seed, same order");

@@ -22,9 +22,16 @@ pub struct InProcessBackend {
 impl InProcessBackend {
     /// Loads `model` (default: the installed SmolLM2) and starts its executor.
     pub fn start(model: Option<PathBuf>) -> Result<Self> {
-        let opts = RuntimeOptions { model: model.unwrap_or_else(ponder::models::default_llm_path), ..RuntimeOptions::default_model() };
-        let runtime = Runtime::start(&opts).map_err(|e| EvalError::Backend(format!("loading {}: {e}", opts.model.display())))?;
-        Ok(Self { runtime, registry: Registry::with_builtins() })
+        let opts = RuntimeOptions {
+            model: model.unwrap_or_else(ponder::models::default_llm_path),
+            ..RuntimeOptions::default_model()
+        };
+        let runtime = Runtime::start(&opts)
+            .map_err(|e| EvalError::Backend(format!("loading {}: {e}", opts.model.display())))?;
+        Ok(Self {
+            runtime,
+            registry: Registry::with_builtins(),
+        })
     }
 
     /// The strategies this backend knows.
@@ -44,10 +51,20 @@ impl Backend for InProcessBackend {
             deadline_ms: None,
             seed: item.seed,
         };
-        match reason(&self.registry, self.runtime.generator(), None, &req, CancellationToken::new()).await {
+        match reason(
+            &self.registry,
+            self.runtime.generator(),
+            None,
+            &req,
+            CancellationToken::new(),
+        )
+        .await
+        {
             Ok(outcome) => {
-                let value = serde_json::to_value(&outcome).map_err(|e| EvalError::Backend(e.to_string()))?;
-                let solved: Solved = serde_json::from_value(value).map_err(|e| EvalError::Backend(e.to_string()))?;
+                let value = serde_json::to_value(&outcome)
+                    .map_err(|e| EvalError::Backend(e.to_string()))?;
+                let solved: Solved =
+                    serde_json::from_value(value).map_err(|e| EvalError::Backend(e.to_string()))?;
                 Ok(Attempt::Solved(solved))
             }
             Err(e @ StrategyError::Generator(_)) => Err(EvalError::Backend(e.to_string())),

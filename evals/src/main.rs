@@ -88,7 +88,9 @@ struct RunArgs {
 
 fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
         .with_writer(std::io::stderr)
         .init();
     match Cli::parse().command {
@@ -98,8 +100,13 @@ fn main() -> anyhow::Result<()> {
         Command::Calibrate { dir, out } => {
             let rows = ponder_evals::read_rows(&dir)?;
             let table = ponder_evals::calibrate(&rows, &dir.display().to_string());
-            std::fs::write(&out, serde_json::to_string_pretty(&table)?).with_context(|| format!("writing {}", out.display()))?;
-            eprintln!("wrote {} calibration rows to {}", table.rows.len(), out.display());
+            std::fs::write(&out, serde_json::to_string_pretty(&table)?)
+                .with_context(|| format!("writing {}", out.display()))?;
+            eprintln!(
+                "wrote {} calibration rows to {}",
+                table.rows.len(),
+                out.display()
+            );
             Ok(())
         }
     }
@@ -116,9 +123,18 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
     };
     let dataset = ponder_evals::load(&args.dataset, &opts)?;
     for s in &dataset.skipped {
-        eprintln!("{}:{}: skipped: {}", args.dataset.display(), s.line, s.reason);
+        eprintln!(
+            "{}:{}: skipped: {}",
+            args.dataset.display(),
+            s.line,
+            s.reason
+        );
     }
-    anyhow::ensure!(!dataset.problems.is_empty(), "{}: no problems selected", args.dataset.display());
+    anyhow::ensure!(
+        !dataset.problems.is_empty(),
+        "{}: no problems selected",
+        args.dataset.display()
+    );
     let backend: std::sync::Arc<dyn ponder_evals::Backend> = match &args.url {
         Some(url) => std::sync::Arc::new(ponder_evals::HttpBackend::new(url)),
         None => {
@@ -126,14 +142,28 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
             // `auto` needs the router (encoder + router file), loaded only when asked for.
             if args.strategies.iter().any(|s| s == "auto") {
                 let router = ponder::router::Router::load_default()?;
-                *backend.registry_mut() = ponder::router::registry_with_auto(std::sync::Arc::new(router));
+                *backend.registry_mut() =
+                    ponder::router::registry_with_auto(std::sync::Arc::new(router));
             }
             std::sync::Arc::new(backend)
         }
     };
-    let items = ponder_evals::grid(&dataset.problems, &args.strategies, &args.budgets, &args.seeds);
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
-    let summary = rt.block_on(ponder_evals::run_grid(backend, items, &args.out, args.concurrency))?;
+    let items = ponder_evals::grid(
+        &dataset.problems,
+        &args.strategies,
+        &args.budgets,
+        &args.seeds,
+    );
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let summary = rt.block_on(ponder_evals::run_grid(
+        backend,
+        items,
+        &args.out,
+        args.concurrency,
+    ))?;
     eprintln!(
         "{} items: {} already done, {} run now, {} of those correct; results in {}",
         summary.items,
@@ -151,10 +181,21 @@ fn report(dir: &std::path::Path) -> anyhow::Result<()> {
     let cells = ponder_evals::summarize(&rows);
     let md = ponder_evals::markdown(&cells);
     std::fs::write(dir.join("report.md"), &md)?;
-    std::fs::write(dir.join("report.json"), serde_json::to_string_pretty(&cells)?)?;
-    ponder_evals::plot::accuracy_vs_spend(&cells, dir, "accuracy_vs_spend", "Accuracy vs tokens spent")?;
+    std::fs::write(
+        dir.join("report.json"),
+        serde_json::to_string_pretty(&cells)?,
+    )?;
+    ponder_evals::plot::accuracy_vs_spend(
+        &cells,
+        dir,
+        "accuracy_vs_spend",
+        "Accuracy vs tokens spent",
+    )?;
     print!("{md}");
-    eprintln!("wrote report.md, report.json, accuracy_vs_spend.svg and .png in {}", dir.display());
+    eprintln!(
+        "wrote report.md, report.json, accuracy_vs_spend.svg and .png in {}",
+        dir.display()
+    );
     Ok(())
 }
 

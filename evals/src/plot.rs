@@ -15,15 +15,24 @@ static FONT: &[u8] = include_bytes!("../assets/DejaVuSans.ttf");
 
 fn register_font() -> Result<()> {
     static DONE: OnceLock<bool> = OnceLock::new();
-    let ok = DONE.get_or_init(|| plotters::style::register_font("sans-serif", FontStyle::Normal, FONT).is_ok());
+    let ok = DONE.get_or_init(|| {
+        plotters::style::register_font("sans-serif", FontStyle::Normal, FONT).is_ok()
+    });
     if *ok {
         Ok(())
     } else {
-        Err(EvalError::Results { path: "evals/assets/DejaVuSans.ttf".into(), reason: "the plot font cannot be loaded".into() })
+        Err(EvalError::Results {
+            path: "evals/assets/DejaVuSans.ttf".into(),
+            reason: "the plot font cannot be loaded".into(),
+        })
     }
 }
 
-fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, cells: &[CellReport], title: &str) -> std::result::Result<(), String> {
+fn draw<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    cells: &[CellReport],
+    title: &str,
+) -> std::result::Result<(), String> {
     root.fill(&WHITE).map_err(|e| e.to_string())?;
     let max_x = cells.iter().map(|c| c.mean_spent).fold(1.0, f64::max) * 1.1;
     let mut chart = ChartBuilder::on(root)
@@ -47,13 +56,25 @@ fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, cells: &[CellReport],
         let mut pts: Vec<&CellReport> = cells.iter().filter(|c| c.strategy == *s).collect();
         pts.sort_by(|a, b| a.mean_spent.total_cmp(&b.mean_spent));
         chart
-            .draw_series(LineSeries::new(pts.iter().map(|c| (c.mean_spent, c.accuracy)), color.stroke_width(2)))
+            .draw_series(LineSeries::new(
+                pts.iter().map(|c| (c.mean_spent, c.accuracy)),
+                color.stroke_width(2),
+            ))
             .map_err(|e| e.to_string())?
             .label(s.to_string())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2)));
-        chart.draw_series(pts.iter().map(|c| Circle::new((c.mean_spent, c.accuracy), 4, color.filled()))).map_err(|e| e.to_string())?;
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
+            });
         chart
-            .draw_series(pts.iter().map(|c| ErrorBar::new_vertical(c.mean_spent, c.ci95.0, c.accuracy, c.ci95.1, color, 8)))
+            .draw_series(
+                pts.iter()
+                    .map(|c| Circle::new((c.mean_spent, c.accuracy), 4, color.filled())),
+            )
+            .map_err(|e| e.to_string())?;
+        chart
+            .draw_series(pts.iter().map(|c| {
+                ErrorBar::new_vertical(c.mean_spent, c.ci95.0, c.accuracy, c.ci95.1, color, 8)
+            }))
             .map_err(|e| e.to_string())?;
     }
     chart
@@ -70,10 +91,23 @@ fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, cells: &[CellReport],
 /// Writes `stem.svg` and `stem.png` in `dir`.
 pub fn accuracy_vs_spend(cells: &[CellReport], dir: &Path, stem: &str, title: &str) -> Result<()> {
     register_font()?;
-    let fail = |path: &Path, reason: String| EvalError::Results { path: path.display().to_string(), reason };
+    let fail = |path: &Path, reason: String| EvalError::Results {
+        path: path.display().to_string(),
+        reason,
+    };
     let svg = dir.join(format!("{stem}.svg"));
-    draw(&SVGBackend::new(&svg, (900, 600)).into_drawing_area(), cells, title).map_err(|e| fail(&svg, e))?;
+    draw(
+        &SVGBackend::new(&svg, (900, 600)).into_drawing_area(),
+        cells,
+        title,
+    )
+    .map_err(|e| fail(&svg, e))?;
     let png = dir.join(format!("{stem}.png"));
-    draw(&BitMapBackend::new(&png, (900, 600)).into_drawing_area(), cells, title).map_err(|e| fail(&png, e))?;
+    draw(
+        &BitMapBackend::new(&png, (900, 600)).into_drawing_area(),
+        cells,
+        title,
+    )
+    .map_err(|e| fail(&png, e))?;
     Ok(())
 }

@@ -65,7 +65,12 @@ pub struct ResultRow {
 impl ResultRow {
     /// The item key.
     pub fn key(&self) -> ItemKey {
-        ItemKey { problem_id: self.problem_id.clone(), strategy: self.strategy.clone(), budget: self.budget, seed: self.seed }
+        ItemKey {
+            problem_id: self.problem_id.clone(),
+            strategy: self.strategy.clone(),
+            budget: self.budget,
+            seed: self.seed,
+        }
     }
 }
 
@@ -93,7 +98,10 @@ pub struct ResultsFile {
 pub const RESULTS_FILE: &str = "results.jsonl";
 
 fn err(path: &Path, reason: impl std::fmt::Display) -> EvalError {
-    EvalError::Results { path: path.display().to_string(), reason: reason.to_string() }
+    EvalError::Results {
+        path: path.display().to_string(),
+        reason: reason.to_string(),
+    }
 }
 
 /// Reads every complete row of `dir/results.jsonl`.
@@ -108,7 +116,9 @@ pub fn read_rows(dir: &Path) -> Result<Vec<ResultRow>> {
         }
         match serde_json::from_str(&line) {
             Ok(row) => rows.push(row),
-            Err(e) => tracing::warn!(line = i + 1, error = %e, "skipping an unreadable result line"),
+            Err(e) => {
+                tracing::warn!(line = i + 1, error = %e, "skipping an unreadable result line")
+            }
         }
     }
     Ok(rows)
@@ -120,7 +130,11 @@ impl ResultsFile {
     pub fn open(dir: &Path) -> Result<(Self, HashSet<ItemKey>)> {
         std::fs::create_dir_all(dir).map_err(|e| err(dir, e))?;
         let path = dir.join(RESULTS_FILE);
-        let bytes = if path.exists() { std::fs::read(&path).map_err(|e| err(&path, e))? } else { Vec::new() };
+        let bytes = if path.exists() {
+            std::fs::read(&path).map_err(|e| err(&path, e))?
+        } else {
+            Vec::new()
+        };
         // Keep everything up to the last complete line.
         let keep = bytes.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
         let mut done = HashSet::new();
@@ -132,10 +146,23 @@ impl ResultsFile {
                     good_end += line.len();
                 }
                 Err(_) if line.iter().all(u8::is_ascii_whitespace) => good_end += line.len(),
-                Err(e) => return Err(err(&path, format!("line {} is not a result row ({e}); refusing to append after it", done.len() + 1))),
+                Err(e) => {
+                    return Err(err(
+                        &path,
+                        format!(
+                            "line {} is not a result row ({e}); refusing to append after it",
+                            done.len() + 1
+                        ),
+                    ))
+                }
             }
         }
-        let file = OpenOptions::new().create(true).truncate(false).write(true).open(&path).map_err(|e| err(&path, e))?;
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(|e| err(&path, e))?;
         file.set_len(good_end as u64).map_err(|e| err(&path, e))?;
         let mut file = file;
         std::io::Seek::seek(&mut file, std::io::SeekFrom::End(0)).map_err(|e| err(&path, e))?;
@@ -192,7 +219,12 @@ mod tests {
         assert_eq!(done.len(), 2);
         f.append(&row("c"))?;
         let rows = read_rows(dir.path())?;
-        assert_eq!(rows.iter().map(|r| r.problem_id.as_str()).collect::<Vec<_>>(), vec!["a", "b", "c"]);
+        assert_eq!(
+            rows.iter()
+                .map(|r| r.problem_id.as_str())
+                .collect::<Vec<_>>(),
+            vec!["a", "b", "c"]
+        );
         Ok(())
     }
 }

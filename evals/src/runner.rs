@@ -97,7 +97,10 @@ pub struct HttpBackend {
 impl HttpBackend {
     /// A backend posting to `{base}/v1/reason`.
     pub fn new(base: &str) -> Self {
-        Self { client: reqwest::Client::new(), url: format!("{}/v1/reason", base.trim_end_matches('/')) }
+        Self {
+            client: reqwest::Client::new(),
+            url: format!("{}/v1/reason", base.trim_end_matches('/')),
+        }
     }
 }
 
@@ -110,16 +113,30 @@ impl Backend for HttpBackend {
             "budget_tokens": item.budget,
             "seed": item.seed,
         });
-        let resp = self.client.post(&self.url).json(&body).send().await.map_err(|e| EvalError::Backend(format!("{}: {e}", self.url)))?;
+        let resp = self
+            .client
+            .post(&self.url)
+            .json(&body)
+            .send()
+            .await
+            .map_err(|e| EvalError::Backend(format!("{}: {e}", self.url)))?;
         let status = resp.status();
-        let text = resp.text().await.map_err(|e| EvalError::Backend(e.to_string()))?;
+        let text = resp
+            .text()
+            .await
+            .map_err(|e| EvalError::Backend(e.to_string()))?;
         if status.is_success() {
-            let solved = serde_json::from_str(&text).map_err(|e| EvalError::Backend(format!("{}: unreadable outcome: {e}", self.url)))?;
+            let solved = serde_json::from_str(&text).map_err(|e| {
+                EvalError::Backend(format!("{}: unreadable outcome: {e}", self.url))
+            })?;
             Ok(Attempt::Solved(solved))
         } else if status.is_client_error() {
             Ok(Attempt::Failed(format!("{status}: {text}")))
         } else {
-            Err(EvalError::Backend(format!("{}: {status}: {text}", self.url)))
+            Err(EvalError::Backend(format!(
+                "{}: {status}: {text}",
+                self.url
+            )))
         }
     }
 }
@@ -144,10 +161,17 @@ pub fn grade(item: &Item, attempt: Attempt, wall_ms: u64) -> ResultRow {
         wall_ms,
     };
     match attempt {
-        Attempt::Failed(e) => ResultRow { error: Some(e), ..base },
+        Attempt::Failed(e) => ResultRow {
+            error: Some(e),
+            ..base
+        },
         Attempt::Solved(s) => {
-            let is = |a: &Option<String>| a.as_deref().is_some_and(|a| ponder_verifiers::equivalent(&gold, a));
-            let candidate_answers: Vec<Option<String>> = s.candidates.into_iter().map(|c| c.answer).collect();
+            let is = |a: &Option<String>| {
+                a.as_deref()
+                    .is_some_and(|a| ponder_verifiers::equivalent(&gold, a))
+            };
+            let candidate_answers: Vec<Option<String>> =
+                s.candidates.into_iter().map(|c| c.answer).collect();
             let u = s.usage;
             ResultRow {
                 correct: is(&s.answer),
@@ -169,13 +193,23 @@ pub fn grade(item: &Item, attempt: Attempt, wall_ms: u64) -> ResultRow {
 }
 
 /// The grid: every problem × strategy × budget × seed, in that nesting order.
-pub fn grid(problems: &[Problem], strategies: &[String], budgets: &[i64], seeds: &[u64]) -> Vec<Item> {
+pub fn grid(
+    problems: &[Problem],
+    strategies: &[String],
+    budgets: &[i64],
+    seeds: &[u64],
+) -> Vec<Item> {
     let mut items = Vec::new();
     for strategy in strategies {
         for &budget in budgets {
             for &seed in seeds {
                 for p in problems {
-                    items.push(Item { problem: p.clone(), strategy: strategy.clone(), budget, seed });
+                    items.push(Item {
+                        problem: p.clone(),
+                        strategy: strategy.clone(),
+                        budget,
+                        seed,
+                    });
                 }
             }
         }
@@ -197,16 +231,34 @@ pub struct RunSummary {
 }
 
 /// Runs the grid into `out_dir/results.jsonl`, skipping finished items.
-pub async fn run_grid(backend: Arc<dyn Backend>, items: Vec<Item>, out_dir: &Path, concurrency: usize) -> Result<RunSummary> {
+pub async fn run_grid(
+    backend: Arc<dyn Backend>,
+    items: Vec<Item>,
+    out_dir: &Path,
+    concurrency: usize,
+) -> Result<RunSummary> {
     let (mut file, done) = ResultsFile::open(out_dir)?;
     let total = items.len();
     let todo: Vec<Item> = items
         .into_iter()
-        .filter(|i| !done.contains(&ItemKey { problem_id: i.problem.id.clone(), strategy: i.strategy.clone(), budget: i.budget, seed: i.seed }))
+        .filter(|i| {
+            !done.contains(&ItemKey {
+                problem_id: i.problem.id.clone(),
+                strategy: i.strategy.clone(),
+                budget: i.budget,
+                seed: i.seed,
+            })
+        })
         .collect();
-    let mut summary = RunSummary { items: total, resumed: total - todo.len(), ..RunSummary::default() };
+    let mut summary = RunSummary {
+        items: total,
+        resumed: total - todo.len(),
+        ..RunSummary::default()
+    };
     let bar = indicatif::ProgressBar::new(todo.len() as u64);
-    if let Ok(style) = indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} [{elapsed}<{eta}] {msg}") {
+    if let Ok(style) =
+        indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} [{elapsed}<{eta}] {msg}")
+    {
         bar.set_style(style);
     }
     let mut results = futures::stream::iter(todo)
@@ -224,7 +276,14 @@ pub async fn run_grid(backend: Arc<dyn Backend>, items: Vec<Item>, out_dir: &Pat
         file.append(&row)?;
         summary.ran += 1;
         summary.correct += usize::from(row.correct);
-        bar.set_message(format!("acc {:.2} ({}/{})  {} @ {}", summary.correct as f64 / summary.ran as f64, summary.correct, summary.ran, item.strategy, item.budget));
+        bar.set_message(format!(
+            "acc {:.2} ({}/{})  {} @ {}",
+            summary.correct as f64 / summary.ran as f64,
+            summary.correct,
+            summary.ran,
+            item.strategy,
+            item.budget
+        ));
         bar.inc(1);
     }
     bar.finish_and_clear();

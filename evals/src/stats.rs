@@ -14,7 +14,9 @@ pub fn pass_at_k(n: usize, c: usize, k: usize) -> Option<f64> {
         return Some(1.0);
     }
     // C(n−c, k)/C(n, k) = Π_{i=n−c+1}^{n} (1 − k/i)
-    let fail: f64 = ((n - c + 1)..=n).map(|i| 1.0 - k as f64 / i as f64).product();
+    let fail: f64 = ((n - c + 1)..=n)
+        .map(|i| 1.0 - k as f64 / i as f64)
+        .product();
     Some(1.0 - fail)
 }
 
@@ -46,7 +48,12 @@ pub fn bootstrap_ci(xs: &[f64], level: f64, resamples: usize, seed: u64) -> (f64
     }
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
     let mut means: Vec<f64> = (0..resamples.max(1))
-        .map(|_| (0..xs.len()).map(|_| xs[rng.random_range(0..xs.len())]).sum::<f64>() / xs.len() as f64)
+        .map(|_| {
+            (0..xs.len())
+                .map(|_| xs[rng.random_range(0..xs.len())])
+                .sum::<f64>()
+                / xs.len() as f64
+        })
         .collect();
     means.sort_by(f64::total_cmp);
     let alpha = (1.0 - level) / 2.0;
@@ -73,14 +80,25 @@ mod tests {
 
     #[test]
     fn bootstrap_interval_contains_the_mean_and_narrows_with_n() {
-        let xs = |n: usize| (0..n).map(|i| if i % 3 == 0 { 1.0 } else { 0.0 }).collect::<Vec<f64>>();
+        let xs = |n: usize| {
+            (0..n)
+                .map(|i| if i % 3 == 0 { 1.0 } else { 0.0 })
+                .collect::<Vec<f64>>()
+        };
         let small = xs(30);
         let large = xs(600);
         let (lo_s, hi_s) = bootstrap_ci(&small, 0.95, 2000, 1);
         let (lo_l, hi_l) = bootstrap_ci(&large, 0.95, 2000, 1);
         assert!(lo_s <= mean(&small) && mean(&small) <= hi_s);
         assert!(lo_l <= mean(&large) && mean(&large) <= hi_l);
-        assert!(hi_l - lo_l < (hi_s - lo_s) / 2.0, "600 samples give a much narrower interval than 30");
-        assert_eq!(bootstrap_ci(&small, 0.95, 500, 9), bootstrap_ci(&small, 0.95, 500, 9), "seeded");
+        assert!(
+            hi_l - lo_l < (hi_s - lo_s) / 2.0,
+            "600 samples give a much narrower interval than 30"
+        );
+        assert_eq!(
+            bootstrap_ci(&small, 0.95, 500, 9),
+            bootstrap_ci(&small, 0.95, 500, 9),
+            "seeded"
+        );
     }
 }

@@ -25,12 +25,27 @@ fn dataset() -> String {
 
 fn run_cmd(out: &Path, concurrency: usize) -> Command {
     let mut cmd = Command::new(BIN);
-    cmd.args(["run", "--dataset", &dataset(), "--level", "1", "--limit", &PROBLEMS.to_string()])
-        .args(["--strategies", STRATEGIES, "--budgets", BUDGETS, "--seeds", "7"])
-        .args(["--concurrency", &concurrency.to_string(), "--out"])
-        .arg(out)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+    cmd.args([
+        "run",
+        "--dataset",
+        &dataset(),
+        "--level",
+        "1",
+        "--limit",
+        &PROBLEMS.to_string(),
+    ])
+    .args([
+        "--strategies",
+        STRATEGIES,
+        "--budgets",
+        BUDGETS,
+        "--seeds",
+        "7",
+    ])
+    .args(["--concurrency", &concurrency.to_string(), "--out"])
+    .arg(out)
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
     cmd
 }
 
@@ -51,7 +66,10 @@ fn rows(dir: &Path) -> BTreeMap<String, Value> {
     text.lines()
         .map(|line| {
             let mut v: Value = serde_json::from_str(line).expect("a results row is JSON");
-            let key = format!("{}|{}|{}|{}", v["problem_id"], v["strategy"], v["budget"], v["seed"]);
+            let key = format!(
+                "{}|{}|{}|{}",
+                v["problem_id"], v["strategy"], v["budget"], v["seed"]
+            );
             v.as_object_mut().expect("object").remove("wall_ms");
             (key, v)
         })
@@ -68,7 +86,10 @@ fn kill_after_rows(mut child: Child, dir: &Path, rows: usize) {
         if let Ok(Some(status)) = child.try_wait() {
             panic!("ponder-eval ended ({status}) before writing {rows} rows");
         }
-        assert!(start.elapsed() < Duration::from_secs(600), "no {rows} rows after 10 minutes");
+        assert!(
+            start.elapsed() < Duration::from_secs(600),
+            "no {rows} rows after 10 minutes"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     child.kill().expect("kill");
@@ -87,12 +108,23 @@ fn smoke_eval_resumes_after_a_kill_and_replays_identically() {
     let before = rows(&a);
     assert!(before.len() >= 5, "{} rows before the kill", before.len());
     let resumed = ok(&mut run_cmd(&a, 2));
-    assert!(resumed.contains(&format!("{} already done", before.len())), "{resumed}");
+    assert!(
+        resumed.contains(&format!("{} already done", before.len())),
+        "{resumed}"
+    );
     let after = rows(&a);
-    assert_eq!(lines(&a), items, "every item once: nothing redone, nothing lost");
+    assert_eq!(
+        lines(&a),
+        items,
+        "every item once: nothing redone, nothing lost"
+    );
     assert_eq!(after.len(), items);
     for (key, row) in &before {
-        assert_eq!(after.get(key), Some(row), "row {key} written before the kill changed");
+        assert_eq!(
+            after.get(key),
+            Some(row),
+            "row {key} written before the kill changed"
+        );
     }
 
     // Run B: the same grid in one go, one item at a time — identical results but wall time.
@@ -101,16 +133,28 @@ fn smoke_eval_resumes_after_a_kill_and_replays_identically() {
     let differing: Vec<String> = after
         .iter()
         .filter(|(k, v)| replay.get(*k) != Some(*v))
-        .map(|(k, v)| format!("{k}:\n  run A {v}\n  run B {}", replay.get(k).map_or("(missing)".into(), Value::to_string)))
+        .map(|(k, v)| {
+            format!(
+                "{k}:\n  run A {v}\n  run B {}",
+                replay.get(k).map_or("(missing)".into(), Value::to_string)
+            )
+        })
         .collect();
-    assert!(differing.is_empty(), "{} of {items} rows differ between runs with the same seeds; first:\n{}", differing.len(), differing[0]);
+    assert!(
+        differing.is_empty(),
+        "{} of {items} rows differ between runs with the same seeds; first:\n{}",
+        differing.len(),
+        differing[0]
+    );
 
     // The report: a Markdown table with every cell, and a plot with axes and a legend.
     let report = ok(Command::new(BIN).arg("report").arg(&a));
     for s in STRATEGIES.split(',') {
         for budget in BUDGETS.split(',') {
             assert!(
-                report.lines().any(|l| l.starts_with('|') && l.contains(s) && l.contains(budget)),
+                report
+                    .lines()
+                    .any(|l| l.starts_with('|') && l.contains(s) && l.contains(budget)),
                 "no table row for {s} @ {budget}:\n{report}"
             );
         }
@@ -118,18 +162,35 @@ fn smoke_eval_resumes_after_a_kill_and_replays_identically() {
     let md = std::fs::read_to_string(a.join("report.md")).expect("report.md");
     assert!(md.contains("accuracy") || md.contains("Accuracy"), "{md}");
     let svg = std::fs::read_to_string(a.join("accuracy_vs_spend.svg")).expect("svg");
-    for label in ["mean tokens spent per problem", "accuracy", "self_consistency", "best_of_n"] {
+    for label in [
+        "mean tokens spent per problem",
+        "accuracy",
+        "self_consistency",
+        "best_of_n",
+    ] {
         assert!(svg.contains(label), "the plot lacks `{label}`");
     }
-    let png = image::open(a.join("accuracy_vs_spend.png")).expect("a PNG").to_rgb8();
+    let png = image::open(a.join("accuracy_vs_spend.png"))
+        .expect("a PNG")
+        .to_rgb8();
     assert_eq!(png.dimensions(), (900, 600));
     let colours: std::collections::HashSet<[u8; 3]> = png.pixels().map(|p| p.0).collect();
     let ink = png.pixels().filter(|p| p.0 != [255, 255, 255]).count();
-    assert!(colours.len() >= 8, "a plot with {} colours is blank or flat", colours.len());
-    assert!(ink > 900 * 600 / 100, "only {ink} non-white pixels: axes, labels and series are missing");
+    assert!(
+        colours.len() >= 8,
+        "a plot with {} colours is blank or flat",
+        colours.len()
+    );
+    assert!(
+        ink > 900 * 600 / 100,
+        "only {ink} non-white pixels: axes, labels and series are missing"
+    );
     let artifacts = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/artifacts");
     if std::fs::create_dir_all(&artifacts).is_ok() {
-        let _ = std::fs::copy(a.join("accuracy_vs_spend.png"), artifacts.join("smoke_eval.png"));
+        let _ = std::fs::copy(
+            a.join("accuracy_vs_spend.png"),
+            artifacts.join("smoke_eval.png"),
+        );
         let _ = std::fs::copy(a.join("report.md"), artifacts.join("smoke_eval.md"));
     }
 }

@@ -81,7 +81,8 @@ pub type ServeError = Box<dyn std::error::Error + Send + Sync>;
 fn keys(args: &ServeArgs) -> Result<ApiKeys, ServeError> {
     let mut text = std::env::var("PONDER_API_KEYS").unwrap_or_default();
     if let Some(path) = &args.api_key_file {
-        let file = std::fs::read_to_string(path).map_err(|e| format!("cannot read --api-key-file {}: {e}", path.display()))?;
+        let file = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read --api-key-file {}: {e}", path.display()))?;
         text.push('\n');
         text.push_str(&file);
     }
@@ -95,7 +96,8 @@ fn router(args: &ServeArgs) -> Result<Option<crate::router::Router>, ServeError>
     match &args.router {
         Some(path) if path.as_os_str() == "none" => Ok(None),
         Some(path) => Ok(Some(crate::router::Router::load(path, &embedder)?)),
-        None => match crate::router::Router::load(&crate::router::default_router_path(), &embedder) {
+        None => match crate::router::Router::load(&crate::router::default_router_path(), &embedder)
+        {
             Ok(router) => Ok(Some(router)),
             Err(e) => {
                 tracing::warn!(error = %e, "strategy `auto` is off: the default router did not load");
@@ -115,7 +117,10 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
         )
         .into());
     }
-    let model = args.model.clone().unwrap_or_else(crate::models::default_llm_path);
+    let model = args
+        .model
+        .clone()
+        .unwrap_or_else(crate::models::default_llm_path);
     let opts = RuntimeOptions {
         model: model.clone(),
         kv_memory: args.kv_memory.as_u64(),
@@ -134,16 +139,27 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
         default_max_tokens: args.default_max_tokens,
         ..Limits::default()
     };
-    let model_id = model.file_stem().map_or_else(|| "ponder-local".to_string(), |s| s.to_string_lossy().into_owned());
-    let mut builder = ServerBuilder::new(Arc::clone(&runtime)).limits(limits).api_keys(keys).model_id(model_id);
+    let model_id = model.file_stem().map_or_else(
+        || "ponder-local".to_string(),
+        |s| s.to_string_lossy().into_owned(),
+    );
+    let mut builder = ServerBuilder::new(Arc::clone(&runtime))
+        .limits(limits)
+        .api_keys(keys)
+        .model_id(model_id);
     if !args.backends.is_empty() {
-        let opts = RemoteOptions { model: args.backend_model.clone(), ..RemoteOptions::new(args.backends.clone()) };
+        let opts = RemoteOptions {
+            model: args.backend_model.clone(),
+            ..RemoteOptions::new(args.backends.clone())
+        };
         builder = builder.remote(Arc::new(RemotePool::new(opts)?));
     }
     if let Some(router) = router(&args)? {
         builder = builder.register(|r| crate::router::register_auto(r, Arc::new(router)));
     }
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
     let generator: Arc<dyn ponder_strategies::Generator> = runtime.generator();
     if let Some(verifier) = rt.block_on(args.verifier.build(generator))? {
         tracing::info!(verifier = %args.verifier, "strategies' candidates are scored by a verifier");

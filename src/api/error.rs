@@ -51,7 +51,10 @@ pub enum ValidationError {
 impl ValidationError {
     /// Shorthand for [`ValidationError::Invalid`].
     pub fn invalid(field: &'static str, reason: impl Into<String>) -> Self {
-        Self::Invalid { field, reason: reason.into() }
+        Self::Invalid {
+            field,
+            reason: reason.into(),
+        }
     }
 }
 
@@ -127,56 +130,175 @@ pub struct ErrorDetail {
 
 impl AppError {
     /// The status, error type, offending field and code.
-    fn parts(&self) -> (StatusCode, &'static str, Option<String>, Option<&'static str>) {
+    fn parts(
+        &self,
+    ) -> (
+        StatusCode,
+        &'static str,
+        Option<String>,
+        Option<&'static str>,
+    ) {
         const INVALID: &str = "invalid_request_error";
         // The request's fan-out (n x max_tokens) needs more KV blocks than the server has.
         const KV_CAPACITY: &str = "kv_capacity_exceeded";
         match self {
             Self::Validation(v) => match v {
-                ValidationError::Invalid { field, .. } => (StatusCode::BAD_REQUEST, INVALID, Some((*field).into()), None),
-                ValidationError::OverLimit { field, .. } => {
-                    (StatusCode::UNPROCESSABLE_ENTITY, INVALID, Some((*field).into()), Some("limit_exceeded"))
-                }
-                ValidationError::UnknownModel(_) => (StatusCode::NOT_FOUND, INVALID, Some("model".into()), Some("model_not_found")),
-                ValidationError::ContextLength { .. } => {
-                    (StatusCode::BAD_REQUEST, INVALID, Some("messages".into()), Some("context_length_exceeded"))
-                }
+                ValidationError::Invalid { field, .. } => (
+                    StatusCode::BAD_REQUEST,
+                    INVALID,
+                    Some((*field).into()),
+                    None,
+                ),
+                ValidationError::OverLimit { field, .. } => (
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    INVALID,
+                    Some((*field).into()),
+                    Some("limit_exceeded"),
+                ),
+                ValidationError::UnknownModel(_) => (
+                    StatusCode::NOT_FOUND,
+                    INVALID,
+                    Some("model".into()),
+                    Some("model_not_found"),
+                ),
+                ValidationError::ContextLength { .. } => (
+                    StatusCode::BAD_REQUEST,
+                    INVALID,
+                    Some("messages".into()),
+                    Some("context_length_exceeded"),
+                ),
             },
-            Self::MalformedJson(_) => (StatusCode::BAD_REQUEST, INVALID, None, Some("invalid_json")),
-            Self::UnsupportedMediaType => (StatusCode::UNSUPPORTED_MEDIA_TYPE, INVALID, None, Some("unsupported_media_type")),
-            Self::PayloadTooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, INVALID, None, Some("payload_too_large")),
-            Self::Unauthorized => (StatusCode::UNAUTHORIZED, "authentication_error", None, Some("invalid_api_key")),
-            Self::Overloaded { .. } => (StatusCode::TOO_MANY_REQUESTS, "rate_limit_error", None, Some("queue_full")),
-            Self::Draining => (StatusCode::SERVICE_UNAVAILABLE, "server_error", None, Some("shutting_down")),
+            Self::MalformedJson(_) => {
+                (StatusCode::BAD_REQUEST, INVALID, None, Some("invalid_json"))
+            }
+            Self::UnsupportedMediaType => (
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                INVALID,
+                None,
+                Some("unsupported_media_type"),
+            ),
+            Self::PayloadTooLarge { .. } => (
+                StatusCode::PAYLOAD_TOO_LARGE,
+                INVALID,
+                None,
+                Some("payload_too_large"),
+            ),
+            Self::Unauthorized => (
+                StatusCode::UNAUTHORIZED,
+                "authentication_error",
+                None,
+                Some("invalid_api_key"),
+            ),
+            Self::Overloaded { .. } => (
+                StatusCode::TOO_MANY_REQUESTS,
+                "rate_limit_error",
+                None,
+                Some("queue_full"),
+            ),
+            Self::Draining => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "server_error",
+                None,
+                Some("shutting_down"),
+            ),
             Self::Strategy(e) => match e {
-                StrategyError::UnknownStrategy { .. } => (StatusCode::BAD_REQUEST, INVALID, Some("strategy".into()), Some("unknown_strategy")),
-                StrategyError::InvalidParameter { field, .. } => (StatusCode::BAD_REQUEST, INVALID, Some(field.clone()), None),
-                StrategyError::BudgetTooSmall { .. } => {
-                    (StatusCode::UNPROCESSABLE_ENTITY, INVALID, Some("budget_tokens".into()), Some("budget_too_small"))
+                StrategyError::UnknownStrategy { .. } => (
+                    StatusCode::BAD_REQUEST,
+                    INVALID,
+                    Some("strategy".into()),
+                    Some("unknown_strategy"),
+                ),
+                StrategyError::InvalidParameter { field, .. } => {
+                    (StatusCode::BAD_REQUEST, INVALID, Some(field.clone()), None)
                 }
-                StrategyError::BudgetExhausted { .. } => {
-                    (StatusCode::UNPROCESSABLE_ENTITY, INVALID, Some("budget_tokens".into()), Some("budget_exhausted"))
-                }
-                StrategyError::DeadlineExceeded { .. } => (StatusCode::GATEWAY_TIMEOUT, "server_error", None, Some("deadline_exceeded")),
-                StrategyError::Cancelled => (StatusCode::SERVICE_UNAVAILABLE, "server_error", None, Some("cancelled")),
-                StrategyError::Generator(m) if m.starts_with(crate::backends::UNAVAILABLE) => {
-                    (StatusCode::BAD_GATEWAY, "server_error", None, Some("backend_unavailable"))
-                }
-                StrategyError::Capacity(_) => (StatusCode::UNPROCESSABLE_ENTITY, INVALID, None, Some(KV_CAPACITY)),
-                StrategyError::Generator(_) | StrategyError::Verifier(_) => (StatusCode::INTERNAL_SERVER_ERROR, "server_error", None, None),
+                StrategyError::BudgetTooSmall { .. } => (
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    INVALID,
+                    Some("budget_tokens".into()),
+                    Some("budget_too_small"),
+                ),
+                StrategyError::BudgetExhausted { .. } => (
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    INVALID,
+                    Some("budget_tokens".into()),
+                    Some("budget_exhausted"),
+                ),
+                StrategyError::DeadlineExceeded { .. } => (
+                    StatusCode::GATEWAY_TIMEOUT,
+                    "server_error",
+                    None,
+                    Some("deadline_exceeded"),
+                ),
+                StrategyError::Cancelled => (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "server_error",
+                    None,
+                    Some("cancelled"),
+                ),
+                StrategyError::Generator(m) if m.starts_with(crate::backends::UNAVAILABLE) => (
+                    StatusCode::BAD_GATEWAY,
+                    "server_error",
+                    None,
+                    Some("backend_unavailable"),
+                ),
+                StrategyError::Capacity(_) => (
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    INVALID,
+                    None,
+                    Some(KV_CAPACITY),
+                ),
+                StrategyError::Generator(_) | StrategyError::Verifier(_) => (
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "server_error",
+                    None,
+                    None,
+                ),
             },
             Self::Engine(e) => match e {
-                EngineError::PromptTooLong { .. } => {
-                    (StatusCode::BAD_REQUEST, INVALID, Some("messages".into()), Some("context_length_exceeded"))
-                }
-                EngineError::InvalidInput { field, .. } => (StatusCode::BAD_REQUEST, INVALID, Some((*field).into()), None),
-                EngineError::ExceedsKvPool { .. } => (StatusCode::UNPROCESSABLE_ENTITY, INVALID, None, Some(KV_CAPACITY)),
-                EngineError::ChatTemplate(_) => (StatusCode::BAD_REQUEST, INVALID, Some("messages".into()), None),
-                _ => (StatusCode::INTERNAL_SERVER_ERROR, "server_error", None, None),
+                EngineError::PromptTooLong { .. } => (
+                    StatusCode::BAD_REQUEST,
+                    INVALID,
+                    Some("messages".into()),
+                    Some("context_length_exceeded"),
+                ),
+                EngineError::InvalidInput { field, .. } => (
+                    StatusCode::BAD_REQUEST,
+                    INVALID,
+                    Some((*field).into()),
+                    None,
+                ),
+                EngineError::ExceedsKvPool { .. } => (
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    INVALID,
+                    None,
+                    Some(KV_CAPACITY),
+                ),
+                EngineError::ChatTemplate(_) => (
+                    StatusCode::BAD_REQUEST,
+                    INVALID,
+                    Some("messages".into()),
+                    None,
+                ),
+                _ => (
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "server_error",
+                    None,
+                    None,
+                ),
             },
-            Self::Backend(_) => (StatusCode::BAD_GATEWAY, "server_error", None, Some("backend_unavailable")),
+            Self::Backend(_) => (
+                StatusCode::BAD_GATEWAY,
+                "server_error",
+                None,
+                Some("backend_unavailable"),
+            ),
             Self::NotFound => (StatusCode::NOT_FOUND, INVALID, None, Some("not_found")),
-            Self::Panicked => (StatusCode::INTERNAL_SERVER_ERROR, "server_error", None, Some("internal_error")),
+            Self::Panicked => (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "server_error",
+                None,
+                Some("internal_error"),
+            ),
         }
     }
 
@@ -188,7 +310,14 @@ impl AppError {
     /// OpenAI's error body for this error.
     pub fn body(&self) -> ErrorBody {
         let (_, kind, param, code) = self.parts();
-        ErrorBody { error: ErrorDetail { message: self.to_string(), kind, param, code } }
+        ErrorBody {
+            error: ErrorDetail {
+                message: self.to_string(),
+                kind,
+                param,
+                code,
+            },
+        }
     }
 }
 
@@ -205,7 +334,9 @@ impl IntoResponse for AppError {
             }
         }
         if matches!(self, Self::Unauthorized) {
-            response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         }
         response
     }

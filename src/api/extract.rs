@@ -16,8 +16,19 @@ pub(crate) struct ApiJson<T>(pub T);
 
 /// Whether the request says its body is JSON (`application/json`, any parameters, or `+json`).
 fn is_json(req: &Request) -> bool {
-    let Some(ct) = req.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()) else { return false };
-    let mime = ct.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+    let Some(ct) = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+    else {
+        return false;
+    };
+    let mime = ct
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
     mime == "application/json" || (mime.starts_with("application/") && mime.ends_with("+json"))
 }
 
@@ -32,7 +43,10 @@ where
         if !is_json(&req) {
             return Err(AppError::UnsupportedMediaType);
         }
-        let limit = req.extensions().get::<BodyLimit>().map_or(usize::MAX, |l| l.0);
+        let limit = req
+            .extensions()
+            .get::<BodyLimit>()
+            .map_or(usize::MAX, |l| l.0);
         let bytes = Bytes::from_request(req, state).await.map_err(|e| {
             if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
                 AppError::PayloadTooLarge { limit }
@@ -42,7 +56,8 @@ where
         })?;
         let mut de = serde_json::Deserializer::from_slice(&bytes);
         let value = T::deserialize(&mut de).map_err(|e| AppError::MalformedJson(e.to_string()))?;
-        de.end().map_err(|e| AppError::MalformedJson(e.to_string()))?;
+        de.end()
+            .map_err(|e| AppError::MalformedJson(e.to_string()))?;
         Ok(Self(value))
     }
 }

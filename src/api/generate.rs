@@ -32,29 +32,43 @@ use super::types::{ChatCompletionRequest, CompletionRequest, ReasonBody, UsageOu
 use super::validate::{self, PromptIn, ValidGeneration};
 use super::AppState;
 use crate::backends::StopStrings;
-use crate::engine::{encode_prompt, Event as EngineEvent, FinishReason, GroupHandle, GroupRequest, LoadedModel, SampledToken, SeqFinish, StopCondition};
+use crate::engine::{
+    encode_prompt, Event as EngineEvent, FinishReason, GroupHandle, GroupRequest, LoadedModel,
+    SampledToken, SeqFinish, StopCondition,
+};
 use crate::reason::{reason_with_progress, ReasonRequest};
 
 /// `POST /v1/chat/completions`.
-pub(crate) async fn chat_completions(State(state): State<Arc<AppState>>, ApiJson(req): ApiJson<ChatCompletionRequest>) -> Result<Response> {
+pub(crate) async fn chat_completions(
+    State(state): State<Arc<AppState>>,
+    ApiJson(req): ApiJson<ChatCompletionRequest>,
+) -> Result<Response> {
     let valid = validate::chat(&req, &state.limits, &state.registry, &state.model_id)?;
     generate(state, valid, Flavor::Chat, "/v1/chat/completions").await
 }
 
 /// `POST /v1/completions`.
-pub(crate) async fn completions(State(state): State<Arc<AppState>>, ApiJson(req): ApiJson<CompletionRequest>) -> Result<Response> {
+pub(crate) async fn completions(
+    State(state): State<Arc<AppState>>,
+    ApiJson(req): ApiJson<CompletionRequest>,
+) -> Result<Response> {
     let valid = validate::completion(&req, &state.limits, &state.registry, &state.model_id)?;
     generate(state, valid, Flavor::Text, "/v1/completions").await
 }
 
 /// `POST /v1/reason`: the whole [`Outcome`].
-pub(crate) async fn reason(State(state): State<Arc<AppState>>, ApiJson(body): ApiJson<ReasonBody>) -> Result<Json<Outcome>> {
+pub(crate) async fn reason(
+    State(state): State<Arc<AppState>>,
+    ApiJson(body): ApiJson<ReasonBody>,
+) -> Result<Json<Outcome>> {
     let req = validate::reason(&body, &state.limits, &state.registry)?;
     check_question_fits(&state, &req.problem)?;
     let slot = admit(&state).await?;
     let search = Search::spawn(&state, req, None);
     let outcome = search.finish().await?;
-    state.metrics.budget_spent(&outcome.strategy, outcome.usage.spent());
+    state
+        .metrics
+        .budget_spent(&outcome.strategy, outcome.usage.spent());
     drop(slot);
     Ok(Json(outcome))
 }
@@ -66,7 +80,12 @@ async fn admit(state: &Arc<AppState>) -> Result<Slot> {
     state.admission.admit(&state.metrics).await
 }
 
-async fn generate(state: Arc<AppState>, valid: ValidGeneration, flavor: Flavor, route: &'static str) -> Result<Response> {
+async fn generate(
+    state: Arc<AppState>,
+    valid: ValidGeneration,
+    flavor: Flavor,
+    route: &'static str,
+) -> Result<Response> {
     let start = Instant::now();
     match valid.strategy.is_some() {
         true => search(state, valid, flavor, route, start).await,
@@ -102,7 +121,11 @@ impl Decoder {
     /// The text up to the first stop string, and that stop string.
     fn text_and_stop(&self, ids: &[u32]) -> (String, Option<String>) {
         let mut text = self.model.tokenizer.decode(ids).unwrap_or_default();
-        let first = self.stop.iter().filter_map(|s| text.find(s.as_str()).map(|at| (at, s))).min_by_key(|(at, _)| *at);
+        let first = self
+            .stop
+            .iter()
+            .filter_map(|s| text.find(s.as_str()).map(|at| (at, s)))
+            .min_by_key(|(at, _)| *at);
         match first {
             Some((at, s)) => {
                 text.truncate(at);
@@ -121,7 +144,12 @@ impl Decoder {
             if text.ends_with('\u{FFFD}') {
                 return None;
             }
-            let hold = self.stop.iter().map(|s| s.len().saturating_sub(1)).max().unwrap_or(0);
+            let hold = self
+                .stop
+                .iter()
+                .map(|s| s.len().saturating_sub(1))
+                .max()
+                .unwrap_or(0);
             end = end.saturating_sub(hold);
             while end > 0 && !text.is_char_boundary(end) {
                 end -= 1;
@@ -143,7 +171,13 @@ fn finish_name(reason: SeqFinish) -> &'static str {
     }
 }
 
-async fn direct(state: Arc<AppState>, valid: ValidGeneration, flavor: Flavor, route: &'static str, start: Instant) -> Result<Response> {
+async fn direct(
+    state: Arc<AppState>,
+    valid: ValidGeneration,
+    flavor: Flavor,
+    route: &'static str,
+    start: Instant,
+) -> Result<Response> {
     let model = Arc::clone(&state.runtime.model);
     let text = match &valid.prompt {
         PromptIn::Chat(messages) => model.render_chat(messages)?,
@@ -153,13 +187,26 @@ async fn direct(state: Arc<AppState>, valid: ValidGeneration, flavor: Flavor, ro
     let context = model.model.config().context_length;
     let prompt_len = ids.len();
     let room = context.saturating_sub(prompt_len);
-    let max_tokens = valid.max_tokens.unwrap_or(state.limits.default_max_tokens.min(room));
+    let max_tokens = valid
+        .max_tokens
+        .unwrap_or(state.limits.default_max_tokens.min(room));
     if room == 0 || max_tokens > room {
-        return Err(ValidationError::ContextLength { prompt: prompt_len, tokens: prompt_len + max_tokens.max(1), context }.into());
+        return Err(ValidationError::ContextLength {
+            prompt: prompt_len,
+            tokens: prompt_len + max_tokens.max(1),
+            context,
+        }
+        .into());
     }
-    let stop_condition = (!valid.stop.is_empty())
-        .then(|| Arc::new(StopStrings::new(Arc::clone(&model), valid.stop.clone())) as Arc<dyn StopCondition>);
-    let samples = (0..valid.n as u64).map(|i| crate::engine::SamplingParams { seed: valid.sampling.seed.wrapping_add(i), ..valid.sampling.clone() }).collect();
+    let stop_condition = (!valid.stop.is_empty()).then(|| {
+        Arc::new(StopStrings::new(Arc::clone(&model), valid.stop.clone())) as Arc<dyn StopCondition>
+    });
+    let samples = (0..valid.n as u64)
+        .map(|i| crate::engine::SamplingParams {
+            seed: valid.sampling.seed.wrapping_add(i),
+            ..valid.sampling.clone()
+        })
+        .collect();
     let request = GroupRequest {
         prompt: ids,
         samples,
@@ -171,11 +218,26 @@ async fn direct(state: Arc<AppState>, valid: ValidGeneration, flavor: Flavor, ro
     let slot = admit(&state).await?;
     let handle = state.runtime.executor.submit(request).await?;
     let env = Envelope::new(flavor, &valid.model);
-    let decoder = Decoder { model, stop: valid.stop.clone() };
+    let decoder = Decoder {
+        model,
+        stop: valid.stop.clone(),
+    };
     if valid.stream {
         let interval = state.limits.keep_alive;
-        let events = direct_stream(state, env, decoder, handle, slot, valid, prompt_len as u64, route, start);
-        return Ok(Sse::new(events).keep_alive(keep_alive(&interval)).into_response());
+        let events = direct_stream(
+            state,
+            env,
+            decoder,
+            handle,
+            slot,
+            valid,
+            prompt_len as u64,
+            route,
+            start,
+        );
+        return Ok(Sse::new(events)
+            .keep_alive(keep_alive(&interval))
+            .into_response());
     }
     let mut run = DirectRun::new(handle);
     while let Some((i, token)) = run.next().await? {
@@ -194,8 +256,15 @@ async fn direct(state: Arc<AppState>, valid: ValidGeneration, flavor: Flavor, ro
         .iter()
         .map(|c| {
             let (text, stop_reason) = decoder.text_and_stop(&c.ids);
-            let logprobs = valid.logprobs.then(|| env.logprobs(&decoder.model, &c.tokens, 0));
-            ChoiceOut { text, logprobs, finish: c.finish.unwrap_or("stop"), stop_reason }
+            let logprobs = valid
+                .logprobs
+                .then(|| env.logprobs(&decoder.model, &c.tokens, 0));
+            ChoiceOut {
+                text,
+                logprobs,
+                finish: c.finish.unwrap_or("stop"),
+                stop_reason,
+            }
         })
         .collect();
     let body = env.response(choices, &usage);
@@ -219,9 +288,21 @@ struct DirectRun {
 
 impl DirectRun {
     fn new(handle: GroupHandle) -> Self {
-        let index = handle.seqs.iter().enumerate().map(|(i, s)| (*s, i)).collect();
+        let index = handle
+            .seqs
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (*s, i))
+            .collect();
         let n = handle.seqs.len();
-        Self { handle, index, choices: (0..n).map(|_| Choice::default()).collect(), open: n, cached: 0, first_token: true }
+        Self {
+            handle,
+            index,
+            choices: (0..n).map(|_| Choice::default()).collect(),
+            open: n,
+            cached: 0,
+            first_token: true,
+        }
     }
 
     /// Records a token of choice `i`.
@@ -240,7 +321,9 @@ impl DirectRun {
                 return Ok(None);
             }
             let Some(event) = self.handle.events.recv().await else {
-                return Err(AppError::Strategy(StrategyError::Generator("the executor stopped".into())));
+                return Err(AppError::Strategy(StrategyError::Generator(
+                    "the executor stopped".into(),
+                )));
             };
             match event {
                 EngineEvent::Token { seq, token } => {
@@ -337,21 +420,32 @@ struct Search {
 }
 
 impl Search {
-    fn spawn(state: &Arc<AppState>, req: ReasonRequest, progress: Option<mpsc::UnboundedSender<Progress>>) -> Self {
+    fn spawn(
+        state: &Arc<AppState>,
+        req: ReasonRequest,
+        progress: Option<mpsc::UnboundedSender<Progress>>,
+    ) -> Self {
         let cancel = CancellationToken::new();
         let registry = Arc::clone(&state.registry);
         let generator = state.generator();
         let verifier = state.verifier.clone();
         let token = cancel.clone();
-        let task = tokio::spawn(async move { reason_with_progress(&registry, generator, verifier, &req, token, progress).await });
-        Self { task, _cancel: cancel.drop_guard() }
+        let task = tokio::spawn(async move {
+            reason_with_progress(&registry, generator, verifier, &req, token, progress).await
+        });
+        Self {
+            task,
+            _cancel: cancel.drop_guard(),
+        }
     }
 
     async fn finish(mut self) -> Result<Outcome> {
         let joined = (&mut self.task).await;
         match joined {
             Ok(r) => Ok(r?),
-            Err(e) => Err(AppError::Strategy(StrategyError::Generator(format!("the search task failed: {e}")))),
+            Err(e) => Err(AppError::Strategy(StrategyError::Generator(format!(
+                "the search task failed: {e}"
+            )))),
         }
     }
 }
@@ -360,15 +454,28 @@ fn check_question_fits(state: &AppState, question: &str) -> Result<()> {
     let tokens = state.runtime.model.tokenizer.encode(question)?.len();
     let context = state.runtime.model.model.config().context_length;
     if tokens >= context {
-        return Err(ValidationError::ContextLength { prompt: tokens, tokens, context }.into());
+        return Err(ValidationError::ContextLength {
+            prompt: tokens,
+            tokens,
+            context,
+        }
+        .into());
     }
     Ok(())
 }
 
 fn search_usage(outcome: &Outcome) -> UsageOut {
     let u = &outcome.usage;
-    let shown = outcome.selected.and_then(|i| outcome.candidates.get(i)).map_or(0, |c| c.tokens as u64);
-    UsageOut::new(u.prompt_tokens, u.generated_tokens, u.prefill_tokens_reused, u.generated_tokens.saturating_sub(shown))
+    let shown = outcome
+        .selected
+        .and_then(|i| outcome.candidates.get(i))
+        .map_or(0, |c| c.tokens as u64);
+    UsageOut::new(
+        u.prompt_tokens,
+        u.generated_tokens,
+        u.prefill_tokens_reused,
+        u.generated_tokens.saturating_sub(shown),
+    )
 }
 
 fn search_summary(outcome: &Outcome, trace: bool) -> Value {
@@ -398,11 +505,23 @@ fn search_finish(outcome: &Outcome) -> &'static str {
 }
 
 fn answer_text(outcome: &Outcome) -> String {
-    outcome.text.clone().or_else(|| outcome.answer.clone()).unwrap_or_default()
+    outcome
+        .text
+        .clone()
+        .or_else(|| outcome.answer.clone())
+        .unwrap_or_default()
 }
 
-async fn search(state: Arc<AppState>, valid: ValidGeneration, flavor: Flavor, route: &'static str, start: Instant) -> Result<Response> {
-    let Some(strategy) = valid.strategy.clone() else { return Err(AppError::NotFound) };
+async fn search(
+    state: Arc<AppState>,
+    valid: ValidGeneration,
+    flavor: Flavor,
+    route: &'static str,
+    start: Instant,
+) -> Result<Response> {
+    let Some(strategy) = valid.strategy.clone() else {
+        return Err(AppError::NotFound);
+    };
     let (question, _) = validate::problem_of(&valid.prompt);
     check_question_fits(&state, &question)?;
     let req = ReasonRequest {
@@ -421,16 +540,39 @@ async fn search(state: Arc<AppState>, valid: ValidGeneration, flavor: Flavor, ro
         let (tx, rx) = mpsc::unbounded_channel();
         let search = Search::spawn(&state, req, Some(tx));
         let interval = state.limits.keep_alive;
-        let events = search_stream(state, env, search, rx, slot, valid.include_usage, strategy.return_trace, route, start);
-        return Ok(Sse::new(events).keep_alive(keep_alive(&interval)).into_response());
+        let events = search_stream(
+            state,
+            env,
+            search,
+            rx,
+            slot,
+            valid.include_usage,
+            strategy.return_trace,
+            route,
+            start,
+        );
+        return Ok(Sse::new(events)
+            .keep_alive(keep_alive(&interval))
+            .into_response());
     }
     let outcome = Search::spawn(&state, req, None).finish().await?;
     drop(slot);
     state.metrics.ttft(route, start.elapsed());
-    state.metrics.budget_spent(&outcome.strategy, outcome.usage.spent());
-    let choice = ChoiceOut { text: answer_text(&outcome), logprobs: None, finish: search_finish(&outcome), stop_reason: None };
+    state
+        .metrics
+        .budget_spent(&outcome.strategy, outcome.usage.spent());
+    let choice = ChoiceOut {
+        text: answer_text(&outcome),
+        logprobs: None,
+        finish: search_finish(&outcome),
+        stop_reason: None,
+    };
     let mut body = env.response(vec![choice], &search_usage(&outcome));
-    set_field(&mut body, "ponder", search_summary(&outcome, strategy.return_trace));
+    set_field(
+        &mut body,
+        "ponder",
+        search_summary(&outcome, strategy.return_trace),
+    );
     Ok(Json(body).into_response())
 }
 
@@ -502,9 +644,13 @@ fn search_stream(
     }
 }
 
-fn join(r: std::result::Result<std::result::Result<Outcome, StrategyError>, tokio::task::JoinError>) -> Result<Outcome> {
+fn join(
+    r: std::result::Result<std::result::Result<Outcome, StrategyError>, tokio::task::JoinError>,
+) -> Result<Outcome> {
     match r {
         Ok(r) => Ok(r?),
-        Err(e) => Err(AppError::Strategy(StrategyError::Generator(format!("the search task failed: {e}")))),
+        Err(e) => Err(AppError::Strategy(StrategyError::Generator(format!(
+            "the search task failed: {e}"
+        )))),
     }
 }

@@ -36,18 +36,37 @@ impl Admission {
     /// `max_running` at once and `max_queue` waiting.
     pub fn new(max_running: usize, max_queue: usize, retry_after_s: u64) -> Self {
         let max_running = max_running.max(1);
-        Self { running: Arc::new(Semaphore::new(max_running)), in_flight: AtomicUsize::new(0), capacity: max_running + max_queue, retry_after_s }
+        Self {
+            running: Arc::new(Semaphore::new(max_running)),
+            in_flight: AtomicUsize::new(0),
+            capacity: max_running + max_queue,
+            retry_after_s,
+        }
     }
 
     /// Takes a place in the queue (429 when full), then waits for a running slot.
     pub async fn admit(self: &Arc<Self>, metrics: &Arc<Metrics>) -> Result<Slot, AppError> {
-        let taken = self.in_flight.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < self.capacity).then_some(n + 1));
+        let taken = self
+            .in_flight
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < self.capacity).then_some(n + 1)
+            });
         if let Err(n) = taken {
-            return Err(AppError::Overloaded { queued: n, retry_after_s: self.retry_after_s });
+            return Err(AppError::Overloaded {
+                queued: n,
+                retry_after_s: self.retry_after_s,
+            });
         }
         metrics.queued().inc();
-        let mut slot = Slot { admission: Arc::clone(self), metrics: Arc::clone(metrics), permit: None };
-        let permit = Arc::clone(&self.running).acquire_owned().await.map_err(|_| AppError::Draining)?;
+        let mut slot = Slot {
+            admission: Arc::clone(self),
+            metrics: Arc::clone(metrics),
+            permit: None,
+        };
+        let permit = Arc::clone(&self.running)
+            .acquire_owned()
+            .await
+            .map_err(|_| AppError::Draining)?;
         metrics.queued().dec();
         metrics.running().inc();
         slot.permit = Some(permit);
@@ -95,7 +114,14 @@ impl ApiKeys {
 
     /// These keys (blank ones are ignored).
     pub fn new<I: IntoIterator<Item = S>, S: AsRef<str>>(keys: I) -> Self {
-        Self { digests: keys.into_iter().map(|k| k.as_ref().trim().to_string()).filter(|k| !k.is_empty()).map(|k| digest(&k)).collect() }
+        Self {
+            digests: keys
+                .into_iter()
+                .map(|k| k.as_ref().trim().to_string())
+                .filter(|k| !k.is_empty())
+                .map(|k| digest(&k))
+                .collect(),
+        }
     }
 
     /// Keys from a comma- or newline-separated list (an env variable or a file's text).
@@ -115,7 +141,10 @@ impl ApiKeys {
             return true;
         }
         // The scheme is case-insensitive (RFC 9110 §11.1).
-        let token = authorization.and_then(|h| h.split_once(' ')).filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer")).map(|(_, t)| t.trim());
+        let token = authorization
+            .and_then(|h| h.split_once(' '))
+            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+            .map(|(_, t)| t.trim());
         let Some(token) = token else { return false };
         let d = digest(token);
         let mut ok = subtle::Choice::from(0);
@@ -155,7 +184,9 @@ mod tests {
         tokio::task::yield_now().await;
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         match admission.admit(&metrics).await {
-            Err(AppError::Overloaded { retry_after_s: 3, .. }) => {}
+            Err(AppError::Overloaded {
+                retry_after_s: 3, ..
+            }) => {}
             other => panic!("expected 429, got {other:?}"),
         }
         drop(first);

@@ -21,16 +21,28 @@ pub(crate) async fn health() -> Json<Value> {
 /// `GET /ready`: 200 when serving, 503 while draining or when the executor has stopped.
 pub(crate) async fn ready(State(state): State<Arc<AppState>>) -> Response {
     if state.is_draining() {
-        return (StatusCode::SERVICE_UNAVAILABLE, Json(json!({"status": "draining"}))).into_response();
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({"status": "draining"})),
+        )
+            .into_response();
     }
     if let Some(pool) = &state.remote {
         if pool.check_health().await == 0 {
-            return (StatusCode::SERVICE_UNAVAILABLE, Json(json!({"status": "unavailable", "reason": "no backend is healthy"}))).into_response();
+            return (
+                StatusCode::SERVICE_UNAVAILABLE,
+                Json(json!({"status": "unavailable", "reason": "no backend is healthy"})),
+            )
+                .into_response();
         }
     }
     match state.runtime.counters().await {
         Ok(_) => Json(json!({"status": "ready", "model": state.model_id})).into_response(),
-        Err(e) => (StatusCode::SERVICE_UNAVAILABLE, Json(json!({"status": "unavailable", "reason": e.to_string()}))).into_response(),
+        Err(e) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({"status": "unavailable", "reason": e.to_string()})),
+        )
+            .into_response(),
     }
 }
 
@@ -38,7 +50,13 @@ pub(crate) async fn ready(State(state): State<Arc<AppState>>) -> Response {
 pub(crate) async fn models(State(state): State<Arc<AppState>>) -> Json<Value> {
     let model = |id: String| json!({"id": id, "object": "model", "created": state.created, "owned_by": "ponder"});
     let mut data = vec![model("ponder".into()), model(state.model_id.clone())];
-    data.extend(state.registry.names().into_iter().map(|n| model(format!("ponder/{n}"))));
+    data.extend(
+        state
+            .registry
+            .names()
+            .into_iter()
+            .map(|n| model(format!("ponder/{n}"))),
+    );
     Json(json!({"object": "list", "data": data}))
 }
 
@@ -58,7 +76,14 @@ pub(crate) async fn metrics(State(state): State<Arc<AppState>>) -> Response {
     let counters = state.runtime.counters().await.ok();
     let kv = state.runtime.executor.kv_stats().await.ok();
     state.metrics.observe_engine(counters, kv);
-    ([(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], state.metrics.encode()).into_response()
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        state.metrics.encode(),
+    )
+        .into_response()
 }
 
 /// Unknown path.
@@ -72,5 +97,9 @@ pub(crate) async fn method_not_allowed() -> Response {
     let mut detail = body.error;
     detail.message = "method not allowed on this endpoint".into();
     detail.code = Some("method_not_allowed");
-    (StatusCode::METHOD_NOT_ALLOWED, Json(super::error::ErrorBody { error: detail })).into_response()
+    (
+        StatusCode::METHOD_NOT_ALLOWED,
+        Json(super::error::ErrorBody { error: detail }),
+    )
+        .into_response()
 }

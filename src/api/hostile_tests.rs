@@ -18,14 +18,16 @@ fn any_json() -> impl Strategy<Value = Value> {
         any::<bool>().prop_map(Value::Bool),
         any::<i64>().prop_map(|n| json!(n)),
         any::<u64>().prop_map(|n| json!(n)),
-        prop_oneof![Just(i64::MIN), Just(i64::MAX), Just(-1), Just(0), Just(1)].prop_map(|n| json!(n)),
+        prop_oneof![Just(i64::MIN), Just(i64::MAX), Just(-1), Just(0), Just(1)]
+            .prop_map(|n| json!(n)),
         any::<f64>().prop_filter_map("finite", |f| Number::from_f64(f).map(Value::Number)),
         ".{0,24}".prop_map(Value::String),
     ];
     leaf.prop_recursive(3, 24, 6, |inner| {
         prop_oneof![
             prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
-            prop::collection::vec((".{0,8}", inner), 0..6).prop_map(|kv| Value::Object(kv.into_iter().collect())),
+            prop::collection::vec((".{0,8}", inner), 0..6)
+                .prop_map(|kv| Value::Object(kv.into_iter().collect())),
         ]
     })
 }
@@ -57,24 +59,73 @@ const FIELDS: &[&str] = &[
 /// A plausible field value: the right type at an edge, or anything at all.
 fn field_value() -> impl Strategy<Value = Value> {
     prop_oneof![
-        prop_oneof![Just(i64::MIN), Just(-1i64), Just(0), Just(1), Just(2), Just(5), Just(17), Just(4097), Just(200_001), Just(i64::MAX)]
-            .prop_map(|n| json!(n)),
-        prop_oneof![Just(-0.5f64), Just(0.0), Just(0.5), Just(1.0), Just(2.0), Just(2.5), Just(1e308)].prop_map(|f| json!(f)),
-        prop_oneof![Just("best_of_n"), Just("beam_search"), Just("self_consistency"), Just("low"), Just("high"), Just(""), Just("\u{0}")]
-            .prop_map(|s| json!(s)),
+        prop_oneof![
+            Just(i64::MIN),
+            Just(-1i64),
+            Just(0),
+            Just(1),
+            Just(2),
+            Just(5),
+            Just(17),
+            Just(4097),
+            Just(200_001),
+            Just(i64::MAX)
+        ]
+        .prop_map(|n| json!(n)),
+        prop_oneof![
+            Just(-0.5f64),
+            Just(0.0),
+            Just(0.5),
+            Just(1.0),
+            Just(2.0),
+            Just(2.5),
+            Just(1e308)
+        ]
+        .prop_map(|f| json!(f)),
+        prop_oneof![
+            Just("best_of_n"),
+            Just("beam_search"),
+            Just("self_consistency"),
+            Just("low"),
+            Just("high"),
+            Just(""),
+            Just("\u{0}")
+        ]
+        .prop_map(|s| json!(s)),
         prop::collection::vec(".{0,300}", 0..7).prop_map(|v| json!(v)),
-        prop::collection::vec((prop_oneof![Just("n"), Just("max_tokens"), Just("width"), Just("depth")], -3i64..100), 0..4)
-            .prop_map(|kv| Value::Object(kv.into_iter().map(|(k, v)| (k.to_string(), json!(v))).collect())),
+        prop::collection::vec(
+            (
+                prop_oneof![Just("n"), Just("max_tokens"), Just("width"), Just("depth")],
+                -3i64..100
+            ),
+            0..4
+        )
+        .prop_map(|kv| Value::Object(
+            kv.into_iter()
+                .map(|(k, v)| (k.to_string(), json!(v)))
+                .collect()
+        )),
         any_json(),
     ]
 }
 
 fn message() -> impl Strategy<Value = Value> {
-    let role = prop_oneof![Just("user"), Just("system"), Just("assistant"), Just("tool"), Just("developer"), Just("root")];
+    let role = prop_oneof![
+        Just("user"),
+        Just("system"),
+        Just("assistant"),
+        Just("tool"),
+        Just("developer"),
+        Just("root")
+    ];
     let content = prop_oneof![
         ".{0,64}".prop_map(Value::String),
         Just(Value::Null),
-        prop::collection::vec(".{0,16}".prop_map(|t| json!({"type": "text", "text": t})), 0..3).prop_map(Value::Array),
+        prop::collection::vec(
+            ".{0,16}".prop_map(|t| json!({"type": "text", "text": t})),
+            0..3
+        )
+        .prop_map(Value::Array),
         any_json(),
     ];
     (role, content).prop_map(|(r, c)| json!({"role": r, "content": c}))
@@ -82,21 +133,36 @@ fn message() -> impl Strategy<Value = Value> {
 
 /// An object shaped like a chat, completion or reason request, with hostile values.
 fn request_like() -> impl Strategy<Value = Value> {
-    let model = prop_oneof![Just("ponder"), Just("ponder/best_of_n"), Just("ponder/nope"), Just("local"), Just("")];
-    let messages = prop_oneof![prop::collection::vec(message(), 0..4).prop_map(Value::Array), any_json()];
-    let prompt = prop_oneof![".{0,64}".prop_map(Value::String), prop::collection::vec(".{0,8}", 0..3).prop_map(|v| json!(v)), any_json()];
+    let model = prop_oneof![
+        Just("ponder"),
+        Just("ponder/best_of_n"),
+        Just("ponder/nope"),
+        Just("local"),
+        Just("")
+    ];
+    let messages = prop_oneof![
+        prop::collection::vec(message(), 0..4).prop_map(Value::Array),
+        any_json()
+    ];
+    let prompt = prop_oneof![
+        ".{0,64}".prop_map(Value::String),
+        prop::collection::vec(".{0,8}", 0..3).prop_map(|v| json!(v)),
+        any_json()
+    ];
     let fields = prop::collection::vec((prop::sample::select(FIELDS), field_value()), 0..8);
-    (model, messages, prompt, ".{0,64}", fields).prop_map(|(model, messages, prompt, problem, fields)| {
-        let mut o = Map::new();
-        o.insert("model".into(), json!(model));
-        o.insert("messages".into(), messages);
-        o.insert("prompt".into(), prompt);
-        o.insert("problem".into(), json!(problem));
-        for (k, v) in fields {
-            o.insert(k.to_string(), v);
-        }
-        Value::Object(o)
-    })
+    (model, messages, prompt, ".{0,64}", fields).prop_map(
+        |(model, messages, prompt, problem, fields)| {
+            let mut o = Map::new();
+            o.insert("model".into(), json!(model));
+            o.insert("messages".into(), messages);
+            o.insert("prompt".into(), prompt);
+            o.insert("problem".into(), json!(problem));
+            for (k, v) in fields {
+                o.insert(k.to_string(), v);
+            }
+            Value::Object(o)
+        },
+    )
 }
 
 /// Every rejection the validator or a strategy's parameter check can produce is a client error.
@@ -104,12 +170,18 @@ fn assert_client_error(e: AppError) -> Result<(), TestCaseError> {
     let status = e.status();
     prop_assert!(status.is_client_error(), "{e} mapped to {status}");
     let body = serde_json::to_value(e.body()).map_err(|e| TestCaseError::fail(e.to_string()))?;
-    prop_assert!(body["error"]["message"].as_str().is_some_and(|m| !m.is_empty()));
+    prop_assert!(body["error"]["message"]
+        .as_str()
+        .is_some_and(|m| !m.is_empty()));
     Ok(())
 }
 
 /// Parses `bytes` as the body of every POST route and validates what parses, as the handlers do.
-fn parse_and_validate(bytes: &[u8], limits: &Limits, registry: &Registry) -> Result<(), TestCaseError> {
+fn parse_and_validate(
+    bytes: &[u8],
+    limits: &Limits,
+    registry: &Registry,
+) -> Result<(), TestCaseError> {
     for route in ["/v1/chat/completions", "/v1/completions", "/v1/reason"] {
         if let Err(e) = validate::check_body(route, bytes, limits, registry) {
             assert_client_error(e)?;

@@ -106,40 +106,109 @@ impl Metrics {
             last_engine: Mutex::new(SchedulerCounters::default()),
             registry: Registry::default(),
         };
-        registry.register("requests", "HTTP requests by route and status", m.requests.clone());
-        registry.register("time_to_first_token_seconds", "Seconds from request to the first generated token", m.ttft.clone());
-        registry.register("request_duration_seconds", "Seconds from request to the end of the response", m.e2e.clone());
-        registry.register("running_requests", "Generation requests admitted and running", m.running.clone());
-        registry.register("queued_requests", "Generation requests waiting for a slot", m.queued.clone());
-        registry.register("kv_blocks_used", "KV blocks referenced by live sequences", m.kv_used.clone());
-        registry.register("kv_blocks_cached", "KV blocks held only by the prefix index", m.kv_cached.clone());
-        registry.register("kv_blocks_free", "KV blocks on the free list", m.kv_free.clone());
-        registry.register("kv_blocks_total", "KV blocks in the pool", m.kv_total.clone());
-        registry.register("prefix_cache_hit_rate", "Prefill tokens served from cache / all prefill tokens", m.hit_rate.clone());
-        registry.register("preemptions", "Sequences preempted for lack of KV blocks", m.preemptions.clone());
-        registry.register("tokens", "Tokens by kind (generated, prefill_computed, prefill_reused)", m.tokens.clone());
-        registry.register("budget_spent_tokens", "Budget tokens spent, per strategy", m.budget_spent.clone());
+        registry.register(
+            "requests",
+            "HTTP requests by route and status",
+            m.requests.clone(),
+        );
+        registry.register(
+            "time_to_first_token_seconds",
+            "Seconds from request to the first generated token",
+            m.ttft.clone(),
+        );
+        registry.register(
+            "request_duration_seconds",
+            "Seconds from request to the end of the response",
+            m.e2e.clone(),
+        );
+        registry.register(
+            "running_requests",
+            "Generation requests admitted and running",
+            m.running.clone(),
+        );
+        registry.register(
+            "queued_requests",
+            "Generation requests waiting for a slot",
+            m.queued.clone(),
+        );
+        registry.register(
+            "kv_blocks_used",
+            "KV blocks referenced by live sequences",
+            m.kv_used.clone(),
+        );
+        registry.register(
+            "kv_blocks_cached",
+            "KV blocks held only by the prefix index",
+            m.kv_cached.clone(),
+        );
+        registry.register(
+            "kv_blocks_free",
+            "KV blocks on the free list",
+            m.kv_free.clone(),
+        );
+        registry.register(
+            "kv_blocks_total",
+            "KV blocks in the pool",
+            m.kv_total.clone(),
+        );
+        registry.register(
+            "prefix_cache_hit_rate",
+            "Prefill tokens served from cache / all prefill tokens",
+            m.hit_rate.clone(),
+        );
+        registry.register(
+            "preemptions",
+            "Sequences preempted for lack of KV blocks",
+            m.preemptions.clone(),
+        );
+        registry.register(
+            "tokens",
+            "Tokens by kind (generated, prefill_computed, prefill_reused)",
+            m.tokens.clone(),
+        );
+        registry.register(
+            "budget_spent_tokens",
+            "Budget tokens spent, per strategy",
+            m.budget_spent.clone(),
+        );
         Self { registry, ..m }
     }
 
     /// Counts a finished request.
     pub fn request(&self, route: &str, status: u16) {
-        self.requests.get_or_create(&RequestLabels { route: route.into(), status }).inc();
+        self.requests
+            .get_or_create(&RequestLabels {
+                route: route.into(),
+                status,
+            })
+            .inc();
     }
 
     /// Records a time to first token.
     pub fn ttft(&self, route: &str, d: Duration) {
-        self.ttft.get_or_create(&RouteLabels { route: route.into() }).observe(d.as_secs_f64());
+        self.ttft
+            .get_or_create(&RouteLabels {
+                route: route.into(),
+            })
+            .observe(d.as_secs_f64());
     }
 
     /// Records an end-to-end latency.
     pub fn e2e(&self, route: &str, d: Duration) {
-        self.e2e.get_or_create(&RouteLabels { route: route.into() }).observe(d.as_secs_f64());
+        self.e2e
+            .get_or_create(&RouteLabels {
+                route: route.into(),
+            })
+            .observe(d.as_secs_f64());
     }
 
     /// Adds budget spent by `strategy`.
     pub fn budget_spent(&self, strategy: &str, tokens: u64) {
-        self.budget_spent.get_or_create(&StrategyLabels { strategy: strategy.into() }).inc_by(tokens);
+        self.budget_spent
+            .get_or_create(&StrategyLabels {
+                strategy: strategy.into(),
+            })
+            .inc_by(tokens);
     }
 
     /// The running-requests gauge.
@@ -162,17 +231,32 @@ impl Metrics {
         }
         if let Some(now) = counters {
             let mut last = self.last_engine.lock().unwrap_or_else(|p| p.into_inner());
-            self.preemptions.inc_by(now.preemptions.saturating_sub(last.preemptions));
+            self.preemptions
+                .inc_by(now.preemptions.saturating_sub(last.preemptions));
             let kinds = [
                 ("generated", now.tokens_generated, last.tokens_generated),
-                ("prefill_computed", now.prefill_tokens_computed, last.prefill_tokens_computed),
-                ("prefill_reused", now.prefill_tokens_reused, last.prefill_tokens_reused),
+                (
+                    "prefill_computed",
+                    now.prefill_tokens_computed,
+                    last.prefill_tokens_computed,
+                ),
+                (
+                    "prefill_reused",
+                    now.prefill_tokens_reused,
+                    last.prefill_tokens_reused,
+                ),
             ];
             for (kind, now, before) in kinds {
-                self.tokens.get_or_create(&KindLabels { kind }).inc_by(now.saturating_sub(before));
+                self.tokens
+                    .get_or_create(&KindLabels { kind })
+                    .inc_by(now.saturating_sub(before));
             }
             let prefill = now.prefill_tokens_computed + now.prefill_tokens_reused;
-            self.hit_rate.set(if prefill == 0 { 0.0 } else { now.prefill_tokens_reused as f64 / prefill as f64 });
+            self.hit_rate.set(if prefill == 0 {
+                0.0
+            } else {
+                now.prefill_tokens_reused as f64 / prefill as f64
+            });
             *last = now;
         }
     }

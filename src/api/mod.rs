@@ -68,7 +68,11 @@ pub struct AppState {
 
 impl std::fmt::Debug for AppState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AppState").field("model", &self.model_id).field("registry", &self.registry).field("keys", &self.keys).finish_non_exhaustive()
+        f.debug_struct("AppState")
+            .field("model", &self.model_id)
+            .field("registry", &self.registry)
+            .field("keys", &self.keys)
+            .finish_non_exhaustive()
     }
 }
 
@@ -110,14 +114,26 @@ pub struct ServerBuilder {
 
 impl std::fmt::Debug for ServerBuilder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ServerBuilder").field("registry", &self.registry).field("limits", &self.limits).field("keys", &self.keys).finish_non_exhaustive()
+        f.debug_struct("ServerBuilder")
+            .field("registry", &self.registry)
+            .field("limits", &self.limits)
+            .field("keys", &self.keys)
+            .finish_non_exhaustive()
     }
 }
 
 impl ServerBuilder {
     /// A server over `runtime` with the built-in strategies, default limits and no API keys.
     pub fn new(runtime: Arc<Runtime>) -> Self {
-        Self { runtime, registry: Registry::with_builtins(), verifier: None, limits: Limits::default(), keys: ApiKeys::none(), model_id: "ponder-local".into(), remote: None }
+        Self {
+            runtime,
+            registry: Registry::with_builtins(),
+            verifier: None,
+            limits: Limits::default(),
+            keys: ApiKeys::none(),
+            model_id: "ponder-local".into(),
+            remote: None,
+        }
     }
 
     /// Replaces the strategy registry.
@@ -168,9 +184,16 @@ impl ServerBuilder {
     /// The shared state.
     pub fn build(self) -> Arc<AppState> {
         let model_id = self.model_id;
-        let created = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+        let created = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
         Arc::new(AppState {
-            admission: Arc::new(Admission::new(self.limits.max_running, self.limits.max_queue, self.limits.retry_after_s)),
+            admission: Arc::new(Admission::new(
+                self.limits.max_running,
+                self.limits.max_queue,
+                self.limits.retry_after_s,
+            )),
             runtime: self.runtime,
             remote: self.remote,
             registry: Arc::new(self.registry),
@@ -202,12 +225,17 @@ pub fn app(state: Arc<AppState>) -> Router {
         .fallback(handlers::not_found)
         .method_not_allowed_fallback(handlers::method_not_allowed)
         .layer(DefaultBodyLimit::max(limit))
-        .layer(middleware::from_fn_with_state(Arc::clone(&state), authenticate))
+        .layer(middleware::from_fn_with_state(
+            Arc::clone(&state),
+            authenticate,
+        ))
         .layer(middleware::from_fn_with_state(Arc::clone(&state), observe))
-        .layer(middleware::from_fn(move |mut req: Request, next: Next| async move {
-            req.extensions_mut().insert(BodyLimit(limit));
-            next.run(req).await
-        }))
+        .layer(middleware::from_fn(
+            move |mut req: Request, next: Next| async move {
+                req.extensions_mut().insert(BodyLimit(limit));
+                next.run(req).await
+            },
+        ))
         .layer(CatchPanicLayer::custom(panic_response))
         .with_state(state)
 }
@@ -228,7 +256,10 @@ fn panic_response(panic: Box<dyn std::any::Any + Send + 'static>) -> Response {
 /// (the pages send the key with every API call they make).
 async fn authenticate(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
     let open = matches!(req.uri().path(), "/health" | "/ready") || ui::is_open(req.uri().path());
-    let auth = req.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+    let auth = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
     if !open && !state.keys.allows(auth) {
         // Never the header itself: a wrong key is often a real key for another service.
         tracing::debug!(path = %req.uri().path(), "refused: missing or wrong API key");
@@ -239,13 +270,19 @@ async fn authenticate(State(state): State<Arc<AppState>>, req: Request, next: Ne
 
 /// Counts requests by route and status, and times non-streaming ones (streams time themselves).
 async fn observe(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
-    let route = req.extensions().get::<MatchedPath>().map_or_else(|| "unmatched".to_string(), |p| p.as_str().to_string());
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or_else(|| "unmatched".to_string(), |p| p.as_str().to_string());
     let method = req.method().clone();
     let start = Instant::now();
     let response = next.run(req).await;
     state.metrics.request(&route, response.status().as_u16());
     tracing::debug!(%method, %route, status = response.status().as_u16(), elapsed_ms = start.elapsed().as_millis() as u64, "request");
-    let streaming = response.headers().get(header::CONTENT_TYPE).is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
+    let streaming = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
     if !streaming {
         state.metrics.e2e(&route, start.elapsed());
     }
@@ -254,7 +291,11 @@ async fn observe(State(state): State<Arc<AppState>>, req: Request, next: Next) -
 
 /// Serves `state` on `listener` until `shutdown` resolves, then drains: `/ready` turns 503, new
 /// generation requests are refused, and in-flight ones finish (the caller bounds the wait).
-pub async fn serve(listener: TcpListener, state: Arc<AppState>, shutdown: impl Future<Output = ()> + Send + 'static) -> std::io::Result<()> {
+pub async fn serve(
+    listener: TcpListener,
+    state: Arc<AppState>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
     let drain = Arc::clone(&state);
     let router = app(state);
     axum::serve(listener, router)
@@ -298,10 +339,19 @@ mod tests {
     #[tokio::test]
     async fn a_panicking_handler_answers_500_in_openais_shape() {
         let app = Router::new()
-            .route("/boom", get(|| async { panic!("index out of bounds") as &'static str }))
+            .route(
+                "/boom",
+                get(|| async { panic!("index out of bounds") as &'static str }),
+            )
             .layer(CatchPanicLayer::custom(panic_response));
-        let request = Request::builder().uri("/boom").body(Body::empty()).map_err(|e| e.to_string());
-        let response = app.oneshot(request.expect("request")).await.expect("infallible");
+        let request = Request::builder()
+            .uri("/boom")
+            .body(Body::empty())
+            .map_err(|e| e.to_string());
+        let response = app
+            .oneshot(request.expect("request"))
+            .await
+            .expect("infallible");
         assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR);
         let body = to_bytes(response.into_body(), 1 << 16).await.expect("body");
         let json: serde_json::Value = serde_json::from_slice(&body).expect("json");

@@ -14,7 +14,9 @@ use super::AppState;
 fn error_responses() -> Map<String, Value> {
     let err = json!({"description": "OpenAI-shaped error", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}});
     let mut map = Map::new();
-    for code in ["400", "401", "404", "413", "415", "422", "429", "500", "502", "503", "504"] {
+    for code in [
+        "400", "401", "404", "413", "415", "422", "429", "500", "502", "503", "504",
+    ] {
         map.insert(code.into(), err.clone());
     }
     map
@@ -23,14 +25,23 @@ fn error_responses() -> Map<String, Value> {
 fn post(summary: &str, request: &str, response: &str, streams: bool) -> Value {
     let mut responses = error_responses();
     let mut content = Map::new();
-    content.insert("application/json".into(), json!({"schema": {"$ref": format!("#/components/schemas/{response}")}}));
+    content.insert(
+        "application/json".into(),
+        json!({"schema": {"$ref": format!("#/components/schemas/{response}")}}),
+    );
     if streams {
         // Each event: an OpenAI chunk (or an error object) as JSON in `data`, the last `[DONE]`.
-        content.insert("text/event-stream".into(), json!({"schema": {"type": "object", "required": ["data"], "properties": {
-            "data": {"type": "string"}, "event": {"type": "string"}, "id": {"type": "string"},
-        }}}));
+        content.insert(
+            "text/event-stream".into(),
+            json!({"schema": {"type": "object", "required": ["data"], "properties": {
+                "data": {"type": "string"}, "event": {"type": "string"}, "id": {"type": "string"},
+            }}}),
+        );
     }
-    responses.insert("200".into(), json!({"description": "OK", "content": content}));
+    responses.insert(
+        "200".into(),
+        json!({"description": "OK", "content": content}),
+    );
     json!({"post": {
         "summary": summary,
         "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": format!("#/components/schemas/{request}")}}}},
@@ -40,13 +51,19 @@ fn post(summary: &str, request: &str, response: &str, streams: bool) -> Value {
 
 fn get(summary: &str, schema: Value) -> Value {
     let mut responses = error_responses();
-    responses.insert("200".into(), json!({"description": "OK", "content": {"application/json": {"schema": schema}}}));
+    responses.insert(
+        "200".into(),
+        json!({"description": "OK", "content": {"application/json": {"schema": schema}}}),
+    );
     json!({"get": {"summary": summary, "responses": responses}})
 }
 
 /// A `get` operation with its response for `code` replaced.
 fn with_response(mut op: Value, code: &str, response: Value) -> Value {
-    if let Some(responses) = op.pointer_mut("/get/responses").and_then(Value::as_object_mut) {
+    if let Some(responses) = op
+        .pointer_mut("/get/responses")
+        .and_then(Value::as_object_mut)
+    {
         responses.insert(code.into(), response);
     }
     op

@@ -42,10 +42,22 @@ pub(crate) struct Envelope {
 impl Envelope {
     pub(crate) fn new(flavor: Flavor, model: &str) -> Self {
         use rand::Rng;
-        let prefix = if flavor == Flavor::Chat { "chatcmpl" } else { "cmpl" };
+        let prefix = if flavor == Flavor::Chat {
+            "chatcmpl"
+        } else {
+            "cmpl"
+        };
         let id = format!("{prefix}-{:016x}", rand::rng().random::<u64>());
-        let created = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
-        Self { flavor, id, created, model: model.to_string() }
+        let created = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        Self {
+            flavor,
+            id,
+            created,
+            model: model.to_string(),
+        }
     }
 
     fn object(&self, chunk: bool) -> &'static str {
@@ -58,7 +70,14 @@ impl Envelope {
 
     /// A streamed chunk for choice `index`: its text delta (and the role on a chat choice's
     /// first chunk), its logprobs, its finish reason.
-    pub(crate) fn chunk(&self, index: usize, text: Option<&str>, first: bool, logprobs: Option<Value>, finish: Option<&str>) -> Value {
+    pub(crate) fn chunk(
+        &self,
+        index: usize,
+        text: Option<&str>,
+        first: bool,
+        logprobs: Option<Value>,
+        finish: Option<&str>,
+    ) -> Value {
         let choice = match self.flavor {
             Flavor::Chat => {
                 let mut delta = serde_json::Map::new();
@@ -70,7 +89,9 @@ impl Envelope {
                 }
                 json!({"index": index, "delta": delta, "logprobs": logprobs, "finish_reason": finish})
             }
-            Flavor::Text => json!({"index": index, "text": text.unwrap_or(""), "logprobs": logprobs, "finish_reason": finish}),
+            Flavor::Text => {
+                json!({"index": index, "text": text.unwrap_or(""), "logprobs": logprobs, "finish_reason": finish})
+            }
         };
         json!({"id": self.id, "object": self.object(true), "created": self.created, "model": self.model, "choices": [choice]})
     }
@@ -115,7 +136,12 @@ impl Envelope {
     }
 
     /// Logprobs of `tokens` in this flavour's shape (`text_start`: offset of the first token's text).
-    pub(crate) fn logprobs(&self, model: &Arc<LoadedModel>, tokens: &[SampledToken], text_start: usize) -> Value {
+    pub(crate) fn logprobs(
+        &self,
+        model: &Arc<LoadedModel>,
+        tokens: &[SampledToken],
+        text_start: usize,
+    ) -> Value {
         let text = |id: u32| model.tokenizer.decode(&[id]).unwrap_or_default();
         match self.flavor {
             Flavor::Chat => {
@@ -132,7 +158,11 @@ impl Envelope {
                                 .iter()
                                 .map(|(id, lp)| {
                                     let token = text(*id);
-                                    TopLogprob { bytes: token.as_bytes().to_vec(), token, logprob: *lp }
+                                    TopLogprob {
+                                        bytes: token.as_bytes().to_vec(),
+                                        token,
+                                        logprob: *lp,
+                                    }
                                 })
                                 .collect(),
                         }
@@ -152,7 +182,14 @@ impl Envelope {
                 }
                 let tops: Vec<Value> = tokens
                     .iter()
-                    .map(|t| Value::Object(t.top_logprobs.iter().map(|(id, lp)| (text(*id), json!(lp))).collect()))
+                    .map(|t| {
+                        Value::Object(
+                            t.top_logprobs
+                                .iter()
+                                .map(|(id, lp)| (text(*id), json!(lp)))
+                                .collect(),
+                        )
+                    })
                     .collect();
                 json!({
                     "tokens": strs,

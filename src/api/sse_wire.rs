@@ -44,16 +44,24 @@ pub(crate) fn parse(text: &str) -> Vec<String> {
 /// Sends `values` as data events followed by `[DONE]` through axum's SSE body, parses the bytes
 /// back, and says what differs, if anything.
 pub fn round_trip(values: &[Value]) -> Result<(), String> {
-    let rt = tokio::runtime::Builder::new_current_thread().build().map_err(|e| e.to_string())?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .map_err(|e| e.to_string())?;
     let mut events: Vec<_> = values.iter().map(sse::data).collect();
     events.push(sse::done());
     let stream = futures_util::stream::iter(events.into_iter().map(Ok::<_, Infallible>));
     let body = Sse::new(stream).into_response().into_body();
-    let bytes = rt.block_on(axum::body::to_bytes(body, usize::MAX)).map_err(|e| e.to_string())?;
+    let bytes = rt
+        .block_on(axum::body::to_bytes(body, usize::MAX))
+        .map_err(|e| e.to_string())?;
     let wire = String::from_utf8_lossy(&bytes);
     let data = parse(&wire);
     if data.len() != values.len() + 1 {
-        return Err(format!("{} events sent, {} parsed from {wire:?}", values.len() + 1, data.len()));
+        return Err(format!(
+            "{} events sent, {} parsed from {wire:?}",
+            values.len() + 1,
+            data.len()
+        ));
     }
     for (d, v) in data.iter().zip(values) {
         let back: Value = serde_json::from_str(d).map_err(|e| format!("{e}: {d:?}"))?;

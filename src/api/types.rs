@@ -169,8 +169,12 @@ impl UsageOut {
             prompt_tokens: prompt,
             completion_tokens: completion,
             total_tokens: prompt + completion,
-            prompt_tokens_details: PromptTokensDetails { cached_tokens: cached },
-            completion_tokens_details: CompletionTokensDetails { reasoning_tokens: reasoning },
+            prompt_tokens_details: PromptTokensDetails {
+                cached_tokens: cached,
+            },
+            completion_tokens_details: CompletionTokensDetails {
+                reasoning_tokens: reasoning,
+            },
         }
     }
 }

@@ -34,17 +34,61 @@ const PLAYGROUND: &str = include_str!("../../ui/index.html");
 
 /// Everything the pages need, by path.
 const ASSETS: &[Asset] = &[
-    Asset { path: "/", mime: HTML, body: PLAYGROUND },
-    Asset { path: "/playground", mime: HTML, body: PLAYGROUND },
-    Asset { path: "/trace", mime: HTML, body: include_str!("../../ui/trace.html") },
-    Asset { path: "/report", mime: HTML, body: include_str!("../../ui/report.html") },
-    Asset { path: "/ui/app.css", mime: CSS, body: include_str!("../../ui/app.css") },
-    Asset { path: "/ui/common.js", mime: JS, body: include_str!("../../ui/common.js") },
-    Asset { path: "/ui/tree.js", mime: JS, body: include_str!("../../ui/tree.js") },
-    Asset { path: "/ui/playground.js", mime: JS, body: include_str!("../../ui/playground.js") },
-    Asset { path: "/ui/trace.js", mime: JS, body: include_str!("../../ui/trace.js") },
-    Asset { path: "/ui/report.js", mime: JS, body: include_str!("../../ui/report.js") },
-    Asset { path: "/ui/icon.svg", mime: "image/svg+xml", body: include_str!("../../ui/icon.svg") },
+    Asset {
+        path: "/",
+        mime: HTML,
+        body: PLAYGROUND,
+    },
+    Asset {
+        path: "/playground",
+        mime: HTML,
+        body: PLAYGROUND,
+    },
+    Asset {
+        path: "/trace",
+        mime: HTML,
+        body: include_str!("../../ui/trace.html"),
+    },
+    Asset {
+        path: "/report",
+        mime: HTML,
+        body: include_str!("../../ui/report.html"),
+    },
+    Asset {
+        path: "/ui/app.css",
+        mime: CSS,
+        body: include_str!("../../ui/app.css"),
+    },
+    Asset {
+        path: "/ui/common.js",
+        mime: JS,
+        body: include_str!("../../ui/common.js"),
+    },
+    Asset {
+        path: "/ui/tree.js",
+        mime: JS,
+        body: include_str!("../../ui/tree.js"),
+    },
+    Asset {
+        path: "/ui/playground.js",
+        mime: JS,
+        body: include_str!("../../ui/playground.js"),
+    },
+    Asset {
+        path: "/ui/trace.js",
+        mime: JS,
+        body: include_str!("../../ui/trace.js"),
+    },
+    Asset {
+        path: "/ui/report.js",
+        mime: JS,
+        body: include_str!("../../ui/report.js"),
+    },
+    Asset {
+        path: "/ui/icon.svg",
+        mime: "image/svg+xml",
+        body: include_str!("../../ui/icon.svg"),
+    },
 ];
 
 /// Same-origin only: scripts, styles, API calls; images also from `blob:`/`data:` (a plot the
@@ -100,25 +144,55 @@ mod tests {
     fn pages_reference_only_embedded_assets_and_nothing_off_the_server() {
         for asset in ASSETS {
             for url in referenced(asset.body) {
-                assert!(url.starts_with('/') || url.starts_with('#'), "{} references {url}", asset.path);
+                assert!(
+                    url.starts_with('/') || url.starts_with('#'),
+                    "{} references {url}",
+                    asset.path
+                );
                 if url.starts_with("/ui/") {
-                    assert!(is_open(url), "{} references {url}, which is not embedded", asset.path);
+                    assert!(
+                        is_open(url),
+                        "{} references {url}, which is not embedded",
+                        asset.path
+                    );
                 }
             }
             for external in ["http://", "https://", "//fonts.", "@import"] {
-                let hits: Vec<_> = asset.body.match_indices(external).map(|(i, _)| &asset.body[i.saturating_sub(40)..(i + 60).min(asset.body.len())]).collect();
+                let hits: Vec<_> = asset
+                    .body
+                    .match_indices(external)
+                    .map(|(i, _)| &asset.body[i.saturating_sub(40)..(i + 60).min(asset.body.len())])
+                    .collect();
                 // The SVG namespace is an identifier, not a request.
-                assert!(hits.iter().all(|h| h.contains("www.w3.org/2000/svg")), "{} mentions {external}: {hits:?}", asset.path);
+                assert!(
+                    hits.iter().all(|h| h.contains("www.w3.org/2000/svg")),
+                    "{} mentions {external}: {hits:?}",
+                    asset.path
+                );
             }
         }
     }
 
     #[test]
     fn pages_and_assets_are_open_and_the_api_is_not() {
-        for path in ["/", "/playground", "/trace", "/report", "/ui/app.css", "/ui/tree.js"] {
+        for path in [
+            "/",
+            "/playground",
+            "/trace",
+            "/report",
+            "/ui/app.css",
+            "/ui/tree.js",
+        ] {
             assert!(is_open(path), "{path}");
         }
-        for path in ["/v1/reason", "/v1/strategies", "/metrics", "/ui/", "/ui/../metrics", "/trace/x"] {
+        for path in [
+            "/v1/reason",
+            "/v1/strategies",
+            "/metrics",
+            "/ui/",
+            "/ui/../metrics",
+            "/trace/x",
+        ] {
             assert!(!is_open(path), "{path}");
         }
     }

@@ -10,7 +10,10 @@ use ponder_strategies::Registry;
 use serde_json::Value;
 
 use super::error::ValidationError;
-use super::types::{ChatCompletionRequest, CommonParams, CompletionRequest, MessageIn, PromptField, ReasonBody, StopField};
+use super::types::{
+    ChatCompletionRequest, CommonParams, CompletionRequest, MessageIn, PromptField, ReasonBody,
+    StopField,
+};
 use crate::engine::{ChatMessage, SamplingParams, MAX_TOP_LOGPROBS};
 use crate::reason::ReasonRequest;
 
@@ -126,11 +129,18 @@ pub(crate) struct ValidGeneration {
 
 fn int_in(field: &'static str, v: i64, lo: i64, limit: u64) -> Result<u64, ValidationError> {
     if v < lo {
-        return Err(ValidationError::invalid(field, format!("must be at least {lo}, got {v}")));
+        return Err(ValidationError::invalid(
+            field,
+            format!("must be at least {lo}, got {v}"),
+        ));
     }
     let v = v as u64;
     if v > limit {
-        return Err(ValidationError::OverLimit { field, limit, got: v });
+        return Err(ValidationError::OverLimit {
+            field,
+            limit,
+            got: v,
+        });
     }
     Ok(v)
 }
@@ -141,7 +151,10 @@ fn effort_budget(effort: &str) -> Result<u64, ValidationError> {
         "low" => Ok(1024),
         "medium" => Ok(4096),
         "high" => Ok(16384),
-        other => Err(ValidationError::invalid("reasoning_effort", format!("must be minimal, low, medium or high, got {other:?}"))),
+        other => Err(ValidationError::invalid(
+            "reasoning_effort",
+            format!("must be minimal, low, medium or high, got {other:?}"),
+        )),
     }
 }
 
@@ -153,20 +166,34 @@ fn content_text(content: &Value) -> Result<String, ValidationError> {
         Value::Array(parts) => {
             let mut out = String::new();
             for p in parts {
-                match (p.get("type").and_then(Value::as_str), p.get("text").and_then(Value::as_str)) {
+                match (
+                    p.get("type").and_then(Value::as_str),
+                    p.get("text").and_then(Value::as_str),
+                ) {
                     (Some("text"), Some(t)) => out.push_str(t),
-                    _ => return Err(ValidationError::invalid("messages.content", "only text parts ({\"type\": \"text\", \"text\": …}) are supported")),
+                    _ => {
+                        return Err(ValidationError::invalid(
+                            "messages.content",
+                            "only text parts ({\"type\": \"text\", \"text\": …}) are supported",
+                        ))
+                    }
                 }
             }
             Ok(out)
         }
-        _ => Err(ValidationError::invalid("messages.content", "must be a string or a list of text parts")),
+        _ => Err(ValidationError::invalid(
+            "messages.content",
+            "must be a string or a list of text parts",
+        )),
     }
 }
 
 fn messages(msgs: &[MessageIn]) -> Result<Vec<ChatMessage>, ValidationError> {
     if msgs.is_empty() {
-        return Err(ValidationError::invalid("messages", "must contain at least one message"));
+        return Err(ValidationError::invalid(
+            "messages",
+            "must contain at least one message",
+        ));
     }
     let mut out = Vec::with_capacity(msgs.len());
     for m in msgs {
@@ -174,12 +201,23 @@ fn messages(msgs: &[MessageIn]) -> Result<Vec<ChatMessage>, ValidationError> {
             "system" | "developer" => "system",
             "user" | "tool" | "function" => "user",
             "assistant" => "assistant",
-            other => return Err(ValidationError::invalid("messages.role", format!("must be system, developer, user, assistant or tool, got {other:?}"))),
+            other => {
+                return Err(ValidationError::invalid(
+                    "messages.role",
+                    format!("must be system, developer, user, assistant or tool, got {other:?}"),
+                ))
+            }
         };
         out.push(ChatMessage::new(role, &content_text(&m.content)?));
     }
-    if !out.iter().any(|m| m.role == "user" && !m.content.trim().is_empty()) {
-        return Err(ValidationError::invalid("messages", "must contain a non-empty user message"));
+    if !out
+        .iter()
+        .any(|m| m.role == "user" && !m.content.trim().is_empty())
+    {
+        return Err(ValidationError::invalid(
+            "messages",
+            "must contain a non-empty user message",
+        ));
     }
     Ok(out)
 }
@@ -203,21 +241,35 @@ fn common(
         },
     };
     let max_tokens = match c.max_completion_tokens.or(c.max_tokens) {
-        Some(v) => Some(int_in("max_completion_tokens", v, 1, limits.max_completion_tokens as u64)? as usize),
+        Some(v) => Some(int_in(
+            "max_completion_tokens",
+            v,
+            1,
+            limits.max_completion_tokens as u64,
+        )? as usize),
         None => None,
     };
     let temperature = c.temperature.unwrap_or(1.0);
     if !(0.0..=2.0).contains(&temperature) {
-        return Err(ValidationError::invalid("temperature", format!("must be in [0, 2], got {temperature}")));
+        return Err(ValidationError::invalid(
+            "temperature",
+            format!("must be in [0, 2], got {temperature}"),
+        ));
     }
     let top_p = c.top_p.unwrap_or(1.0);
     if !(top_p > 0.0 && top_p <= 1.0) {
-        return Err(ValidationError::invalid("top_p", format!("must be in (0, 1], got {top_p}")));
+        return Err(ValidationError::invalid(
+            "top_p",
+            format!("must be in (0, 1], got {top_p}"),
+        ));
     }
     let top_k = int_in("top_k", c.top_k.unwrap_or(0), 0, u64::from(u32::MAX))? as usize;
     let min_p = c.min_p.unwrap_or(0.0);
     if !(0.0..=1.0).contains(&min_p) {
-        return Err(ValidationError::invalid("min_p", format!("must be in [0, 1], got {min_p}")));
+        return Err(ValidationError::invalid(
+            "min_p",
+            format!("must be in [0, 1], got {min_p}"),
+        ));
     }
     let n = int_in("n", c.n.unwrap_or(1), 1, limits.max_n as u64)? as usize;
     let stop = match &c.stop {
@@ -226,10 +278,24 @@ fn common(
         Some(StopField::Many(v)) => v.clone(),
     };
     if stop.len() > limits.max_stop {
-        return Err(ValidationError::OverLimit { field: "stop", limit: limits.max_stop as u64, got: stop.len() as u64 });
+        return Err(ValidationError::OverLimit {
+            field: "stop",
+            limit: limits.max_stop as u64,
+            got: stop.len() as u64,
+        });
     }
-    if let Some(s) = stop.iter().find(|s| s.is_empty() || s.len() > limits.max_stop_bytes) {
-        return Err(ValidationError::invalid("stop", format!("each stop string must be 1..={} bytes, got {}", limits.max_stop_bytes, s.len())));
+    if let Some(s) = stop
+        .iter()
+        .find(|s| s.is_empty() || s.len() > limits.max_stop_bytes)
+    {
+        return Err(ValidationError::invalid(
+            "stop",
+            format!(
+                "each stop string must be 1..={} bytes, got {}",
+                limits.max_stop_bytes,
+                s.len()
+            ),
+        ));
     }
     let top = match top_logprobs {
         Some(v) => int_in("top_logprobs", v, 0, limits.max_top_logprobs as u64)? as usize,
@@ -254,12 +320,20 @@ fn common(
     let name = match (&c.strategy, model_strategy) {
         (Some(s), _) => {
             if !registry.contains(s) {
-                return Err(ValidationError::invalid("strategy", format!("unknown strategy {s:?}; valid strategies: {}", registry.names().join(", "))));
+                return Err(ValidationError::invalid(
+                    "strategy",
+                    format!(
+                        "unknown strategy {s:?}; valid strategies: {}",
+                        registry.names().join(", ")
+                    ),
+                ));
             }
             Some(s.clone())
         }
         (None, Some(s)) => Some(s),
-        (None, None) if budget.is_some() || c.strategy_params.is_some() => Some(limits.default_strategy.clone()),
+        (None, None) if budget.is_some() || c.strategy_params.is_some() => {
+            Some(limits.default_strategy.clone())
+        }
         (None, None) => None,
     };
     let strategy = name.map(|name| ValidStrategy {
@@ -270,13 +344,24 @@ fn common(
         return_trace: c.return_trace.unwrap_or(false),
     });
     if strategy.is_some() && n > 1 {
-        return Err(ValidationError::invalid("n", "must be 1 when a strategy runs (the strategy chooses one answer)"));
+        return Err(ValidationError::invalid(
+            "n",
+            "must be 1 when a strategy runs (the strategy chooses one answer)",
+        ));
     }
     Ok(ValidGeneration {
         model: c.model.clone(),
         prompt,
         max_tokens,
-        sampling: SamplingParams { temperature, top_p, top_k, min_p, seed, top_logprobs: if logprobs { top } else { 0 }, ..SamplingParams::default() },
+        sampling: SamplingParams {
+            temperature,
+            top_p,
+            top_k,
+            min_p,
+            seed,
+            top_logprobs: if logprobs { top } else { 0 },
+            ..SamplingParams::default()
+        },
         n,
         stop,
         stream,
@@ -290,7 +375,9 @@ fn common(
 fn seed_of(n: &serde_json::Number) -> Result<u64, ValidationError> {
     n.as_u64()
         .or_else(|| n.as_i64().map(|i| i as u64))
-        .ok_or_else(|| ValidationError::invalid("seed", format!("must be a 64-bit integer, got {n}")))
+        .ok_or_else(|| {
+            ValidationError::invalid("seed", format!("must be a 64-bit integer, got {n}"))
+        })
 }
 
 fn random_seed() -> u64 {
@@ -299,22 +386,48 @@ fn random_seed() -> u64 {
 }
 
 /// Validates a chat request.
-pub(crate) fn chat(req: &ChatCompletionRequest, limits: &Limits, registry: &Registry, model_id: &str) -> Result<ValidGeneration, ValidationError> {
+pub(crate) fn chat(
+    req: &ChatCompletionRequest,
+    limits: &Limits,
+    registry: &Registry,
+    model_id: &str,
+) -> Result<ValidGeneration, ValidationError> {
     let prompt = PromptIn::Chat(messages(&req.messages)?);
     let logprobs = req.logprobs.unwrap_or(false);
     if req.top_logprobs.is_some_and(|t| t > 0) && !logprobs {
-        return Err(ValidationError::invalid("top_logprobs", "requires logprobs: true"));
+        return Err(ValidationError::invalid(
+            "top_logprobs",
+            "requires logprobs: true",
+        ));
     }
-    common(&req.common, prompt, logprobs, req.top_logprobs, limits, registry, model_id)
+    common(
+        &req.common,
+        prompt,
+        logprobs,
+        req.top_logprobs,
+        limits,
+        registry,
+        model_id,
+    )
 }
 
 /// Validates a legacy completion request.
-pub(crate) fn completion(req: &CompletionRequest, limits: &Limits, registry: &Registry, model_id: &str) -> Result<ValidGeneration, ValidationError> {
+pub(crate) fn completion(
+    req: &CompletionRequest,
+    limits: &Limits,
+    registry: &Registry,
+    model_id: &str,
+) -> Result<ValidGeneration, ValidationError> {
     let text = match &req.prompt {
         PromptField::One(s) => s.clone(),
         PromptField::Many(v) => match v.as_slice() {
             [one] => one.clone(),
-            _ => return Err(ValidationError::invalid("prompt", format!("must be one string, got a list of {}", v.len()))),
+            _ => {
+                return Err(ValidationError::invalid(
+                    "prompt",
+                    format!("must be one string, got a list of {}", v.len()),
+                ))
+            }
         },
     };
     if text.trim().is_empty() {
@@ -328,19 +441,45 @@ pub(crate) fn completion(req: &CompletionRequest, limits: &Limits, registry: &Re
         true => PromptIn::Chat(vec![ChatMessage::new("user", &text)]),
         false => PromptIn::Text(text),
     };
-    common(&req.common, prompt, req.logprobs.is_some(), req.logprobs, limits, registry, model_id)
+    common(
+        &req.common,
+        prompt,
+        req.logprobs.is_some(),
+        req.logprobs,
+        limits,
+        registry,
+        model_id,
+    )
 }
 
 /// Validates `/v1/reason`'s body.
-pub(crate) fn reason(body: &ReasonBody, limits: &Limits, registry: &Registry) -> Result<ReasonRequest, ValidationError> {
+pub(crate) fn reason(
+    body: &ReasonBody,
+    limits: &Limits,
+    registry: &Registry,
+) -> Result<ReasonRequest, ValidationError> {
     if body.problem.trim().is_empty() {
         return Err(ValidationError::invalid("problem", "must not be empty"));
     }
-    let strategy = body.strategy.clone().unwrap_or_else(|| limits.default_strategy.clone());
+    let strategy = body
+        .strategy
+        .clone()
+        .unwrap_or_else(|| limits.default_strategy.clone());
     if !registry.contains(&strategy) {
-        return Err(ValidationError::invalid("strategy", format!("unknown strategy {strategy:?}; valid strategies: {}", registry.names().join(", "))));
+        return Err(ValidationError::invalid(
+            "strategy",
+            format!(
+                "unknown strategy {strategy:?}; valid strategies: {}",
+                registry.names().join(", ")
+            ),
+        ));
     }
-    let budget = int_in("budget_tokens", body.budget_tokens.unwrap_or(limits.default_budget() as i64), 1, limits.max_budget_tokens)?;
+    let budget = int_in(
+        "budget_tokens",
+        body.budget_tokens.unwrap_or(limits.default_budget() as i64),
+        1,
+        limits.max_budget_tokens,
+    )?;
     let deadline_ms = match body.deadline_ms {
         Some(d) => Some(int_in("deadline_ms", d, 1, 3_600_000)?),
         None => None,
@@ -363,8 +502,16 @@ pub(crate) fn problem_of(prompt: &PromptIn) -> (String, Option<String>) {
     match prompt {
         PromptIn::Text(t) => (t.clone(), None),
         PromptIn::Chat(msgs) => {
-            let question = msgs.iter().rev().find(|m| m.role == "user").map(|m| m.content.clone()).unwrap_or_default();
-            let system = msgs.iter().find(|m| m.role == "system").map(|m| m.content.clone());
+            let question = msgs
+                .iter()
+                .rev()
+                .find(|m| m.role == "user")
+                .map(|m| m.content.clone())
+                .unwrap_or_default();
+            let system = msgs
+                .iter()
+                .find(|m| m.role == "system")
+                .map(|m| m.content.clone());
             (question, system)
         }
     }
@@ -374,21 +521,46 @@ pub(crate) fn problem_of(prompt: &PromptIn) -> (String, Option<String>) {
 /// `/v1/completions` or `/v1/reason`) as its handler does, and builds the strategy a valid request
 /// names, running nothing. The entry point of the property tests and the fuzz targets.
 #[doc(hidden)]
-pub fn check_body(route: &str, bytes: &[u8], limits: &Limits, registry: &Registry) -> Result<(), super::AppError> {
+pub fn check_body(
+    route: &str,
+    bytes: &[u8],
+    limits: &Limits,
+    registry: &Registry,
+) -> Result<(), super::AppError> {
     use super::AppError;
     let parse_err = |e: serde_json::Error| AppError::MalformedJson(e.to_string());
     let build = |v: ValidGeneration| -> Result<(), AppError> {
         match v.strategy {
-            Some(s) => registry.build(&s.name, s.params).map(drop).map_err(AppError::from),
+            Some(s) => registry
+                .build(&s.name, s.params)
+                .map(drop)
+                .map_err(AppError::from),
             None => Ok(()),
         }
     };
     match route {
-        "/v1/chat/completions" => build(chat(&serde_json::from_slice(bytes).map_err(parse_err)?, limits, registry, "local")?),
-        "/v1/completions" => build(completion(&serde_json::from_slice(bytes).map_err(parse_err)?, limits, registry, "local")?),
+        "/v1/chat/completions" => build(chat(
+            &serde_json::from_slice(bytes).map_err(parse_err)?,
+            limits,
+            registry,
+            "local",
+        )?),
+        "/v1/completions" => build(completion(
+            &serde_json::from_slice(bytes).map_err(parse_err)?,
+            limits,
+            registry,
+            "local",
+        )?),
         "/v1/reason" => {
-            let r = reason(&serde_json::from_slice(bytes).map_err(parse_err)?, limits, registry)?;
-            registry.build(&r.strategy, r.params).map(drop).map_err(AppError::from)
+            let r = reason(
+                &serde_json::from_slice(bytes).map_err(parse_err)?,
+                limits,
+                registry,
+            )?;
+            registry
+                .build(&r.strategy, r.params)
+                .map(drop)
+                .map_err(AppError::from)
         }
         _ => Err(AppError::NotFound),
     }

@@ -24,11 +24,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use ponder_strategies::{Cost, ExtendRequest, Extension, Generator, Prompt, Result, SeqHandle, StopKind, StrategyError, TokenInfo};
+use ponder_strategies::{
+    Cost, ExtendRequest, Extension, Generator, Prompt, Result, SeqHandle, StopKind, StrategyError,
+    TokenInfo,
+};
 
 use crate::engine::{
-    encode_prompt, ChatMessage, EngineError, Event, Executor, FinishReason, GroupRequest, LoadedModel, SamplingParams, SeqFinish,
-    StopCondition,
+    encode_prompt, ChatMessage, EngineError, Event, Executor, FinishReason, GroupRequest,
+    LoadedModel, SamplingParams, SeqFinish, StopCondition,
 };
 
 /// Stops a branch once its generated text contains one of the stop strings.
@@ -50,14 +53,21 @@ impl StopStrings {
 
 impl StopCondition for StopStrings {
     fn should_stop(&self, generated: &[u32]) -> bool {
-        let Some((_, earlier)) = generated.split_last() else { return false };
+        let Some((_, earlier)) = generated.split_last() else {
+            return false;
+        };
         let start = generated.len().saturating_sub(STOP_WINDOW);
         let tok = &self.model.tokenizer;
-        let (Ok(now), Ok(before)) = (tok.decode(generated.get(start..).unwrap_or_default()), tok.decode(earlier.get(start..).unwrap_or_default())) else {
+        let (Ok(now), Ok(before)) = (
+            tok.decode(generated.get(start..).unwrap_or_default()),
+            tok.decode(earlier.get(start..).unwrap_or_default()),
+        ) else {
             return false;
         };
         // Stop when the latest token completed a new occurrence of a stop string.
-        self.stops.iter().any(|s| now.matches(s.as_str()).count() > before.matches(s.as_str()).count())
+        self.stops
+            .iter()
+            .any(|s| now.matches(s.as_str()).count() > before.matches(s.as_str()).count())
     }
 }
 
@@ -81,7 +91,10 @@ impl PaidPrefixes {
 
     /// Leading positions of `tokens` (whole blocks) already paid for.
     fn paid(&self, tokens: &[u32], block_size: usize) -> usize {
-        Self::chain(tokens, block_size).take_while(|h| self.blocks.contains(h)).count() * block_size
+        Self::chain(tokens, block_size)
+            .take_while(|h| self.blocks.contains(h))
+            .count()
+            * block_size
     }
 
     /// Records that the first `computed` positions of `tokens` have been computed.
@@ -121,7 +134,15 @@ fn engine(e: EngineError) -> StrategyError {
 impl LocalGenerator {
     /// A generator over `executor`, which runs `model` with KV blocks of `block_size` tokens.
     pub fn new(model: Arc<LoadedModel>, executor: Arc<Executor>, block_size: usize) -> Self {
-        Self { model, executor, block_size: block_size.max(1), seqs: Mutex::new(HashMap::new()), paid: Mutex::default(), next: AtomicU64::new(1), priority: 0 }
+        Self {
+            model,
+            executor,
+            block_size: block_size.max(1),
+            seqs: Mutex::new(HashMap::new()),
+            paid: Mutex::default(),
+            next: AtomicU64::new(1),
+            priority: 0,
+        }
     }
 
     /// Runs this generator's sequences at `priority` (higher runs first, preempted last).
@@ -136,11 +157,17 @@ impl LocalGenerator {
 
     /// Leading positions of `tokens` this search has paid for (whole blocks).
     fn paid(&self, tokens: &[u32]) -> usize {
-        self.paid.lock().unwrap_or_else(|p| p.into_inner()).paid(tokens, self.block_size)
+        self.paid
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .paid(tokens, self.block_size)
     }
 
     fn get(&self, seq: SeqHandle) -> Result<LocalSeq> {
-        self.lock().get(&seq.0).cloned().ok_or_else(|| StrategyError::Generator(format!("unknown sequence {}", seq.0)))
+        self.lock()
+            .get(&seq.0)
+            .cloned()
+            .ok_or_else(|| StrategyError::Generator(format!("unknown sequence {}", seq.0)))
     }
 
     fn insert(&self, seq: LocalSeq) -> SeqHandle {
@@ -180,7 +207,9 @@ struct Group {
 impl Generator for LocalGenerator {
     async fn open(&self, prompt: &Prompt) -> Result<(SeqHandle, usize)> {
         if prompt.user.trim().is_empty() {
-            return Err(StrategyError::Generator("invalid prompt: the user message is empty".into()));
+            return Err(StrategyError::Generator(
+                "invalid prompt: the user message is empty".into(),
+            ));
         }
         let mut messages = Vec::new();
         if let Some(system) = &prompt.system {
@@ -190,7 +219,13 @@ impl Generator for LocalGenerator {
         let text = self.model.render_chat(&messages).map_err(engine)?;
         let tokens = encode_prompt(&self.model, &text).map_err(engine)?;
         let len = tokens.len();
-        Ok((self.insert(LocalSeq { tokens, computed: 0 }), len))
+        Ok((
+            self.insert(LocalSeq {
+                tokens,
+                computed: 0,
+            }),
+            len,
+        ))
     }
 
     fn fork(&self, seq: SeqHandle) -> Result<SeqHandle> {
@@ -201,7 +236,9 @@ impl Generator for LocalGenerator {
     fn append(&self, seq: SeqHandle, text: &str) -> Result<usize> {
         let ids = self.model.tokenizer.encode(text).map_err(engine)?;
         let mut seqs = self.lock();
-        let s = seqs.get_mut(&seq.0).ok_or_else(|| StrategyError::Generator(format!("unknown sequence {}", seq.0)))?;
+        let s = seqs
+            .get_mut(&seq.0)
+            .ok_or_else(|| StrategyError::Generator(format!("unknown sequence {}", seq.0)))?;
         s.tokens.extend_from_slice(&ids);
         Ok(ids.len())
     }
@@ -222,7 +259,10 @@ impl Generator for LocalGenerator {
                 distinct.push(s);
             }
         }
-        Ok(distinct.iter().map(|s| s.tokens.len() - self.paid(&s.tokens)).sum())
+        Ok(distinct
+            .iter()
+            .map(|s| s.tokens.len() - self.paid(&s.tokens))
+            .sum())
     }
 
     async fn extend(&self, batch: &[ExtendRequest]) -> Result<Vec<Extension>> {
@@ -233,11 +273,19 @@ impl Generator for LocalGenerator {
             let seq = self.get(req.seq)?;
             let room = context.saturating_sub(seq.tokens.len() + 1);
             let max_tokens = req.max_tokens.min(room);
-            match groups.iter_mut().find(|g| g.tokens == seq.tokens && g.max_tokens == max_tokens && g.stop == req.stop) {
+            match groups.iter_mut().find(|g| {
+                g.tokens == seq.tokens && g.max_tokens == max_tokens && g.stop == req.stop
+            }) {
                 Some(g) => g.members.push(i),
                 None => {
                     let cached = self.paid(&seq.tokens);
-                    groups.push(Group { tokens: seq.tokens, cached, members: vec![i], max_tokens, stop: req.stop.clone() });
+                    groups.push(Group {
+                        tokens: seq.tokens,
+                        cached,
+                        members: vec![i],
+                        max_tokens,
+                        stop: req.stop.clone(),
+                    });
                 }
             }
         }
@@ -247,17 +295,31 @@ impl Generator for LocalGenerator {
             if g.max_tokens == 0 {
                 for &i in &g.members {
                     if let Some(result) = results.get_mut(i) {
-                        *result = Some(Extension { text: String::new(), tokens: Vec::new(), stop: StopKind::Length, cost: Cost::default() });
+                        *result = Some(Extension {
+                            text: String::new(),
+                            tokens: Vec::new(),
+                            stop: StopKind::Length,
+                            cost: Cost::default(),
+                        });
                     }
                 }
                 continue;
             }
             let stops: Vec<String> = g.stop.iter().filter(|s| !s.is_empty()).cloned().collect();
-            let stop_condition: Option<Arc<dyn StopCondition>> =
-                (!stops.is_empty()).then(|| Arc::new(StopStrings { model: Arc::clone(&self.model), stops }) as Arc<dyn StopCondition>);
+            let stop_condition: Option<Arc<dyn StopCondition>> = (!stops.is_empty()).then(|| {
+                Arc::new(StopStrings {
+                    model: Arc::clone(&self.model),
+                    stops,
+                }) as Arc<dyn StopCondition>
+            });
             let req = GroupRequest {
                 prompt: g.tokens.clone(),
-                samples: g.members.iter().filter_map(|&i| batch.get(i)).map(Self::sampling).collect(),
+                samples: g
+                    .members
+                    .iter()
+                    .filter_map(|&i| batch.get(i))
+                    .map(Self::sampling)
+                    .collect(),
                 max_new_tokens: g.max_tokens,
                 stop_tokens: self.model.tokenizer.eos().to_vec(),
                 stop_condition,
@@ -266,7 +328,12 @@ impl Generator for LocalGenerator {
             handles.push((g, self.executor.submit(req).await.map_err(engine)?));
         }
         for (g, mut handle) in handles {
-            let index: HashMap<_, _> = handle.seqs.iter().copied().zip(g.members.iter().copied()).collect();
+            let index: HashMap<_, _> = handle
+                .seqs
+                .iter()
+                .copied()
+                .zip(g.members.iter().copied())
+                .collect();
             let mut tokens: HashMap<usize, (Vec<u32>, Vec<TokenInfo>)> = HashMap::new();
             // What the engine really computed and reused (it may beat the charge below).
             let mut engine_cost = Cost::default();
@@ -280,10 +347,19 @@ impl Generator for LocalGenerator {
                         let Some(&i) = index.get(&seq) else { continue };
                         let entry = tokens.entry(i).or_default();
                         entry.0.push(token.token);
-                        let top = token.top_logprobs.iter().map(|(id, lp)| (self.token_text(*id), *lp)).collect();
-                        entry.1.push(TokenInfo { logprob: token.logprob, top });
+                        let top = token
+                            .top_logprobs
+                            .iter()
+                            .map(|(id, lp)| (self.token_text(*id), *lp))
+                            .collect();
+                        entry.1.push(TokenInfo {
+                            logprob: token.logprob,
+                            top,
+                        });
                     }
-                    Event::Prefill { computed, reused, .. } => {
+                    Event::Prefill {
+                        computed, reused, ..
+                    } => {
                         engine_cost.prefill_computed += computed;
                         engine_cost.prefill_reused += reused;
                     }
@@ -294,9 +370,19 @@ impl Generator for LocalGenerator {
                         let text = self.model.tokenizer.decode(&ids).map_err(engine)?;
                         let stop = match reason {
                             SeqFinish::Done(FinishReason::Length) => StopKind::Length,
-                            SeqFinish::Done(_) if g.stop.iter().any(|s| !s.is_empty() && text.contains(s.as_str())) => StopKind::Stop,
+                            SeqFinish::Done(_)
+                                if g.stop
+                                    .iter()
+                                    .any(|s| !s.is_empty() && text.contains(s.as_str())) =>
+                            {
+                                StopKind::Stop
+                            }
                             SeqFinish::Done(_) => StopKind::Eos,
-                            SeqFinish::Cancelled => return Err(StrategyError::Generator("the executor cancelled a sequence".into())),
+                            SeqFinish::Cancelled => {
+                                return Err(StrategyError::Generator(
+                                    "the executor cancelled a sequence".into(),
+                                ))
+                            }
                         };
                         // An end-of-sequence token was sampled (a decode step) but is not text.
                         let generated = ids.len() as u64 + u64::from(stop == StopKind::Eos);
@@ -306,11 +392,23 @@ impl Generator for LocalGenerator {
                                 // The last sampled token's KV is computed by the next call.
                                 s.computed = s.tokens.len() + ids.len().saturating_sub(1);
                                 s.tokens.extend_from_slice(&ids);
-                                self.paid.lock().unwrap_or_else(|p| p.into_inner()).pay(&s.tokens, s.computed, self.block_size);
+                                self.paid.lock().unwrap_or_else(|p| p.into_inner()).pay(
+                                    &s.tokens,
+                                    s.computed,
+                                    self.block_size,
+                                );
                             }
                         }
                         if let Some(result) = results.get_mut(i) {
-                            *result = Some(Extension { text, tokens: infos, stop, cost: Cost { generated, ..Cost::default() } });
+                            *result = Some(Extension {
+                                text,
+                                tokens: infos,
+                                stop,
+                                cost: Cost {
+                                    generated,
+                                    ..Cost::default()
+                                },
+                            });
                         }
                     }
                 }
@@ -318,15 +416,28 @@ impl Generator for LocalGenerator {
             // The group's prefill is charged once, on its first member, as this search alone
             // would have computed it (see the module doc).
             let charged = (g.tokens.len() - g.cached) as u64;
-            tracing::trace!(charged, computed = engine_cost.prefill_computed, reused = engine_cost.prefill_reused, "group prefill");
-            if let Some(first) = g.members.first().and_then(|&i| results.get_mut(i)?.as_mut()) {
+            tracing::trace!(
+                charged,
+                computed = engine_cost.prefill_computed,
+                reused = engine_cost.prefill_reused,
+                "group prefill"
+            );
+            if let Some(first) = g
+                .members
+                .first()
+                .and_then(|&i| results.get_mut(i)?.as_mut())
+            {
                 first.cost.prefill_computed += charged;
                 first.cost.prefill_reused += g.cached as u64;
             }
         }
         results
             .into_iter()
-            .map(|r| r.ok_or_else(|| StrategyError::Generator("a sequence ended without a result".into())))
+            .map(|r| {
+                r.ok_or_else(|| {
+                    StrategyError::Generator("a sequence ended without a result".into())
+                })
+            })
             .collect()
     }
 
@@ -346,7 +457,11 @@ mod tests {
         let a: Vec<u32> = (0..40).collect();
         assert_eq!(paid.paid(&a, 16), 0);
         paid.pay(&a, 39, 16);
-        assert_eq!(paid.paid(&a, 16), 32, "two whole blocks; the partial third is recomputed");
+        assert_eq!(
+            paid.paid(&a, 16),
+            32,
+            "two whole blocks; the partial third is recomputed"
+        );
         // A sibling sharing the first 20 tokens gets the first block free, not the second.
         let mut b = a[..20].to_vec();
         b.extend(100..130);

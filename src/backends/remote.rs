@@ -24,7 +24,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use ponder_strategies::{Cost, ExtendRequest, Extension, Generator, Prompt, Result, SeqHandle, StopKind, StrategyError, TokenInfo};
+use ponder_strategies::{
+    Cost, ExtendRequest, Extension, Generator, Prompt, Result, SeqHandle, StopKind, StrategyError,
+    TokenInfo,
+};
 use serde_json::{json, Value};
 
 /// Prefix of the error message when no backend could serve a call.
@@ -50,7 +53,14 @@ pub struct RemoteOptions {
 impl RemoteOptions {
     /// Defaults for `urls`: model `ponder`, 300 s timeout, 3 retries from 50 ms, 5 s cool-down.
     pub fn new(urls: Vec<String>) -> Self {
-        Self { urls, model: "ponder".into(), timeout: Duration::from_secs(300), retries: 3, backoff: Duration::from_millis(50), cooldown: Duration::from_secs(5) }
+        Self {
+            urls,
+            model: "ponder".into(),
+            timeout: Duration::from_secs(300),
+            retries: 3,
+            backoff: Duration::from_millis(50),
+            cooldown: Duration::from_secs(5),
+        }
     }
 }
 
@@ -62,11 +72,15 @@ struct Backend {
 
 impl Backend {
     fn healthy(&self) -> bool {
-        self.down_until.lock().unwrap_or_else(|p| p.into_inner()).is_none_or(|t| Instant::now() >= t)
+        self.down_until
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_none_or(|t| Instant::now() >= t)
     }
 
     fn mark_down(&self, cooldown: Duration) {
-        *self.down_until.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now() + cooldown);
+        *self.down_until.lock().unwrap_or_else(|p| p.into_inner()) =
+            Some(Instant::now() + cooldown);
     }
 
     fn mark_up(&self) {
@@ -93,9 +107,23 @@ impl RemotePool {
         if opts.urls.is_empty() {
             return Err("at least one backend URL is needed".into());
         }
-        let client = reqwest::Client::builder().timeout(opts.timeout).build().map_err(|e| format!("cannot build the HTTP client: {e}"))?;
-        let backends = opts.urls.iter().map(|u| Backend { base: base_url(u), down_until: Mutex::new(None) }).collect();
-        Ok(Self { client, backends, opts })
+        let client = reqwest::Client::builder()
+            .timeout(opts.timeout)
+            .build()
+            .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
+        let backends = opts
+            .urls
+            .iter()
+            .map(|u| Backend {
+                base: base_url(u),
+                down_until: Mutex::new(None),
+            })
+            .collect();
+        Ok(Self {
+            client,
+            backends,
+            opts,
+        })
     }
 
     /// The backends in rendezvous order for `key`: healthy ones first.
@@ -122,7 +150,12 @@ impl RemotePool {
     pub async fn check_health(&self) -> usize {
         let mut up = 0;
         for b in &self.backends {
-            let ok = self.client.get(format!("{}/health", b.base)).send().await.is_ok_and(|r| r.status().is_success());
+            let ok = self
+                .client
+                .get(format!("{}/health", b.base))
+                .send()
+                .await
+                .is_ok_and(|r| r.status().is_success());
             if ok {
                 b.mark_up();
                 up += 1;
@@ -143,7 +176,13 @@ impl RemotePool {
                 tokio::time::sleep(backoff).await;
                 backoff *= 2;
             }
-            match self.client.post(format!("{}/v1/completions", b.base)).json(body).send().await {
+            match self
+                .client
+                .post(format!("{}/v1/completions", b.base))
+                .json(body)
+                .send()
+                .await
+            {
                 Ok(r) if r.status().is_success() => match r.json::<Value>().await {
                     Ok(v) => {
                         b.mark_up();
@@ -162,7 +201,10 @@ impl RemotePool {
                     // A 4xx is the request's fault: another backend would refuse it too.
                     let status = r.status();
                     let text = r.text().await.unwrap_or_default();
-                    return Err(StrategyError::Generator(format!("backend {} refused the request ({status}): {text}", b.base)));
+                    return Err(StrategyError::Generator(format!(
+                        "backend {} refused the request ({status}): {text}",
+                        b.base
+                    )));
                 }
                 Err(e) => {
                     b.mark_down(self.opts.cooldown);
@@ -170,7 +212,10 @@ impl RemotePool {
                 }
             }
         }
-        Err(StrategyError::Generator(format!("{UNAVAILABLE}: {} attempts failed; last: {last}", self.opts.retries + 1)))
+        Err(StrategyError::Generator(format!(
+            "{UNAVAILABLE}: {} attempts failed; last: {last}",
+            self.opts.retries + 1
+        )))
     }
 }
 
@@ -197,14 +242,21 @@ pub fn chatml(prompt: &Prompt) -> String {
     if let Some(system) = &prompt.system {
         s.push_str(&format!("<|im_start|>system\n{system}<|im_end|>\n"));
     }
-    s.push_str(&format!("<|im_start|>user\n{}<|im_end|>\n<|im_start|>assistant\n", prompt.user));
+    s.push_str(&format!(
+        "<|im_start|>user\n{}<|im_end|>\n<|im_start|>assistant\n",
+        prompt.user
+    ));
     s
 }
 
 impl RemoteGenerator {
     /// A generator for one request over `pool`.
     pub fn new(pool: Arc<RemotePool>) -> Self {
-        Self { pool, seqs: Mutex::new(HashMap::new()), next: AtomicU64::new(1) }
+        Self {
+            pool,
+            seqs: Mutex::new(HashMap::new()),
+            next: AtomicU64::new(1),
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, RemoteSeq>> {
@@ -212,7 +264,10 @@ impl RemoteGenerator {
     }
 
     fn get(&self, seq: SeqHandle) -> Result<RemoteSeq> {
-        self.lock().get(&seq.0).cloned().ok_or_else(|| StrategyError::Generator(format!("unknown sequence {}", seq.0)))
+        self.lock()
+            .get(&seq.0)
+            .cloned()
+            .ok_or_else(|| StrategyError::Generator(format!("unknown sequence {}", seq.0)))
     }
 
     fn insert(&self, seq: RemoteSeq) -> SeqHandle {
@@ -246,12 +301,26 @@ impl RemoteGenerator {
             }
         }
         let v = self.pool.complete(seq.affinity, &body).await?;
-        let bad = |what: &str| StrategyError::Generator(format!("backend response without {what}: {v}"));
-        let choice = v.get("choices").and_then(|c| c.get(0)).ok_or_else(|| bad("choices"))?;
-        let mut text = choice.get("text").and_then(Value::as_str).ok_or_else(|| bad("choices[0].text"))?.to_string();
+        let bad =
+            |what: &str| StrategyError::Generator(format!("backend response without {what}: {v}"));
+        let choice = v
+            .get("choices")
+            .and_then(|c| c.get(0))
+            .ok_or_else(|| bad("choices"))?;
+        let mut text = choice
+            .get("text")
+            .and_then(Value::as_str)
+            .ok_or_else(|| bad("choices[0].text"))?
+            .to_string();
         // vLLM and Ponder report the stop string that matched; it is part of the step.
-        let matched = choice.get("stop_reason").and_then(Value::as_str).map(str::to_string);
-        let stop = match (choice.get("finish_reason").and_then(Value::as_str), &matched) {
+        let matched = choice
+            .get("stop_reason")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        let stop = match (
+            choice.get("finish_reason").and_then(Value::as_str),
+            &matched,
+        ) {
             (Some("length"), _) => StopKind::Length,
             (_, Some(m)) => {
                 text.push_str(m);
@@ -262,16 +331,32 @@ impl RemoteGenerator {
         let tokens = choice.get("logprobs").map(token_infos).unwrap_or_default();
         let count = |path: &str| v.pointer(path).and_then(Value::as_u64);
         let prompt_tokens = count("/usage/prompt_tokens").unwrap_or(0);
-        let cached = count("/usage/prompt_tokens_details/cached_tokens").unwrap_or(0).min(prompt_tokens);
+        let cached = count("/usage/prompt_tokens_details/cached_tokens")
+            .unwrap_or(0)
+            .min(prompt_tokens);
         let completion = count("/usage/completion_tokens").unwrap_or(tokens.len() as u64);
-        let cost = Cost { generated: completion + u64::from(stop == StopKind::Eos), prefill_computed: prompt_tokens - cached, prefill_reused: cached };
-        Ok((text.clone(), Extension { text, tokens, stop, cost }))
+        let cost = Cost {
+            generated: completion + u64::from(stop == StopKind::Eos),
+            prefill_computed: prompt_tokens - cached,
+            prefill_reused: cached,
+        };
+        Ok((
+            text.clone(),
+            Extension {
+                text,
+                tokens,
+                stop,
+                cost,
+            },
+        ))
     }
 }
 
 /// Per-token logprobs from a completions `logprobs` object (`token_logprobs`, `top_logprobs`).
 fn token_infos(lp: &Value) -> Vec<TokenInfo> {
-    let Some(lps) = lp.get("token_logprobs").and_then(Value::as_array) else { return Vec::new() };
+    let Some(lps) = lp.get("token_logprobs").and_then(Value::as_array) else {
+        return Vec::new();
+    };
     let tops = lp.get("top_logprobs").and_then(Value::as_array);
     lps.iter()
         .enumerate()
@@ -279,10 +364,17 @@ fn token_infos(lp: &Value) -> Vec<TokenInfo> {
             let mut top: Vec<(String, f32)> = tops
                 .and_then(|t| t.get(i))
                 .and_then(Value::as_object)
-                .map(|m| m.iter().filter_map(|(k, v)| v.as_f64().map(|f| (k.clone(), f as f32))).collect())
+                .map(|m| {
+                    m.iter()
+                        .filter_map(|(k, v)| v.as_f64().map(|f| (k.clone(), f as f32)))
+                        .collect()
+                })
                 .unwrap_or_default();
             top.sort_by(|a, b| b.1.total_cmp(&a.1));
-            TokenInfo { logprob: l.as_f64().unwrap_or(0.0) as f32, top }
+            TokenInfo {
+                logprob: l.as_f64().unwrap_or(0.0) as f32,
+                top,
+            }
         })
         .collect()
 }
@@ -291,14 +383,23 @@ fn token_infos(lp: &Value) -> Vec<TokenInfo> {
 impl Generator for RemoteGenerator {
     async fn open(&self, prompt: &Prompt) -> Result<(SeqHandle, usize)> {
         if prompt.user.trim().is_empty() {
-            return Err(StrategyError::Generator("invalid prompt: the user message is empty".into()));
+            return Err(StrategyError::Generator(
+                "invalid prompt: the user message is empty".into(),
+            ));
         }
         let text = chatml(prompt);
         let mut h = DefaultHasher::new();
         text.hash(&mut h);
         // Bytes bound tokens from above (every token covers at least one byte).
         let bound = text.len();
-        Ok((self.insert(RemoteSeq { affinity: h.finish(), uncached: bound, text }), bound))
+        Ok((
+            self.insert(RemoteSeq {
+                affinity: h.finish(),
+                uncached: bound,
+                text,
+            }),
+            bound,
+        ))
     }
 
     fn fork(&self, seq: SeqHandle) -> Result<SeqHandle> {
@@ -308,7 +409,9 @@ impl Generator for RemoteGenerator {
 
     fn append(&self, seq: SeqHandle, text: &str) -> Result<usize> {
         let mut seqs = self.lock();
-        let s = seqs.get_mut(&seq.0).ok_or_else(|| StrategyError::Generator(format!("unknown sequence {}", seq.0)))?;
+        let s = seqs
+            .get_mut(&seq.0)
+            .ok_or_else(|| StrategyError::Generator(format!("unknown sequence {}", seq.0)))?;
         s.text.push_str(text);
         s.uncached += text.len();
         Ok(text.len())
@@ -319,7 +422,8 @@ impl Generator for RemoteGenerator {
     }
 
     async fn extend(&self, batch: &[ExtendRequest]) -> Result<Vec<Extension>> {
-        let results = futures_util::future::join_all(batch.iter().map(|r| self.extend_one(r))).await;
+        let results =
+            futures_util::future::join_all(batch.iter().map(|r| self.extend_one(r))).await;
         let mut out = Vec::with_capacity(batch.len());
         for (req, r) in batch.iter().zip(results) {
             let (text, ext) = r?;
@@ -347,10 +451,19 @@ mod tests {
 
     #[test]
     fn rendezvous_routing_is_stable_and_fails_over() {
-        let pool = RemotePool::new(RemoteOptions::new(vec!["http://a:1".into(), "http://b:2/v1".into(), "http://c:3/".into()])).expect("pool");
+        let pool = RemotePool::new(RemoteOptions::new(vec![
+            "http://a:1".into(),
+            "http://b:2/v1".into(),
+            "http://c:3/".into(),
+        ]))
+        .expect("pool");
         let first = pool.route(42).to_string();
         assert_eq!(pool.route(42), first, "same key, same backend");
-        let i = pool.backends.iter().position(|b| b.base == first).expect("known");
+        let i = pool
+            .backends
+            .iter()
+            .position(|b| b.base == first)
+            .expect("known");
         pool.backends[i].mark_down(Duration::from_secs(60));
         assert_ne!(pool.route(42), first, "a down backend is skipped");
         pool.backends[i].mark_up();

@@ -12,8 +12,8 @@ use std::time::Instant;
 use serde::Serialize;
 
 use crate::engine::{
-    ChatMessage, EngineError, Event, GroupRequest, LoadedModel, Model, PagedKvStore, Result, SamplingParams, Scheduler,
-    SchedulerConfig,
+    ChatMessage, EngineError, Event, GroupRequest, LoadedModel, Model, PagedKvStore, Result,
+    SamplingParams, Scheduler, SchedulerConfig,
 };
 
 /// Options shared by the workloads.
@@ -120,22 +120,39 @@ pub struct PrefixReuseReport {
 
 /// A prompt of exactly `len` tokens of ordinary text.
 fn prompt_of_len(model: &LoadedModel, len: usize) -> Result<Vec<u32>> {
-    let text = "Ponder answers reasoning questions by spending test-time compute wisely: it samples many \
+    let text =
+        "Ponder answers reasoning questions by spending test-time compute wisely: it samples many \
                 branches, scores them with verifiers and stops when the evidence is in. ";
     let unit = model.tokenizer.encode(text)?;
     if unit.is_empty() || len == 0 {
-        return Err(EngineError::InvalidInput { field: "prompt_tokens", reason: "must be at least 1".into() });
+        return Err(EngineError::InvalidInput {
+            field: "prompt_tokens",
+            reason: "must be at least 1".into(),
+        });
     }
     Ok(unit.iter().copied().cycle().take(len).collect())
 }
 
 fn scheduler(model: &Arc<Model>, opts: &BenchOptions) -> Result<Scheduler> {
     let store = PagedKvStore::with_memory(model.config(), opts.kv_memory, opts.block_size)?;
-    Ok(Scheduler::new(Arc::clone(model), store, SchedulerConfig { max_step_tokens: opts.max_step_tokens, ..SchedulerConfig::default() }))
+    Ok(Scheduler::new(
+        Arc::clone(model),
+        store,
+        SchedulerConfig {
+            max_step_tokens: opts.max_step_tokens,
+            ..SchedulerConfig::default()
+        },
+    ))
 }
 
 fn samples(n: usize) -> Vec<SamplingParams> {
-    (0..n).map(|i| SamplingParams { temperature: 0.8, seed: 1000 + i as u64, ..SamplingParams::default() }).collect()
+    (0..n)
+        .map(|i| SamplingParams {
+            temperature: 0.8,
+            seed: 1000 + i as u64,
+            ..SamplingParams::default()
+        })
+        .collect()
 }
 
 /// Runs `nsample`.
@@ -151,7 +168,8 @@ pub fn nsample(loaded: &LoadedModel, opts: &BenchOptions) -> Result<NSampleRepor
         prompt: prompt.clone(),
         samples,
         max_new_tokens: opts.new_tokens,
-        stop_tokens: Vec::new(), stop_condition: None, // every sample generates exactly new_tokens
+        stop_tokens: Vec::new(),
+        stop_condition: None, // every sample generates exactly new_tokens
         priority: 0,
     };
     let repeat = opts.repeat.max(1);
@@ -164,21 +182,43 @@ pub fn nsample(loaded: &LoadedModel, opts: &BenchOptions) -> Result<NSampleRepor
     let mut naive = NaiveTotals::default();
     for run in 0..repeat {
         // Ponder: one group, prompt prefilled once, N branches decoded together.
-        let batched = BatchedRun::from(TimedRun::new(&mut scheduler(model, opts)?, request(samples(opts.n)))?);
-        tracing::info!(run, wall_s = batched.wall_s, tokens_per_s = batched.tokens_per_s, "nsample: batched run done");
+        let batched = BatchedRun::from(TimedRun::new(
+            &mut scheduler(model, opts)?,
+            request(samples(opts.n)),
+        )?);
+        tracing::info!(
+            run,
+            wall_s = batched.wall_s,
+            tokens_per_s = batched.tokens_per_s,
+            "nsample: batched run done"
+        );
         batched_runs.push(batched);
         // Naive: each sample alone with its own store (own prefill), one after another.
         for sample in shares.next().unwrap_or_default() {
-            naive.add(&TimedRun::new(&mut scheduler(model, opts)?, request(vec![sample.clone()]))?);
+            naive.add(&TimedRun::new(
+                &mut scheduler(model, opts)?,
+                request(vec![sample.clone()]),
+            )?);
         }
     }
     let mut by_wall: Vec<&BatchedRun> = batched_runs.iter().collect();
     by_wall.sort_by(|a, b| a.wall_s.total_cmp(&b.wall_s));
-    let median = by_wall.get(by_wall.len() / 2).map(|&run| run.clone()).unwrap_or_default();
+    let median = by_wall
+        .get(by_wall.len() / 2)
+        .map(|&run| run.clone())
+        .unwrap_or_default();
 
     let bs = opts.block_size as u64;
-    let (p, t, n) = (opts.prompt_tokens as u64, opts.new_tokens as u64, opts.n as u64);
-    let single = if naive.decode_s > 0.0 { naive.decode_tokens as f64 / naive.decode_s } else { 0.0 };
+    let (p, t, n) = (
+        opts.prompt_tokens as u64,
+        opts.new_tokens as u64,
+        opts.n as u64,
+    );
+    let single = if naive.decode_s > 0.0 {
+        naive.decode_tokens as f64 / naive.decode_s
+    } else {
+        0.0
+    };
     let ratio = |x: f64| if single > 0.0 { x / single } else { 0.0 };
     let counters = median.counters;
     Ok(NSampleReport {
@@ -224,7 +264,11 @@ impl TimedRun {
         sched.submit(request)?;
         let (mut generated, mut first) = (0, None);
         while !sched.is_idle() {
-            let tokens = sched.step()?.iter().filter(|e| matches!(e, Event::Token { .. })).count();
+            let tokens = sched
+                .step()?
+                .iter()
+                .filter(|e| matches!(e, Event::Token { .. }))
+                .count();
             if first.is_none() && tokens > 0 {
                 first = Some((t0.elapsed().as_secs_f64(), tokens));
             }
@@ -232,7 +276,13 @@ impl TimedRun {
         }
         let wall_s = t0.elapsed().as_secs_f64();
         let (prefill_s, prefill_tokens) = first.unwrap_or((wall_s, 0));
-        Ok(Self { wall_s, prefill_s, prefill_tokens, generated, counters: sched.counters() })
+        Ok(Self {
+            wall_s,
+            prefill_s,
+            prefill_tokens,
+            generated,
+            counters: sched.counters(),
+        })
     }
 
     fn decode_s(&self) -> f64 {
@@ -252,7 +302,11 @@ impl From<TimedRun> for BatchedRun {
             wall_s: run.wall_s,
             tokens_per_s: run.generated as f64 / run.wall_s,
             prefill_s: run.prefill_s,
-            decode_tokens_per_s: if decode_s > 0.0 { run.decode_tokens() as f64 / decode_s } else { 0.0 },
+            decode_tokens_per_s: if decode_s > 0.0 {
+                run.decode_tokens() as f64 / decode_s
+            } else {
+                0.0
+            },
             counters: run.counters,
         }
     }
@@ -284,9 +338,15 @@ pub fn prefix_reuse(loaded: &LoadedModel, opts: &BenchOptions) -> Result<PrefixR
     )
     .collect();
     let render = |q: &str| -> Result<Vec<u32>> {
-        loaded.tokenizer.encode(&loaded.render_chat(&[ChatMessage::new("system", &system), ChatMessage::new("user", q)])?)
+        loaded.tokenizer.encode(&loaded.render_chat(&[
+            ChatMessage::new("system", &system),
+            ChatMessage::new("user", q),
+        ])?)
     };
-    let system_prompt_tokens = loaded.tokenizer.encode(&loaded.render_chat(&[ChatMessage::new("system", &system)])?)?.len();
+    let system_prompt_tokens = loaded
+        .tokenizer
+        .encode(&loaded.render_chat(&[ChatMessage::new("system", &system)])?)?
+        .len();
     let model = &loaded.model;
     let first = render("What is 17 * 23?")?;
     let second = render("How many primes are below 30?")?;
@@ -295,7 +355,8 @@ pub fn prefix_reuse(loaded: &LoadedModel, opts: &BenchOptions) -> Result<PrefixR
         prompt: prompt.clone(),
         samples: vec![SamplingParams::greedy()],
         max_new_tokens: 4,
-        stop_tokens: Vec::new(), stop_condition: None,
+        stop_tokens: Vec::new(),
+        stop_condition: None,
         priority: 0,
     };
     sched.submit(one(&first))?;
@@ -310,8 +371,10 @@ pub fn prefix_reuse(loaded: &LoadedModel, opts: &BenchOptions) -> Result<PrefixR
         first_prompt_tokens: first.len(),
         first_prefill_computed: after_first.prefill_tokens_computed,
         second_prompt_tokens: second.len(),
-        second_prefill_computed: after_second.prefill_tokens_computed - after_first.prefill_tokens_computed,
-        second_prefill_reused: after_second.prefill_tokens_reused - after_first.prefill_tokens_reused,
+        second_prefill_computed: after_second.prefill_tokens_computed
+            - after_first.prefill_tokens_computed,
+        second_prefill_reused: after_second.prefill_tokens_reused
+            - after_first.prefill_tokens_reused,
         block_size: opts.block_size,
     })
 }

@@ -47,7 +47,17 @@ impl LoadOptions {
     /// `clients` loops against `url` for `duration`: the full mix, seed 0, 60 s to settle, 300 s
     /// per request.
     pub fn new(url: impl Into<String>, clients: usize, duration: Duration) -> Self {
-        Self { url: url.into(), clients, duration, pid: None, api_key: None, seed: 0, settle: Duration::from_secs(60), kinds: Vec::new(), timeout: Duration::from_secs(300) }
+        Self {
+            url: url.into(),
+            clients,
+            duration,
+            pid: None,
+            api_key: None,
+            seed: 0,
+            settle: Duration::from_secs(60),
+            kinds: Vec::new(),
+            timeout: Duration::from_secs(300),
+        }
     }
 }
 
@@ -76,7 +86,16 @@ pub enum Kind {
 
 impl Kind {
     /// The default mix, in the order each client cycles through it.
-    pub const ALL: [Kind; 8] = [Kind::Chat, Kind::Streamed, Kind::Cancelled, Kind::SmallBudget, Kind::OverLimit, Kind::Completion, Kind::Strategy, Kind::StreamedStrategy];
+    pub const ALL: [Kind; 8] = [
+        Kind::Chat,
+        Kind::Streamed,
+        Kind::Cancelled,
+        Kind::SmallBudget,
+        Kind::OverLimit,
+        Kind::Completion,
+        Kind::Strategy,
+        Kind::StreamedStrategy,
+    ];
 }
 
 /// Requests that started in one window of the run, by outcome.
@@ -154,7 +173,10 @@ pub struct LoadReport {
 impl LoadReport {
     /// Whether the server returned to idle: nothing running or queued, KV back to its baseline.
     pub fn idle_after(&self) -> bool {
-        self.running_after == Some(0.0) && self.queued_after == Some(0.0) && self.kv_blocks_used_after.is_some() && self.kv_blocks_used_after == self.kv_blocks_used_before
+        self.running_after == Some(0.0)
+            && self.queued_after == Some(0.0)
+            && self.kv_blocks_used_after.is_some()
+            && self.kv_blocks_used_after == self.kv_blocks_used_before
     }
 }
 
@@ -174,16 +196,30 @@ struct Sample {
 /// The resident set size of `pid` in KiB, from `/proc/PID/status`.
 pub fn rss_kib(pid: u32) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    status.lines().find_map(|l| l.strip_prefix("VmRSS:")).and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
 }
 
 /// A sample line's value (`name value`) in Prometheus text.
 fn gauge(text: &str, name: &str) -> Option<f64> {
-    text.lines().find_map(|l| l.strip_prefix(name).and_then(|r| r.strip_prefix(' ')).and_then(|v| v.trim().parse().ok()))
+    text.lines().find_map(|l| {
+        l.strip_prefix(name)
+            .and_then(|r| r.strip_prefix(' '))
+            .and_then(|v| v.trim().parse().ok())
+    })
 }
 
 fn body(kind: Kind, rng: &mut ChaCha8Rng, client: usize) -> (&'static str, Value, bool) {
-    let topics = ["the sea", "a prime number", "bread", "a robot", "autumn", "trains"];
+    let topics = [
+        "the sea",
+        "a prime number",
+        "bread",
+        "a robot",
+        "autumn",
+        "trains",
+    ];
     let topic = topics[rng.random_range(0..topics.len())];
     let seed: u64 = rng.random();
     let chat = |content: String, extra: Value| {
@@ -194,29 +230,83 @@ fn body(kind: Kind, rng: &mut ChaCha8Rng, client: usize) -> (&'static str, Value
         b
     };
     match kind {
-        Kind::Chat => ("/v1/chat/completions", chat(format!("Write one sentence about {topic}."), json!({"max_tokens": rng.random_range(8..32)})), false),
+        Kind::Chat => (
+            "/v1/chat/completions",
+            chat(
+                format!("Write one sentence about {topic}."),
+                json!({"max_tokens": rng.random_range(8..32)}),
+            ),
+            false,
+        ),
         Kind::Streamed => (
             "/v1/chat/completions",
-            chat(format!("Describe {topic} briefly."), json!({"max_tokens": rng.random_range(8..40), "stream": true, "stream_options": {"include_usage": true}})),
+            chat(
+                format!("Describe {topic} briefly."),
+                json!({"max_tokens": rng.random_range(8..40), "stream": true, "stream_options": {"include_usage": true}}),
+            ),
             true,
         ),
-        Kind::Cancelled => ("/v1/chat/completions", chat(format!("Tell a long story about {topic}."), json!({"max_tokens": 400, "stream": true})), true),
+        Kind::Cancelled => (
+            "/v1/chat/completions",
+            chat(
+                format!("Tell a long story about {topic}."),
+                json!({"max_tokens": 400, "stream": true}),
+            ),
+            true,
+        ),
         Kind::SmallBudget => {
             let strategy = ["best_of_n", "self_consistency"][client % 2];
             let extra = json!({"strategy": strategy, "strategy_params": {"n": 3, "max_tokens": 48}, "budget_tokens": rng.random_range(120..260)});
-            ("/v1/chat/completions", chat(format!("What is {} + {}?", rng.random_range(1..50), rng.random_range(1..50)), extra), false)
+            (
+                "/v1/chat/completions",
+                chat(
+                    format!(
+                        "What is {} + {}?",
+                        rng.random_range(1..50),
+                        rng.random_range(1..50)
+                    ),
+                    extra,
+                ),
+                false,
+            )
         }
-        Kind::OverLimit => ("/v1/chat/completions", chat("What is 2 + 2?".into(), json!({"budget_tokens": i64::MAX})), false),
-        Kind::Completion => ("/v1/completions", json!({"model": "ponder", "prompt": format!("A list of facts about {topic}:\n1."), "max_tokens": rng.random_range(4..24), "seed": seed}), false),
+        Kind::OverLimit => (
+            "/v1/chat/completions",
+            chat("What is 2 + 2?".into(), json!({"budget_tokens": i64::MAX})),
+            false,
+        ),
+        Kind::Completion => (
+            "/v1/completions",
+            json!({"model": "ponder", "prompt": format!("A list of facts about {topic}:\n1."), "max_tokens": rng.random_range(4..24), "seed": seed}),
+            false,
+        ),
         Kind::Strategy | Kind::StreamedStrategy => {
             let stream = kind == Kind::StreamedStrategy;
             let extra = json!({"strategy": "best_of_n", "strategy_params": {"n": 2, "max_tokens": 32}, "budget_tokens": 1000, "stream": stream});
-            ("/v1/chat/completions", chat(format!("What is {} times {}?", rng.random_range(2..12), rng.random_range(2..12)), extra), stream)
+            (
+                "/v1/chat/completions",
+                chat(
+                    format!(
+                        "What is {} times {}?",
+                        rng.random_range(2..12),
+                        rng.random_range(2..12)
+                    ),
+                    extra,
+                ),
+                stream,
+            )
         }
     }
 }
 
-async fn one(http: &reqwest::Client, opts: &LoadOptions, kind: Kind, rng: &mut ChaCha8Rng, client: usize, run_start: Instant) -> Sample {
+async fn one(
+    http: &reqwest::Client,
+    opts: &LoadOptions,
+    kind: Kind,
+    rng: &mut ChaCha8Rng,
+    client: usize,
+    run_start: Instant,
+) -> Sample {
     let (path, payload, stream) = body(kind, rng, client);
     let start = Instant::now();
     let mut req = http.post(format!("{}{path}", opts.url)).json(&payload);
@@ -225,7 +315,14 @@ async fn one(http: &reqwest::Client, opts: &LoadOptions, kind: Kind, rng: &mut C
     }
     let sent = start.duration_since(run_start);
     let mut stream_error = false;
-    let done = |status: Option<u16>, truncated: bool, stream_error: bool| Sample { kind, status, sent, latency: start.elapsed(), truncated, stream_error };
+    let done = |status: Option<u16>, truncated: bool, stream_error: bool| Sample {
+        kind,
+        status,
+        sent,
+        latency: start.elapsed(),
+        truncated,
+        stream_error,
+    };
     let response = match req.send().await {
         Ok(r) => r,
         Err(_) => return done(None, false, false),
@@ -241,7 +338,9 @@ async fn one(http: &reqwest::Client, opts: &LoadOptions, kind: Kind, rng: &mut C
     let mut tail: Vec<u8> = Vec::new();
     let mut seen = 0usize;
     while let Some(chunk) = chunks.next().await {
-        let Ok(chunk) = chunk else { return done(None, false, stream_error) };
+        let Ok(chunk) = chunk else {
+            return done(None, false, stream_error);
+        };
         seen += 1;
         if kind == Kind::Cancelled && seen >= 2 {
             // Dropping the stream closes the connection mid-generation.
@@ -255,8 +354,14 @@ async fn one(http: &reqwest::Client, opts: &LoadOptions, kind: Kind, rng: &mut C
             tail.drain(..tail.len() - 64);
         }
     }
-    let ended = String::from_utf8_lossy(&tail).trim_end().ends_with("data: [DONE]");
-    done(Some(status), kind != Kind::Cancelled && !ended, stream_error)
+    let ended = String::from_utf8_lossy(&tail)
+        .trim_end()
+        .ends_with("data: [DONE]");
+    done(
+        Some(status),
+        kind != Kind::Cancelled && !ended,
+        stream_error,
+    )
 }
 
 async fn metrics_text(http: &reqwest::Client, opts: &LoadOptions) -> Option<String> {
@@ -277,8 +382,13 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 
 /// Runs the load and reports; errors only when the server cannot be reached at all.
 pub async fn run(opts: &LoadOptions) -> Result<LoadReport, String> {
-    let http = reqwest::Client::builder().timeout(opts.timeout).build().map_err(|e| e.to_string())?;
-    let before = metrics_text(&http, opts).await.ok_or_else(|| format!("cannot read {}/metrics", opts.url))?;
+    let http = reqwest::Client::builder()
+        .timeout(opts.timeout)
+        .build()
+        .map_err(|e| e.to_string())?;
+    let before = metrics_text(&http, opts)
+        .await
+        .ok_or_else(|| format!("cannot read {}/metrics", opts.url))?;
     let samples: Arc<Mutex<Vec<Sample>>> = Arc::default();
     let start = Instant::now();
     let end = start + opts.duration;
@@ -286,8 +396,14 @@ pub async fn run(opts: &LoadOptions) -> Result<LoadReport, String> {
     for client in 0..opts.clients {
         let (http, opts, samples) = (http.clone(), opts.clone(), Arc::clone(&samples));
         loops.push(tokio::spawn(async move {
-            let mut rng = ChaCha8Rng::seed_from_u64(opts.seed ^ (client as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
-            let kinds: &[Kind] = if opts.kinds.is_empty() { &Kind::ALL } else { &opts.kinds };
+            let mut rng = ChaCha8Rng::seed_from_u64(
+                opts.seed ^ (client as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+            );
+            let kinds: &[Kind] = if opts.kinds.is_empty() {
+                &Kind::ALL
+            } else {
+                &opts.kinds
+            };
             let mut i = client;
             while Instant::now() < end {
                 let kind = kinds[i % kinds.len()];
@@ -300,10 +416,19 @@ pub async fn run(opts: &LoadOptions) -> Result<LoadReport, String> {
         }));
     }
     // RSS: sampled each second; the warm sample is at one minute (or half the run if shorter).
-    let warm_at = opts.duration.min(Duration::from_secs(60)).mul_f64(if opts.duration > Duration::from_secs(60) { 1.0 } else { 0.5 });
+    let warm_at = opts.duration.min(Duration::from_secs(60)).mul_f64(
+        if opts.duration > Duration::from_secs(60) {
+            1.0
+        } else {
+            0.5
+        },
+    );
     let (mut rss_warm, mut rss_peak) = (None, None::<u64>);
     while Instant::now() < end {
-        tokio::time::sleep(Duration::from_millis(500).min(end.saturating_duration_since(Instant::now()))).await;
+        tokio::time::sleep(
+            Duration::from_millis(500).min(end.saturating_duration_since(Instant::now())),
+        )
+        .await;
         if let Some(rss) = opts.pid.and_then(rss_kib) {
             rss_peak = Some(rss_peak.map_or(rss, |p| p.max(rss)));
             if rss_warm.is_none() && start.elapsed() >= warm_at {
@@ -322,23 +447,42 @@ pub async fn run(opts: &LoadOptions) -> Result<LoadReport, String> {
     let mut after = String::new();
     while settle_start.elapsed() < opts.settle {
         after = metrics_text(&http, opts).await.unwrap_or_default();
-        if gauge(&after, "ponder_running_requests") == Some(0.0) && gauge(&after, "ponder_queued_requests") == Some(0.0) && gauge(&after, "ponder_kv_blocks_used") == kv_before {
+        if gauge(&after, "ponder_running_requests") == Some(0.0)
+            && gauge(&after, "ponder_queued_requests") == Some(0.0)
+            && gauge(&after, "ponder_kv_blocks_used") == kv_before
+        {
             break;
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
-    let samples = samples.lock().map(|mut s| std::mem::take(&mut *s)).unwrap_or_default();
-    let mut report = LoadReport { clients: opts.clients, duration_s, requests: samples.len() as u64, ..LoadReport::default() };
+    let samples = samples
+        .lock()
+        .map(|mut s| std::mem::take(&mut *s))
+        .unwrap_or_default();
+    let mut report = LoadReport {
+        clients: opts.clients,
+        duration_s,
+        requests: samples.len() as u64,
+        ..LoadReport::default()
+    };
     let mut latencies = Vec::new();
     for s in &samples {
-        let key = s.status.map_or_else(|| "transport".to_string(), |c| c.to_string());
+        let key = s
+            .status
+            .map_or_else(|| "transport".to_string(), |c| c.to_string());
         *report.by_status.entry(key).or_default() += 1;
-        let kind = serde_json::to_value(s.kind).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default();
+        let kind = serde_json::to_value(s.kind)
+            .ok()
+            .and_then(|v| v.as_str().map(String::from))
+            .unwrap_or_default();
         *report.by_kind.entry(kind).or_default() += 1;
         let w = (s.sent.as_secs_f64() / WINDOW.as_secs_f64()) as usize;
         while report.timeline.len() <= w {
             let start_s = (report.timeline.len() as f64) * WINDOW.as_secs_f64();
-            report.timeline.push(Window { start_s, ..Window::default() });
+            report.timeline.push(Window {
+                start_s,
+                ..Window::default()
+            });
         }
         let window = &mut report.timeline[w];
         match s.status {

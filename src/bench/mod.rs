@@ -12,5 +12,10 @@ mod executor;
 pub mod load;
 mod strategies;
 
-pub use executor::{nsample, prefix_reuse, BatchedRun, BenchOptions, NSampleReport, PrefixReuseReport};
-pub use strategies::{beam_vs_best_of_n, load_problems, markdown_table, strategy_table, BeamReport, BenchProblem, RunCost, TableOptions, TableRow};
+pub use executor::{
+    nsample, prefix_reuse, BatchedRun, BenchOptions, NSampleReport, PrefixReuseReport,
+};
+pub use strategies::{
+    beam_vs_best_of_n, load_problems, markdown_table, strategy_table, BeamReport, BenchProblem,
+    RunCost, TableOptions, TableRow,
+};

@@ -26,11 +26,15 @@ pub struct BenchProblem {
 
 /// Reads a JSONL file of `{"id", "problem", "answer"}`.
 pub fn load_problems(path: &Path) -> anyhow::Result<Vec<BenchProblem>> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     text.lines()
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty())
-        .map(|(i, l)| serde_json::from_str(l).with_context(|| format!("{}:{}: not a problem object", path.display(), i + 1)))
+        .map(|(i, l)| {
+            serde_json::from_str(l)
+                .with_context(|| format!("{}:{}: not a problem object", path.display(), i + 1))
+        })
         .collect()
 }
 
@@ -66,9 +70,22 @@ impl RunCost {
                 .tree
                 .nodes()
                 .filter_map(|n| n.parent)
-                .map(|p| u.prompt_tokens + out.tree.path(p).iter().filter_map(|i| out.tree.get(*i)).map(|x| x.tokens as u64).sum::<u64>())
+                .map(|p| {
+                    u.prompt_tokens
+                        + out
+                            .tree
+                            .path(p)
+                            .iter()
+                            .filter_map(|i| out.tree.get(*i))
+                            .map(|x| x.tokens as u64)
+                            .sum::<u64>()
+                })
                 .sum(),
-            tokens_per_s: if wall_s > 0.0 { u.generated_tokens as f64 / wall_s } else { 0.0 },
+            tokens_per_s: if wall_s > 0.0 {
+                u.generated_tokens as f64 / wall_s
+            } else {
+                0.0
+            },
             answer: out.answer.clone(),
         }
     }
@@ -99,17 +116,36 @@ pub struct BeamReport {
 }
 
 fn block_on<F: std::future::Future>(f: F) -> anyhow::Result<F::Output> {
-    Ok(tokio::runtime::Builder::new_current_thread().enable_all().build()?.block_on(f))
+    Ok(tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?
+        .block_on(f))
 }
 
-fn run_one(runtime: &Runtime, registry: &Registry, req: &ReasonRequest) -> anyhow::Result<(Outcome, f64)> {
+fn run_one(
+    runtime: &Runtime,
+    registry: &Registry,
+    req: &ReasonRequest,
+) -> anyhow::Result<(Outcome, f64)> {
     let start = Instant::now();
-    let out = block_on(reason(registry, runtime.generator(), None, req, CancellationToken::new()))??;
+    let out = block_on(reason(
+        registry,
+        runtime.generator(),
+        None,
+        req,
+        CancellationToken::new(),
+    ))??;
     Ok((out, start.elapsed().as_secs_f64()))
 }
 
 /// Runs beam search and best-of-N with the same N on `problem`; best-of-N first, then beam.
-pub fn beam_vs_best_of_n(runtime: &Runtime, problem: &str, n: usize, width: usize, max_tokens: usize) -> anyhow::Result<BeamReport> {
+pub fn beam_vs_best_of_n(
+    runtime: &Runtime,
+    problem: &str,
+    n: usize,
+    width: usize,
+    max_tokens: usize,
+) -> anyhow::Result<BeamReport> {
     let registry = Registry::with_builtins();
     let request = |strategy: &str, params: serde_json::Value| ReasonRequest {
         problem: problem.into(),
@@ -120,11 +156,21 @@ pub fn beam_vs_best_of_n(runtime: &Runtime, problem: &str, n: usize, width: usiz
         seed: 7,
     };
     let steps = serde_json::json!({"max_step_tokens": 64, "max_steps": max_tokens.div_ceil(64)});
-    let (bon, bon_s) = run_one(runtime, &registry, &request("best_of_n", serde_json::json!({"n": n, "max_tokens": max_tokens, "score_by": "confidence"})))?;
+    let (bon, bon_s) = run_one(
+        runtime,
+        &registry,
+        &request(
+            "best_of_n",
+            serde_json::json!({"n": n, "max_tokens": max_tokens, "score_by": "confidence"}),
+        ),
+    )?;
     let (beam, beam_s) = run_one(
         runtime,
         &registry,
-        &request("beam_search", serde_json::json!({"n": n, "width": width, "steps": steps, "score_by": "confidence"})),
+        &request(
+            "beam_search",
+            serde_json::json!({"n": n, "width": width, "steps": steps, "score_by": "confidence"}),
+        ),
     )?;
     let (beam, bon) = (RunCost::of(&beam, beam_s), RunCost::of(&bon, bon_s));
     Ok(BeamReport {
@@ -134,7 +180,8 @@ pub fn beam_vs_best_of_n(runtime: &Runtime, problem: &str, n: usize, width: usiz
         problem: problem.into(),
         wall_ratio: beam.wall_s / bon.wall_s.max(1e-9),
         generated_ratio: beam.generated_tokens as f64 / bon.generated_tokens.max(1) as f64,
-        beam_prefill_computed_fraction: beam.prefill_tokens_computed as f64 / beam.naive_prefill_tokens.max(1) as f64,
+        beam_prefill_computed_fraction: beam.prefill_tokens_computed as f64
+            / beam.naive_prefill_tokens.max(1) as f64,
         beam,
         best_of_n: bon,
     })
@@ -177,15 +224,25 @@ pub struct TableRow {
 }
 
 /// Runs every strategy at every budget on every problem.
-pub fn strategy_table(runtime: &Runtime, problems: &[BenchProblem], opts: &TableOptions) -> anyhow::Result<Vec<TableRow>> {
+pub fn strategy_table(
+    runtime: &Runtime,
+    problems: &[BenchProblem],
+    opts: &TableOptions,
+) -> anyhow::Result<Vec<TableRow>> {
     // `auto` needs the router (encoder + router file): loaded only when the table runs it.
     let registry = if opts.strategies.iter().any(|s| s == "auto") {
-        crate::router::registry_with_auto(std::sync::Arc::new(crate::router::Router::load_default()?))
+        crate::router::registry_with_auto(std::sync::Arc::new(
+            crate::router::Router::load_default()?
+        ))
     } else {
         Registry::with_builtins()
     };
-    let bar = indicatif::ProgressBar::new((opts.strategies.len() * opts.budgets.len() * problems.len()) as u64);
-    bar.set_style(indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} {msg} [{elapsed}<{eta}]")?);
+    let bar = indicatif::ProgressBar::new(
+        (opts.strategies.len() * opts.budgets.len() * problems.len()) as u64,
+    );
+    bar.set_style(indicatif::ProgressStyle::with_template(
+        "{bar:40} {pos}/{len} {msg} [{elapsed}<{eta}]",
+    )?);
     let mut rows = Vec::new();
     for strategy in &opts.strategies {
         for &budget in &opts.budgets {
@@ -212,7 +269,13 @@ pub fn strategy_table(runtime: &Runtime, problems: &[BenchProblem], opts: &Table
                     seed: opts.seed,
                 };
                 let start = Instant::now();
-                match block_on(reason(&registry, runtime.generator(), None, &req, CancellationToken::new()))? {
+                match block_on(reason(
+                    &registry,
+                    runtime.generator(),
+                    None,
+                    &req,
+                    CancellationToken::new(),
+                ))? {
                     Ok(out) => {
                         let answer = out.answer.clone().unwrap_or_default();
                         if ponder_verifiers::equivalent(&p.answer, &answer) {
@@ -262,7 +325,10 @@ pub fn markdown_table(rows: &[TableRow]) -> String {
         out.push_str(&format!("| `{name}` |"));
         for b in &budgets {
             match rows.iter().find(|r| r.strategy == name && r.budget == *b) {
-                Some(r) => out.push_str(&format!(" {}/{} | {:.0} |", r.correct, r.problems, r.mean_spent)),
+                Some(r) => out.push_str(&format!(
+                    " {}/{} | {:.0} |",
+                    r.correct, r.problems, r.mean_spent
+                )),
                 None => out.push_str(" – | – |"),
             }
         }
@@ -270,4 +336,3 @@ pub fn markdown_table(rows: &[TableRow]) -> String {
     }
     out
 }
-

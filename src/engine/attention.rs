@@ -30,7 +30,13 @@ impl AttentionShape {
 
 /// Causal attention of `q` `[nh, L, d]` over `k`, `v` `[nkv, T, d]`; the `L` queries sit at
 /// positions `start..start+L` and the keys at `0..T`. Returns `[L, nh * d]`.
-pub(crate) fn contiguous_attention(shape: &AttentionShape, q: &Tensor, k: &Tensor, v: &Tensor, start: usize) -> Result<Tensor> {
+pub(crate) fn contiguous_attention(
+    shape: &AttentionShape,
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    start: usize,
+) -> Result<Tensor> {
     let (nh, d) = (shape.num_heads, shape.head_dim);
     let len = q.dim(1)?;
     let total = k.dim(1)?;
@@ -38,7 +44,11 @@ pub(crate) fn contiguous_attention(shape: &AttentionShape, q: &Tensor, k: &Tenso
     let k = repeat_kv(&k.unsqueeze(0)?, shape.group())?;
     let v = repeat_kv(&v.unsqueeze(0)?, shape.group())?;
     let scores = (q.matmul(&k.t()?)? / (d as f64).sqrt())?;
-    let scores = if len > 1 { scores.broadcast_add(&causal_mask(len, start, total, q.device())?)? } else { scores };
+    let scores = if len > 1 {
+        scores.broadcast_add(&causal_mask(len, start, total, q.device())?)?
+    } else {
+        scores
+    };
     let probs = candle_nn::ops::softmax_last_dim(&scores)?;
     let y = probs.matmul(&v.contiguous()?)?; // [1, nh, len, d]
     Ok(y.transpose(1, 2)?.reshape((len, nh * d))?)
@@ -56,7 +66,15 @@ fn repeat_kv(x: &Tensor, group: usize) -> Result<Tensor> {
 /// Additive mask `[len, total]`: query `i` (position `start + i`) sees keys `0..=start + i`.
 fn causal_mask(len: usize, start: usize, total: usize, device: &Device) -> Result<Tensor> {
     let mask: Vec<f32> = (0..len)
-        .flat_map(|i| (0..total).map(move |j| if j > start + i { f32::NEG_INFINITY } else { 0.0 }))
+        .flat_map(|i| {
+            (0..total).map(move |j| {
+                if j > start + i {
+                    f32::NEG_INFINITY
+                } else {
+                    0.0
+                }
+            })
+        })
         .collect();
     Ok(Tensor::from_vec(mask, (len, total), device)?)
 }

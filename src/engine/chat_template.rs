@@ -21,7 +21,10 @@ pub struct ChatMessage {
 impl ChatMessage {
     /// A message with the given role.
     pub fn new(role: &str, content: &str) -> Self {
-        Self { role: role.to_string(), content: content.to_string() }
+        Self {
+            role: role.to_string(),
+            content: content.to_string(),
+        }
     }
 }
 
@@ -41,18 +44,28 @@ impl ChatTemplate {
         let mut env = Environment::new();
         minijinja_contrib::add_to_environment(&mut env);
         env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
-        env.add_function("raise_exception", |msg: String| -> std::result::Result<String, JinjaError> {
-            Err(JinjaError::new(ErrorKind::InvalidOperation, msg))
-        });
+        env.add_function(
+            "raise_exception",
+            |msg: String| -> std::result::Result<String, JinjaError> {
+                Err(JinjaError::new(ErrorKind::InvalidOperation, msg))
+            },
+        );
         env.add_template_owned(TEMPLATE_NAME, source.to_string())
             .map_err(|e| EngineError::ChatTemplate(e.to_string()))?;
-        Ok(Self { env, bos_token: bos_token.to_string(), eos_token: eos_token.to_string() })
+        Ok(Self {
+            env,
+            bos_token: bos_token.to_string(),
+            eos_token: eos_token.to_string(),
+        })
     }
 
     /// Renders `messages`; with `add_generation_prompt` the text ends where the assistant's
     /// reply begins.
     pub fn render(&self, messages: &[ChatMessage], add_generation_prompt: bool) -> Result<String> {
-        let template = self.env.get_template(TEMPLATE_NAME).map_err(|e| EngineError::ChatTemplate(e.to_string()))?;
+        let template = self
+            .env
+            .get_template(TEMPLATE_NAME)
+            .map_err(|e| EngineError::ChatTemplate(e.to_string()))?;
         template
             .render(context! {
                 messages => messages,
@@ -74,7 +87,10 @@ mod tests {
     fn renders_chatml_with_generation_prompt() -> Result<()> {
         let t = ChatTemplate::new(IM_TEMPLATE, "", "<|im_end|>")?;
         let out = t.render(&[ChatMessage::new("user", " hi ")], true)?;
-        assert_eq!(out, "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
+        assert_eq!(
+            out,
+            "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+        );
         Ok(())
     }
 
@@ -83,13 +99,20 @@ mod tests {
         let src = "{% if messages[0].role != 'user' %}{{ raise_exception('first must be user') }}{% endif %}{{ messages[0].content.strip().upper() }}";
         let t = ChatTemplate::new(src, "", "")?;
         assert_eq!(t.render(&[ChatMessage::new("user", "  ok ")], false)?, "OK");
-        let err = t.render(&[ChatMessage::new("system", "x")], false).err().map(|e| e.to_string()).unwrap_or_default();
+        let err = t
+            .render(&[ChatMessage::new("system", "x")], false)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
         assert!(err.contains("first must be user"), "{err}");
         Ok(())
     }
 
     #[test]
     fn syntax_errors_are_reported_not_panicked() {
-        assert!(matches!(ChatTemplate::new("{% for %}", "", ""), Err(EngineError::ChatTemplate(_))));
+        assert!(matches!(
+            ChatTemplate::new("{% for %}", "", ""),
+            Err(EngineError::ChatTemplate(_))
+        ));
     }
 }

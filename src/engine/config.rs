@@ -89,7 +89,10 @@ impl ModelConfig {
             ));
         }
         if self.head_dim == 0 || self.head_dim % 2 != 0 {
-            return Err(format!("head dimension {} must be even and positive", self.head_dim));
+            return Err(format!(
+                "head dimension {} must be even and positive",
+                self.head_dim
+            ));
         }
         if self.context_length == 0 || self.vocab_size == 0 {
             return Err("context length and vocabulary size must be positive".into());

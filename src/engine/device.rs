@@ -31,7 +31,9 @@ impl ComputeDevice {
         match self {
             Self::Cpu => Ok(()),
             Self::Cuda(_) if cfg!(feature = "cuda") => Ok(()),
-            Self::Cuda(_) => Err(EngineError::CudaNotBuilt { device: self.to_string() }),
+            Self::Cuda(_) => Err(EngineError::CudaNotBuilt {
+                device: self.to_string(),
+            }),
         }
     }
 }
@@ -61,7 +63,10 @@ impl FromStr for ComputeDevice {
 
     /// `cpu`, `cuda` (device 0) or `cuda:N`.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let bad = || EngineError::InvalidInput { field: "device", reason: format!("{s:?} is not one of cpu, cuda, cuda:N") };
+        let bad = || EngineError::InvalidInput {
+            field: "device",
+            reason: format!("{s:?} is not one of cpu, cuda, cuda:N"),
+        };
         match s.trim().to_ascii_lowercase().as_str() {
             "cpu" => Ok(Self::Cpu),
             "cuda" | "gpu" => Ok(Self::Cuda(0)),
@@ -79,9 +84,18 @@ mod tests {
 
     #[test]
     fn parses_cpu_cuda_and_an_ordinal_and_names_the_field_otherwise() {
-        assert_eq!("cpu".parse::<ComputeDevice>().ok(), Some(ComputeDevice::Cpu));
-        assert_eq!("cuda".parse::<ComputeDevice>().ok(), Some(ComputeDevice::Cuda(0)));
-        assert_eq!("CUDA:3".parse::<ComputeDevice>().ok(), Some(ComputeDevice::Cuda(3)));
+        assert_eq!(
+            "cpu".parse::<ComputeDevice>().ok(),
+            Some(ComputeDevice::Cpu)
+        );
+        assert_eq!(
+            "cuda".parse::<ComputeDevice>().ok(),
+            Some(ComputeDevice::Cuda(0))
+        );
+        assert_eq!(
+            "CUDA:3".parse::<ComputeDevice>().ok(),
+            Some(ComputeDevice::Cuda(3))
+        );
         for bad in ["tpu", "cuda:", "cuda:x", ""] {
             match bad.parse::<ComputeDevice>() {
                 Err(EngineError::InvalidInput { field, .. }) => assert_eq!(field, "device"),

@@ -19,13 +19,21 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::error::{EngineError, Result};
 use super::kv::SeqId;
-use super::scheduler::{Event, GroupRequest, Scheduler, SchedulerCounters, ScoreRequest, Scored, SeqFinish};
+use super::scheduler::{
+    Event, GroupRequest, Scheduler, SchedulerCounters, ScoreRequest, Scored, SeqFinish,
+};
 
 type ScoreReply = oneshot::Sender<Result<Scored>>;
 
 enum Command {
-    Submit { req: GroupRequest, reply: oneshot::Sender<Result<(Vec<SeqId>, mpsc::UnboundedReceiver<Event>)>> },
-    Score { req: ScoreRequest, reply: ScoreReply },
+    Submit {
+        req: GroupRequest,
+        reply: oneshot::Sender<Result<(Vec<SeqId>, mpsc::UnboundedReceiver<Event>)>>,
+    },
+    Score {
+        req: ScoreRequest,
+        reply: ScoreReply,
+    },
     Cancel(SeqId),
     Counters(oneshot::Sender<SchedulerCounters>),
     KvStats(oneshot::Sender<KvCacheStats>),
@@ -105,36 +113,51 @@ impl Executor {
             .name("ponder-executor".into())
             .spawn(move || run(scheduler, rx))
             .map_err(|e| EngineError::Kv(format!("cannot start the executor thread: {e}")))?;
-        Ok(Self { commands, thread: Some(thread) })
+        Ok(Self {
+            commands,
+            thread: Some(thread),
+        })
     }
 
     /// Queues a group; its events arrive on the returned handle.
     pub async fn submit(&self, req: GroupRequest) -> Result<GroupHandle> {
         let (reply, answer) = oneshot::channel();
-        self.commands.send(Command::Submit { req, reply }).map_err(|_| stopped())?;
+        self.commands
+            .send(Command::Submit { req, reply })
+            .map_err(|_| stopped())?;
         let (seqs, events) = answer.await.map_err(|_| stopped())??;
-        Ok(GroupHandle { seqs, events, commands: self.commands.clone() })
+        Ok(GroupHandle {
+            seqs,
+            events,
+            commands: self.commands.clone(),
+        })
     }
 
     /// Queues a scoring request; it joins the next forward pass. Submit many before awaiting
     /// any to batch them.
     pub fn submit_score(&self, req: ScoreRequest) -> Result<ScoreHandle> {
         let (reply, answer) = oneshot::channel();
-        self.commands.send(Command::Score { req, reply }).map_err(|_| stopped())?;
+        self.commands
+            .send(Command::Score { req, reply })
+            .map_err(|_| stopped())?;
         Ok(ScoreHandle { answer })
     }
 
     /// The scheduler's counters.
     pub async fn counters(&self) -> Result<SchedulerCounters> {
         let (reply, answer) = oneshot::channel();
-        self.commands.send(Command::Counters(reply)).map_err(|_| stopped())?;
+        self.commands
+            .send(Command::Counters(reply))
+            .map_err(|_| stopped())?;
         answer.await.map_err(|_| stopped())
     }
 
     /// The KV store's block statistics (used, cached, free blocks; prefix reuse).
     pub async fn kv_stats(&self) -> Result<KvCacheStats> {
         let (reply, answer) = oneshot::channel();
-        self.commands.send(Command::KvStats(reply)).map_err(|_| stopped())?;
+        self.commands
+            .send(Command::KvStats(reply))
+            .map_err(|_| stopped())?;
         answer.await.map_err(|_| stopped())
     }
 }
@@ -172,7 +195,12 @@ fn run(mut scheduler: Scheduler, mut rx: mpsc::UnboundedReceiver<Command>) {
             handle(&mut scheduler, &mut routes, cmd);
         }
         // Scoring requests whose caller gave up.
-        let abandoned: Vec<SeqId> = routes.scores.iter().filter(|(_, tx)| tx.is_closed()).map(|(id, _)| *id).collect();
+        let abandoned: Vec<SeqId> = routes
+            .scores
+            .iter()
+            .filter(|(_, tx)| tx.is_closed())
+            .map(|(id, _)| *id)
+            .collect();
         for seq in abandoned {
             routes.scores.remove(&seq);
             scheduler.cancel(seq);
@@ -187,8 +215,17 @@ fn run(mut scheduler: Scheduler, mut rx: mpsc::UnboundedReceiver<Command>) {
                         Event::Token { seq, .. } | Event::Prefill { seq, .. } => (*seq, false),
                         Event::Finished { seq, .. } => (*seq, true),
                     };
-                    if let (Event::Finished { reason: SeqFinish::Cancelled, .. }, Some(tx)) = (&event, routes.scores.remove(&seq)) {
-                        let _ = tx.send(Err(EngineError::Kv(format!("scoring request {seq} was cancelled"))));
+                    if let (
+                        Event::Finished {
+                            reason: SeqFinish::Cancelled,
+                            ..
+                        },
+                        Some(tx),
+                    ) = (&event, routes.scores.remove(&seq))
+                    {
+                        let _ = tx.send(Err(EngineError::Kv(format!(
+                            "scoring request {seq} was cancelled"
+                        ))));
                     }
                     if let Some(tx) = routes.events.get(&seq) {
                         let _ = tx.send(event);
@@ -207,7 +244,13 @@ fn run(mut scheduler: Scheduler, mut rx: mpsc::UnboundedReceiver<Command>) {
                 // A step that cannot run (e.g. the pool cannot hold even one sequence) fails
                 // every live group rather than spinning.
                 tracing::error!(error = %e, "executor step failed; cancelling live sequences");
-                for seq in routes.events.keys().chain(routes.scores.keys()).copied().collect::<Vec<_>>() {
+                for seq in routes
+                    .events
+                    .keys()
+                    .chain(routes.scores.keys())
+                    .copied()
+                    .collect::<Vec<_>>()
+                {
                     scheduler.cancel(seq);
                 }
             }

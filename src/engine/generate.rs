@@ -79,7 +79,10 @@ impl TextStream {
 /// Tokenizes `prompt` (already chat-formatted if desired) and checks it fits.
 pub fn encode_prompt(model: &LoadedModel, prompt: &str) -> Result<Vec<u32>> {
     if prompt.trim().is_empty() {
-        return Err(EngineError::InvalidInput { field: "prompt", reason: "is empty".into() });
+        return Err(EngineError::InvalidInput {
+            field: "prompt",
+            reason: "is empty".into(),
+        });
     }
     let mut ids = Vec::new();
     // Prepend bos when the model asks for it, unless the (templated) prompt already starts with it.
@@ -92,7 +95,10 @@ pub fn encode_prompt(model: &LoadedModel, prompt: &str) -> Result<Vec<u32>> {
     ids.extend(model.tokenizer.encode(prompt)?);
     let context = model.model.config().context_length;
     if ids.len() >= context {
-        return Err(EngineError::PromptTooLong { tokens: ids.len(), context });
+        return Err(EngineError::PromptTooLong {
+            tokens: ids.len(),
+            context,
+        });
     }
     Ok(ids)
 }
@@ -106,7 +112,10 @@ pub fn generate(
     mut on_text: impl FnMut(&str),
 ) -> Result<Generation> {
     if max_tokens == 0 {
-        return Err(EngineError::InvalidInput { field: "max_tokens", reason: "must be at least 1".into() });
+        return Err(EngineError::InvalidInput {
+            field: "max_tokens",
+            reason: "must be at least 1".into(),
+        });
     }
     let mut sampler = Sampler::new(params)?;
     let prompt_ids = encode_prompt(model, prompt)?;
@@ -125,9 +134,18 @@ pub fn generate(
     let mut finish_reason = FinishReason::Length;
     while tokens.len() < budget {
         let start_pos = kv.seq_len(seq);
-        let chunk = SeqChunk { seq, tokens: &next_input, start_pos };
-        let logits = model.model.forward(&[chunk], &mut kv, LogitsFor::LastPosition)?;
-        let logits: Vec<f32> = logits.first().ok_or_else(|| EngineError::Kv("no logits returned".into()))?.to_vec1()?;
+        let chunk = SeqChunk {
+            seq,
+            tokens: &next_input,
+            start_pos,
+        };
+        let logits = model
+            .model
+            .forward(&[chunk], &mut kv, LogitsFor::LastPosition)?;
+        let logits: Vec<f32> = logits
+            .first()
+            .ok_or_else(|| EngineError::Kv("no logits returned".into()))?
+            .to_vec1()?;
         if tokens.is_empty() {
             prefill_secs = t0.elapsed().as_secs_f64();
         }
@@ -145,5 +163,12 @@ pub fn generate(
         tokens.push(sampled);
     }
     let decode_secs = t0.elapsed().as_secs_f64() - prefill_secs;
-    Ok(Generation { text, tokens, prompt_tokens: prompt_ids.len(), finish_reason, prefill_secs, decode_secs })
+    Ok(Generation {
+        text,
+        tokens,
+        prompt_tokens: prompt_ids.len(),
+        finish_reason,
+        prefill_secs,
+        decode_secs,
+    })
 }

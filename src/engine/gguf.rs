@@ -53,27 +53,50 @@ impl GgufFile {
                 hint: "pass --model PATH, or run `bash scripts/setup-models.sh` to install the default model".into(),
             });
         }
-        let file = File::open(path).map_err(|source| EngineError::Io { path: path.to_path_buf(), source })?;
+        let file = File::open(path).map_err(|source| EngineError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
         let mut reader = BufReader::new(file);
         // candle's reader bounds every length by the file size, but divides by the file's
         // `general.alignment` unchecked: a crafted 0 panics inside it. That panic is caught here
         // and reported as a corrupt file (the one justified `catch_unwind` on a file path).
-        let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| Content::read(&mut reader)));
-        let read = read.unwrap_or_else(|_| Err(candle_core::Error::Msg("malformed header (general.alignment must be positive)".into())));
+        let read =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| Content::read(&mut reader)));
+        let read = read.unwrap_or_else(|_| {
+            Err(candle_core::Error::Msg(
+                "malformed header (general.alignment must be positive)".into(),
+            ))
+        });
         let content = read.map_err(|e| {
             let reason = e.to_string();
             if reason.contains("unknown dtype") {
-                EngineError::UnsupportedQuant { path: path.to_path_buf(), detail: reason }
+                EngineError::UnsupportedQuant {
+                    path: path.to_path_buf(),
+                    detail: reason,
+                }
             } else {
-                EngineError::CorruptModel { path: path.to_path_buf(), reason: format!("not a valid GGUF file: {reason}") }
+                EngineError::CorruptModel {
+                    path: path.to_path_buf(),
+                    reason: format!("not a valid GGUF file: {reason}"),
+                }
             }
         })?;
         let arch_name = match content.metadata.get("general.architecture") {
             Some(Value::String(s)) => s.clone(),
-            _ => return Err(EngineError::MissingField { path: path.to_path_buf(), what: "general.architecture".into() }),
+            _ => {
+                return Err(EngineError::MissingField {
+                    path: path.to_path_buf(),
+                    what: "general.architecture".into(),
+                })
+            }
         };
-        let architecture = Architecture::from_name(&arch_name)
-            .ok_or_else(|| EngineError::UnsupportedArchitecture { arch: arch_name, path: path.to_path_buf() })?;
+        let architecture = Architecture::from_name(&arch_name).ok_or_else(|| {
+            EngineError::UnsupportedArchitecture {
+                arch: arch_name,
+                path: path.to_path_buf(),
+            }
+        })?;
         let mut names: Vec<&String> = content.tensor_infos.keys().collect();
         names.sort();
         for name in names {
@@ -81,11 +104,18 @@ impl GgufFile {
             if !SUPPORTED_TYPES.contains(&info.ggml_dtype) {
                 return Err(EngineError::UnsupportedQuant {
                     path: path.to_path_buf(),
-                    detail: format!("tensor {name} has type {:?}; supported: {SUPPORTED_TYPES:?}", info.ggml_dtype),
+                    detail: format!(
+                        "tensor {name} has type {:?}; supported: {SUPPORTED_TYPES:?}",
+                        info.ggml_dtype
+                    ),
                 });
             }
         }
-        Ok(Self { path: path.to_path_buf(), content, architecture })
+        Ok(Self {
+            path: path.to_path_buf(),
+            content,
+            architecture,
+        })
     }
 
     /// The file this was read from.
@@ -107,7 +137,10 @@ impl GgufFile {
     }
 
     fn missing(&self, what: &str) -> EngineError {
-        EngineError::MissingField { path: self.path.clone(), what: what.to_string() }
+        EngineError::MissingField {
+            path: self.path.clone(),
+            what: what.to_string(),
+        }
     }
 
     fn arch_key(&self) -> &'static str {
@@ -125,23 +158,32 @@ impl GgufFile {
                 .to_u64()
                 .or_else(|_| v.to_u32().map(u64::from))
                 .map(|n| Some(n as usize))
-                .map_err(|_| EngineError::CorruptModel { path: self.path.clone(), reason: format!("{key} is not an integer") }),
+                .map_err(|_| EngineError::CorruptModel {
+                    path: self.path.clone(),
+                    reason: format!("{key} is not an integer"),
+                }),
         }
     }
 
     fn f64_key(&self, suffix: &str) -> Option<f64> {
         let key = format!("{}.{suffix}", self.arch_key());
-        self.content.metadata.get(&key).and_then(|v| v.to_f32().map(f64::from).or_else(|_| v.to_f64()).ok())
+        self.content
+            .metadata
+            .get(&key)
+            .and_then(|v| v.to_f32().map(f64::from).or_else(|_| v.to_f64()).ok())
     }
 
     /// The model's hyper-parameters.
     pub fn config(&self) -> Result<ModelConfig> {
         let required = |suffix: &str| -> Result<usize> {
-            self.usize_key(suffix)?.ok_or_else(|| self.missing(&format!("{}.{suffix}", self.arch_key())))
+            self.usize_key(suffix)?
+                .ok_or_else(|| self.missing(&format!("{}.{suffix}", self.arch_key())))
         };
         let hidden_size = required("embedding_length")?;
         let num_heads = required("attention.head_count")?;
-        let num_kv_heads = self.usize_key("attention.head_count_kv")?.unwrap_or(num_heads);
+        let num_kv_heads = self
+            .usize_key("attention.head_count_kv")?
+            .unwrap_or(num_heads);
         let vocab_size = self
             .content
             .tensor_infos
@@ -151,8 +193,13 @@ impl GgufFile {
             .dims()
             .first()
             .copied()
-            .ok_or_else(|| EngineError::CorruptModel { path: self.path.clone(), reason: "tensor token_embd.weight has no dimensions".into() })?;
-        let head_dim = self.usize_key("attention.key_length")?.unwrap_or(hidden_size / num_heads.max(1));
+            .ok_or_else(|| EngineError::CorruptModel {
+                path: self.path.clone(),
+                reason: "tensor token_embd.weight has no dimensions".into(),
+            })?;
+        let head_dim = self
+            .usize_key("attention.key_length")?
+            .unwrap_or(hidden_size / num_heads.max(1));
         let config = ModelConfig {
             architecture: self.architecture,
             vocab_size,
@@ -162,36 +209,53 @@ impl GgufFile {
             num_heads,
             num_kv_heads,
             head_dim,
-            rope_theta: self.f64_key("rope.freq_base").unwrap_or(match self.architecture {
-                Architecture::Llama => 10_000.0,
-                Architecture::Qwen2 => 1_000_000.0,
-            }),
+            rope_theta: self
+                .f64_key("rope.freq_base")
+                .unwrap_or(match self.architecture {
+                    Architecture::Llama => 10_000.0,
+                    Architecture::Qwen2 => 1_000_000.0,
+                }),
             // llama.cpp permutes llama q/k rows for interleaved RoPE; qwen2 is stored as-is.
             rope_style: match self.architecture {
                 Architecture::Llama => RopeStyle::Interleaved,
                 Architecture::Qwen2 => RopeStyle::Halves,
             },
-            rms_norm_eps: self.f64_key("attention.layer_norm_rms_epsilon").unwrap_or(1e-5),
+            rms_norm_eps: self
+                .f64_key("attention.layer_norm_rms_epsilon")
+                .unwrap_or(1e-5),
             context_length: self.usize_key("context_length")?.unwrap_or(4096),
         };
         config
             .validate()
-            .map_err(|reason| EngineError::CorruptModel { path: self.path.clone(), reason })?;
+            .map_err(|reason| EngineError::CorruptModel {
+                path: self.path.clone(),
+                reason,
+            })?;
         Ok(config)
     }
 
     /// Reads every tensor of the decoder onto `device`.
-    pub(crate) fn weights(&self, config: &ModelConfig, device: &Device, matmul: MatmulImpl) -> Result<ModelWeights> {
-        let file = File::open(&self.path).map_err(|source| EngineError::Io { path: self.path.clone(), source })?;
+    pub(crate) fn weights(
+        &self,
+        config: &ModelConfig,
+        device: &Device,
+        matmul: MatmulImpl,
+    ) -> Result<ModelWeights> {
+        let file = File::open(&self.path).map_err(|source| EngineError::Io {
+            path: self.path.clone(),
+            source,
+        })?;
         let mut reader = BufReader::new(file);
         let mut tensor = |name: &str| -> Result<QTensor> {
             if !self.content.tensor_infos.contains_key(name) {
                 return Err(self.missing(&format!("tensor {name}")));
             }
-            self.content.tensor(&mut reader, name, device).map_err(|e| EngineError::CorruptModel {
-                path: self.path.clone(),
-                reason: format!("tensor {name}: {e} (is the file truncated?)"),
-            })
+            self.content
+                .tensor(&mut reader, name, device)
+                .map_err(|e| EngineError::CorruptModel {
+                    path: self.path.clone(),
+                    reason: format!("tensor {name}: {e} (is the file truncated?)"),
+                })
         };
         let embed_q = tensor("token_embd.weight")?;
         let embed = embed_q.dequantize(device)?;
@@ -220,22 +284,29 @@ impl GgufFile {
             let gate_proj = linear("ffn_gate", false)?;
             let up_proj = linear("ffn_up", false)?;
             let down_proj = linear("ffn_down", false)?;
-            layers.push(LayerWeights {
-                attn_norm: tensor(&format!("blk.{i}.attn_norm.weight"))?.dequantize(device)?,
-                ffn_norm: tensor(&format!("blk.{i}.ffn_norm.weight"))?.dequantize(device)?,
-                q_proj,
-                k_proj,
-                v_proj,
-                o_proj,
-                gate_proj,
-                up_proj,
-                down_proj,
-                qkv: None,
-                gate_up: None,
-            }
-            .with_stacks());
+            layers.push(
+                LayerWeights {
+                    attn_norm: tensor(&format!("blk.{i}.attn_norm.weight"))?.dequantize(device)?,
+                    ffn_norm: tensor(&format!("blk.{i}.ffn_norm.weight"))?.dequantize(device)?,
+                    q_proj,
+                    k_proj,
+                    v_proj,
+                    o_proj,
+                    gate_proj,
+                    up_proj,
+                    down_proj,
+                    qkv: None,
+                    gate_up: None,
+                }
+                .with_stacks(),
+            );
         }
-        Ok(ModelWeights { embed, layers, final_norm, lm_head: Some(Linear::new(projection(lm_head, matmul)?, None)) })
+        Ok(ModelWeights {
+            embed,
+            layers,
+            final_norm,
+            lm_head: Some(Linear::new(projection(lm_head, matmul)?, None)),
+        })
     }
 }
 
@@ -249,7 +320,9 @@ fn projection(q: QTensor, matmul: MatmulImpl) -> Result<Projection> {
     match (format, q.device().is_cpu(), q.shape().dims()) {
         (Some(format), true, &[rows, cols]) => {
             let bytes = q.data()?.into_owned();
-            Ok(Projection::Kernel(QuantMatrix::from_ggml_bytes(format, rows, cols, bytes)?))
+            Ok(Projection::Kernel(QuantMatrix::from_ggml_bytes(
+                format, rows, cols, bytes,
+            )?))
         }
         _ => Ok(Projection::Candle(QMatMul::from_qtensor(q)?)),
     }

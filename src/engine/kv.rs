@@ -50,7 +50,12 @@ pub trait KvStore {
     /// Stores the chunks' keys and values for `layer` and returns the attention output of
     /// every chunk's queries over all of its positions, packed `[total len, num_heads * head_dim]`
     /// in chunk order.
-    fn attend(&mut self, layer: usize, chunks: &[LayerChunk<'_>], shape: &AttentionShape) -> Result<Vec<f32>>;
+    fn attend(
+        &mut self,
+        layer: usize,
+        chunks: &[LayerChunk<'_>],
+        shape: &AttentionShape,
+    ) -> Result<Vec<f32>>;
 
     /// Drops positions `len..` of `seq` in every layer (rolls back a failed step).
     fn truncate(&mut self, seq: SeqId, len: usize) -> Result<()>;
@@ -89,19 +94,36 @@ pub struct ContiguousKvStore {
 impl ContiguousKvStore {
     /// An empty store for a model with `num_layers` layers.
     pub fn new(num_layers: usize) -> Self {
-        Self { num_layers, seqs: HashMap::new() }
+        Self {
+            num_layers,
+            seqs: HashMap::new(),
+        }
     }
 
     fn layer_len(entry: &Option<(Tensor, Tensor)>) -> usize {
-        entry.as_ref().map_or(0, |(k, _)| k.dims().get(1).copied().unwrap_or(0))
+        entry
+            .as_ref()
+            .map_or(0, |(k, _)| k.dims().get(1).copied().unwrap_or(0))
     }
 
-    fn append(&mut self, layer: usize, seq: SeqId, k: &Tensor, v: &Tensor) -> Result<(Tensor, Tensor)> {
+    fn append(
+        &mut self,
+        layer: usize,
+        seq: SeqId,
+        k: &Tensor,
+        v: &Tensor,
+    ) -> Result<(Tensor, Tensor)> {
         if layer >= self.num_layers {
-            return Err(EngineError::Kv(format!("layer {layer} out of range (model has {})", self.num_layers)));
+            return Err(EngineError::Kv(format!(
+                "layer {layer} out of range (model has {})",
+                self.num_layers
+            )));
         }
         let num_layers = self.num_layers;
-        let layers = self.seqs.entry(seq).or_insert_with(|| vec![None; num_layers]);
+        let layers = self
+            .seqs
+            .entry(seq)
+            .or_insert_with(|| vec![None; num_layers]);
         let (k_all, v_all) = match &layers[layer] {
             None => (k.clone(), v.clone()),
             Some((k0, v0)) => (Tensor::cat(&[k0, k], 1)?, Tensor::cat(&[v0, v], 1)?),
@@ -114,17 +136,28 @@ impl ContiguousKvStore {
 impl KvStore for ContiguousKvStore {
     fn seq_len(&self, seq: SeqId) -> usize {
         // A position counts once every layer holds it.
-        self.seqs.get(&seq).map_or(0, |layers| layers.iter().map(Self::layer_len).min().unwrap_or(0))
+        self.seqs.get(&seq).map_or(0, |layers| {
+            layers.iter().map(Self::layer_len).min().unwrap_or(0)
+        })
     }
 
     fn begin_step(&mut self, _chunks: &[SeqChunk<'_>]) -> Result<()> {
         Ok(())
     }
 
-    fn attend(&mut self, layer: usize, chunks: &[LayerChunk<'_>], shape: &AttentionShape) -> Result<Vec<f32>> {
+    fn attend(
+        &mut self,
+        layer: usize,
+        chunks: &[LayerChunk<'_>],
+        shape: &AttentionShape,
+    ) -> Result<Vec<f32>> {
         let device = candle_core::Device::Cpu;
         let heads_major = |rows: &[f32], len: usize, heads: usize| -> Result<Tensor> {
-            Ok(Tensor::from_slice(rows, (len, heads, shape.head_dim), &device)?.transpose(0, 1)?.contiguous()?)
+            Ok(
+                Tensor::from_slice(rows, (len, heads, shape.head_dim), &device)?
+                    .transpose(0, 1)?
+                    .contiguous()?,
+            )
         };
         let mut out = Vec::new();
         for c in chunks {
@@ -132,7 +165,9 @@ impl KvStore for ContiguousKvStore {
             let k = heads_major(c.k, c.len, shape.num_kv_heads)?;
             let v = heads_major(c.v, c.len, shape.num_kv_heads)?;
             let (k_all, v_all) = self.append(layer, c.seq, &k, &v)?;
-            let y: Vec<f32> = contiguous_attention(shape, &q, &k_all, &v_all, c.start_pos)?.flatten_all()?.to_vec1()?;
+            let y: Vec<f32> = contiguous_attention(shape, &q, &k_all, &v_all, c.start_pos)?
+                .flatten_all()?
+                .to_vec1()?;
             out.extend(y);
         }
         Ok(out)

@@ -16,7 +16,12 @@ use super::safetensors::SafetensorsModel;
 use super::tokenizer::TextTokenizer;
 
 /// Tokens that end an assistant turn in the chat formats we know, besides the model's eos id.
-const END_OF_TURN_TOKENS: &[&str] = &["<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end_of_text|>"];
+const END_OF_TURN_TOKENS: &[&str] = &[
+    "<|im_end|>",
+    "<|endoftext|>",
+    "<|eot_id|>",
+    "<|end_of_text|>",
+];
 
 /// What to load.
 #[derive(Debug, Clone)]
@@ -51,7 +56,13 @@ impl LoadOptions {
 
     /// On `device`, the model's own tokenizer, f32 matrices.
     pub fn on(model: impl Into<PathBuf>, device: ComputeDevice) -> Self {
-        Self { model: model.into(), tokenizer: None, device, matmul: MatmulImpl::default(), weight_dtype: WeightDtype::default() }
+        Self {
+            model: model.into(),
+            tokenizer: None,
+            device,
+            matmul: MatmulImpl::default(),
+            weight_dtype: WeightDtype::default(),
+        }
     }
 
     /// The matmul implementation to read GGUF matrices with: a CUDA model uploads candle's
@@ -99,13 +110,26 @@ impl LoadedModel {
         }
         let token_text = |id: Option<u32>| id.and_then(|i| tokenizer.token(i)).unwrap_or_default();
         let chat_template = match gguf.metadata_str("tokenizer.chat_template") {
-            Some(src) => Some(ChatTemplate::new(src, &token_text(tokenizer.bos()), &token_text(tokenizer.eos().first().copied()))?),
+            Some(src) => Some(ChatTemplate::new(
+                src,
+                &token_text(tokenizer.bos()),
+                &token_text(tokenizer.eos().first().copied()),
+            )?),
             None => None,
         };
         opts.device.check_built()?;
         let weights = gguf.weights(&config, &Device::Cpu, opts.host_matmul())?;
-        let model = Arc::new(Model::on_device(config, weights, opts.device, opts.weight_dtype)?);
-        Ok(Self { model, tokenizer, chat_template })
+        let model = Arc::new(Model::on_device(
+            config,
+            weights,
+            opts.device,
+            opts.weight_dtype,
+        )?);
+        Ok(Self {
+            model,
+            tokenizer,
+            chat_template,
+        })
     }
 
     fn load_safetensors(dir: &Path, opts: &LoadOptions) -> Result<Self> {
@@ -134,13 +158,28 @@ impl LoadedModel {
         keep: impl Fn(&str) -> bool,
     ) -> Result<(Self, std::collections::HashMap<String, candle_core::Tensor>)> {
         let st = SafetensorsModel::open(dir)?;
-        let tokenizer_path = opts.tokenizer.clone().unwrap_or_else(|| dir.join("tokenizer.json"));
+        let tokenizer_path = opts
+            .tokenizer
+            .clone()
+            .unwrap_or_else(|| dir.join("tokenizer.json"));
         let tokenizer = TextTokenizer::from_file(&tokenizer_path, END_OF_TURN_TOKENS)?;
         let chat_template = read_hf_chat_template(&dir.join("tokenizer_config.json"))?;
         opts.device.check_built()?;
         let (weights, extras) = st.weights_and_extras(&Device::Cpu, keep)?;
-        let model = Arc::new(Model::on_device(st.config().clone(), weights, opts.device, opts.weight_dtype)?);
-        Ok((Self { model, tokenizer, chat_template }, extras))
+        let model = Arc::new(Model::on_device(
+            st.config().clone(),
+            weights,
+            opts.device,
+            opts.weight_dtype,
+        )?);
+        Ok((
+            Self {
+                model,
+                tokenizer,
+                chat_template,
+            },
+            extras,
+        ))
     }
 
     /// Renders `messages` with the model's template, ending where the assistant speaks. Models
@@ -148,21 +187,34 @@ impl LoadedModel {
     pub fn render_chat(&self, messages: &[ChatMessage]) -> Result<String> {
         match &self.chat_template {
             Some(t) => t.render(messages, true),
-            None => Ok(messages.iter().map(|m| m.content.as_str()).collect::<Vec<_>>().join("\n\n")),
+            None => Ok(messages
+                .iter()
+                .map(|m| m.content.as_str())
+                .collect::<Vec<_>>()
+                .join("\n\n")),
         }
     }
 }
 
 fn read_hf_chat_template(path: &Path) -> Result<Option<ChatTemplate>> {
-    let Ok(text) = std::fs::read_to_string(path) else { return Ok(None) };
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return Ok(None);
+    };
     let cfg: serde_json::Value =
-        serde_json::from_str(&text).map_err(|e| EngineError::CorruptModel { path: path.to_path_buf(), reason: e.to_string() })?;
+        serde_json::from_str(&text).map_err(|e| EngineError::CorruptModel {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        })?;
     let token = |k: &str| match &cfg[k] {
         serde_json::Value::String(s) => s.clone(),
         v => v["content"].as_str().unwrap_or_default().to_string(),
     };
     match cfg["chat_template"].as_str() {
-        Some(src) => Ok(Some(ChatTemplate::new(src, &token("bos_token"), &token("eos_token"))?)),
+        Some(src) => Ok(Some(ChatTemplate::new(
+            src,
+            &token("bos_token"),
+            &token("eos_token"),
+        )?)),
         None => Ok(None),
     }
 }

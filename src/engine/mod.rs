@@ -26,8 +26,8 @@ mod paged_kv;
 mod rope;
 mod rows;
 mod safetensors;
-mod scheduler;
 mod sampling;
+mod scheduler;
 mod tokenizer;
 mod weights;
 
@@ -44,8 +44,9 @@ pub use loader::{load_model, LoadOptions, LoadedModel, MatmulImpl};
 pub use model::{LogitsFor, Model, Readout, SeqChunk};
 pub use paged_kv::{bytes_per_block, PagedKvStore};
 pub use safetensors::SafetensorsModel;
-pub use scheduler::{
-    Event, GroupRequest, Scheduler, SchedulerConfig, SchedulerCounters, ScoreOutput, ScoreRequest, Scored, SeqFinish, StopCondition,
-};
 pub use sampling::{argmax, log_softmax, SampledToken, Sampler, SamplingParams, MAX_TOP_LOGPROBS};
+pub use scheduler::{
+    Event, GroupRequest, Scheduler, SchedulerConfig, SchedulerCounters, ScoreOutput, ScoreRequest,
+    Scored, SeqFinish, StopCondition,
+};
 pub use tokenizer::TextTokenizer;

@@ -18,17 +18,17 @@
 
 use candle_core::{Device, Tensor};
 
-use super::config::ModelConfig;
-use super::error::{EngineError, Result};
 use super::attention::AttentionShape;
+use super::config::ModelConfig;
+#[cfg(feature = "cuda")]
+use super::cuda::CudaModel;
+use super::device::ComputeDevice;
+use super::error::{EngineError, Result};
 use super::kv::{KvStore, LayerChunk, SeqId};
 use super::rope::Rope;
 use super::rows;
 use super::weights::{LayerWeights, Linear, ModelWeights};
-use super::device::ComputeDevice;
 use super::WeightDtype;
-#[cfg(feature = "cuda")]
-use super::cuda::CudaModel;
 #[cfg(feature = "cuda")]
 use std::sync::Arc;
 
@@ -95,7 +95,12 @@ impl Model {
 
     /// Loads `weights` onto `device`: a CPU model as is, a CUDA one by uploading them (as
     /// `dtype`) and dropping the host copies.
-    pub(crate) fn on_device(config: ModelConfig, weights: ModelWeights, device: ComputeDevice, dtype: WeightDtype) -> Result<Self> {
+    pub(crate) fn on_device(
+        config: ModelConfig,
+        weights: ModelWeights,
+        device: ComputeDevice,
+        dtype: WeightDtype,
+    ) -> Result<Self> {
         device.check_built()?;
         match device {
             ComputeDevice::Cpu => {
@@ -110,7 +115,9 @@ impl Model {
                 Self::with_cuda(config, cuda)
             }
             #[cfg(not(feature = "cuda"))]
-            ComputeDevice::Cuda(_) => Err(EngineError::CudaNotBuilt { device: device.to_string() }),
+            ComputeDevice::Cuda(_) => Err(EngineError::CudaNotBuilt {
+                device: device.to_string(),
+            }),
         }
     }
 
@@ -118,8 +125,18 @@ impl Model {
     /// (for benchmarks: nothing is read from disk). Matrices are uniform in `±1/sqrt(in)`,
     /// norms one, no biases; the same `seed` gives the same weights.
     #[cfg(feature = "cuda")]
-    pub fn random_on_cuda(config: ModelConfig, ordinal: usize, dtype: WeightDtype, seed: u64) -> Result<Self> {
-        config.validate().map_err(|reason| EngineError::InvalidInput { field: "config", reason })?;
+    pub fn random_on_cuda(
+        config: ModelConfig,
+        ordinal: usize,
+        dtype: WeightDtype,
+        seed: u64,
+    ) -> Result<Self> {
+        config
+            .validate()
+            .map_err(|reason| EngineError::InvalidInput {
+                field: "config",
+                reason,
+            })?;
         let gpu = super::cuda::Gpu::open(ordinal)?;
         let cuda = CudaModel::random(gpu, &config, dtype, seed)?;
         Self::with_cuda(config, cuda)
@@ -128,8 +145,19 @@ impl Model {
     #[cfg(feature = "cuda")]
     fn with_cuda(config: ModelConfig, cuda: CudaModel) -> Result<Self> {
         let empty = Tensor::zeros(0, candle_core::DType::F32, &Device::Cpu)?;
-        let weights = ModelWeights { embed: empty.clone(), layers: Vec::new(), final_norm: empty, lm_head: None };
-        Ok(Self { rope: Rope::new(&config), config, weights, device: Device::Cpu, cuda: Some(Arc::new(cuda)) })
+        let weights = ModelWeights {
+            embed: empty.clone(),
+            layers: Vec::new(),
+            final_norm: empty,
+            lm_head: None,
+        };
+        Ok(Self {
+            rope: Rope::new(&config),
+            config,
+            weights,
+            device: Device::Cpu,
+            cuda: Some(Arc::new(cuda)),
+        })
     }
 
     /// The model's CUDA weights, when it runs on a CUDA device.
@@ -162,7 +190,12 @@ impl Model {
     /// values to `kv`, and returns logits per chunk in batch order.
     ///
     /// On error no sequence keeps positions from this call.
-    pub fn forward(&self, batch: &[SeqChunk<'_>], kv: &mut dyn KvStore, which: LogitsFor) -> Result<Vec<Tensor>> {
+    pub fn forward(
+        &self,
+        batch: &[SeqChunk<'_>],
+        kv: &mut dyn KvStore,
+        which: LogitsFor,
+    ) -> Result<Vec<Tensor>> {
         self.validate(batch, kv)?;
         let result = self.forward_unchecked(batch, kv, which);
         if result.is_err() {
@@ -175,19 +208,31 @@ impl Model {
 
     fn validate(&self, batch: &[SeqChunk<'_>], kv: &dyn KvStore) -> Result<()> {
         if batch.is_empty() {
-            return Err(EngineError::InvalidInput { field: "batch", reason: "no sequences".into() });
+            return Err(EngineError::InvalidInput {
+                field: "batch",
+                reason: "no sequences".into(),
+            });
         }
         let mut seen = std::collections::HashSet::new();
         for chunk in batch {
             if chunk.tokens.is_empty() {
-                return Err(EngineError::InvalidInput { field: "tokens", reason: format!("sequence {} has no tokens", chunk.seq) });
+                return Err(EngineError::InvalidInput {
+                    field: "tokens",
+                    reason: format!("sequence {} has no tokens", chunk.seq),
+                });
             }
             if !seen.insert(chunk.seq) {
-                return Err(EngineError::InvalidInput { field: "batch", reason: format!("sequence {} appears twice", chunk.seq) });
+                return Err(EngineError::InvalidInput {
+                    field: "batch",
+                    reason: format!("sequence {} appears twice", chunk.seq),
+                });
             }
             let end = chunk.start_pos + chunk.tokens.len();
             if end > self.config.context_length {
-                return Err(EngineError::PromptTooLong { tokens: end, context: self.config.context_length });
+                return Err(EngineError::PromptTooLong {
+                    tokens: end,
+                    context: self.config.context_length,
+                });
             }
             let held = kv.seq_len(chunk.seq);
             if held != chunk.start_pos {
@@ -196,17 +241,29 @@ impl Model {
                     chunk.seq, chunk.start_pos
                 )));
             }
-            if let Some(&bad) = chunk.tokens.iter().find(|&&t| t as usize >= self.config.vocab_size) {
+            if let Some(&bad) = chunk
+                .tokens
+                .iter()
+                .find(|&&t| t as usize >= self.config.vocab_size)
+            {
                 return Err(EngineError::InvalidInput {
                     field: "tokens",
-                    reason: format!("token id {bad} is outside the vocabulary of {}", self.config.vocab_size),
+                    reason: format!(
+                        "token id {bad} is outside the vocabulary of {}",
+                        self.config.vocab_size
+                    ),
                 });
             }
         }
         Ok(())
     }
 
-    fn forward_unchecked(&self, batch: &[SeqChunk<'_>], kv: &mut dyn KvStore, which: LogitsFor) -> Result<Vec<Tensor>> {
+    fn forward_unchecked(
+        &self,
+        batch: &[SeqChunk<'_>],
+        kv: &mut dyn KvStore,
+        which: LogitsFor,
+    ) -> Result<Vec<Tensor>> {
         #[cfg(feature = "cuda")]
         if let Some(cuda) = &self.cuda {
             if !cuda.has_lm_head() {
@@ -231,15 +288,31 @@ impl Model {
         let eps = self.config.rms_norm_eps as f32;
         match which {
             LogitsFor::LastPosition => {
-                let rows: Vec<u32> = batch.iter().zip(&offsets).map(|(c, o)| (o + c.tokens.len() - 1) as u32).collect();
+                let rows: Vec<u32> = batch
+                    .iter()
+                    .zip(&offsets)
+                    .map(|(c, o)| (o + c.tokens.len() - 1) as u32)
+                    .collect();
                 let rows = Tensor::new(rows.as_slice(), &self.device)?;
                 let last = x.index_select(&rows, 0)?;
-                let logits = lm_head.forward(&candle_nn::ops::rms_norm(&last, &self.weights.final_norm, eps)?)?;
+                let logits = lm_head.forward(&candle_nn::ops::rms_norm(
+                    &last,
+                    &self.weights.final_norm,
+                    eps,
+                )?)?;
                 (0..batch.len()).map(|i| Ok(logits.get(i)?)).collect()
             }
             LogitsFor::AllPositions => {
-                let logits = lm_head.forward(&candle_nn::ops::rms_norm(&x, &self.weights.final_norm, eps)?)?;
-                batch.iter().zip(&offsets).map(|(c, &o)| Ok(logits.narrow(0, o, c.tokens.len())?)).collect()
+                let logits = lm_head.forward(&candle_nn::ops::rms_norm(
+                    &x,
+                    &self.weights.final_norm,
+                    eps,
+                )?)?;
+                batch
+                    .iter()
+                    .zip(&offsets)
+                    .map(|(c, &o)| Ok(logits.narrow(0, o, c.tokens.len())?))
+                    .collect()
             }
         }
     }
@@ -251,7 +324,12 @@ impl Model {
     /// exactly those rows, as [`LogitsFor::LastPosition`] computes them; rows read for scoring
     /// go through the head in a call of their own. On error no sequence keeps positions from
     /// this call.
-    pub fn forward_readouts(&self, batch: &[SeqChunk<'_>], kv: &mut dyn KvStore, readouts: &[Readout]) -> Result<Vec<Option<Tensor>>> {
+    pub fn forward_readouts(
+        &self,
+        batch: &[SeqChunk<'_>],
+        kv: &mut dyn KvStore,
+        readouts: &[Readout],
+    ) -> Result<Vec<Option<Tensor>>> {
         self.validate(batch, kv)?;
         self.validate_readouts(batch, readouts)?;
         let result = self.readouts_unchecked(batch, kv, readouts);
@@ -278,17 +356,30 @@ impl Model {
             if let Some(&bad) = rows.iter().find(|&&row| row >= chunk.tokens.len()) {
                 return Err(EngineError::InvalidInput {
                     field: "readouts",
-                    reason: format!("row {bad} is outside sequence {}'s chunk of {} tokens", chunk.seq, chunk.tokens.len()),
+                    reason: format!(
+                        "row {bad} is outside sequence {}'s chunk of {} tokens",
+                        chunk.seq,
+                        chunk.tokens.len()
+                    ),
                 });
             }
         }
-        if readouts.iter().any(|r| matches!(r, Readout::LastLogits | Readout::Logits(_))) && !self.has_lm_head() {
+        if readouts
+            .iter()
+            .any(|r| matches!(r, Readout::LastLogits | Readout::Logits(_)))
+            && !self.has_lm_head()
+        {
             self.lm_head()?;
         }
         Ok(())
     }
 
-    fn readouts_unchecked(&self, batch: &[SeqChunk<'_>], kv: &mut dyn KvStore, readouts: &[Readout]) -> Result<Vec<Option<Tensor>>> {
+    fn readouts_unchecked(
+        &self,
+        batch: &[SeqChunk<'_>],
+        kv: &mut dyn KvStore,
+        readouts: &[Readout],
+    ) -> Result<Vec<Option<Tensor>>> {
         #[cfg(feature = "cuda")]
         if let Some(cuda) = &self.cuda {
             return cuda.forward_readouts(batch, kv, readouts);
@@ -299,7 +390,11 @@ impl Model {
         let eps = self.config.rms_norm_eps as f32;
         read_out(batch, readouts, |rows, logits| {
             let rows = Tensor::new(rows, &self.device)?;
-            let normed = candle_nn::ops::rms_norm(&x.index_select(&rows, 0)?, &self.weights.final_norm, eps)?;
+            let normed = candle_nn::ops::rms_norm(
+                &x.index_select(&rows, 0)?,
+                &self.weights.final_norm,
+                eps,
+            )?;
             if logits {
                 Ok(self.lm_head()?.forward(&normed)?)
             } else {
@@ -318,10 +413,15 @@ impl Model {
     }
 
     fn lm_head(&self) -> Result<&Linear> {
-        self.weights.lm_head.as_ref().ok_or_else(|| EngineError::InvalidInput {
-            field: "readouts",
-            reason: "the model has no language-model head (a reward model); ask for hidden states".into(),
-        })
+        self.weights
+            .lm_head
+            .as_ref()
+            .ok_or_else(|| EngineError::InvalidInput {
+                field: "readouts",
+                reason:
+                    "the model has no language-model head (a reward model); ask for hidden states"
+                        .into(),
+            })
     }
 
     fn offsets(batch: &[SeqChunk<'_>]) -> Vec<usize> {
@@ -341,7 +441,10 @@ impl Model {
     /// crew), and only the projections' inputs become tensors (moved, not copied).
     fn residual(&self, batch: &[SeqChunk<'_>], kv: &mut dyn KvStore) -> Result<Tensor> {
         kv.begin_step(batch)?;
-        let ids: Vec<u32> = batch.iter().flat_map(|c| c.tokens.iter().copied()).collect();
+        let ids: Vec<u32> = batch
+            .iter()
+            .flat_map(|c| c.tokens.iter().copied())
+            .collect();
         let ids = Tensor::new(ids.as_slice(), &self.device)?;
         let embedded = self.weights.embed.index_select(&ids, 0)?;
         let (rows, hidden) = embedded.dims2()?;
@@ -351,7 +454,13 @@ impl Model {
         let mut delta: Option<Vec<f32>> = None;
         for (layer_idx, layer) in self.weights.layers.iter().enumerate() {
             let mut h = vec![0f32; x.len()];
-            rows::add_and_norm(&mut x, delta.as_deref(), &layer.attn_norm.to_vec1()?, eps, &mut h);
+            rows::add_and_norm(
+                &mut x,
+                delta.as_deref(),
+                &layer.attn_norm.to_vec1()?,
+                eps,
+                &mut h,
+            );
             let h = Tensor::from_vec(h, (rows, hidden), &self.device)?;
             let attn = self.attention(layer_idx, layer, &h, batch, kv)?;
             let mut h = vec![0f32; x.len()];
@@ -359,7 +468,10 @@ impl Model {
             let h = Tensor::from_vec(h, (rows, hidden), &self.device)?;
             let [mut gate, up] = match &layer.gate_up {
                 Some(stacked) => stacked.forward(&h)?,
-                None => [layer.gate_proj.forward_vec(&h)?, layer.up_proj.forward_vec(&h)?],
+                None => [
+                    layer.gate_proj.forward_vec(&h)?,
+                    layer.up_proj.forward_vec(&h)?,
+                ],
             };
             rows::silu_mul_rows(&mut gate, &up, rows);
             let width = gate.len() / rows.max(1);
@@ -389,11 +501,17 @@ impl Model {
     ) -> Result<Vec<f32>> {
         let shape = self.attention_shape();
         let (nh, nkv, d) = (shape.num_heads, shape.num_kv_heads, shape.head_dim);
-        let positions: Vec<usize> =
-            batch.iter().flat_map(|c| c.start_pos..c.start_pos + c.tokens.len()).collect();
+        let positions: Vec<usize> = batch
+            .iter()
+            .flat_map(|c| c.start_pos..c.start_pos + c.tokens.len())
+            .collect();
         let [mut q, mut k, v] = match &layer.qkv {
             Some(stacked) => stacked.forward(h)?,
-            None => [layer.q_proj.forward_vec(h)?, layer.k_proj.forward_vec(h)?, layer.v_proj.forward_vec(h)?],
+            None => [
+                layer.q_proj.forward_vec(h)?,
+                layer.k_proj.forward_vec(h)?,
+                layer.v_proj.forward_vec(h)?,
+            ],
         };
         self.rope.apply(&mut q, nh, &positions);
         self.rope.apply(&mut k, nkv, &positions);
@@ -419,7 +537,11 @@ impl Model {
 
     /// Heads and head size, as the KV store needs them.
     pub fn attention_shape(&self) -> AttentionShape {
-        AttentionShape { num_heads: self.config.num_heads, num_kv_heads: self.config.num_kv_heads, head_dim: self.config.head_dim }
+        AttentionShape {
+            num_heads: self.config.num_heads,
+            num_kv_heads: self.config.num_kv_heads,
+            head_dim: self.config.head_dim,
+        }
     }
 }
 
@@ -441,15 +563,22 @@ pub(crate) fn read_out(
         .filter(|(_, r)| matches!(r, Readout::LastLogits))
         .map(|((c, o), _)| (o + c.tokens.len() - 1) as u32)
         .collect();
-    let last_logits = if last.is_empty() { None } else { Some(head_rows(&last, true)?) };
+    let last_logits = if last.is_empty() {
+        None
+    } else {
+        Some(head_rows(&last, true)?)
+    };
     let mut next_last = 0;
     let mut out = Vec::with_capacity(batch.len());
     for (r, &o) in readouts.iter().zip(&offsets) {
-        let absolute = |rows: &[usize]| -> Vec<u32> { rows.iter().map(|&row| (o + row) as u32).collect() };
+        let absolute =
+            |rows: &[usize]| -> Vec<u32> { rows.iter().map(|&row| (o + row) as u32).collect() };
         out.push(match r {
             Readout::Nothing => None,
             Readout::LastLogits => {
-                let logits = last_logits.as_ref().ok_or_else(|| EngineError::Kv("last-position logits missing".into()))?;
+                let logits = last_logits
+                    .as_ref()
+                    .ok_or_else(|| EngineError::Kv("last-position logits missing".into()))?;
                 next_last += 1;
                 Some(logits.get(next_last - 1)?)
             }

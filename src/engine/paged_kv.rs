@@ -31,7 +31,10 @@ fn kv_err(e: impl std::fmt::Display) -> EngineError {
 #[derive(Debug)]
 enum Memory {
     /// Host f32, `[layer][num_blocks * block_floats]`.
-    Host { keys: Vec<Vec<f32>>, values: Vec<Vec<f32>> },
+    Host {
+        keys: Vec<Vec<f32>>,
+        values: Vec<Vec<f32>>,
+    },
     /// Device buffers of a CUDA model.
     #[cfg(feature = "cuda")]
     Cuda(super::cuda::DeviceKv),
@@ -53,13 +56,21 @@ pub struct PagedKvStore {
 
 /// Bytes one block costs across all layers (keys and values, f32).
 pub fn bytes_per_block(config: &ModelConfig, block_size: usize) -> u64 {
-    (2 * config.num_layers * block_size * config.num_kv_heads * config.head_dim * std::mem::size_of::<f32>()) as u64
+    (2 * config.num_layers
+        * block_size
+        * config.num_kv_heads
+        * config.head_dim
+        * std::mem::size_of::<f32>()) as u64
 }
 
 impl PagedKvStore {
     /// A store of `num_blocks` blocks of `block_size` tokens for `config`'s model.
     pub fn new(config: &ModelConfig, block_size: usize, num_blocks: usize) -> Result<Self> {
-        let cache = KvCacheManager::new(KvCacheConfig { block_size, num_blocks }).map_err(kv_err)?;
+        let cache = KvCacheManager::new(KvCacheConfig {
+            block_size,
+            num_blocks,
+        })
+        .map_err(kv_err)?;
         let block_floats = block_size * config.num_kv_heads * config.head_dim;
         // One zeroed allocation per layer. Under the binary's allocator (mimalloc) a large
         // zeroed allocation is written through at once, so the whole pool is resident from the
@@ -69,7 +80,11 @@ impl PagedKvStore {
         let layer = || vec![0f32; num_blocks * block_floats];
         Ok(Self {
             cache,
-            shape: AttentionShape { num_heads: config.num_heads, num_kv_heads: config.num_kv_heads, head_dim: config.head_dim },
+            shape: AttentionShape {
+                num_heads: config.num_heads,
+                num_kv_heads: config.num_kv_heads,
+                head_dim: config.head_dim,
+            },
             block_floats,
             memory: Memory::Host {
                 keys: (0..config.num_layers).map(|_| layer()).collect(),
@@ -83,7 +98,9 @@ impl PagedKvStore {
 
     /// As many blocks as fit in `bytes`.
     pub fn with_memory(config: &ModelConfig, bytes: u64, block_size: usize) -> Result<Self> {
-        let cfg = KvCacheConfig::from_memory(bytes, bytes_per_block(config, block_size), block_size).map_err(kv_err)?;
+        let cfg =
+            KvCacheConfig::from_memory(bytes, bytes_per_block(config, block_size), block_size)
+                .map_err(kv_err)?;
         Self::new(config, block_size, cfg.num_blocks)
     }
 
@@ -97,11 +114,23 @@ impl PagedKvStore {
                 super::cuda::WeightDtype::F32 => super::cuda::KvDtype::F32,
                 super::cuda::WeightDtype::Bf16 => super::cuda::KvDtype::Bf16,
             };
-            let per_block = (2 * config.num_layers * block_size * config.num_kv_heads * config.head_dim * dtype.size()) as u64;
+            let per_block = (2
+                * config.num_layers
+                * block_size
+                * config.num_kv_heads
+                * config.head_dim
+                * dtype.size()) as u64;
             let cfg = KvCacheConfig::from_memory(bytes, per_block, block_size).map_err(kv_err)?;
             let cache = KvCacheManager::new(cfg).map_err(kv_err)?;
             let shape = model.attention_shape();
-            let dev = super::cuda::DeviceKv::new(Arc::clone(cuda.gpu()), shape, config.num_layers, block_size, cfg.num_blocks, dtype)?;
+            let dev = super::cuda::DeviceKv::new(
+                Arc::clone(cuda.gpu()),
+                shape,
+                config.num_layers,
+                block_size,
+                cfg.num_blocks,
+                dtype,
+            )?;
             return Ok(Self {
                 cache,
                 shape,
@@ -159,7 +188,10 @@ impl PagedKvStore {
         match &mut self.memory {
             Memory::Host { keys, values } => {
                 let n = tokens * self.shape.num_kv_heads * self.shape.head_dim;
-                let (s, d) = (src as usize * self.block_floats, dst as usize * self.block_floats);
+                let (s, d) = (
+                    src as usize * self.block_floats,
+                    dst as usize * self.block_floats,
+                );
                 for layer in keys.iter_mut().chain(values.iter_mut()) {
                     layer.copy_within(s..s + n, d);
                 }
@@ -171,9 +203,19 @@ impl PagedKvStore {
     }
 
     /// Writes token-major rows (`[len, nkv, d]`) into the given slots of `layer_mem`.
-    fn write_rows(layer_mem: &mut [f32], token_floats: usize, block_size: usize, slots: &[Slot], rows: &[f32]) -> Result<()> {
+    fn write_rows(
+        layer_mem: &mut [f32],
+        token_floats: usize,
+        block_size: usize,
+        slots: &[Slot],
+        rows: &[f32],
+    ) -> Result<()> {
         if rows.len() != slots.len() * token_floats {
-            return Err(EngineError::Kv(format!("{} slots reserved for {} floats of keys", slots.len(), rows.len())));
+            return Err(EngineError::Kv(format!(
+                "{} slots reserved for {} floats of keys",
+                slots.len(),
+                rows.len()
+            )));
         }
         for (slot, row) in slots.iter().zip(rows.chunks_exact(token_floats)) {
             let at = (slot.block as usize * block_size + slot.offset) * token_floats;
@@ -206,10 +248,25 @@ impl KvStore for PagedKvStore {
             let mut seqs = Vec::with_capacity(chunks.len());
             let mut slots = Vec::new();
             for chunk in chunks {
-                let table = self.cache.block_table(chunk.seq).ok_or_else(|| kv_err(format!("unknown sequence {}", chunk.seq)))?;
-                seqs.push(super::cuda::StepSeq { len: chunk.tokens.len(), table: table.to_vec(), start_pos: chunk.start_pos });
-                let reserved = self.step_slots.get(&chunk.seq).map(Vec::as_slice).unwrap_or_default();
-                slots.extend(reserved.iter().map(|s| (s.block as usize * block_size + s.offset) as u32));
+                let table = self
+                    .cache
+                    .block_table(chunk.seq)
+                    .ok_or_else(|| kv_err(format!("unknown sequence {}", chunk.seq)))?;
+                seqs.push(super::cuda::StepSeq {
+                    len: chunk.tokens.len(),
+                    table: table.to_vec(),
+                    start_pos: chunk.start_pos,
+                });
+                let reserved = self
+                    .step_slots
+                    .get(&chunk.seq)
+                    .map(Vec::as_slice)
+                    .unwrap_or_default();
+                slots.extend(
+                    reserved
+                        .iter()
+                        .map(|s| (s.block as usize * block_size + s.offset) as u32),
+                );
             }
             dev.begin_step(&seqs, slots)?;
             let (read, saved) = dev.plan_reads();
@@ -220,22 +277,36 @@ impl KvStore for PagedKvStore {
         Ok(())
     }
 
-    fn attend(&mut self, layer: usize, chunks: &[LayerChunk<'_>], shape: &AttentionShape) -> Result<Vec<f32>> {
+    fn attend(
+        &mut self,
+        layer: usize,
+        chunks: &[LayerChunk<'_>],
+        shape: &AttentionShape,
+    ) -> Result<Vec<f32>> {
         let (keys, values) = match &mut self.memory {
             Memory::Host { keys, values } => (keys, values),
             #[cfg(feature = "cuda")]
-            Memory::Cuda(_) => return Err(EngineError::Kv("this store's blocks are on a CUDA device; attend with attend_cuda".into())),
+            Memory::Cuda(_) => {
+                return Err(EngineError::Kv(
+                    "this store's blocks are on a CUDA device; attend with attend_cuda".into(),
+                ))
+            }
         };
         if layer >= keys.len() {
-            return Err(EngineError::Kv(format!("layer {layer} out of range (store has {})", keys.len())));
+            return Err(EngineError::Kv(format!(
+                "layer {layer} out of range (store has {})",
+                keys.len()
+            )));
         }
         let block_size = self.cache.block_size();
         let token_floats = shape.num_kv_heads * shape.head_dim;
         for c in chunks {
-            let slots = self
-                .step_slots
-                .get(&c.seq)
-                .ok_or_else(|| EngineError::Kv(format!("sequence {} has no slots reserved this step", c.seq)))?;
+            let slots = self.step_slots.get(&c.seq).ok_or_else(|| {
+                EngineError::Kv(format!(
+                    "sequence {} has no slots reserved this step",
+                    c.seq
+                ))
+            })?;
             Self::write_rows(&mut keys[layer], token_floats, block_size, slots, c.k)?;
             Self::write_rows(&mut values[layer], token_floats, block_size, slots, c.v)?;
         }
@@ -245,7 +316,11 @@ impl KvStore for PagedKvStore {
                 .cache
                 .block_table(c.seq)
                 .ok_or_else(|| EngineError::Kv(format!("unknown sequence {}", c.seq)))?;
-            seqs.push(SeqQueries { q: c.q, block_table, start_pos: c.start_pos });
+            seqs.push(SeqQueries {
+                q: c.q,
+                block_table,
+                start_pos: c.start_pos,
+            });
         }
         let mut out = vec![0f32; chunks.iter().map(|c| c.q.len()).sum()];
         let kv = PagedKv {
@@ -255,7 +330,10 @@ impl KvStore for PagedKvStore {
             num_kv_heads: shape.num_kv_heads,
             head_dim: shape.head_dim,
         };
-        let params = AttentionParams { num_heads: shape.num_heads, scale: 1.0 / (shape.head_dim as f32).sqrt() };
+        let params = AttentionParams {
+            num_heads: shape.num_heads,
+            scale: 1.0 / (shape.head_dim as f32).sqrt(),
+        };
         let stats = paged_attention(&kv, &seqs, &params, &mut out).map_err(kv_err)?;
         self.blocks_read += stats.kv_blocks_read as u64;
         self.block_reads_saved += stats.shared_block_reads_saved as u64;
@@ -273,7 +351,10 @@ impl KvStore for PagedKvStore {
     ) -> Result<()> {
         match &mut self.memory {
             Memory::Cuda(dev) => dev.attend(layer, q, k, v, out),
-            Memory::Host { .. } => Err(EngineError::Kv("this store's blocks are on the host; a CUDA model needs PagedKvStore::for_model".into())),
+            Memory::Host { .. } => Err(EngineError::Kv(
+                "this store's blocks are on the host; a CUDA model needs PagedKvStore::for_model"
+                    .into(),
+            )),
         }
     }
 

@@ -22,8 +22,9 @@ impl Rope {
     pub(crate) fn new(config: &ModelConfig) -> Self {
         let half = config.head_dim / 2;
         let theta = config.rope_theta as f32;
-        let inv_freq: Vec<f32> =
-            (0..half).map(|i| 1f32 / theta.powf((2 * i) as f32 / config.head_dim as f32)).collect();
+        let inv_freq: Vec<f32> = (0..half)
+            .map(|i| 1f32 / theta.powf((2 * i) as f32 / config.head_dim as f32))
+            .collect();
         let mut cos = Vec::with_capacity(config.context_length * half);
         let mut sin = Vec::with_capacity(config.context_length * half);
         for pos in 0..config.context_length {
@@ -33,7 +34,12 @@ impl Rope {
                 sin.push(angle.sin());
             }
         }
-        Self { style: config.rope_style, half, cos, sin }
+        Self {
+            style: config.rope_style,
+            half,
+            cos,
+            sin,
+        }
     }
 
     /// The `[context, half]` cos and sin tables (the CUDA pass uploads them).

@@ -25,14 +25,12 @@ type RowPass3<'a> = dyn Fn(&mut [f32], &[f32], &mut [f32]) + Sync + 'a;
 
 /// [`split_rows`] over three matching row ranges: `a` and `c` mutable (`c` may be empty: its
 /// halves are then empty too), `b` read-only.
-fn split_rows3(
-    a: &mut [f32],
-    b: &[f32],
-    c: &mut [f32],
-    rows: usize,
-    f: &RowPass3<'_>,
-) {
-    if rows < 2 || a.len() < SPLIT_MIN || a.len() != b.len() || !(c.is_empty() || c.len() == a.len()) {
+fn split_rows3(a: &mut [f32], b: &[f32], c: &mut [f32], rows: usize, f: &RowPass3<'_>) {
+    if rows < 2
+        || a.len() < SPLIT_MIN
+        || a.len() != b.len()
+        || !(c.is_empty() || c.len() == a.len())
+    {
         f(a, b, c);
         return;
     }
@@ -46,7 +44,13 @@ fn split_rows3(
 /// `x += delta` element-wise (when given), then `out = rms_norm(x) * alpha` row by row
 /// (`alpha.len()` floats per row), as candle computes them: one pass per half of the rows, so
 /// a row is added and normed by the thread that has just read it.
-pub(crate) fn add_and_norm(x: &mut [f32], delta: Option<&[f32]>, alpha: &[f32], eps: f32, out: &mut [f32]) {
+pub(crate) fn add_and_norm(
+    x: &mut [f32],
+    delta: Option<&[f32]>,
+    alpha: &[f32],
+    eps: f32,
+    out: &mut [f32],
+) {
     let width = alpha.len().max(1);
     let rows = x.len() / width;
     match delta {
@@ -83,7 +87,11 @@ fn norm_rows(x: &[f32], alpha: &[f32], eps: f32, out: &mut [f32]) {
                 *s += v * v;
             }
         }
-        for (r, (out, x)) in out.chunks_exact_mut(width).zip(x.chunks_exact(width)).enumerate() {
+        for (r, (out, x)) in out
+            .chunks_exact_mut(width)
+            .zip(x.chunks_exact(width))
+            .enumerate()
+        {
             let m = (sum2[r] / width as f32 + eps).sqrt();
             for ((o, &v), &a) in out.iter_mut().zip(x).zip(alpha) {
                 *o = v / m * a;
@@ -110,7 +118,8 @@ mod tests {
         let delta: Vec<f32> = (0..rows * width).map(|i| val(i, 2)).collect();
         let alpha: Vec<f32> = (0..width).map(|i| val(i, 3)).collect();
         let dev = Device::Cpu;
-        let sum = (Tensor::from_slice(&x, (rows, width), &dev)? + Tensor::from_slice(&delta, (rows, width), &dev)?)?;
+        let sum = (Tensor::from_slice(&x, (rows, width), &dev)?
+            + Tensor::from_slice(&delta, (rows, width), &dev)?)?;
         let want = candle_nn::ops::rms_norm(&sum, &Tensor::from_slice(&alpha, width, &dev)?, eps)?;
         for r in [1, 2, 3, 11, rows] {
             let n = r * width;
@@ -118,12 +127,29 @@ mod tests {
             add_and_norm(&mut got_x, Some(&delta[..n]), &alpha, eps, &mut got);
             let want_x: Vec<f32> = sum.narrow(0, 0, r)?.flatten_all()?.to_vec1()?;
             let want_out: Vec<f32> = want.narrow(0, 0, r)?.flatten_all()?.to_vec1()?;
-            assert!(got_x.iter().zip(&want_x).all(|(a, b)| a.to_bits() == b.to_bits()), "residual, {r} rows");
-            assert!(got.iter().zip(&want_out).all(|(a, b)| a.to_bits() == b.to_bits()), "norm, {r} rows");
+            assert!(
+                got_x
+                    .iter()
+                    .zip(&want_x)
+                    .all(|(a, b)| a.to_bits() == b.to_bits()),
+                "residual, {r} rows"
+            );
+            assert!(
+                got.iter()
+                    .zip(&want_out)
+                    .all(|(a, b)| a.to_bits() == b.to_bits()),
+                "norm, {r} rows"
+            );
             // Without a delta the stream is normed as it is.
             let (mut summed, mut normed) = (want_x.clone(), vec![0f32; n]);
             add_and_norm(&mut summed, None, &alpha, eps, &mut normed);
-            assert!(normed.iter().zip(&want_out).all(|(a, b)| a.to_bits() == b.to_bits()), "norm alone, {r} rows");
+            assert!(
+                normed
+                    .iter()
+                    .zip(&want_out)
+                    .all(|(a, b)| a.to_bits() == b.to_bits()),
+                "norm alone, {r} rows"
+            );
         }
         Ok(())
     }
@@ -139,6 +165,9 @@ mod tests {
         let _crew = ponder_kernels::Crew::start();
         let mut got = gate.clone();
         silu_mul_rows(&mut got, &up, rows);
-        assert!(got.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()));
+        assert!(got
+            .iter()
+            .zip(&want)
+            .all(|(a, b)| a.to_bits() == b.to_bits()));
     }
 }

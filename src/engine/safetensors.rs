@@ -41,7 +41,13 @@ struct HfConfig {
 /// Whether a transformers class is a scoring model whose checkpoint has no `lm_head` (a process
 /// or outcome reward model, a classifier): its decoder loads without one.
 fn is_scoring_class(name: &str) -> bool {
-    ["RewardModel", "ForSequenceClassification", "ForTokenClassification"].iter().any(|suffix| name.ends_with(suffix))
+    [
+        "RewardModel",
+        "ForSequenceClassification",
+        "ForTokenClassification",
+    ]
+    .iter()
+    .any(|suffix| name.ends_with(suffix))
 }
 
 /// A checkpoint directory, its config parsed, tensors not yet read.
@@ -60,14 +66,24 @@ impl SafetensorsModel {
         let text = std::fs::read_to_string(&config_path).map_err(|e| match e.kind() {
             std::io::ErrorKind::NotFound => EngineError::ModelNotFound {
                 path: config_path.clone(),
-                hint: "a safetensors model is a directory with config.json and *.safetensors".into(),
+                hint: "a safetensors model is a directory with config.json and *.safetensors"
+                    .into(),
             },
-            _ => EngineError::Io { path: config_path.clone(), source: e },
+            _ => EngineError::Io {
+                path: config_path.clone(),
+                source: e,
+            },
         })?;
-        let hf: HfConfig = serde_json::from_str(&text)
-            .map_err(|e| EngineError::CorruptModel { path: config_path.clone(), reason: e.to_string() })?;
-        let architecture = Architecture::from_name(&hf.model_type)
-            .ok_or_else(|| EngineError::UnsupportedArchitecture { arch: hf.model_type.clone(), path: config_path.clone() })?;
+        let hf: HfConfig = serde_json::from_str(&text).map_err(|e| EngineError::CorruptModel {
+            path: config_path.clone(),
+            reason: e.to_string(),
+        })?;
+        let architecture = Architecture::from_name(&hf.model_type).ok_or_else(|| {
+            EngineError::UnsupportedArchitecture {
+                arch: hf.model_type.clone(),
+                path: config_path.clone(),
+            }
+        })?;
         let num_kv_heads = hf.num_key_value_heads.unwrap_or(hf.num_attention_heads);
         let config = ModelConfig {
             architecture,
@@ -77,15 +93,27 @@ impl SafetensorsModel {
             num_layers: hf.num_hidden_layers,
             num_heads: hf.num_attention_heads,
             num_kv_heads,
-            head_dim: hf.head_dim.unwrap_or(hf.hidden_size / hf.num_attention_heads.max(1)),
+            head_dim: hf
+                .head_dim
+                .unwrap_or(hf.hidden_size / hf.num_attention_heads.max(1)),
             rope_theta: hf.rope_theta.unwrap_or(10_000.0),
             rope_style: RopeStyle::Halves,
             rms_norm_eps: hf.rms_norm_eps.unwrap_or(1e-6),
             context_length: hf.max_position_embeddings.unwrap_or(4096),
         };
-        config.validate().map_err(|reason| EngineError::CorruptModel { path: config_path, reason })?;
+        config
+            .validate()
+            .map_err(|reason| EngineError::CorruptModel {
+                path: config_path,
+                reason,
+            })?;
         let scoring_model = hf.architectures.iter().any(|a| is_scoring_class(a));
-        Ok(Self { dir: dir.to_path_buf(), config, tie_word_embeddings: hf.tie_word_embeddings, scoring_model })
+        Ok(Self {
+            dir: dir.to_path_buf(),
+            config,
+            tie_word_embeddings: hf.tie_word_embeddings,
+            scoring_model,
+        })
     }
 
     /// The parsed hyper-parameters.
@@ -95,18 +123,28 @@ impl SafetensorsModel {
 
     fn read_tensors(&self, device: &Device) -> Result<HashMap<String, Tensor>> {
         let mut files: Vec<PathBuf> = std::fs::read_dir(&self.dir)
-            .map_err(|source| EngineError::Io { path: self.dir.clone(), source })?
+            .map_err(|source| EngineError::Io {
+                path: self.dir.clone(),
+                source,
+            })?
             .filter_map(|e| e.ok().map(|e| e.path()))
             .filter(|p| p.extension().is_some_and(|x| x == "safetensors"))
             .collect();
         files.sort();
         if files.is_empty() {
-            return Err(EngineError::ModelNotFound { path: self.dir.clone(), hint: "no *.safetensors file in the directory".into() });
+            return Err(EngineError::ModelNotFound {
+                path: self.dir.clone(),
+                hint: "no *.safetensors file in the directory".into(),
+            });
         }
         let mut all = HashMap::new();
         for file in files {
-            let tensors = candle_core::safetensors::load(&file, device)
-                .map_err(|e| EngineError::CorruptModel { path: file.clone(), reason: e.to_string() })?;
+            let tensors = candle_core::safetensors::load(&file, device).map_err(|e| {
+                EngineError::CorruptModel {
+                    path: file.clone(),
+                    reason: e.to_string(),
+                }
+            })?;
             all.extend(tensors);
         }
         Ok(all)
@@ -122,7 +160,11 @@ impl SafetensorsModel {
     ///
     /// A checkpoint whose `architectures` names a reward model or classifier may lack
     /// `lm_head.weight`; the model then has no language-model head.
-    pub(crate) fn weights_and_extras(&self, device: &Device, keep: impl Fn(&str) -> bool) -> Result<(ModelWeights, HashMap<String, Tensor>)> {
+    pub(crate) fn weights_and_extras(
+        &self,
+        device: &Device,
+        keep: impl Fn(&str) -> bool,
+    ) -> Result<(ModelWeights, HashMap<String, Tensor>)> {
         let mut tensors = self.read_tensors(device)?;
         let weights = self.decoder_weights(&mut tensors)?;
         let mut extras = HashMap::new();
@@ -147,10 +189,12 @@ impl SafetensorsModel {
     fn decoder_weights(&self, tensors: &mut HashMap<String, Tensor>) -> Result<ModelWeights> {
         let headless = self.scoring_model && !tensors.contains_key("lm_head.weight");
         let mut take = |name: &str| -> Result<Tensor> {
-            let t = tensors.remove(name).ok_or_else(|| EngineError::MissingField {
-                path: self.dir.clone(),
-                what: format!("tensor {name}"),
-            })?;
+            let t = tensors
+                .remove(name)
+                .ok_or_else(|| EngineError::MissingField {
+                    path: self.dir.clone(),
+                    what: format!("tensor {name}"),
+                })?;
             self.to_f32(name, t)
         };
         let embed = take("model.embed_tokens.weight")?;
@@ -167,8 +211,13 @@ impl SafetensorsModel {
         for i in 0..self.config.num_layers {
             let p = format!("model.layers.{i}");
             let mut linear = |name: &str, with_bias: bool| -> Result<Linear> {
-                let weight = Projection::Candle(QMatMul::Tensor(take(&format!("{p}.{name}.weight"))?));
-                let bias = if with_bias { Some(take(&format!("{p}.{name}.bias"))?) } else { None };
+                let weight =
+                    Projection::Candle(QMatMul::Tensor(take(&format!("{p}.{name}.weight"))?));
+                let bias = if with_bias {
+                    Some(take(&format!("{p}.{name}.bias"))?)
+                } else {
+                    None
+                };
                 Ok(Linear::new(weight, bias))
             };
             let q_proj = linear("self_attn.q_proj", qkv_bias)?;
@@ -178,22 +227,29 @@ impl SafetensorsModel {
             let gate_proj = linear("mlp.gate_proj", false)?;
             let up_proj = linear("mlp.up_proj", false)?;
             let down_proj = linear("mlp.down_proj", false)?;
-            layers.push(LayerWeights {
-                attn_norm: take(&format!("{p}.input_layernorm.weight"))?,
-                ffn_norm: take(&format!("{p}.post_attention_layernorm.weight"))?,
-                q_proj,
-                k_proj,
-                v_proj,
-                o_proj,
-                gate_proj,
-                up_proj,
-                down_proj,
-                qkv: None,
-                gate_up: None,
-            }
-            .with_stacks());
+            layers.push(
+                LayerWeights {
+                    attn_norm: take(&format!("{p}.input_layernorm.weight"))?,
+                    ffn_norm: take(&format!("{p}.post_attention_layernorm.weight"))?,
+                    q_proj,
+                    k_proj,
+                    v_proj,
+                    o_proj,
+                    gate_proj,
+                    up_proj,
+                    down_proj,
+                    qkv: None,
+                    gate_up: None,
+                }
+                .with_stacks(),
+            );
         }
         let lm_head = lm_head.map(|w| Linear::new(Projection::Candle(QMatMul::Tensor(w)), None));
-        Ok(ModelWeights { embed, layers, final_norm, lm_head })
+        Ok(ModelWeights {
+            embed,
+            layers,
+            final_norm,
+            lm_head,
+        })
     }
 }

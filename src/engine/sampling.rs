@@ -41,14 +41,25 @@ pub struct SamplingParams {
 
 impl Default for SamplingParams {
     fn default() -> Self {
-        Self { temperature: 1.0, top_k: 0, top_p: 1.0, min_p: 0.0, repetition_penalty: 1.0, seed: 0, top_logprobs: 0 }
+        Self {
+            temperature: 1.0,
+            top_k: 0,
+            top_p: 1.0,
+            min_p: 0.0,
+            repetition_penalty: 1.0,
+            seed: 0,
+            top_logprobs: 0,
+        }
     }
 }
 
 impl SamplingParams {
     /// Greedy decoding.
     pub fn greedy() -> Self {
-        Self { temperature: 0.0, ..Self::default() }
+        Self {
+            temperature: 0.0,
+            ..Self::default()
+        }
     }
 
     /// Whether top-k, top-p or min-p cut the candidates.
@@ -58,9 +69,13 @@ impl SamplingParams {
 
     /// Checks every knob is in range; the error names the field and the limit.
     pub fn validate(&self) -> Result<()> {
-        let bad = |field: &'static str, reason: String| Err(EngineError::InvalidInput { field, reason });
+        let bad =
+            |field: &'static str, reason: String| Err(EngineError::InvalidInput { field, reason });
         if !self.temperature.is_finite() || self.temperature < 0.0 {
-            return bad("temperature", format!("{} must be a finite number >= 0", self.temperature));
+            return bad(
+                "temperature",
+                format!("{} must be a finite number >= 0", self.temperature),
+            );
         }
         if !(self.top_p > 0.0 && self.top_p <= 1.0) {
             return bad("top_p", format!("{} must be in (0, 1]", self.top_p));
@@ -69,10 +84,19 @@ impl SamplingParams {
             return bad("min_p", format!("{} must be in [0, 1)", self.min_p));
         }
         if !self.repetition_penalty.is_finite() || self.repetition_penalty <= 0.0 {
-            return bad("repetition_penalty", format!("{} must be a finite number > 0", self.repetition_penalty));
+            return bad(
+                "repetition_penalty",
+                format!("{} must be a finite number > 0", self.repetition_penalty),
+            );
         }
         if self.top_logprobs > MAX_TOP_LOGPROBS {
-            return bad("top_logprobs", format!("{} exceeds the limit of {MAX_TOP_LOGPROBS}", self.top_logprobs));
+            return bad(
+                "top_logprobs",
+                format!(
+                    "{} exceeds the limit of {MAX_TOP_LOGPROBS}",
+                    self.top_logprobs
+                ),
+            );
         }
         Ok(())
     }
@@ -122,7 +146,10 @@ impl Sampler {
     /// `sample(logits, context)`, except that bad logits are reported after the RNG moved on.
     pub fn prepare(&mut self) -> Draw {
         let r = (self.params.temperature > 0.0).then(|| self.rng.random::<f32>());
-        Draw { params: self.params.clone(), r }
+        Draw {
+            params: self.params.clone(),
+            r,
+        }
     }
 }
 
@@ -138,11 +165,17 @@ pub struct Draw {
 /// Rejects logits no token can be drawn from.
 fn check_logits(logits: &[f32]) -> Result<()> {
     if logits.is_empty() {
-        return Err(EngineError::InvalidInput { field: "logits", reason: "empty".into() });
+        return Err(EngineError::InvalidInput {
+            field: "logits",
+            reason: "empty".into(),
+        });
     }
     // One pass flags NaN (no early exit, so it vectorises).
     if logits.iter().fold(false, |nan, x| nan | x.is_nan()) {
-        return Err(EngineError::InvalidInput { field: "logits", reason: "contain NaN".into() });
+        return Err(EngineError::InvalidInput {
+            field: "logits",
+            reason: "contain NaN".into(),
+        });
     }
     Ok(())
 }
@@ -161,13 +194,25 @@ impl Draw {
         // (Three allocating passes took 300 us per row, a tenth of a 16-row decode step.)
         let max = math::max(logits);
         let plain = self.params.repetition_penalty == 1.0 && !self.params.restricted();
-        let scale = (self.params.temperature > 0.0 && plain).then(|| 1.0 / self.params.temperature as f32);
+        let scale =
+            (self.params.temperature > 0.0 && plain).then(|| 1.0 / self.params.temperature as f32);
         let pass = Pass::over(logits, max, scale);
         let log_sum = pass.z.ln() + max;
         // `H = -sum p ln p` with `p = w / z`, `ln p = (l - max) - ln z`; 0 when nothing has weight.
-        let entropy = if pass.z > 0.0 { pass.z.ln() - pass.dot / pass.z } else { 0.0 };
-        let top_logprobs = top_n(logits, self.params.top_logprobs).into_iter().map(|(t, l)| (t, l - log_sum)).collect();
-        let logprob_of = |t: u32| logits.get(t as usize).map_or(f32::NEG_INFINITY, |&l| l - log_sum);
+        let entropy = if pass.z > 0.0 {
+            pass.z.ln() - pass.dot / pass.z
+        } else {
+            0.0
+        };
+        let top_logprobs = top_n(logits, self.params.top_logprobs)
+            .into_iter()
+            .map(|(t, l)| (t, l - log_sum))
+            .collect();
+        let logprob_of = |t: u32| {
+            logits
+                .get(t as usize)
+                .map_or(f32::NEG_INFINITY, |&l| l - log_sum)
+        };
 
         let token = match (self.r, scale) {
             (None, _) => {
@@ -191,7 +236,12 @@ impl Draw {
                 self.draw(weights, total, r)
             }
         };
-        Ok(SampledToken { token, logprob: logprob_of(token), top_logprobs, entropy })
+        Ok(SampledToken {
+            token,
+            logprob: logprob_of(token),
+            top_logprobs,
+            entropy,
+        })
     }
 
     /// `logits` with the repetition penalty applied to every token of `context`.
@@ -225,7 +275,11 @@ impl Draw {
             }
             return weights.iter().rposition(|&w| w > 0.0).unwrap_or(0) as u32;
         }
-        let mut cands: Vec<(u32, f32)> = weights.into_iter().enumerate().map(|(i, w)| (i as u32, w)).collect();
+        let mut cands: Vec<(u32, f32)> = weights
+            .into_iter()
+            .enumerate()
+            .map(|(i, w)| (i as u32, w))
+            .collect();
         if self.params.top_k > 0 && self.params.top_k < cands.len() {
             let k = self.params.top_k;
             cands.select_nth_unstable_by(k - 1, |a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
@@ -301,7 +355,11 @@ impl Pass {
             add_lanes(&mut z, w1);
             let mut terms = [0f32; DRAW_CHUNK];
             for ((t, &w), &l) in terms.iter_mut().zip(w1.iter()).zip(chunk) {
-                *t = if l == f32::NEG_INFINITY { 0.0 } else { w * (l - max) };
+                *t = if l == f32::NEG_INFINITY {
+                    0.0
+                } else {
+                    w * (l - max)
+                };
             }
             add_lanes(&mut dot, &terms[..n]);
             if let Some(s) = scale {
@@ -317,7 +375,12 @@ impl Pass {
                 chunk_mass.push(math::sum(ws));
             }
         }
-        Self { z: math::tree_sum(z), dot: math::tree_sum(dot), total: math::tree_sum(total), chunk_mass }
+        Self {
+            z: math::tree_sum(z),
+            dot: math::tree_sum(dot),
+            total: math::tree_sum(total),
+            chunk_mass,
+        }
     }
 
     /// The token where `u` (uniform in `[0, total)`) lands, walking the weights
@@ -325,7 +388,12 @@ impl Pass {
     /// inside the chunk it lands in.
     fn draw(&self, logits: &[f32], max: f32, scale: f32, mut u: f32) -> u32 {
         let mut last = None;
-        for (c, (&mass, chunk)) in self.chunk_mass.iter().zip(logits.chunks(DRAW_CHUNK)).enumerate() {
+        for (c, (&mass, chunk)) in self
+            .chunk_mass
+            .iter()
+            .zip(logits.chunks(DRAW_CHUNK))
+            .enumerate()
+        {
             if u >= mass {
                 u -= mass;
                 if mass > 0.0 {
@@ -346,8 +414,13 @@ impl Pass {
             break;
         }
         // Rounding left `u` past the end: the last token with any weight.
-        last.and_then(|(c, chunk)| chunk.iter().rposition(|&l| weight(l, max, scale) > 0.0).map(|i| (c * DRAW_CHUNK + i) as u32))
-            .unwrap_or(0)
+        last.and_then(|(c, chunk)| {
+            chunk
+                .iter()
+                .rposition(|&l| weight(l, max, scale) > 0.0)
+                .map(|i| (c * DRAW_CHUNK + i) as u32)
+        })
+        .unwrap_or(0)
     }
 }
 
@@ -407,7 +480,11 @@ fn top_n(values: &[f32], n: usize) -> Vec<(u32, f32)> {
     if n == 0 || values.is_empty() {
         return Vec::new();
     }
-    let mut idx: Vec<(u32, f32)> = values.iter().enumerate().map(|(i, &l)| (i as u32, l)).collect();
+    let mut idx: Vec<(u32, f32)> = values
+        .iter()
+        .enumerate()
+        .map(|(i, &l)| (i as u32, l))
+        .collect();
     let n = n.min(idx.len());
     idx.select_nth_unstable_by(n - 1, |a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
     idx.truncate(n);
@@ -428,12 +505,18 @@ mod tests {
 
     #[test]
     fn greedy_picks_the_max_and_reports_its_logprob() -> Result<()> {
-        let mut s = sampler(SamplingParams { top_logprobs: 2, ..SamplingParams::greedy() });
+        let mut s = sampler(SamplingParams {
+            top_logprobs: 2,
+            ..SamplingParams::greedy()
+        });
         let out = s.sample(&[0.0, 3.0, 1.0], &[])?;
         assert_eq!(out.token, 1);
         let lp = log_softmax(&[0.0, 3.0, 1.0]);
         assert!((out.logprob - lp[1]).abs() < 1e-6);
-        assert_eq!(out.top_logprobs.iter().map(|t| t.0).collect::<Vec<_>>(), vec![1, 2]);
+        assert_eq!(
+            out.top_logprobs.iter().map(|t| t.0).collect::<Vec<_>>(),
+            vec![1, 2]
+        );
         Ok(())
     }
 
@@ -441,7 +524,10 @@ mod tests {
     fn same_seed_same_tokens_and_different_seeds_differ() -> Result<()> {
         let logits: Vec<f32> = (0..50).map(|i| (i % 7) as f32 * 0.3).collect();
         let run = |seed| -> Result<Vec<u32>> {
-            let mut s = sampler(SamplingParams { seed, ..SamplingParams::default() });
+            let mut s = sampler(SamplingParams {
+                seed,
+                ..SamplingParams::default()
+            });
             (0..64).map(|_| Ok(s.sample(&logits, &[])?.token)).collect()
         };
         assert_eq!(run(7)?, run(7)?);
@@ -452,9 +538,21 @@ mod tests {
     #[test]
     fn top_k_one_is_greedy_and_top_p_min_p_restrict_the_support() -> Result<()> {
         let logits = [2.0, 1.9, -5.0, -6.0];
-        let mut k1 = sampler(SamplingParams { top_k: 1, seed: 3, ..SamplingParams::default() });
-        let mut p = sampler(SamplingParams { top_p: 0.9, seed: 3, ..SamplingParams::default() });
-        let mut m = sampler(SamplingParams { min_p: 0.5, seed: 3, ..SamplingParams::default() });
+        let mut k1 = sampler(SamplingParams {
+            top_k: 1,
+            seed: 3,
+            ..SamplingParams::default()
+        });
+        let mut p = sampler(SamplingParams {
+            top_p: 0.9,
+            seed: 3,
+            ..SamplingParams::default()
+        });
+        let mut m = sampler(SamplingParams {
+            min_p: 0.5,
+            seed: 3,
+            ..SamplingParams::default()
+        });
         for _ in 0..200 {
             assert_eq!(k1.sample(&logits, &[])?.token, 0);
             assert!(p.sample(&logits, &[])?.token < 2);
@@ -465,7 +563,10 @@ mod tests {
 
     #[test]
     fn repetition_penalty_moves_greedy_off_a_seen_token() -> Result<()> {
-        let mut s = sampler(SamplingParams { repetition_penalty: 2.0, ..SamplingParams::greedy() });
+        let mut s = sampler(SamplingParams {
+            repetition_penalty: 2.0,
+            ..SamplingParams::greedy()
+        });
         assert_eq!(s.sample(&[3.0, 2.0], &[0])?.token, 1);
         Ok(())
     }
@@ -473,11 +574,41 @@ mod tests {
     #[test]
     fn out_of_range_params_name_the_field() {
         for (p, field) in [
-            (SamplingParams { temperature: -1.0, ..Default::default() }, "temperature"),
-            (SamplingParams { top_p: 0.0, ..Default::default() }, "top_p"),
-            (SamplingParams { min_p: 1.0, ..Default::default() }, "min_p"),
-            (SamplingParams { repetition_penalty: 0.0, ..Default::default() }, "repetition_penalty"),
-            (SamplingParams { top_logprobs: 21, ..Default::default() }, "top_logprobs"),
+            (
+                SamplingParams {
+                    temperature: -1.0,
+                    ..Default::default()
+                },
+                "temperature",
+            ),
+            (
+                SamplingParams {
+                    top_p: 0.0,
+                    ..Default::default()
+                },
+                "top_p",
+            ),
+            (
+                SamplingParams {
+                    min_p: 1.0,
+                    ..Default::default()
+                },
+                "min_p",
+            ),
+            (
+                SamplingParams {
+                    repetition_penalty: 0.0,
+                    ..Default::default()
+                },
+                "repetition_penalty",
+            ),
+            (
+                SamplingParams {
+                    top_logprobs: 21,
+                    ..Default::default()
+                },
+                "top_logprobs",
+            ),
         ] {
             match Sampler::new(p) {
                 Err(EngineError::InvalidInput { field: f, .. }) => assert_eq!(f, field),
@@ -493,12 +624,20 @@ mod tests {
         for (t, l) in [(5usize, 0.0f32), (1500, 1.0), (2999, 0.5)] {
             logits[t] = l;
         }
-        let mut s = sampler(SamplingParams { seed: 11, ..SamplingParams::default() });
+        let mut s = sampler(SamplingParams {
+            seed: 11,
+            ..SamplingParams::default()
+        });
         let mut counts = std::collections::BTreeMap::new();
         for _ in 0..3000 {
-            *counts.entry(s.sample(&logits, &[])?.token).or_insert(0usize) += 1;
+            *counts
+                .entry(s.sample(&logits, &[])?.token)
+                .or_insert(0usize) += 1;
         }
-        assert_eq!(counts.keys().copied().collect::<Vec<_>>(), vec![5, 1500, 2999]);
+        assert_eq!(
+            counts.keys().copied().collect::<Vec<_>>(),
+            vec![5, 1500, 2999]
+        );
         // p = e^0, e^1, e^0.5 over their sum: 0.186, 0.506, 0.307.
         for (t, p) in [(5u32, 0.186), (1500, 0.506), (2999, 0.307)] {
             let got = counts[&t] as f64 / 3000.0;

@@ -20,7 +20,8 @@ const TOKEN_TYPE_CONTROL: i64 = 3;
 const TOKEN_TYPE_USER_DEFINED: i64 = 4;
 
 /// GPT-2's split pattern (also used by `smollm` after splitting digits).
-const GPT2_PATTERN: &str = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+";
+const GPT2_PATTERN: &str =
+    r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+";
 /// Llama 3's split pattern (`llama-bpe` in llama.cpp).
 const LLAMA3_PATTERN: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 /// Qwen2's split pattern.
@@ -37,7 +38,11 @@ pub struct TextTokenizer {
 
 impl std::fmt::Debug for TextTokenizer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TextTokenizer").field("vocab", &self.vocab_size()).field("bos", &self.bos).field("eos", &self.eos).finish()
+        f.debug_struct("TextTokenizer")
+            .field("vocab", &self.vocab_size())
+            .field("bos", &self.bos)
+            .field("eos", &self.eos)
+            .finish()
     }
 }
 
@@ -46,9 +51,15 @@ fn tok_err(e: impl std::fmt::Display) -> EngineError {
 }
 
 fn strings(v: &Value, key: &str) -> Result<Vec<String>> {
-    let arr = v.to_vec().map_err(|_| EngineError::Tokenizer(format!("{key} is not an array")))?;
+    let arr = v
+        .to_vec()
+        .map_err(|_| EngineError::Tokenizer(format!("{key} is not an array")))?;
     arr.iter()
-        .map(|x| x.to_string().cloned().map_err(|_| EngineError::Tokenizer(format!("{key} holds a non-string"))))
+        .map(|x| {
+            x.to_string()
+                .cloned()
+                .map_err(|_| EngineError::Tokenizer(format!("{key} holds a non-string")))
+        })
         .collect()
 }
 
@@ -70,12 +81,21 @@ fn pre_tokenizer(pre: &str) -> Json {
     let byte_level = |use_regex: bool| json!({"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": use_regex});
     let split = |pattern: &str| json!({"type": "Split", "pattern": {"Regex": pattern}, "behavior": "Isolated", "invert": false});
     match pre {
-        "smollm" => json!({"type": "Sequence", "pretokenizers": [{"type": "Digits", "individual_digits": true}, byte_level(true)]}),
-        "qwen2" | "deepseek-r1-qwen" => json!({"type": "Sequence", "pretokenizers": [split(QWEN2_PATTERN), byte_level(false)]}),
-        "llama-bpe" | "llama3" => json!({"type": "Sequence", "pretokenizers": [split(LLAMA3_PATTERN), byte_level(false)]}),
+        "smollm" => {
+            json!({"type": "Sequence", "pretokenizers": [{"type": "Digits", "individual_digits": true}, byte_level(true)]})
+        }
+        "qwen2" | "deepseek-r1-qwen" => {
+            json!({"type": "Sequence", "pretokenizers": [split(QWEN2_PATTERN), byte_level(false)]})
+        }
+        "llama-bpe" | "llama3" => {
+            json!({"type": "Sequence", "pretokenizers": [split(LLAMA3_PATTERN), byte_level(false)]})
+        }
         other => {
             if !matches!(other, "gpt2" | "default" | "") {
-                tracing::warn!(pre = other, "unknown GGUF pre-tokenizer; using GPT-2's split");
+                tracing::warn!(
+                    pre = other,
+                    "unknown GGUF pre-tokenizer; using GPT-2's split"
+                );
             }
             json!({"type": "Sequence", "pretokenizers": [split(GPT2_PATTERN), byte_level(false)]})
         }
@@ -86,7 +106,10 @@ impl TextTokenizer {
     /// Rebuilds the tokenizer stored in a GGUF's `tokenizer.ggml.*` metadata.
     pub fn from_gguf(gguf: &GgufFile) -> Result<Self> {
         let md = gguf.metadata();
-        let get = |k: &str| md.get(k).ok_or_else(|| EngineError::Tokenizer(format!("GGUF has no {k}")));
+        let get = |k: &str| {
+            md.get(k)
+                .ok_or_else(|| EngineError::Tokenizer(format!("GGUF has no {k}")))
+        };
         let model = gguf.metadata_str("tokenizer.ggml.model").unwrap_or("");
         if model != "gpt2" {
             return Err(EngineError::Tokenizer(format!(
@@ -96,16 +119,31 @@ impl TextTokenizer {
         let tokens = strings(get("tokenizer.ggml.tokens")?, "tokenizer.ggml.tokens")?;
         let merges = strings(get("tokenizer.ggml.merges")?, "tokenizer.ggml.merges")?;
         let types: Vec<i64> = match md.get("tokenizer.ggml.token_type") {
-            Some(v) => v.to_vec().map_err(tok_err)?.iter().map(|x| integer(x).unwrap_or(1)).collect(),
+            Some(v) => v
+                .to_vec()
+                .map_err(tok_err)?
+                .iter()
+                .map(|x| integer(x).unwrap_or(1))
+                .collect(),
             None => vec![1; tokens.len()],
         };
-        let id = |k: &str| md.get(k).and_then(integer).and_then(|x| u32::try_from(x).ok());
+        let id = |k: &str| {
+            md.get(k)
+                .and_then(integer)
+                .and_then(|x| u32::try_from(x).ok())
+        };
         let bos = id("tokenizer.ggml.bos_token_id");
         // llama.cpp's default for byte-level BPE vocabularies is not to prepend bos.
-        let add_bos = matches!(md.get("tokenizer.ggml.add_bos_token"), Some(Value::Bool(true)));
+        let add_bos = matches!(
+            md.get("tokenizer.ggml.add_bos_token"),
+            Some(Value::Bool(true))
+        );
         let eos = id("tokenizer.ggml.eos_token_id");
-        let vocab: serde_json::Map<String, Json> =
-            tokens.iter().enumerate().map(|(i, t)| (t.clone(), json!(i))).collect();
+        let vocab: serde_json::Map<String, Json> = tokens
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.clone(), json!(i)))
+            .collect();
         let added: Vec<Json> = tokens
             .iter()
             .enumerate()
@@ -129,14 +167,28 @@ impl TextTokenizer {
                       "ignore_merges": false, "vocab": vocab, "merges": merges},
         });
         let inner = Tokenizer::from_bytes(spec.to_string().as_bytes()).map_err(tok_err)?;
-        Ok(Self { inner, bos, add_bos, eos: eos.into_iter().collect() })
+        Ok(Self {
+            inner,
+            bos,
+            add_bos,
+            eos: eos.into_iter().collect(),
+        })
     }
 
     /// Loads a Hugging Face `tokenizer.json`; `eos_names` are looked up as end-of-sequence tokens.
     pub fn from_file(path: &Path, eos_names: &[&str]) -> Result<Self> {
-        let inner = Tokenizer::from_file(path).map_err(|e| EngineError::Tokenizer(format!("{}: {e}", path.display())))?;
-        let eos = eos_names.iter().filter_map(|n| inner.token_to_id(n)).collect();
-        Ok(Self { inner, bos: None, add_bos: false, eos })
+        let inner = Tokenizer::from_file(path)
+            .map_err(|e| EngineError::Tokenizer(format!("{}: {e}", path.display())))?;
+        let eos = eos_names
+            .iter()
+            .filter_map(|n| inner.token_to_id(n))
+            .collect();
+        Ok(Self {
+            inner,
+            bos: None,
+            add_bos: false,
+            eos,
+        })
     }
 
     /// Adds an end-of-sequence id (e.g. `<|im_end|>` for chat models).
@@ -150,7 +202,12 @@ impl TextTokenizer {
 
     /// Encodes text; special tokens written in the text (`<|im_start|>`) become their ids.
     pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
-        Ok(self.inner.encode(text, false).map_err(tok_err)?.get_ids().to_vec())
+        Ok(self
+            .inner
+            .encode(text, false)
+            .map_err(tok_err)?
+            .get_ids()
+            .to_vec())
     }
 
     /// Decodes ids back to text, special tokens included.

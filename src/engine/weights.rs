@@ -49,7 +49,9 @@ impl Linear {
     pub(crate) fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let y = match &self.weight {
             Projection::Candle(w) => w.forward(x)?,
-            Projection::Kernel(w) => Tensor::from_vec(kernel_rows(w, x)?, (x.dims2()?.0, w.rows()), x.device())?,
+            Projection::Kernel(w) => {
+                Tensor::from_vec(kernel_rows(w, x)?, (x.dims2()?.0, w.rows()), x.device())?
+            }
         };
         Ok(match &self.bias {
             Some(b) => y.broadcast_add(b)?,
@@ -88,7 +90,12 @@ impl<const N: usize> Stacked<N> {
                 _ => return None,
             }
         }
-        let widths: [usize; N] = matrices.iter().map(QuantMatrix::rows).collect::<Vec<_>>().try_into().ok()?;
+        let widths: [usize; N] = matrices
+            .iter()
+            .map(QuantMatrix::rows)
+            .collect::<Vec<_>>()
+            .try_into()
+            .ok()?;
         let (matrix, views) = QuantMatrix::stack(&matrices).ok()?;
         for (part, view) in parts.into_iter().zip(views) {
             part.weight = Projection::Kernel(view);
@@ -100,10 +107,16 @@ impl<const N: usize> Stacked<N> {
     /// written there by the kernel (no copy).
     pub(crate) fn forward(&self, x: &Tensor) -> Result<[Vec<f32>; N]> {
         let (rows, _) = x.dims2()?;
-        let parts = with_rows(x, |input| Ok(self.matrix.matmul_parts_vec(input, rows, &self.widths)?))?;
+        let parts = with_rows(x, |input| {
+            Ok(self.matrix.matmul_parts_vec(input, rows, &self.widths)?)
+        })?;
         // One vector per width, so this always converts.
         parts.try_into().map_err(|p: Vec<Vec<f32>>| {
-            KernelError::OutputParts { part: p.len(), reason: format!("{} outputs for {N} parts", p.len()) }.into()
+            KernelError::OutputParts {
+                part: p.len(),
+                reason: format!("{} outputs for {N} parts", p.len()),
+            }
+            .into()
         })
     }
 }

@@ -25,7 +25,10 @@ struct Inner {
 impl StepCache {
     /// An empty cache holding at most `capacity` scores (0 disables it).
     pub(crate) fn new(capacity: usize) -> Self {
-        Self { inner: Mutex::new(Inner::default()), capacity }
+        Self {
+            inner: Mutex::new(Inner::default()),
+            capacity,
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {

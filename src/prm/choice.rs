@@ -49,7 +49,9 @@ impl FromStr for VerifierChoice {
     fn from_str(s: &str) -> Result<Self, String> {
         let path = |p: &str, name: &str| {
             if p.is_empty() {
-                Err(format!("--verifier {name}: needs a checkpoint path after `{name}:`"))
+                Err(format!(
+                    "--verifier {name}: needs a checkpoint path after `{name}:`"
+                ))
             } else {
                 Ok(PathBuf::from(p))
             }
@@ -78,7 +80,10 @@ impl fmt::Display for VerifierChoice {
 impl VerifierChoice {
     /// Builds the verifier; `generator` is the one the LLM-as-PRM judges with. A checkpoint
     /// PRM loads its model and starts its own executor here (an error names the path).
-    pub async fn build(&self, generator: Arc<dyn Generator>) -> Result<Option<Arc<dyn Verifier>>, String> {
+    pub async fn build(
+        &self,
+        generator: Arc<dyn Generator>,
+    ) -> Result<Option<Arc<dyn Verifier>>, String> {
         let checkpoint = |opts: PrmOptions| {
             let path = opts.model.display().to_string();
             ModelPrm::start(&opts)
@@ -109,16 +114,27 @@ mod tests {
         }
         for bad in ["", "prm", "qwen-prm:", "llm-prm:x", "orm:/a"] {
             let e = bad.parse::<VerifierChoice>().expect_err(bad);
-            assert!(e.contains("llm-prm") || e.contains("needs a checkpoint"), "{bad}: {e}");
+            assert!(
+                e.contains("llm-prm") || e.contains("needs a checkpoint"),
+                "{bad}: {e}"
+            );
         }
     }
 
     #[test]
     fn a_missing_checkpoint_is_an_error_naming_it() {
-        let rt = tokio::runtime::Builder::new_current_thread().build().expect("runtime");
-        let generator: Arc<dyn Generator> = Arc::new(ponder_strategies::fake::FakeGenerator::new(|_| ponder_strategies::fake::FakeChunk::last("", 0.0)));
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("runtime");
+        let generator: Arc<dyn Generator> =
+            Arc::new(ponder_strategies::fake::FakeGenerator::new(|_| {
+                ponder_strategies::fake::FakeChunk::last("", 0.0)
+            }));
         let choice = VerifierChoice::QwenPrm("/nonexistent/prm".into());
-        let e = rt.block_on(choice.build(generator)).map(|_| ()).expect_err("missing");
+        let e = rt
+            .block_on(choice.build(generator))
+            .map(|_| ())
+            .expect_err("missing");
         assert!(e.contains("/nonexistent/prm"), "{e}");
     }
 }

@@ -50,7 +50,10 @@ impl PrmHead {
                 .iter()
                 .map(|r| match r.as_slice() {
                     [good, bad] => Ok(good_probability(*good, *bad)),
-                    other => Err(EngineError::Kv(format!("expected 2 logits at a step tag, got {}", other.len()))),
+                    other => Err(EngineError::Kv(format!(
+                        "expected 2 logits at a step tag, got {}",
+                        other.len()
+                    ))),
                 })
                 .collect(),
         }
@@ -69,11 +72,16 @@ pub struct RewardHead {
 impl RewardHead {
     /// The head from a checkpoint's extra tensors (`score.0.weight`, `score.0.bias`,
     /// `score.2.weight`, `score.2.bias`), checked against the decoder's `hidden_size`.
-    pub fn from_tensors(tensors: &HashMap<String, Tensor>, path: &Path, hidden_size: usize) -> Result<Self> {
+    pub fn from_tensors(
+        tensors: &HashMap<String, Tensor>,
+        path: &Path,
+        hidden_size: usize,
+    ) -> Result<Self> {
         let get = |name: &str, shape: &[usize]| -> Result<Tensor> {
-            let t = tensors
-                .get(name)
-                .ok_or_else(|| EngineError::MissingField { path: path.to_path_buf(), what: format!("reward head tensor {name}") })?;
+            let t = tensors.get(name).ok_or_else(|| EngineError::MissingField {
+                path: path.to_path_buf(),
+                what: format!("reward head tensor {name}"),
+            })?;
             if t.dims() != shape {
                 return Err(EngineError::CorruptModel {
                     path: path.to_path_buf(),
@@ -85,8 +93,14 @@ impl RewardHead {
         let h = hidden_size;
         let device = get("score.0.weight", &[h, h])?.device().clone();
         Ok(Self {
-            hidden: Linear::new(get("score.0.weight", &[h, h])?, Some(get("score.0.bias", &[h])?)),
-            out: Linear::new(get("score.2.weight", &[2, h])?, Some(get("score.2.bias", &[2])?)),
+            hidden: Linear::new(
+                get("score.0.weight", &[h, h])?,
+                Some(get("score.0.bias", &[h])?),
+            ),
+            out: Linear::new(
+                get("score.2.weight", &[2, h])?,
+                Some(get("score.2.bias", &[2])?),
+            ),
             hidden_size,
             device,
         })
@@ -98,11 +112,27 @@ impl RewardHead {
             return Ok(Vec::new());
         }
         if let Some(bad) = hidden.iter().find(|h| h.len() != self.hidden_size) {
-            return Err(EngineError::Kv(format!("hidden state of {} floats for a head of width {}", bad.len(), self.hidden_size)));
+            return Err(EngineError::Kv(format!(
+                "hidden state of {} floats for a head of width {}",
+                bad.len(),
+                self.hidden_size
+            )));
         }
         let flat: Vec<f32> = hidden.iter().flatten().copied().collect();
         let x = Tensor::from_vec(flat, (hidden.len(), self.hidden_size), &self.device)?;
-        let logits: Vec<Vec<f32>> = self.out.forward(&self.hidden.forward(&x)?.relu()?)?.to_vec2()?;
-        Ok(logits.iter().map(|l| if let [bad, good] = l.as_slice() { good_probability(*good, *bad) } else { 0.0 }).collect())
+        let logits: Vec<Vec<f32>> = self
+            .out
+            .forward(&self.hidden.forward(&x)?.relu()?)?
+            .to_vec2()?;
+        Ok(logits
+            .iter()
+            .map(|l| {
+                if let [bad, good] = l.as_slice() {
+                    good_probability(*good, *bad)
+                } else {
+                    0.0
+                }
+            })
+            .collect())
     }
 }

@@ -27,8 +27,19 @@ pub(crate) struct StepLayout {
 impl StepLayout {
     /// Lays `solution` out in `format`, keeping only the steps whose tag ends within `context`
     /// tokens (the others cannot be read and score as no answer).
-    pub(crate) fn build(tokenizer: &TextTokenizer, format: &PrmFormat, solution: &Solution<'_>, context: usize) -> Result<Self> {
-        let encode = |text: &str| -> Result<Vec<u32>> { if text.is_empty() { Ok(Vec::new()) } else { tokenizer.encode(text) } };
+    pub(crate) fn build(
+        tokenizer: &TextTokenizer,
+        format: &PrmFormat,
+        solution: &Solution<'_>,
+        context: usize,
+    ) -> Result<Self> {
+        let encode = |text: &str| -> Result<Vec<u32>> {
+            if text.is_empty() {
+                Ok(Vec::new())
+            } else {
+                tokenizer.encode(text)
+            }
+        };
         let mut tokens = encode(&format.prefix_for(solution.problem))?;
         if let Some(bos) = tokenizer.bos().filter(|_| tokenizer.add_bos()) {
             tokens.insert(0, bos);

@@ -76,14 +76,20 @@ pub struct LlmPrm {
 
 impl std::fmt::Debug for LlmPrm {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LlmPrm").field("root", &self.root).field("config", &self.config).finish_non_exhaustive()
+        f.debug_struct("LlmPrm")
+            .field("root", &self.root)
+            .field("config", &self.config)
+            .finish_non_exhaustive()
     }
 }
 
 const NAME: &str = "llm-prm";
 
 fn backend(e: StrategyError) -> VerifierError {
-    VerifierError::Backend { verifier: NAME.into(), message: e.to_string() }
+    VerifierError::Backend {
+        verifier: NAME.into(),
+        message: e.to_string(),
+    }
 }
 
 /// The question sequences of one solution, built on the generator.
@@ -98,20 +104,41 @@ struct Questions {
 
 impl LlmPrm {
     /// Opens the judge's instructions on `generator` (once; every check forks from them).
-    pub async fn new(generator: Arc<dyn Generator>, config: LlmPrmConfig) -> ponder_verifiers::Result<Self> {
-        let (root, _) = generator.open(&Prompt { system: None, user: config.instructions.clone() }).await.map_err(backend)?;
+    pub async fn new(
+        generator: Arc<dyn Generator>,
+        config: LlmPrmConfig,
+    ) -> ponder_verifiers::Result<Self> {
+        let (root, _) = generator
+            .open(&Prompt {
+                system: None,
+                user: config.instructions.clone(),
+            })
+            .await
+            .map_err(backend)?;
         let cache = StepCache::new(config.cache_capacity);
-        Ok(Self { generator, config, root, cache })
+        Ok(Self {
+            generator,
+            config,
+            root,
+            cache,
+        })
     }
 
     fn step_text(&self, n: usize, step: &str) -> String {
-        self.config.step.replace("{n}", &n.to_string()).replace("{step}", step.trim())
+        self.config
+            .step
+            .replace("{n}", &n.to_string())
+            .replace("{step}", step.trim())
     }
 
     /// Builds the question sequences of the steps not in the cache. On error, everything
     /// opened so far is released.
     fn questions(&self, solution: &Solution<'_>) -> Result<Questions, StrategyError> {
-        let mut q = Questions { steps: Vec::new(), asked: Vec::new(), opened: Vec::new() };
+        let mut q = Questions {
+            steps: Vec::new(),
+            asked: Vec::new(),
+            opened: Vec::new(),
+        };
         let built = self.build(solution, &mut q);
         if let Err(e) = built {
             self.release(&q);
@@ -130,16 +157,24 @@ impl LlmPrm {
             let key = hasher.finish();
             q.steps.push((key, self.cache.get(key)));
         }
-        let Some(last) = q.steps.iter().rposition(|(_, s)| s.is_none()) else { return Ok(()) };
+        let Some(last) = q.steps.iter().rposition(|(_, s)| s.is_none()) else {
+            return Ok(());
+        };
         let base = self.generator.fork(self.root)?;
         q.opened.push(base);
-        self.generator.append(base, &self.config.problem.replace("{problem}", solution.problem))?;
+        self.generator.append(
+            base,
+            &self.config.problem.replace("{problem}", solution.problem),
+        )?;
         for (k, step) in solution.steps.iter().enumerate().take(last + 1) {
             self.generator.append(base, &self.step_text(k + 1, step))?;
             if q.steps[k].1.is_none() {
                 let ask = self.generator.fork(base)?;
                 q.opened.push(ask);
-                self.generator.append(ask, &self.config.question.replace("{n}", &(k + 1).to_string()))?;
+                self.generator.append(
+                    ask,
+                    &self.config.question.replace("{n}", &(k + 1).to_string()),
+                )?;
                 q.asked.push((k, ask));
             }
         }
@@ -160,11 +195,19 @@ impl Verifier for LlmPrm {
     }
 
     async fn score(&self, solution: Solution<'_>) -> ponder_verifiers::Result<Scores> {
-        Ok(self.score_batch(&[solution]).await?.into_iter().next().unwrap_or_else(|| Scores::no_answer(solution.steps.len())))
+        Ok(self
+            .score_batch(&[solution])
+            .await?
+            .into_iter()
+            .next()
+            .unwrap_or_else(|| Scores::no_answer(solution.steps.len())))
     }
 
     /// Every question of every solution in one `extend` call.
-    async fn score_batch(&self, solutions: &[Solution<'_>]) -> ponder_verifiers::Result<Vec<Scores>> {
+    async fn score_batch(
+        &self,
+        solutions: &[Solution<'_>],
+    ) -> ponder_verifiers::Result<Vec<Scores>> {
         let mut built: Vec<Option<Questions>> = Vec::with_capacity(solutions.len());
         for solution in solutions {
             if AnswerState::of(solution).is_no_answer() {
@@ -179,14 +222,27 @@ impl Verifier for LlmPrm {
                 }
             }
         }
-        let sampling = Sampling::greedy(self.config.top_logprobs.min(crate::engine::MAX_TOP_LOGPROBS));
+        let sampling = Sampling::greedy(
+            self.config
+                .top_logprobs
+                .min(crate::engine::MAX_TOP_LOGPROBS),
+        );
         let requests: Vec<ExtendRequest> = built
             .iter()
             .flatten()
             .flat_map(|q| q.asked.iter())
-            .map(|&(_, seq)| ExtendRequest { seq, max_tokens: 1, stop: Vec::new(), sampling })
+            .map(|&(_, seq)| ExtendRequest {
+                seq,
+                max_tokens: 1,
+                stop: Vec::new(),
+                sampling,
+            })
             .collect();
-        let extended = if requests.is_empty() { Ok(Vec::new()) } else { self.generator.extend(&requests).await };
+        let extended = if requests.is_empty() {
+            Ok(Vec::new())
+        } else {
+            self.generator.extend(&requests).await
+        };
         built.iter().flatten().for_each(|q| self.release(q));
         let mut answers = extended.map_err(backend)?.into_iter();
         let mut out = Vec::with_capacity(solutions.len());
@@ -195,17 +251,37 @@ impl Verifier for LlmPrm {
                 out.push(Scores::no_answer(solution.steps.len()));
                 continue;
             };
-            let mut steps: Vec<f32> = q.steps.iter().map(|(_, s)| s.unwrap_or(UNSURE_SCORE)).collect();
+            let mut steps: Vec<f32> = q
+                .steps
+                .iter()
+                .map(|(_, s)| s.unwrap_or(UNSURE_SCORE))
+                .collect();
             let mut cost = 0;
             for &(k, _) in &q.asked {
-                let ext = answers.next().ok_or_else(|| backend(StrategyError::Generator("fewer answers than questions".into())))?;
+                let ext = answers.next().ok_or_else(|| {
+                    backend(StrategyError::Generator(
+                        "fewer answers than questions".into(),
+                    ))
+                })?;
                 cost += ext.cost.prefill_computed + ext.cost.generated;
-                let p = ext.tokens.first().and_then(|t| yes_probability(&t.top)).unwrap_or(UNSURE_SCORE);
+                let p = ext
+                    .tokens
+                    .first()
+                    .and_then(|t| yes_probability(&t.top))
+                    .unwrap_or(UNSURE_SCORE);
                 self.cache.insert(q.steps[k].0, p);
                 steps[k] = p;
             }
-            let overall = self.config.aggregation.apply(&steps).unwrap_or(ponder_verifiers::NO_ANSWER_SCORE);
-            out.push(Scores { steps, overall, cost });
+            let overall = self
+                .config
+                .aggregation
+                .apply(&steps)
+                .unwrap_or(ponder_verifiers::NO_ANSWER_SCORE);
+            out.push(Scores {
+                steps,
+                overall,
+                cost,
+            });
         }
         Ok(out)
     }
@@ -216,7 +292,9 @@ impl Verifier for LlmPrm {
         if AnswerState::of(solution).is_no_answer() {
             return 0;
         }
-        let Ok(q) = self.questions(solution) else { return 0 };
+        let Ok(q) = self.questions(solution) else {
+            return 0;
+        };
         let seqs: Vec<SeqHandle> = q.asked.iter().map(|&(_, seq)| seq).collect();
         // A batch the generator cannot bound is bounded by nothing: refuse to promise.
         let bound = match self.generator.prefill_bound_batch(&seqs) {

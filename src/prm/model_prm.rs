@@ -16,13 +16,16 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use ponder_verifiers::{Aggregation, AnswerState, PrmFormat, Scores, Solution, Verifier, VerifierError, NO_ANSWER_SCORE};
+use ponder_verifiers::{
+    Aggregation, AnswerState, PrmFormat, Scores, Solution, Verifier, VerifierError, NO_ANSWER_SCORE,
+};
 
 use super::cache::StepCache;
 use super::head::{PrmHead, RewardHead, SCORE_HEAD_PREFIX};
 use super::layout::StepLayout;
 use crate::engine::{
-    EngineError, Executor, LoadOptions, LoadedModel, PagedKvStore, Result, Scheduler, SchedulerConfig, ScoreHandle, ScoreRequest,
+    EngineError, Executor, LoadOptions, LoadedModel, PagedKvStore, Result, Scheduler,
+    SchedulerConfig, ScoreHandle, ScoreRequest,
 };
 
 /// Which kind of PRM a checkpoint is.
@@ -79,7 +82,10 @@ impl PrmOptions {
     /// A Math-Shepherd checkpoint: `+`/`-` logits at ` ки` tags.
     pub fn math_shepherd(model: impl Into<PathBuf>) -> Self {
         Self {
-            kind: PrmKind::TokenLogits { good: "+".into(), bad: "-".into() },
+            kind: PrmKind::TokenLogits {
+                good: "+".into(),
+                bad: "-".into(),
+            },
             format: PrmFormat::math_shepherd(),
             ..Self::qwen_math_prm(model)
         }
@@ -100,7 +106,10 @@ pub struct ModelPrm {
 
 impl std::fmt::Debug for ModelPrm {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ModelPrm").field("name", &self.name).field("head", &self.head).finish_non_exhaustive()
+        f.debug_struct("ModelPrm")
+            .field("name", &self.name)
+            .field("head", &self.head)
+            .finish_non_exhaustive()
     }
 }
 
@@ -113,7 +122,10 @@ struct Plan {
 }
 
 fn backend(name: &str, e: EngineError) -> VerifierError {
-    VerifierError::Backend { verifier: name.to_string(), message: e.to_string() }
+    VerifierError::Backend {
+        verifier: name.to_string(),
+        message: e.to_string(),
+    }
 }
 
 impl ModelPrm {
@@ -122,8 +134,14 @@ impl ModelPrm {
         let load = LoadOptions::cpu(opts.model.clone());
         let (model, head) = match &opts.kind {
             PrmKind::RewardHead => {
-                let (model, extras) = LoadedModel::load_with_extras(&load, |name| name.starts_with(SCORE_HEAD_PREFIX))?;
-                let head = RewardHead::from_tensors(&extras, &opts.model, model.model.config().hidden_size)?;
+                let (model, extras) = LoadedModel::load_with_extras(&load, |name| {
+                    name.starts_with(SCORE_HEAD_PREFIX)
+                })?;
+                let head = RewardHead::from_tensors(
+                    &extras,
+                    &opts.model,
+                    model.model.config().hidden_size,
+                )?;
                 (model, PrmHead::Reward(head))
             }
             PrmKind::TokenLogits { good, bad } => {
@@ -133,16 +151,30 @@ impl ModelPrm {
             }
         };
         let model = Arc::new(model);
-        let store = PagedKvStore::with_memory(model.model.config(), opts.kv_memory, opts.block_size)?;
-        let config = SchedulerConfig { max_step_tokens: opts.max_step_tokens, ..SchedulerConfig::default() };
-        let executor = Arc::new(Executor::spawn(Scheduler::new(Arc::clone(&model.model), store, config))?);
-        let prm = Self::new(model, executor, head, opts.format.clone()).with_aggregation(opts.aggregation);
+        let store =
+            PagedKvStore::with_memory(model.model.config(), opts.kv_memory, opts.block_size)?;
+        let config = SchedulerConfig {
+            max_step_tokens: opts.max_step_tokens,
+            ..SchedulerConfig::default()
+        };
+        let executor = Arc::new(Executor::spawn(Scheduler::new(
+            Arc::clone(&model.model),
+            store,
+            config,
+        ))?);
+        let prm = Self::new(model, executor, head, opts.format.clone())
+            .with_aggregation(opts.aggregation);
         Ok(prm.with_cache_capacity(opts.cache_capacity))
     }
 
     /// A PRM over an executor already running `model` (e.g. a token-logit PRM sharing the
     /// generator's executor, so its reads batch with generation).
-    pub fn new(model: Arc<LoadedModel>, executor: Arc<Executor>, head: PrmHead, format: PrmFormat) -> Self {
+    pub fn new(
+        model: Arc<LoadedModel>,
+        executor: Arc<Executor>,
+        head: PrmHead,
+        format: PrmFormat,
+    ) -> Self {
         let name = match head {
             PrmHead::Reward(_) => "prm-reward-head",
             PrmHead::TokenLogits { .. } => "prm-token-logits",
@@ -195,12 +227,23 @@ impl ModelPrm {
         let context = self.model.model.config().context_length;
         let layout = StepLayout::build(&self.model.tokenizer, &self.format, solution, context)?;
         let known: Vec<Option<f32>> = layout.keys.iter().map(|&k| self.cache.get(k)).collect();
-        let asked = known.iter().enumerate().filter(|(_, s)| s.is_none()).map(|(i, _)| i).collect();
-        Ok(Some(Plan { layout, known, asked }))
+        let asked = known
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.is_none())
+            .map(|(i, _)| i)
+            .collect();
+        Ok(Some(Plan {
+            layout,
+            known,
+            asked,
+        }))
     }
 
     fn submit(&self, plan: &Plan) -> Result<Option<ScoreHandle>> {
-        let Some(&last) = plan.asked.last() else { return Ok(None) };
+        let Some(&last) = plan.asked.last() else {
+            return Ok(None);
+        };
         let req = ScoreRequest {
             tokens: plan.layout.through(last).to_vec(),
             positions: plan.asked.iter().map(|&k| plan.layout.tags[k]).collect(),
@@ -211,15 +254,28 @@ impl ModelPrm {
     }
 
     /// Step scores and cost from a plan and its request's result.
-    async fn finish(&self, n_steps: usize, plan: Plan, handle: Option<ScoreHandle>) -> Result<Scores> {
-        let mut steps: Vec<f32> = plan.known.iter().map(|s| s.unwrap_or(NO_ANSWER_SCORE)).collect();
+    async fn finish(
+        &self,
+        n_steps: usize,
+        plan: Plan,
+        handle: Option<ScoreHandle>,
+    ) -> Result<Scores> {
+        let mut steps: Vec<f32> = plan
+            .known
+            .iter()
+            .map(|s| s.unwrap_or(NO_ANSWER_SCORE))
+            .collect();
         let mut cost = 0;
         if let Some(handle) = handle {
             let scored = handle.wait().await?;
             cost = scored.computed;
             let probs = self.head.probabilities(&scored.values)?;
             if probs.len() != plan.asked.len() {
-                return Err(EngineError::Kv(format!("{} readings for {} steps", probs.len(), plan.asked.len())));
+                return Err(EngineError::Kv(format!(
+                    "{} readings for {} steps",
+                    probs.len(),
+                    plan.asked.len()
+                )));
             }
             for (&k, p) in plan.asked.iter().zip(probs) {
                 self.cache.insert(plan.layout.keys[k], p);
@@ -229,7 +285,11 @@ impl ModelPrm {
         // Steps that did not fit the context were not read.
         steps.resize(n_steps, NO_ANSWER_SCORE);
         let overall = self.aggregation.apply(&steps).unwrap_or(NO_ANSWER_SCORE);
-        Ok(Scores { steps, overall, cost })
+        Ok(Scores {
+            steps,
+            overall,
+            cost,
+        })
     }
 }
 
@@ -247,7 +307,10 @@ pub fn token_head(model: &LoadedModel, good: &str, bad: &str) -> Result<PrmHead>
             }),
         }
     };
-    Ok(PrmHead::TokenLogits { good: id(good)?, bad: id(bad)? })
+    Ok(PrmHead::TokenLogits {
+        good: id(good)?,
+        bad: id(bad)?,
+    })
 }
 
 #[async_trait]
@@ -257,11 +320,19 @@ impl Verifier for ModelPrm {
     }
 
     async fn score(&self, solution: Solution<'_>) -> ponder_verifiers::Result<Scores> {
-        Ok(self.score_batch(&[solution]).await?.into_iter().next().unwrap_or_else(|| Scores::no_answer(solution.steps.len())))
+        Ok(self
+            .score_batch(&[solution])
+            .await?
+            .into_iter()
+            .next()
+            .unwrap_or_else(|| Scores::no_answer(solution.steps.len())))
     }
 
     /// Submits every solution's request before awaiting any, so they share forward passes.
-    async fn score_batch(&self, solutions: &[Solution<'_>]) -> ponder_verifiers::Result<Vec<Scores>> {
+    async fn score_batch(
+        &self,
+        solutions: &[Solution<'_>],
+    ) -> ponder_verifiers::Result<Vec<Scores>> {
         let err = |e| backend(&self.name, e);
         let mut pending = Vec::with_capacity(solutions.len());
         for solution in solutions {
@@ -288,7 +359,10 @@ impl Verifier for ModelPrm {
     /// with a pool sized for its work does not see.
     fn cost_bound(&self, solution: &Solution<'_>) -> u64 {
         match self.plan(solution) {
-            Ok(Some(plan)) => plan.asked.last().map_or(0, |&k| plan.layout.through(k).len() as u64),
+            Ok(Some(plan)) => plan
+                .asked
+                .last()
+                .map_or(0, |&k| plan.layout.through(k).len() as u64),
             Ok(None) => 0,
             // Scoring will fail the same way before computing anything.
             Err(_) => 0,

@@ -53,16 +53,27 @@ pub struct CalibrationTable {
 pub const DIFFICULTIES: [&str; 3] = ["easy", "medium", "hard"];
 
 fn level(difficulty: &str) -> usize {
-    DIFFICULTIES.iter().position(|d| *d == difficulty).unwrap_or(1)
+    DIFFICULTIES
+        .iter()
+        .position(|d| *d == difficulty)
+        .unwrap_or(1)
 }
 
 impl CalibrationTable {
     /// Rows for `difficulty`, or for the nearest difficulty that has rows.
     pub fn rows_for(&self, difficulty: &str) -> Vec<&CalibrationRow> {
         let want = level(difficulty);
-        let nearest = self.rows.iter().map(|r| level(&r.difficulty)).min_by_key(|l| (want.abs_diff(*l), *l));
+        let nearest = self
+            .rows
+            .iter()
+            .map(|r| level(&r.difficulty))
+            .min_by_key(|l| (want.abs_diff(*l), *l));
         match nearest {
-            Some(l) => self.rows.iter().filter(|r| level(&r.difficulty) == l).collect(),
+            Some(l) => self
+                .rows
+                .iter()
+                .filter(|r| level(&r.difficulty) == l)
+                .collect(),
             None => Vec::new(),
         }
     }
@@ -98,7 +109,14 @@ impl Default for AllocatorConfig {
             direct_when_easy: s(&["knowledge"]),
             direct_tokens: 256,
             widen: 2.0,
-            voting: s(&["self_consistency", "best_of_n", "weighted_best_of_n", "deepconf", "short_m_of_k", "adaptive_parallel"]),
+            voting: s(&[
+                "self_consistency",
+                "best_of_n",
+                "weighted_best_of_n",
+                "deepconf",
+                "short_m_of_k",
+                "adaptive_parallel",
+            ]),
             fallback_tokens: 256,
         }
     }
@@ -142,7 +160,11 @@ impl Allocator {
     /// `load` (clamped to [0, 1]).
     pub fn allocate(&self, category: &str, difficulty: &str, budget: u64, load: f64) -> Allocation {
         let c = &self.config;
-        let load = if load.is_finite() { load.clamp(0.0, 1.0) } else { 0.0 };
+        let load = if load.is_finite() {
+            load.clamp(0.0, 1.0)
+        } else {
+            0.0
+        };
         let direct = |basis: String, degraded: bool| Allocation {
             think: false,
             strategy: "direct".into(),
@@ -164,24 +186,50 @@ impl Allocator {
         if load >= 0.95 {
             return direct(format!("load {load:.2}: answered directly"), true);
         }
-        let rows: Vec<&CalibrationRow> = self.table.rows_for(difficulty).into_iter().filter(|r| r.budget <= budget && r.n > 0).collect();
-        let best = rows.iter().map(|r| r.accuracy).fold(f64::NEG_INFINITY, f64::max);
+        let rows: Vec<&CalibrationRow> = self
+            .table
+            .rows_for(difficulty)
+            .into_iter()
+            .filter(|r| r.budget <= budget && r.n > 0)
+            .collect();
+        let best = rows
+            .iter()
+            .map(|r| r.accuracy)
+            .fold(f64::NEG_INFINITY, f64::max);
         let chosen = rows
             .iter()
             .filter(|r| r.accuracy >= best - c.tolerance)
-            .min_by(|a, b| a.mean_spent.total_cmp(&b.mean_spent).then(b.accuracy.total_cmp(&a.accuracy)));
+            .min_by(|a, b| {
+                a.mean_spent
+                    .total_cmp(&b.mean_spent)
+                    .then(b.accuracy.total_cmp(&a.accuracy))
+            });
         let (table_strategy, n, per_branch, cap, basis) = match chosen {
             Some(r) => (
                 Some(r.strategy.clone()),
                 r.n,
                 r.max_tokens.min((r.budget as usize / r.n).max(1)),
                 r.budget,
-                format!("{} @ {}: {:.2} accuracy for {:.0} tokens (best {:.2}, {} rows)", r.strategy, r.budget, r.accuracy, r.mean_spent, best, rows.len()),
+                format!(
+                    "{} @ {}: {:.2} accuracy for {:.0} tokens (best {:.2}, {} rows)",
+                    r.strategy,
+                    r.budget,
+                    r.accuracy,
+                    r.mean_spent,
+                    best,
+                    rows.len()
+                ),
             ),
             None => {
                 let per_branch = c.fallback_tokens.min(budget as usize).max(1);
                 let n = (budget as usize / per_branch).clamp(1, 4);
-                (None, n, per_branch, budget, "no calibration row fits the budget: small vote".to_string())
+                (
+                    None,
+                    n,
+                    per_branch,
+                    budget,
+                    "no calibration row fits the budget: small vote".to_string(),
+                )
             }
         };
         // Load: keep the whole table's N up to a quarter busy, then shrink linearly to one.
@@ -194,20 +242,32 @@ impl Allocator {
         } else {
             // Widen only as far as whole branches still fit in the request's budget.
             let affordable = (budget as usize / per_branch.max(1)).max(1);
-            ((n as f64 * c.widen).round() as usize).min(affordable).max(n_loaded)
+            ((n as f64 * c.widen).round() as usize)
+                .min(affordable)
+                .max(n_loaded)
         };
         // The row's budget bought N branches; widening scales it. Never past the request's.
-        let budget_tokens = (cap as f64 * max_n as f64 / n.max(1) as f64).ceil().max(cap as f64) as u64;
+        let budget_tokens = (cap as f64 * max_n as f64 / n.max(1) as f64)
+            .ceil()
+            .max(cap as f64) as u64;
         Allocation {
             think: true,
-            strategy: if voting { "adaptive_parallel".into() } else { table_strategy.clone().unwrap_or_default() },
+            strategy: if voting {
+                "adaptive_parallel".into()
+            } else {
+                table_strategy.clone().unwrap_or_default()
+            },
             table_strategy,
             n: n_loaded,
             max_n,
             max_tokens: per_branch,
             budget_tokens: budget_tokens.min(budget),
             degraded,
-            basis: if degraded { format!("{basis}; load {load:.2}: N {n} -> {n_loaded}") } else { basis },
+            basis: if degraded {
+                format!("{basis}; load {load:.2}: N {n} -> {n_loaded}")
+            } else {
+                basis
+            },
         }
     }
 }
@@ -216,7 +276,14 @@ impl Allocator {
 mod tests {
     use super::*;
 
-    fn row(difficulty: &str, strategy: &str, n: usize, budget: u64, accuracy: f64, mean_spent: f64) -> CalibrationRow {
+    fn row(
+        difficulty: &str,
+        strategy: &str,
+        n: usize,
+        budget: u64,
+        accuracy: f64,
+        mean_spent: f64,
+    ) -> CalibrationRow {
         CalibrationRow {
             difficulty: difficulty.into(),
             strategy: strategy.into(),
@@ -248,9 +315,13 @@ mod tests {
     #[test]
     fn chat_and_easy_knowledge_are_answered_directly() {
         let a = allocator();
-        for (category, difficulty) in [("chat", "hard"), ("writing", "easy"), ("knowledge", "easy")] {
+        for (category, difficulty) in [("chat", "hard"), ("writing", "easy"), ("knowledge", "easy")]
+        {
             let x = a.allocate(category, difficulty, 4096, 0.0);
-            assert!(!x.think && x.strategy == "direct" && x.n == 1, "{category}/{difficulty}: {x:?}");
+            assert!(
+                !x.think && x.strategy == "direct" && x.n == 1,
+                "{category}/{difficulty}: {x:?}"
+            );
             assert!(x.max_tokens <= 256);
         }
         assert!(a.allocate("knowledge", "hard", 4096, 0.0).think);
@@ -274,7 +345,10 @@ mod tests {
             for difficulty in DIFFICULTIES {
                 let x = a.allocate("math", difficulty, budget, 0.0);
                 assert!(x.budget_tokens <= budget, "{budget} {difficulty}: {x:?}");
-                assert!(x.max_n * x.max_tokens <= budget as usize || x.max_n == 1, "{budget} {difficulty}: {x:?}");
+                assert!(
+                    x.max_n * x.max_tokens <= budget as usize || x.max_n == 1,
+                    "{budget} {difficulty}: {x:?}"
+                );
             }
         }
         // Nothing in the table fits 300 tokens: a small fallback vote inside the budget.
@@ -289,7 +363,11 @@ mod tests {
         assert_eq!(x.table_strategy.as_deref(), Some("self_consistency"));
         assert!(x.basis.contains("@ 512"), "{}", x.basis);
         let hard = allocator().allocate("math", "hard", 4096, 0.0);
-        assert_eq!(hard.table_strategy.as_deref(), Some("self_consistency"), "0.40 is within 0.05 of 0.45 and cheaper");
+        assert_eq!(
+            hard.table_strategy.as_deref(),
+            Some("self_consistency"),
+            "0.40 is within 0.05 of 0.45 and cheaper"
+        );
     }
 
     #[test]
@@ -300,7 +378,13 @@ mod tests {
         let busy = a.allocate("math", "easy", 4096, 0.9);
         let full = a.allocate("math", "easy", 4096, 1.0);
         assert!(!idle.degraded && some.degraded && busy.degraded);
-        assert!(idle.n > some.n && some.n > busy.n && busy.n >= 1, "{} {} {}", idle.n, some.n, busy.n);
+        assert!(
+            idle.n > some.n && some.n > busy.n && busy.n >= 1,
+            "{} {} {}",
+            idle.n,
+            some.n,
+            busy.n
+        );
         assert_eq!(some.max_n, some.n, "no widening under load");
         assert!(!full.think && full.degraded);
     }

@@ -18,8 +18,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use ponder_strategies::{
-    AdaptiveParallel, AdaptiveParallelParams, Context, Decoding, Prompt, Registry, Result, Sampling, SearchTree, Selection, StepSpec,
-    Strategy, StrategyError,
+    AdaptiveParallel, AdaptiveParallelParams, Context, Decoding, Prompt, Registry, Result,
+    Sampling, SearchTree, Selection, StepSpec, Strategy, StrategyError,
 };
 use serde::{Deserialize, Serialize};
 
@@ -40,7 +40,10 @@ pub struct AutoParams {
 
 impl Default for AutoParams {
     fn default() -> Self {
-        Self { load: None, stop_confidence: 0.9 }
+        Self {
+            load: None,
+            stop_confidence: 0.9,
+        }
     }
 }
 
@@ -53,7 +56,9 @@ pub struct Auto {
 
 impl std::fmt::Debug for Auto {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Auto").field("params", &self.params).finish_non_exhaustive()
+        f.debug_struct("Auto")
+            .field("params", &self.params)
+            .finish_non_exhaustive()
     }
 }
 
@@ -64,18 +69,35 @@ impl Auto {
             ponder_strategies::in_range("auto", "load", load, 0.0, 1.0)?;
         }
         ponder_strategies::in_range("auto", "stop_confidence", params.stop_confidence, 0.5, 1.0)?;
-        Ok(Self { router, params, builtins: Registry::with_builtins() })
+        Ok(Self {
+            router,
+            params,
+            builtins: Registry::with_builtins(),
+        })
     }
 
     async fn direct(&self, ctx: &Context, max_tokens: usize) -> Result<Selection> {
-        let prompt = Prompt { system: Some(DIRECT_SYSTEM_PROMPT.into()), user: ctx.problem().question.clone() };
+        let prompt = Prompt {
+            system: Some(DIRECT_SYSTEM_PROMPT.into()),
+            user: ctx.problem().question.clone(),
+        };
         let root = ctx.open_with(&prompt).await?;
-        let spec = StepSpec { max_tokens, stop: Vec::new(), sampling: Sampling::greedy(Decoding::default().top_logprobs) };
+        let spec = StepSpec {
+            max_tokens,
+            stop: Vec::new(),
+            sampling: Sampling::greedy(Decoding::default().top_logprobs),
+        };
         let done = ctx.extend(vec![(root, 0)], &spec).await?;
-        let Some(reply) = done.first() else { return Ok(Selection::default()) };
+        let Some(reply) = done.first() else {
+            return Ok(Selection::default());
+        };
         let i = ctx.add_candidate(reply, None);
         ctx.release(reply);
-        Ok(Selection { answer: ctx.candidates().get(i).and_then(|c| c.answer.clone()), candidate: Some(i), support: None })
+        Ok(Selection {
+            answer: ctx.candidates().get(i).and_then(|c| c.answer.clone()),
+            candidate: Some(i),
+            support: None,
+        })
     }
 }
 
@@ -93,12 +115,21 @@ impl Strategy for Auto {
     }
 
     async fn search(&self, ctx: &Context) -> Result<Selection> {
-        let load = self.params.load.unwrap_or_else(|| self.router.current_load());
+        let load = self
+            .params
+            .load
+            .unwrap_or_else(|| self.router.current_load());
         let _in_flight = self.router.enter();
-        let decision = self.router.route(&ctx.problem().question, ctx.budget().tokens, load).map_err(router_error)?;
+        let decision = self
+            .router
+            .route(&ctx.problem().question, ctx.budget().tokens, load)
+            .map_err(router_error)?;
         ctx.set_router(serde_json::to_value(&decision).unwrap_or(serde_json::Value::Null));
         if decision.truncated {
-            let note = format!("query truncated to the encoder's {} word pieces for routing", decision.window);
+            let note = format!(
+                "query truncated to the encoder's {} word pieces for routing",
+                decision.window
+            );
             ctx.with_tree(|t| t.note(SearchTree::ROOT, "router_truncated", note));
         }
         let a = &decision.allocation;
@@ -119,7 +150,10 @@ impl Strategy for Auto {
             };
             return AdaptiveParallel::new(params)?.search(ctx).await;
         }
-        self.builtins.build(&a.strategy, serde_json::Value::Null)?.search(ctx).await
+        self.builtins
+            .build(&a.strategy, serde_json::Value::Null)?
+            .search(ctx)
+            .await
     }
 }
 

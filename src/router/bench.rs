@@ -40,7 +40,12 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 }
 
 /// Routes every query `repeat` times (after one warm-up pass) at budget 2048 and load 0.
-pub fn bench_router(router: &Router, queries: &[&str], repeat: usize, batch: usize) -> Result<RouterBench> {
+pub fn bench_router(
+    router: &Router,
+    queries: &[&str],
+    repeat: usize,
+    batch: usize,
+) -> Result<RouterBench> {
     let repeat = repeat.max(1);
     let batch = batch.max(1);
     for q in queries {
@@ -66,14 +71,16 @@ pub fn bench_router(router: &Router, queries: &[&str], repeat: usize, batch: usi
             std::hint::black_box(file.allocator.allocate(&c.label, &d.label, 2048, 0.0));
         }
     }
-    let classify_allocate_mean_ms = start.elapsed().as_secs_f64() * 1e3 / (repeat * queries.len()).max(1) as f64;
+    let classify_allocate_mean_ms =
+        start.elapsed().as_secs_f64() * 1e3 / (repeat * queries.len()).max(1) as f64;
     let start = Instant::now();
     for _ in 0..repeat {
         for chunk in queries.chunks(batch) {
             std::hint::black_box(router.classify(chunk)?);
         }
     }
-    let batched_per_query_ms = start.elapsed().as_secs_f64() * 1e3 / (repeat * queries.len()).max(1) as f64;
+    let batched_per_query_ms =
+        start.elapsed().as_secs_f64() * 1e3 / (repeat * queries.len()).max(1) as f64;
     Ok(RouterBench {
         queries: queries.len(),
         repeat,

@@ -28,19 +28,42 @@ pub struct BenchCell {
 
 /// Width and per-branch cap of `strategy` with its default parameters.
 pub fn default_shape(registry: &Registry, strategy: &str) -> (usize, usize) {
-    let defaults = registry.list().into_iter().find(|i| i.name == strategy).map(|i| i.defaults).unwrap_or_default();
-    let get = |key: &str| defaults.get(key).and_then(|v| v.as_u64()).map(|v| v as usize);
-    let n = get("n").or_else(|| get("k")).or_else(|| get("max_n")).unwrap_or(1);
-    let steps = defaults.get("steps").and_then(|s| Some(s.get("max_step_tokens")?.as_u64()? * s.get("max_steps")?.as_u64()?));
-    let max_tokens = get("max_tokens").or(steps.map(|s| s as usize)).unwrap_or(1024);
+    let defaults = registry
+        .list()
+        .into_iter()
+        .find(|i| i.name == strategy)
+        .map(|i| i.defaults)
+        .unwrap_or_default();
+    let get = |key: &str| {
+        defaults
+            .get(key)
+            .and_then(|v| v.as_u64())
+            .map(|v| v as usize)
+    };
+    let n = get("n")
+        .or_else(|| get("k"))
+        .or_else(|| get("max_n"))
+        .unwrap_or(1);
+    let steps = defaults
+        .get("steps")
+        .and_then(|s| Some(s.get("max_step_tokens")?.as_u64()? * s.get("max_steps")?.as_u64()?));
+    let max_tokens = get("max_tokens")
+        .or(steps.map(|s| s as usize))
+        .unwrap_or(1024);
     (n, max_tokens)
 }
 
 /// Reads a bench JSON file into rows for `difficulty`, replacing `table`'s rows of that
 /// difficulty.
-pub fn merge_bench(table: &mut CalibrationTable, bench: &Path, difficulty: &str, source: &str) -> Result<usize> {
+pub fn merge_bench(
+    table: &mut CalibrationTable,
+    bench: &Path,
+    difficulty: &str,
+    source: &str,
+) -> Result<usize> {
     let text = std::fs::read_to_string(bench).map_err(|e| RouterError::read(bench, e))?;
-    let cells: Vec<BenchCell> = serde_json::from_str(&text).map_err(|e| RouterError::corrupt(bench, "`ponder bench strategies` JSON table", e))?;
+    let cells: Vec<BenchCell> = serde_json::from_str(&text)
+        .map_err(|e| RouterError::corrupt(bench, "`ponder bench strategies` JSON table", e))?;
     let registry = Registry::with_builtins();
     table.rows.retain(|r| r.difficulty != difficulty);
     for c in &cells {
@@ -91,13 +114,24 @@ pub fn difficulty_of_level(level: u32, easy_max: u32, hard_min: u32) -> &'static
 /// Reads a `ponder-eval calibrate` table into rows, mapping each dataset level to a difficulty
 /// with [`difficulty_of_level`] and pooling the levels of one difficulty (weighted by items).
 /// Replaces `table`'s rows of every difficulty the file has. Returns the rows written.
-pub fn merge_harness(table: &mut CalibrationTable, harness: &Path, easy_max: u32, hard_min: u32, source: &str) -> Result<usize> {
+pub fn merge_harness(
+    table: &mut CalibrationTable,
+    harness: &Path,
+    easy_max: u32,
+    hard_min: u32,
+    source: &str,
+) -> Result<usize> {
     let text = std::fs::read_to_string(harness).map_err(|e| RouterError::read(harness, e))?;
-    let file: HarnessTable =
-        serde_json::from_str(&text).map_err(|e| RouterError::corrupt(harness, "`ponder-eval calibrate` table", e))?;
-    let mut pooled: std::collections::BTreeMap<(&'static str, String, u64), (usize, f64, f64)> = Default::default();
+    let file: HarnessTable = serde_json::from_str(&text)
+        .map_err(|e| RouterError::corrupt(harness, "`ponder-eval calibrate` table", e))?;
+    let mut pooled: std::collections::BTreeMap<(&'static str, String, u64), (usize, f64, f64)> =
+        Default::default();
     for r in file.rows.iter().filter(|r| r.n > 0 && r.budget > 0) {
-        let key = (difficulty_of_level(r.level, easy_max, hard_min), r.strategy.clone(), r.budget as u64);
+        let key = (
+            difficulty_of_level(r.level, easy_max, hard_min),
+            r.strategy.clone(),
+            r.budget as u64,
+        );
         let cell = pooled.entry(key).or_default();
         cell.0 += r.n;
         cell.1 += r.accuracy * r.n as f64;
@@ -105,7 +139,9 @@ pub fn merge_harness(table: &mut CalibrationTable, harness: &Path, easy_max: u32
     }
     let registry = Registry::with_builtins();
     let difficulties: std::collections::BTreeSet<&str> = pooled.keys().map(|k| k.0).collect();
-    table.rows.retain(|r| !difficulties.contains(r.difficulty.as_str()));
+    table
+        .rows
+        .retain(|r| !difficulties.contains(r.difficulty.as_str()));
     for ((difficulty, strategy, budget), (n, correct, spent)) in &pooled {
         let (width, max_tokens) = default_shape(&registry, strategy);
         table.rows.push(CalibrationRow {
@@ -138,11 +174,21 @@ mod tests {
         ]});
         std::fs::write(&path, rows.to_string()).expect("write");
         let mut table = CalibrationTable::default();
-        assert_eq!(merge_harness(&mut table, &path, 2, 4, "test").expect("merge"), 2);
-        let easy = table.rows.iter().find(|r| r.difficulty == "easy").expect("easy row");
+        assert_eq!(
+            merge_harness(&mut table, &path, 2, 4, "test").expect("merge"),
+            2
+        );
+        let easy = table
+            .rows
+            .iter()
+            .find(|r| r.difficulty == "easy")
+            .expect("easy row");
         assert_eq!(easy.problems, 40);
         assert!((easy.accuracy - 0.2).abs() < 1e-12 && (easy.mean_spent - 175.0).abs() < 1e-9);
-        assert!(table.rows.iter().any(|r| r.difficulty == "hard" && r.problems == 4));
+        assert!(table
+            .rows
+            .iter()
+            .any(|r| r.difficulty == "hard" && r.problems == 4));
         std::fs::write(&path, "{\"rows\": 3}").expect("write");
         let e = merge_harness(&mut table, &path, 2, 4, "test").expect_err("corrupt");
         assert!(e.to_string().contains("cal.json"), "{e}");

@@ -25,7 +25,12 @@ pub struct TrainOptions {
 
 impl Default for TrainOptions {
     fn default() -> Self {
-        Self { epochs: 600, learning_rate: 1.0, weight_decay: 1e-4, input_scale: 4.0 }
+        Self {
+            epochs: 600,
+            learning_rate: 1.0,
+            weight_decay: 1e-4,
+            input_scale: 4.0,
+        }
     }
 }
 
@@ -72,12 +77,27 @@ impl Head {
             return Err("a head has no labels".into());
         }
         if self.weights.len() != self.labels.len() || self.bias.len() != self.labels.len() {
-            return Err(format!("{} labels but {} weight rows and {} biases", self.labels.len(), self.weights.len(), self.bias.len()));
+            return Err(format!(
+                "{} labels but {} weight rows and {} biases",
+                self.labels.len(),
+                self.weights.len(),
+                self.bias.len()
+            ));
         }
         if let Some(row) = self.weights.iter().find(|r| r.len() != dim) {
-            return Err(format!("a weight row has {} entries, the embedding has {dim}", row.len()));
+            return Err(format!(
+                "a weight row has {} entries, the embedding has {dim}",
+                row.len()
+            ));
         }
-        if self.weights.iter().flatten().chain(&self.bias).any(|w| !w.is_finite()) || !self.input_scale.is_finite() {
+        if self
+            .weights
+            .iter()
+            .flatten()
+            .chain(&self.bias)
+            .any(|w| !w.is_finite())
+            || !self.input_scale.is_finite()
+        {
             return Err("weights are not finite".into());
         }
         Ok(())
@@ -85,8 +105,12 @@ impl Head {
 
     /// Class probabilities for embedding `x`.
     pub fn probabilities(&self, x: &[f32]) -> Vec<f32> {
-        let mut logits: Vec<f32> =
-            self.weights.iter().zip(&self.bias).map(|(w, b)| b + self.input_scale * w.iter().zip(x).map(|(w, x)| w * x).sum::<f32>()).collect();
+        let mut logits: Vec<f32> = self
+            .weights
+            .iter()
+            .zip(&self.bias)
+            .map(|(w, b)| b + self.input_scale * w.iter().zip(x).map(|(w, x)| w * x).sum::<f32>())
+            .collect();
         softmax(&mut logits);
         logits
     }
@@ -94,27 +118,59 @@ impl Head {
     /// The most probable label for `x`.
     pub fn predict(&self, x: &[f32]) -> Prediction {
         let probabilities = self.probabilities(x);
-        let (best, p) = probabilities.iter().enumerate().fold((0, f32::NEG_INFINITY), |acc, (i, p)| if *p > acc.1 { (i, *p) } else { acc });
-        Prediction { label: self.labels.get(best).cloned().unwrap_or_default(), probability: p, probabilities }
+        let (best, p) =
+            probabilities
+                .iter()
+                .enumerate()
+                .fold((0, f32::NEG_INFINITY), |acc, (i, p)| {
+                    if *p > acc.1 {
+                        (i, *p)
+                    } else {
+                        acc
+                    }
+                });
+        Prediction {
+            label: self.labels.get(best).cloned().unwrap_or_default(),
+            probability: p,
+            probabilities,
+        }
     }
 
     /// Trains a head on embeddings `xs` with label indices `ys` into `labels`.
-    pub fn train(xs: &[Vec<f32>], ys: &[usize], labels: Vec<String>, opts: &TrainOptions) -> Result<Self> {
+    pub fn train(
+        xs: &[Vec<f32>],
+        ys: &[usize],
+        labels: Vec<String>,
+        opts: &TrainOptions,
+    ) -> Result<Self> {
         let k = labels.len();
         let dim = xs.first().map_or(0, Vec::len);
         if xs.is_empty() || k < 2 {
-            return Err(RouterError::Training(format!("need examples of at least two labels, got {} examples of {k}", xs.len())));
+            return Err(RouterError::Training(format!(
+                "need examples of at least two labels, got {} examples of {k}",
+                xs.len()
+            )));
         }
         if xs.len() != ys.len() || xs.iter().any(|x| x.len() != dim) || ys.iter().any(|y| *y >= k) {
-            return Err(RouterError::Training("examples and labels do not line up".into()));
+            return Err(RouterError::Training(
+                "examples and labels do not line up".into(),
+            ));
         }
         // Class-balanced example weights: each label carries the same total weight.
         let mut counts = vec![0usize; k];
         for y in ys {
             counts[*y] += 1;
         }
-        let example_weight: Vec<f32> = ys.iter().map(|y| xs.len() as f32 / (k as f32 * counts[*y] as f32)).collect();
-        let mut head = Head { labels, weights: vec![vec![0.0; dim]; k], bias: vec![0.0; k], input_scale: opts.input_scale };
+        let example_weight: Vec<f32> = ys
+            .iter()
+            .map(|y| xs.len() as f32 / (k as f32 * counts[*y] as f32))
+            .collect();
+        let mut head = Head {
+            labels,
+            weights: vec![vec![0.0; dim]; k],
+            bias: vec![0.0; k],
+            input_scale: opts.input_scale,
+        };
         let n = xs.len() as f32;
         for _ in 0..opts.epochs {
             let mut grad_w = vec![vec![0.0f32; dim]; k];
@@ -162,7 +218,10 @@ impl Confusion {
     /// An empty matrix over `labels`.
     pub fn new(labels: Vec<String>) -> Self {
         let k = labels.len();
-        Self { labels, counts: vec![vec![0; k]; k] }
+        Self {
+            labels,
+            counts: vec![vec![0; k]; k],
+        }
     }
 
     /// Counts one example (labels not in the matrix are ignored).
@@ -231,7 +290,11 @@ mod tests {
         }
         assert_eq!(confusion.total(), 30);
         assert_eq!(confusion.accuracy(), 1.0);
-        assert!(confusion.markdown().contains("| a | 10 | 0 | 0 |"), "{}", confusion.markdown());
+        assert!(
+            confusion.markdown().contains("| a | 10 | 0 | 0 |"),
+            "{}",
+            confusion.markdown()
+        );
     }
 
     #[test]

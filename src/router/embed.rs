@@ -45,7 +45,11 @@ pub struct Embedder {
 
 impl std::fmt::Debug for Embedder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Embedder").field("dir", &self.dir).field("window", &self.window).field("dim", &self.dim).finish()
+        f.debug_struct("Embedder")
+            .field("dir", &self.dir)
+            .field("window", &self.window)
+            .field("dim", &self.dim)
+            .finish()
     }
 }
 
@@ -57,10 +61,15 @@ struct SentenceBertConfig {
 impl Embedder {
     /// Loads `config.json`, `model.safetensors` and `tokenizer.json` from `dir` on the CPU.
     pub fn load(dir: &Path) -> Result<Self> {
-        let err = |reason: String| RouterError::Embedder { dir: dir.to_path_buf(), reason };
+        let err = |reason: String| RouterError::Embedder {
+            dir: dir.to_path_buf(),
+            reason,
+        };
         let config_path = dir.join("config.json");
-        let text = std::fs::read_to_string(&config_path).map_err(|e| RouterError::read(&config_path, e))?;
-        let config: Config = serde_json::from_str(&text).map_err(|e| RouterError::corrupt(&config_path, "BERT config", e))?;
+        let text = std::fs::read_to_string(&config_path)
+            .map_err(|e| RouterError::read(&config_path, e))?;
+        let config: Config = serde_json::from_str(&text)
+            .map_err(|e| RouterError::corrupt(&config_path, "BERT config", e))?;
         let dim = config.hidden_size;
         let window = std::fs::read_to_string(dir.join("sentence_bert_config.json"))
             .ok()
@@ -72,16 +81,32 @@ impl Embedder {
         if !weights_path.is_file() {
             return Err(RouterError::read(&weights_path, "no such file"));
         }
-        let tensors = candle_core::safetensors::load(&weights_path, &device).map_err(|e| RouterError::corrupt(&weights_path, "safetensors file", e))?;
+        let tensors = candle_core::safetensors::load(&weights_path, &device)
+            .map_err(|e| RouterError::corrupt(&weights_path, "safetensors file", e))?;
         let vb = VarBuilder::from_tensors(tensors, DType::F32, &device);
-        let model = BertModel::load(vb, &config).map_err(|e| err(format!("loading BERT weights: {e}")))?;
+        let model =
+            BertModel::load(vb, &config).map_err(|e| err(format!("loading BERT weights: {e}")))?;
         let tokenizer_path = dir.join("tokenizer.json");
-        let mut tokenizer = Tokenizer::from_file(&tokenizer_path).map_err(|e| RouterError::corrupt(&tokenizer_path, "tokenizer", e))?;
+        let mut tokenizer = Tokenizer::from_file(&tokenizer_path)
+            .map_err(|e| RouterError::corrupt(&tokenizer_path, "tokenizer", e))?;
         tokenizer
-            .with_truncation(Some(TruncationParams { max_length: window, ..Default::default() }))
+            .with_truncation(Some(TruncationParams {
+                max_length: window,
+                ..Default::default()
+            }))
             .map_err(|e| err(format!("tokenizer truncation: {e}")))?;
-        tokenizer.with_padding(Some(PaddingParams { strategy: PaddingStrategy::BatchLongest, ..Default::default() }));
-        Ok(Self { model, tokenizer, device, dir: dir.to_path_buf(), window, dim })
+        tokenizer.with_padding(Some(PaddingParams {
+            strategy: PaddingStrategy::BatchLongest,
+            ..Default::default()
+        }));
+        Ok(Self {
+            model,
+            tokenizer,
+            device,
+            dir: dir.to_path_buf(),
+            window,
+            dim,
+        })
     }
 
     /// Vector length (384 for MiniLM-L6).
@@ -99,8 +124,14 @@ impl Embedder {
         if texts.is_empty() {
             return Ok(Vec::new());
         }
-        let err = |reason: String| RouterError::Embedder { dir: self.dir.clone(), reason };
-        let encodings = self.tokenizer.encode_batch(texts.to_vec(), true).map_err(|e| err(format!("tokenizing: {e}")))?;
+        let err = |reason: String| RouterError::Embedder {
+            dir: self.dir.clone(),
+            reason,
+        };
+        let encodings = self
+            .tokenizer
+            .encode_batch(texts.to_vec(), true)
+            .map_err(|e| err(format!("tokenizing: {e}")))?;
         let rows = encodings.len();
         let len = encodings.first().map_or(0, |e| e.len());
         let mut ids = Vec::with_capacity(rows * len);
@@ -111,7 +142,9 @@ impl Embedder {
             types.extend(e.get_type_ids().iter().copied());
             mask.extend(e.get_attention_mask().iter().copied());
         }
-        let vectors = self.forward(ids, types, &mask, rows, len).map_err(|e| err(format!("forward pass: {e}")))?;
+        let vectors = self
+            .forward(ids, types, &mask, rows, len)
+            .map_err(|e| err(format!("forward pass: {e}")))?;
         Ok(vectors
             .into_iter()
             .zip(&encodings)
@@ -123,7 +156,14 @@ impl Embedder {
             .collect())
     }
 
-    fn forward(&self, ids: Vec<u32>, types: Vec<u32>, mask: &[u32], rows: usize, len: usize) -> candle_core::Result<Vec<Vec<f32>>> {
+    fn forward(
+        &self,
+        ids: Vec<u32>,
+        types: Vec<u32>,
+        mask: &[u32],
+        rows: usize,
+        len: usize,
+    ) -> candle_core::Result<Vec<Vec<f32>>> {
         let ids = Tensor::from_vec(ids, (rows, len), &self.device)?;
         let types = Tensor::from_vec(types, (rows, len), &self.device)?;
         let mask = Tensor::from_vec(mask.to_vec(), (rows, len), &self.device)?;

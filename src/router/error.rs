@@ -52,10 +52,21 @@ pub type Result<T> = std::result::Result<T, RouterError>;
 
 impl RouterError {
     pub(crate) fn read(path: impl Into<PathBuf>, e: impl std::fmt::Display) -> Self {
-        Self::Read { path: path.into(), reason: e.to_string() }
+        Self::Read {
+            path: path.into(),
+            reason: e.to_string(),
+        }
     }
 
-    pub(crate) fn corrupt(path: impl Into<PathBuf>, what: &'static str, e: impl std::fmt::Display) -> Self {
-        Self::Corrupt { path: path.into(), what, reason: e.to_string() }
+    pub(crate) fn corrupt(
+        path: impl Into<PathBuf>,
+        what: &'static str,
+        e: impl std::fmt::Display,
+    ) -> Self {
+        Self::Corrupt {
+            path: path.into(),
+            what,
+            reason: e.to_string(),
+        }
     }
 }

@@ -53,19 +53,34 @@ impl RouterFile {
     pub fn load(path: &Path) -> Result<Self> {
         const WHAT: &str = "router file";
         let text = std::fs::read_to_string(path).map_err(|e| RouterError::read(path, e))?;
-        let file: RouterFile = serde_json::from_str(&text).map_err(|e| RouterError::corrupt(path, WHAT, e))?;
+        let file: RouterFile =
+            serde_json::from_str(&text).map_err(|e| RouterError::corrupt(path, WHAT, e))?;
         if file.format != FORMAT {
-            return Err(RouterError::corrupt(path, WHAT, format!("format {} (this build reads {FORMAT})", file.format)));
+            return Err(RouterError::corrupt(
+                path,
+                WHAT,
+                format!("format {} (this build reads {FORMAT})", file.format),
+            ));
         }
-        for (name, head) in [("category", &file.classifier.category), ("difficulty", &file.classifier.difficulty)] {
-            head.validate(file.dim).map_err(|e| RouterError::corrupt(path, WHAT, format!("{name} head: {e}")))?;
+        for (name, head) in [
+            ("category", &file.classifier.category),
+            ("difficulty", &file.classifier.difficulty),
+        ] {
+            head.validate(file.dim)
+                .map_err(|e| RouterError::corrupt(path, WHAT, format!("{name} head: {e}")))?;
         }
         Ok(file)
     }
 
     /// Writes it as pretty JSON.
     pub fn save(&self, path: &Path) -> Result<()> {
-        let text = serde_json::to_string_pretty(self).map_err(|e| RouterError::Write { path: path.into(), reason: e.to_string() })?;
-        std::fs::write(path, text + "\n").map_err(|e| RouterError::Write { path: path.into(), reason: e.to_string() })
+        let text = serde_json::to_string_pretty(self).map_err(|e| RouterError::Write {
+            path: path.into(),
+            reason: e.to_string(),
+        })?;
+        std::fs::write(path, text + "\n").map_err(|e| RouterError::Write {
+            path: path.into(),
+            reason: e.to_string(),
+        })
     }
 }

@@ -90,7 +90,10 @@ pub struct Router {
 
 impl std::fmt::Debug for Router {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Router").field("embedder", &self.embedder).field("active", &self.active).finish_non_exhaustive()
+        f.debug_struct("Router")
+            .field("embedder", &self.embedder)
+            .field("active", &self.active)
+            .finish_non_exhaustive()
     }
 }
 
@@ -99,20 +102,33 @@ impl Router {
     pub fn load(router_file: &Path, embedder_dir: &Path) -> Result<Self> {
         let file = RouterFile::load(router_file)?;
         let embedder = Embedder::load(embedder_dir)?;
-        Self::new(embedder, file).map_err(|reason| RouterError::corrupt(router_file, "router file", reason))
+        Self::new(embedder, file)
+            .map_err(|reason| RouterError::corrupt(router_file, "router file", reason))
     }
 
     /// Loads [`default_router_path`] and the installed encoder.
     pub fn load_default() -> Result<Self> {
-        Self::load(&default_router_path(), &crate::models::default_embedder_dir())
+        Self::load(
+            &default_router_path(),
+            &crate::models::default_embedder_dir(),
+        )
     }
 
     /// A router from parts; fails when the file's vector length is not the encoder's.
     pub fn new(embedder: Embedder, file: RouterFile) -> std::result::Result<Self, String> {
         if file.dim != embedder.dim() {
-            return Err(format!("trained on {}-d vectors, the encoder makes {}-d", file.dim, embedder.dim()));
+            return Err(format!(
+                "trained on {}-d vectors, the encoder makes {}-d",
+                file.dim,
+                embedder.dim()
+            ));
         }
-        Ok(Self { embedder, file, active: AtomicUsize::new(0), capacity: DEFAULT_CAPACITY })
+        Ok(Self {
+            embedder,
+            file,
+            active: AtomicUsize::new(0),
+            capacity: DEFAULT_CAPACITY,
+        })
     }
 
     /// The encoder.
@@ -147,8 +163,14 @@ impl Router {
     /// Embeds, classifies and allocates one query under `budget` tokens at `load`.
     pub fn route(&self, query: &str, budget: u64, load: f64) -> Result<Decision> {
         let start = Instant::now();
-        let c = self.classify(&[query])?.pop().ok_or(RouterError::EmptyQuery)?;
-        let allocation = self.file.allocator.allocate(&c.category.label, &c.difficulty.label, budget, load);
+        let c = self
+            .classify(&[query])?
+            .pop()
+            .ok_or(RouterError::EmptyQuery)?;
+        let allocation =
+            self.file
+                .allocator
+                .allocate(&c.category.label, &c.difficulty.label, budget, load);
         Ok(Decision {
             category: c.category.label,
             category_probability: c.category.probability,

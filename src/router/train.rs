@@ -34,7 +34,11 @@ pub struct Evaluation {
 
 fn labels(preferred: &[&str], seen: impl Iterator<Item = String>) -> Vec<String> {
     let seen: Vec<String> = seen.collect();
-    let mut out: Vec<String> = preferred.iter().filter(|p| seen.iter().any(|s| s == *p)).map(|p| p.to_string()).collect();
+    let mut out: Vec<String> = preferred
+        .iter()
+        .filter(|p| seen.iter().any(|s| s == *p))
+        .map(|p| p.to_string())
+        .collect();
     for s in seen {
         if !out.contains(&s) {
             out.push(s);
@@ -53,19 +57,36 @@ pub fn embed_all(embedder: &Embedder, queries: &[&str]) -> Result<Vec<Vec<f32>>>
 }
 
 /// Fits both heads on `examples`.
-pub fn fit(embedder: &Embedder, examples: &[LabelledQuery], opts: &TrainOptions) -> Result<Classifier> {
+pub fn fit(
+    embedder: &Embedder,
+    examples: &[LabelledQuery],
+    opts: &TrainOptions,
+) -> Result<Classifier> {
     let queries: Vec<&str> = examples.iter().map(|e| e.query.as_str()).collect();
     let xs = embed_all(embedder, &queries)?;
     let cats = labels(&CATEGORIES, examples.iter().map(|e| e.category.clone()));
-    let diffs = labels(&super::allocator::DIFFICULTIES, examples.iter().map(|e| e.difficulty.clone()));
+    let diffs = labels(
+        &super::allocator::DIFFICULTIES,
+        examples.iter().map(|e| e.difficulty.clone()),
+    );
     let index = |ls: &[String], l: &str| ls.iter().position(|x| x == l).unwrap_or(0);
     let yc: Vec<usize> = examples.iter().map(|e| index(&cats, &e.category)).collect();
-    let yd: Vec<usize> = examples.iter().map(|e| index(&diffs, &e.difficulty)).collect();
-    Ok(Classifier { category: Head::train(&xs, &yc, cats, opts)?, difficulty: Head::train(&xs, &yd, diffs, opts)? })
+    let yd: Vec<usize> = examples
+        .iter()
+        .map(|e| index(&diffs, &e.difficulty))
+        .collect();
+    Ok(Classifier {
+        category: Head::train(&xs, &yc, cats, opts)?,
+        difficulty: Head::train(&xs, &yd, diffs, opts)?,
+    })
 }
 
 /// Confusion matrices of `classifier` on `examples`.
-pub fn evaluate(embedder: &Embedder, classifier: &Classifier, examples: &[LabelledQuery]) -> Result<(Confusion, Confusion)> {
+pub fn evaluate(
+    embedder: &Embedder,
+    classifier: &Classifier,
+    examples: &[LabelledQuery],
+) -> Result<(Confusion, Confusion)> {
     let queries: Vec<&str> = examples.iter().map(|e| e.query.as_str()).collect();
     let xs = embed_all(embedder, &queries)?;
     let mut cat = Confusion::new(classifier.category.labels.clone());

@@ -86,7 +86,8 @@ impl PartialOrd for Open {
 }
 impl Ord for Open {
     fn cmp(&self, o: &Self) -> Ordering {
-        o.f.total_cmp(&self.f).then(o.branch.node.cmp(&self.branch.node))
+        o.f.total_cmp(&self.f)
+            .then(o.branch.node.cmp(&self.branch.node))
     }
 }
 
@@ -106,7 +107,13 @@ impl AStar {
     pub fn new(params: AStarParams) -> Result<Self> {
         positive("a_star", "expansions", params.expansions)?;
         positive("a_star", "max_expansions", params.max_expansions)?;
-        in_range("a_star", "heuristic_weight", params.heuristic_weight, 0.0, 100.0)?;
+        in_range(
+            "a_star",
+            "heuristic_weight",
+            params.heuristic_weight,
+            0.0,
+            100.0,
+        )?;
         params.steps.validate("a_star")?;
         params.decoding.validate("a_star")?;
         Ok(Self { params })
@@ -123,7 +130,12 @@ impl Strategy for AStar {
         let root = ctx.open().await?;
         let spec = self.params.steps.spec(&self.params.decoding);
         let mut open = BinaryHeap::new();
-        open.push(Open { f: 0.0, g: 0.0, branch: root, depth: 0 });
+        open.push(Open {
+            f: 0.0,
+            g: 0.0,
+            branch: root,
+            depth: 0,
+        });
         let mut pops = 0;
         while let Some(state) = open.pop() {
             ctx.with_tree(|t| t.note(state.branch.node, "pop_order", pops));
@@ -154,7 +166,12 @@ impl Strategy for AStar {
                     t.note(child.node, "g", g);
                     t.note(child.node, "f", f);
                 });
-                open.push(Open { f, g, branch: child, depth: state.depth + 1 });
+                open.push(Open {
+                    f,
+                    g,
+                    branch: child,
+                    depth: state.depth + 1,
+                });
             }
         }
         // Out of expansions without a complete state: the best open states become candidates.

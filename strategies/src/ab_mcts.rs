@@ -49,7 +49,12 @@ pub struct AbMctsParams {
 
 impl Default for AbMctsParams {
     fn default() -> Self {
-        Self { iterations: 12, steps: Steps::default(), score_by: ScoreBy::PrmLast, decoding: Decoding::default() }
+        Self {
+            iterations: 12,
+            steps: Steps::default(),
+            score_by: ScoreBy::PrmLast,
+            decoding: Decoding::default(),
+        }
     }
 }
 
@@ -68,7 +73,9 @@ impl Evidence {
     }
 
     fn draw(&self, rng: &mut impl Rng) -> f64 {
-        Beta::new(1.0 + self.good, 1.0 + self.bad).map(|b| b.sample(rng)).unwrap_or(0.5)
+        Beta::new(1.0 + self.good, 1.0 + self.bad)
+            .map(|b| b.sample(rng))
+            .unwrap_or(0.5)
     }
 }
 
@@ -117,9 +124,21 @@ impl Strategy for AbMcts {
             let mut path = vec![SearchTree::ROOT];
             let mut cur = SearchTree::ROOT;
             loop {
-                let node = nodes.get(&cur).ok_or_else(|| StrategyError::Generator("ab_mcts lost a node".into()))?;
-                let open: Vec<NodeId> = node.children.iter().copied().filter(|c| nodes.get(c).is_some_and(|n| !n.terminal && n.depth < self.params.steps.max_steps)).collect();
-                let go_wider = open.is_empty() || node.generated.draw(&mut rng) >= node.deeper.draw(&mut rng);
+                let node = nodes
+                    .get(&cur)
+                    .ok_or_else(|| StrategyError::Generator("ab_mcts lost a node".into()))?;
+                let open: Vec<NodeId> = node
+                    .children
+                    .iter()
+                    .copied()
+                    .filter(|c| {
+                        nodes
+                            .get(c)
+                            .is_some_and(|n| !n.terminal && n.depth < self.params.steps.max_steps)
+                    })
+                    .collect();
+                let go_wider =
+                    open.is_empty() || node.generated.draw(&mut rng) >= node.deeper.draw(&mut rng);
                 if go_wider {
                     wider += 1;
                     break;
@@ -135,17 +154,25 @@ impl Strategy for AbMcts {
                 cur = best.1;
                 path.push(cur);
             }
-            let Some(parent) = branches.get(&cur) else { break };
+            let Some(parent) = branches.get(&cur) else {
+                break;
+            };
             let child = ctx.fork(parent)?;
             let seed_draw = nodes.get(&cur).map_or(0, |n| n.children.len() as u64);
-            let Some(child) = ctx.extend(vec![(child, seed_draw)], &spec).await?.pop() else { break };
+            let Some(child) = ctx.extend(vec![(child, seed_draw)], &spec).await?.pop() else {
+                break;
+            };
             let r = ctx.score(&child, self.params.score_by).await? as f64;
             let terminal = child.finished || child.last_stop != Some(StopKind::Stop);
             let depth = nodes.get(&cur).map_or(0, |n| n.depth) + 1;
             if terminal {
                 ctx.add_candidate(&child, Some(r as f32));
             }
-            let mut fresh = AbNode { terminal, depth, ..AbNode::default() };
+            let mut fresh = AbNode {
+                terminal,
+                depth,
+                ..AbNode::default()
+            };
             fresh.subtree.add(r);
             nodes.insert(child.node, fresh);
             if let Some(n) = nodes.get_mut(&cur) {
@@ -169,11 +196,15 @@ impl Strategy for AbMcts {
         if ctx.candidates().is_empty() {
             // No finished solution: the best-scored node becomes the candidate.
             let best = ctx.with_tree(|t| {
-                branches.keys().copied().filter(|n| *n != SearchTree::ROOT).max_by(|a, b| {
-                    let sa = t.get(*a).and_then(|n| n.score).unwrap_or(0.0);
-                    let sb = t.get(*b).and_then(|n| n.score).unwrap_or(0.0);
-                    sa.total_cmp(&sb).then(b.cmp(a))
-                })
+                branches
+                    .keys()
+                    .copied()
+                    .filter(|n| *n != SearchTree::ROOT)
+                    .max_by(|a, b| {
+                        let sa = t.get(*a).and_then(|n| n.score).unwrap_or(0.0);
+                        let sb = t.get(*b).and_then(|n| n.score).unwrap_or(0.0);
+                        sa.total_cmp(&sb).then(b.cmp(a))
+                    })
             });
             if let Some(b) = best.and_then(|n| branches.get(&n)) {
                 let score = ctx.with_tree(|t| t.get(b.node).and_then(|n| n.score));

@@ -124,7 +124,14 @@ impl AdaptiveParallel {
         positive(n, "initial", params.initial)?;
         positive(n, "grow", params.grow)?;
         if params.max_n < params.initial {
-            return Err(StrategyError::invalid(n, "max_n", format!("must be at least initial ({}), got {}", params.initial, params.max_n)));
+            return Err(StrategyError::invalid(
+                n,
+                "max_n",
+                format!(
+                    "must be at least initial ({}), got {}",
+                    params.initial, params.max_n
+                ),
+            ));
         }
         in_range(n, "stop_confidence", params.stop_confidence, 0.5, 1.0)?;
         in_range(n, "prune_ratio", params.prune_ratio, 0.0, 1.0)?;
@@ -139,11 +146,19 @@ impl AdaptiveParallel {
     /// Runs one round of `count` traces in lockstep, pruning low-confidence ones.
     async fn round(&self, ctx: &Context, root: &Branch, count: usize) -> Result<()> {
         let p = &self.params;
-        let mut active = (0..count).map(|_| ctx.fork(root)).collect::<Result<Vec<_>>>()?;
-        let chunk = StepSpec { max_tokens: p.chunk_tokens, ..p.decoding.whole(p.chunk_tokens) };
+        let mut active = (0..count)
+            .map(|_| ctx.fork(root))
+            .collect::<Result<Vec<_>>>()?;
+        let chunk = StepSpec {
+            max_tokens: p.chunk_tokens,
+            ..p.decoding.whole(p.chunk_tokens)
+        };
         while !active.is_empty() {
             let advanced = advance(ctx, active, &chunk, p.max_tokens).await?;
-            let mut windows: Vec<f32> = advanced.iter().filter_map(|(b, _)| lowest_window(&b.confidences, p.window)).collect();
+            let mut windows: Vec<f32> = advanced
+                .iter()
+                .filter_map(|(b, _)| lowest_window(&b.confidences, p.window))
+                .collect();
             windows.sort_by(f32::total_cmp);
             let median = (windows.len() >= 3).then(|| windows[windows.len() / 2]);
             active = Vec::new();
@@ -170,7 +185,10 @@ impl AdaptiveParallel {
     /// Whether the vote so far is decided.
     fn decided(&self, ctx: &Context) -> bool {
         let candidates = ctx.candidates();
-        let Some(vote) = majority_vote(candidates.iter().filter_map(|c| c.answer.as_deref())) else { return false };
+        let Some(vote) = majority_vote(candidates.iter().filter_map(|c| c.answer.as_deref()))
+        else {
+            return false;
+        };
         let mut counts: Vec<f64> = vote.groups.iter().map(|g| g.1).collect();
         counts.sort_by(|a, b| b.total_cmp(a));
         let v1 = counts.first().copied().unwrap_or(0.0) as u32;
@@ -181,22 +199,44 @@ impl AdaptiveParallel {
     /// The synthesis pass: a fresh prompt with the survivors' answers and their votes.
     async fn synthesize(&self, ctx: &Context) -> Result<Selection> {
         let candidates = ctx.candidates();
-        let Some(vote) = majority_vote(candidates.iter().filter_map(|c| c.answer.as_deref())) else {
+        let Some(vote) = majority_vote(candidates.iter().filter_map(|c| c.answer.as_deref()))
+        else {
             return Ok(select_by_vote(&candidates, false));
         };
-        let listing: String = vote.groups.iter().map(|(a, v)| format!("- {a} ({v} of {} solutions)\n", vote.total)).collect();
+        let listing: String = vote
+            .groups
+            .iter()
+            .map(|(a, v)| format!("- {a} ({v} of {} solutions)\n", vote.total))
+            .collect();
         let user = format!(
             "{}\n\nIndependent solutions reached these final answers:\n{listing}\nCheck them and give the correct final answer in \\boxed{{}}.",
             ctx.problem().question
         );
-        let prompt = Prompt { system: ctx.problem().system.clone(), user };
+        let prompt = Prompt {
+            system: ctx.problem().system.clone(),
+            user,
+        };
         let judge = ctx.open_with(&prompt).await?;
-        let spec = StepSpec { max_tokens: self.params.synthesis_tokens, stop: Vec::new(), sampling: Sampling::greedy(self.params.decoding.top_logprobs) };
-        let Some(done) = ctx.extend(vec![(judge, 0)], &spec).await?.pop() else { return Ok(select_by_vote(&candidates, false)) };
+        let spec = StepSpec {
+            max_tokens: self.params.synthesis_tokens,
+            stop: Vec::new(),
+            sampling: Sampling::greedy(self.params.decoding.top_logprobs),
+        };
+        let Some(done) = ctx.extend(vec![(judge, 0)], &spec).await?.pop() else {
+            return Ok(select_by_vote(&candidates, false));
+        };
         ctx.with_tree(|t| t.note(done.node, "synthesis", true));
         let i = ctx.add_candidate(&done, None);
-        let answer = ctx.candidates().get(i).and_then(|c| c.answer.clone()).or(Some(vote.answer));
-        Ok(Selection { answer, candidate: Some(i), support: None })
+        let answer = ctx
+            .candidates()
+            .get(i)
+            .and_then(|c| c.answer.clone())
+            .or(Some(vote.answer));
+        Ok(Selection {
+            answer,
+            candidate: Some(i),
+            support: None,
+        })
     }
 }
 
@@ -224,7 +264,11 @@ impl Strategy for AdaptiveParallel {
             t.note(SearchTree::ROOT, "launched", launched);
         });
         match p.join {
-            Join::Vote => Ok(select_among(&ctx.candidates(), |c| c.finished, |pool| select_by_vote(pool, false))),
+            Join::Vote => Ok(select_among(
+                &ctx.candidates(),
+                |c| c.finished,
+                |pool| select_by_vote(pool, false),
+            )),
             Join::Synthesize => self.synthesize(ctx).await,
         }
     }

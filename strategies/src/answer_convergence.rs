@@ -42,7 +42,16 @@ pub struct AnswerConvergenceParams {
 
 impl Default for AnswerConvergenceParams {
     fn default() -> Self {
-        Self { patience: 3, probe_tokens: 12, min_steps: 1, steps: Steps { max_steps: 24, ..Steps::default() }, decoding: Decoding::default() }
+        Self {
+            patience: 3,
+            probe_tokens: 12,
+            min_steps: 1,
+            steps: Steps {
+                max_steps: 24,
+                ..Steps::default()
+            },
+            decoding: Decoding::default(),
+        }
     }
 }
 
@@ -78,10 +87,16 @@ impl Strategy for AnswerConvergence {
                 .extend(vec![(branch, 0)], &spec)
                 .await?
                 .pop()
-                .ok_or_else(|| crate::error::StrategyError::Generator("extend returned nothing".into()))?;
+                .ok_or_else(|| {
+                    crate::error::StrategyError::Generator("extend returned nothing".into())
+                })?;
             if branch.finished || branch.last_stop != Some(crate::generator::StopKind::Stop) {
                 let i = ctx.add_candidate(&branch, None);
-                return Ok(Selection { answer: ctx.candidates()[i].answer.clone(), candidate: Some(i), support: None });
+                return Ok(Selection {
+                    answer: ctx.candidates()[i].answer.clone(),
+                    candidate: Some(i),
+                    support: None,
+                });
             }
             if step + 1 < self.params.min_steps {
                 continue;
@@ -98,13 +113,21 @@ impl Strategy for AnswerConvergence {
                     ctx.with_tree(|t| t.note(branch.node, "converged", true));
                     let i = ctx.add_candidate_with_answer(&branch, None, Some(answer.clone()));
                     ctx.with_tree(|t| t.set_status(branch.node, NodeStatus::Finished));
-                    return Ok(Selection { answer: Some(answer.clone()), candidate: Some(i), support: None });
+                    return Ok(Selection {
+                        answer: Some(answer.clone()),
+                        candidate: Some(i),
+                        support: None,
+                    });
                 }
             }
         }
         // Out of steps: the last probe (if any) is the answer.
         let answer = streak.map(|(a, _)| a);
         let i = ctx.add_candidate_with_answer(&branch, None, answer.clone());
-        Ok(Selection { answer, candidate: Some(i), support: None })
+        Ok(Selection {
+            answer,
+            candidate: Some(i),
+            support: None,
+        })
     }
 }

@@ -51,7 +51,13 @@ impl ConfidenceStop {
 
     fn validate(&self, strategy: &str) -> Result<()> {
         positive(strategy, "early_stop.window", self.window)?;
-        in_range(strategy, "early_stop.threshold", self.threshold as f64, 0.0, 1e6)
+        in_range(
+            strategy,
+            "early_stop.threshold",
+            self.threshold as f64,
+            0.0,
+            1e6,
+        )
     }
 }
 
@@ -105,7 +111,11 @@ pub struct DvtsParams(pub BeamParams);
 
 impl Default for DvtsParams {
     fn default() -> Self {
-        Self(BeamParams { width: 4, weighted_vote: true, ..BeamParams::default() })
+        Self(BeamParams {
+            width: 4,
+            weighted_vote: true,
+            ..BeamParams::default()
+        })
     }
 }
 
@@ -124,7 +134,11 @@ impl BeamSearch {
         positive(name, "n", params.n)?;
         positive(name, "width", params.width)?;
         if params.width > params.n {
-            return Err(StrategyError::invalid(name, "width", format!("must be at most n ({}), got {}", params.n, params.width)));
+            return Err(StrategyError::invalid(
+                name,
+                "width",
+                format!("must be at most n ({}), got {}", params.n, params.width),
+            ));
         }
         params.steps.validate(name)?;
         params.decoding.validate(name)?;
@@ -138,7 +152,13 @@ impl BeamSearch {
     pub fn beam(params: BeamParams) -> Result<Self> {
         Self::validate(&params, "beam_search")?;
         let (keep, expand) = (params.width, params.n / params.width);
-        Ok(Self { params, name: "beam_search", groups: 1, keep, expand })
+        Ok(Self {
+            params,
+            name: "beam_search",
+            groups: 1,
+            keep,
+            expand,
+        })
     }
 
     /// DVTS: `n / width` subtrees, each expanding `width` children and keeping the best.
@@ -146,7 +166,13 @@ impl BeamSearch {
         let params = params.0;
         Self::validate(&params, "dvts")?;
         let (groups, expand) = (params.n / params.width, params.width);
-        Ok(Self { params, name: "dvts", groups, keep: 1, expand })
+        Ok(Self {
+            params,
+            name: "dvts",
+            groups,
+            keep: 1,
+            expand,
+        })
     }
 }
 
@@ -184,7 +210,11 @@ impl Strategy for BeamSearch {
             let mut scored: Vec<(usize, f32, Branch)> = Vec::with_capacity(children.len());
             for (g, child) in groups.into_iter().zip(children) {
                 ctx.with_tree(|t| t.note(child.node, "group", g));
-                if self.params.early_stop.is_some_and(|s| s.should_stop(&child)) {
+                if self
+                    .params
+                    .early_stop
+                    .is_some_and(|s| s.should_stop(&child))
+                {
                     ctx.prune(&child);
                     continue;
                 }
@@ -212,14 +242,32 @@ impl Strategy for BeamSearch {
     fn select(&self, candidates: &[Candidate]) -> Selection {
         // Prefer finished solutions; partial ones only if nothing finished.
         let weighted = self.params.weighted_vote;
-        select_among(candidates, |c| c.finished, |pool| if weighted { select_by_vote(pool, true) } else { select_best_score(pool) })
+        select_among(
+            candidates,
+            |c| c.finished,
+            |pool| {
+                if weighted {
+                    select_by_vote(pool, true)
+                } else {
+                    select_best_score(pool)
+                }
+            },
+        )
     }
 }
 
 impl BeamSearch {
     /// Keeps the `keep` best-scored beams of each subtree (ties: earlier node), prunes the rest.
-    fn keep_best(&self, ctx: &Context, mut scored: Vec<(usize, f32, Branch)>) -> Vec<(usize, Branch)> {
-        scored.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.total_cmp(&a.1)).then(a.2.node.cmp(&b.2.node)));
+    fn keep_best(
+        &self,
+        ctx: &Context,
+        mut scored: Vec<(usize, f32, Branch)>,
+    ) -> Vec<(usize, Branch)> {
+        scored.sort_by(|a, b| {
+            a.0.cmp(&b.0)
+                .then(b.1.total_cmp(&a.1))
+                .then(a.2.node.cmp(&b.2.node))
+        });
         let mut kept = Vec::new();
         let mut per_group = vec![0usize; self.groups];
         for (g, _, branch) in scored {

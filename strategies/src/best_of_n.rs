@@ -47,7 +47,12 @@ pub struct BestOfNParams {
 
 impl Default for BestOfNParams {
     fn default() -> Self {
-        Self { n: 4, max_tokens: 1024, score_by: ScoreBy::PrmLast, decoding: Decoding::default() }
+        Self {
+            n: 4,
+            max_tokens: 1024,
+            score_by: ScoreBy::PrmLast,
+            decoding: Decoding::default(),
+        }
     }
 }
 
@@ -61,7 +66,11 @@ pub struct BestOfN {
 impl BestOfN {
     /// Validates `params`.
     pub fn new(params: BestOfNParams, weighted: bool) -> Result<Self> {
-        let name = if weighted { "weighted_best_of_n" } else { "best_of_n" };
+        let name = if weighted {
+            "weighted_best_of_n"
+        } else {
+            "best_of_n"
+        };
         positive(name, "n", params.n)?;
         positive(name, "max_tokens", params.max_tokens)?;
         params.decoding.validate(name)?;
@@ -86,7 +95,12 @@ impl Strategy for BestOfN {
             branches.push((ctx.fork(&root)?, k as u64));
         }
         ctx.release(&root);
-        let done = ctx.extend(branches, &self.params.decoding.whole(self.params.max_tokens)).await?;
+        let done = ctx
+            .extend(
+                branches,
+                &self.params.decoding.whole(self.params.max_tokens),
+            )
+            .await?;
         for branch in &done {
             let score = ctx.score(branch, self.params.score_by).await?;
             ctx.add_candidate(branch, Some(score));

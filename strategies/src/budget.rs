@@ -28,7 +28,10 @@ pub struct Budget {
 impl Budget {
     /// A token budget with no deadline.
     pub fn tokens(tokens: u64) -> Self {
-        Self { tokens, deadline: None }
+        Self {
+            tokens,
+            deadline: None,
+        }
     }
 }
 
@@ -93,12 +96,22 @@ impl Reservation {
 impl Meter {
     /// A meter for `budget`, started now.
     pub fn new(budget: Budget) -> Self {
-        Self { budget, start: Instant::now(), state: Mutex::new(MeterState { cap: budget.tokens, ..MeterState::default() }) }
+        Self {
+            budget,
+            start: Instant::now(),
+            state: Mutex::new(MeterState {
+                cap: budget.tokens,
+                ..MeterState::default()
+            }),
+        }
     }
 
     /// The budget being enforced (its `tokens` lowered by [`Meter::narrow`], if it was).
     pub fn budget(&self) -> Budget {
-        Budget { tokens: self.lock().cap, ..self.budget }
+        Budget {
+            tokens: self.lock().cap,
+            ..self.budget
+        }
     }
 
     /// Lowers the token cap to `tokens`; never raises it. What was spent or reserved stays.
@@ -115,7 +128,9 @@ impl Meter {
     /// Fails if the deadline has passed.
     pub fn check_deadline(&self) -> Result<()> {
         match self.budget.deadline {
-            Some(d) if self.start.elapsed() > d => Err(StrategyError::DeadlineExceeded { deadline_ms: d.as_millis() as u64 }),
+            Some(d) if self.start.elapsed() > d => Err(StrategyError::DeadlineExceeded {
+                deadline_ms: d.as_millis() as u64,
+            }),
             _ => Ok(()),
         }
     }
@@ -132,7 +147,11 @@ impl Meter {
         let mut s = self.lock();
         let spent = s.usage.spent();
         if spent + s.reserved + tokens > s.cap {
-            return Err(StrategyError::BudgetExhausted { budget: s.cap, spent, needed: tokens });
+            return Err(StrategyError::BudgetExhausted {
+                budget: s.cap,
+                spent,
+                needed: tokens,
+            });
         }
         s.reserved += tokens;
         Ok(Reservation { tokens })
@@ -187,12 +206,30 @@ mod tests {
     fn refuses_past_the_cap_and_releases_unused_reservations() -> Result<()> {
         let m = Meter::new(Budget::tokens(100));
         let r = m.reserve(80)?;
-        assert!(matches!(m.reserve(21), Err(StrategyError::BudgetExhausted { needed: 21, .. })));
-        m.settle(r, Cost { generated: 30, prefill_computed: 10, prefill_reused: 500 }, Charge::Generation);
+        assert!(matches!(
+            m.reserve(21),
+            Err(StrategyError::BudgetExhausted { needed: 21, .. })
+        ));
+        m.settle(
+            r,
+            Cost {
+                generated: 30,
+                prefill_computed: 10,
+                prefill_reused: 500,
+            },
+            Charge::Generation,
+        );
         assert_eq!(m.available(), 60);
         assert_eq!(m.usage().prefill_tokens_reused, 500);
         let r = m.reserve(60)?;
-        m.settle(r, Cost { generated: 60, ..Cost::default() }, Charge::Probe);
+        m.settle(
+            r,
+            Cost {
+                generated: 60,
+                ..Cost::default()
+            },
+            Charge::Probe,
+        );
         assert_eq!(m.usage().spent(), 100);
         assert_eq!(m.usage().probe_tokens, 60);
         assert!(m.reserve(1).is_err());
@@ -203,23 +240,47 @@ mod tests {
     fn narrowing_lowers_the_cap_and_never_raises_it() -> Result<()> {
         let m = Meter::new(Budget::tokens(1000));
         let r = m.reserve(100)?;
-        m.settle(r, Cost { generated: 100, ..Cost::default() }, Charge::Generation);
+        m.settle(
+            r,
+            Cost {
+                generated: 100,
+                ..Cost::default()
+            },
+            Charge::Generation,
+        );
         m.narrow(300);
         assert_eq!(m.budget().tokens, 300);
         assert_eq!(m.available(), 200);
-        assert!(matches!(m.reserve(201), Err(StrategyError::BudgetExhausted { budget: 300, spent: 100, needed: 201 })));
+        assert!(matches!(
+            m.reserve(201),
+            Err(StrategyError::BudgetExhausted {
+                budget: 300,
+                spent: 100,
+                needed: 201
+            })
+        ));
         m.narrow(5000);
         assert_eq!(m.budget().tokens, 300);
         m.narrow(50);
-        assert_eq!(m.available(), 0, "already spent past the new cap: nothing left, nothing lost");
+        assert_eq!(
+            m.available(),
+            0,
+            "already spent past the new cap: nothing left, nothing lost"
+        );
         assert_eq!(m.usage().spent(), 100);
         Ok(())
     }
 
     #[test]
     fn deadline_refuses_calls() {
-        let m = Meter::new(Budget { tokens: 10, deadline: Some(Duration::ZERO) });
+        let m = Meter::new(Budget {
+            tokens: 10,
+            deadline: Some(Duration::ZERO),
+        });
         std::thread::sleep(Duration::from_millis(2));
-        assert!(matches!(m.reserve(1), Err(StrategyError::DeadlineExceeded { .. })));
+        assert!(matches!(
+            m.reserve(1),
+            Err(StrategyError::DeadlineExceeded { .. })
+        ));
     }
 }

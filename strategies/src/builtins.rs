@@ -21,19 +21,71 @@ impl Registry {
     /// A registry holding every built-in strategy.
     pub fn with_builtins() -> Self {
         let mut r = Registry::new();
-        r.register("best_of_n", "N solutions, keep the best-scored (PRM, ORM or confidence)", |p: BestOfNParams| boxed(BestOfN::new(p, false)));
-        r.register("weighted_best_of_n", "N solutions, answer with the largest summed score", |p: BestOfNParams| boxed(BestOfN::new(p, true)));
-        r.register("self_consistency", "N solutions, majority vote over equivalent answers", |p: SelfConsistencyParams| boxed(SelfConsistency::new(p)));
-        r.register("beam_search", "step-level beam search guided by the PRM", |p: BeamParams| boxed(BeamSearch::beam(p)));
-        r.register("dvts", "diverse verifier tree search: N/M greedy PRM subtrees", |p: DvtsParams| boxed(BeamSearch::dvts(p)));
-        r.register("a_star", "A*-decoding: best-first over partial solutions by PRM cost", |p: AStarParams| boxed(AStar::new(p)));
-        r.register("mcts", "Monte-Carlo tree search over steps with PUCT and PRM values", |p: MctsParams| boxed(Mcts::new(p)));
-        r.register("ab_mcts", "adaptive-branching MCTS: Thompson sampling between wider and deeper", |p: AbMctsParams| boxed(AbMcts::new(p)));
-        r.register("answer_convergence", "one trace, probe the answer at step ends, stop when it settles", |p: AnswerConvergenceParams| boxed(AnswerConvergence::new(p)));
-        r.register("deepconf", "confidence-filtered traces with online early stopping, weighted vote", |p: DeepConfParams| boxed(DeepConf::new(p)));
-        r.register("first_finish", "k traces, return the first to finish", |p: FirstFinishParams| boxed(FirstFinish::first(p)));
-        r.register("short_m_of_k", "k traces, vote among the first m to finish", |p: ShortMofKParams| boxed(FirstFinish::short_m_of_k(p)));
-        r.register("adaptive_parallel", "widen while answers disagree, prune low confidence, join by vote or synthesis", |p: AdaptiveParallelParams| boxed(AdaptiveParallel::new(p)));
+        r.register(
+            "best_of_n",
+            "N solutions, keep the best-scored (PRM, ORM or confidence)",
+            |p: BestOfNParams| boxed(BestOfN::new(p, false)),
+        );
+        r.register(
+            "weighted_best_of_n",
+            "N solutions, answer with the largest summed score",
+            |p: BestOfNParams| boxed(BestOfN::new(p, true)),
+        );
+        r.register(
+            "self_consistency",
+            "N solutions, majority vote over equivalent answers",
+            |p: SelfConsistencyParams| boxed(SelfConsistency::new(p)),
+        );
+        r.register(
+            "beam_search",
+            "step-level beam search guided by the PRM",
+            |p: BeamParams| boxed(BeamSearch::beam(p)),
+        );
+        r.register(
+            "dvts",
+            "diverse verifier tree search: N/M greedy PRM subtrees",
+            |p: DvtsParams| boxed(BeamSearch::dvts(p)),
+        );
+        r.register(
+            "a_star",
+            "A*-decoding: best-first over partial solutions by PRM cost",
+            |p: AStarParams| boxed(AStar::new(p)),
+        );
+        r.register(
+            "mcts",
+            "Monte-Carlo tree search over steps with PUCT and PRM values",
+            |p: MctsParams| boxed(Mcts::new(p)),
+        );
+        r.register(
+            "ab_mcts",
+            "adaptive-branching MCTS: Thompson sampling between wider and deeper",
+            |p: AbMctsParams| boxed(AbMcts::new(p)),
+        );
+        r.register(
+            "answer_convergence",
+            "one trace, probe the answer at step ends, stop when it settles",
+            |p: AnswerConvergenceParams| boxed(AnswerConvergence::new(p)),
+        );
+        r.register(
+            "deepconf",
+            "confidence-filtered traces with online early stopping, weighted vote",
+            |p: DeepConfParams| boxed(DeepConf::new(p)),
+        );
+        r.register(
+            "first_finish",
+            "k traces, return the first to finish",
+            |p: FirstFinishParams| boxed(FirstFinish::first(p)),
+        );
+        r.register(
+            "short_m_of_k",
+            "k traces, vote among the first m to finish",
+            |p: ShortMofKParams| boxed(FirstFinish::short_m_of_k(p)),
+        );
+        r.register(
+            "adaptive_parallel",
+            "widen while answers disagree, prune low confidence, join by vote or synthesis",
+            |p: AdaptiveParallelParams| boxed(AdaptiveParallel::new(p)),
+        );
         r
     }
 }

@@ -9,8 +9,8 @@
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use ponder_verifiers::token_confidence;
 use ponder_verifiers::extract_answer;
+use ponder_verifiers::token_confidence;
 use ponder_verifiers::{Solution, Verifier};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -18,7 +18,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::budget::{Budget, Charge, Meter, Usage};
 use crate::error::{Result, StrategyError};
-use crate::generator::{ExtendRequest, Extension, Generator, Prompt, Sampling, SeqHandle, StopKind};
+use crate::generator::{
+    ExtendRequest, Extension, Generator, Prompt, Sampling, SeqHandle, StopKind,
+};
 use crate::outcome::Candidate;
 use crate::params::ScoreBy;
 use crate::progress::{Progress, ProgressSender};
@@ -27,7 +29,8 @@ use crate::tree::{NodeId, NodeStatus, SearchTree};
 
 /// Text appended to a fork to ask for the answer so far (a cheap probe, as in Dynasor's
 /// "probe-in-the-middle").
-pub const ANSWER_PROBE: &str = "\n\n... Oh, I suddenly got the answer to the whole problem. **Final Answer**: \\boxed{";
+pub const ANSWER_PROBE: &str =
+    "\n\n... Oh, I suddenly got the answer to the whole problem. **Final Answer**: \\boxed{";
 
 /// A sequence being searched, and where it stands in the tree.
 #[derive(Debug, Clone, PartialEq)]
@@ -97,7 +100,10 @@ pub struct Context {
 
 impl std::fmt::Debug for Context {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Context").field("seed", &self.seed).field("usage", &self.meter.usage()).finish_non_exhaustive()
+        f.debug_struct("Context")
+            .field("seed", &self.seed)
+            .field("usage", &self.meter.usage())
+            .finish_non_exhaustive()
     }
 }
 
@@ -160,8 +166,15 @@ impl Context {
 
     /// Reports node `id`'s current state (a [`Progress::Node`]; never the root, the prompt).
     fn report_node(&self, tree: &SearchTree, id: NodeId) {
-        if let (Some(tx), Some(n)) = (&self.progress, tree.get(id).filter(|n| n.id != SearchTree::ROOT)) {
-            let _ = tx.send(Progress::node(n, self.usage().spent(), self.budget().tokens));
+        if let (Some(tx), Some(n)) = (
+            &self.progress,
+            tree.get(id).filter(|n| n.id != SearchTree::ROOT),
+        ) {
+            let _ = tx.send(Progress::node(
+                n,
+                self.usage().spent(),
+                self.budget().tokens,
+            ));
         }
     }
 
@@ -193,7 +206,10 @@ impl Context {
 
     /// Usage so far.
     pub fn usage(&self) -> Usage {
-        Usage { prompt_tokens: self.prompt_tokens(), ..self.meter.usage() }
+        Usage {
+            prompt_tokens: self.prompt_tokens(),
+            ..self.meter.usage()
+        }
     }
 
     /// The budget.
@@ -258,7 +274,10 @@ impl Context {
 
     /// Opens the problem's prompt as the root branch.
     pub async fn open(&self) -> Result<Branch> {
-        let prompt = Prompt { system: self.problem.system.clone(), user: self.problem.question.clone() };
+        let prompt = Prompt {
+            system: self.problem.system.clone(),
+            user: self.problem.question.clone(),
+        };
         self.open_with(&prompt).await
     }
 
@@ -273,16 +292,31 @@ impl Context {
         }
         drop(first);
         if prompt_tokens as u64 >= self.budget().tokens {
-            return Err(StrategyError::BudgetTooSmall { budget: self.budget().tokens, spent: 0, prompt_tokens: prompt_tokens as u64 });
+            return Err(StrategyError::BudgetTooSmall {
+                budget: self.budget().tokens,
+                spent: 0,
+                prompt_tokens: prompt_tokens as u64,
+            });
         }
-        Ok(Branch { seq, node: SearchTree::ROOT, tokens: 0, confidences: Vec::new(), logprob_sum: 0.0, finished: false, last_stop: None })
+        Ok(Branch {
+            seq,
+            node: SearchTree::ROOT,
+            tokens: 0,
+            confidences: Vec::new(),
+            logprob_sum: 0.0,
+            finished: false,
+            last_stop: None,
+        })
     }
 
     /// A copy of `branch` sharing its KV (free).
     pub fn fork(&self, branch: &Branch) -> Result<Branch> {
         let seq = self.generator.fork(branch.seq)?;
         lock(&self.live).insert(seq);
-        Ok(Branch { seq, ..branch.clone() })
+        Ok(Branch {
+            seq,
+            ..branch.clone()
+        })
     }
 
     /// Forgets a branch's sequence.
@@ -305,11 +339,22 @@ impl Context {
     ///
     /// The budget is divided evenly: if it cannot cover `spec.max_tokens` for every branch,
     /// each gets an equal share; if a share would be zero, the call is refused.
-    pub async fn extend(&self, branches: Vec<(Branch, u64)>, spec: &StepSpec) -> Result<Vec<Branch>> {
-        self.extend_as(branches, spec, Charge::Generation).await.map(|v| v.into_iter().map(|(b, _)| b).collect())
+    pub async fn extend(
+        &self,
+        branches: Vec<(Branch, u64)>,
+        spec: &StepSpec,
+    ) -> Result<Vec<Branch>> {
+        self.extend_as(branches, spec, Charge::Generation)
+            .await
+            .map(|v| v.into_iter().map(|(b, _)| b).collect())
     }
 
-    async fn extend_as(&self, branches: Vec<(Branch, u64)>, spec: &StepSpec, charge: Charge) -> Result<Vec<(Branch, Extension)>> {
+    async fn extend_as(
+        &self,
+        branches: Vec<(Branch, u64)>,
+        spec: &StepSpec,
+        charge: Charge,
+    ) -> Result<Vec<(Branch, Extension)>> {
         self.check()?;
         if branches.is_empty() {
             return Ok(Vec::new());
@@ -321,7 +366,11 @@ impl Context {
         let share = available.saturating_sub(prefill) / n;
         let max_tokens = (spec.max_tokens as u64).min(share) as usize;
         if max_tokens == 0 {
-            return Err(StrategyError::BudgetExhausted { budget: self.budget().tokens, spent: self.usage().spent(), needed: prefill + n });
+            return Err(StrategyError::BudgetExhausted {
+                budget: self.budget().tokens,
+                spent: self.usage().spent(),
+                needed: prefill + n,
+            });
         }
         let reservation = self.meter.reserve(prefill + n * max_tokens as u64)?;
         let requests: Vec<ExtendRequest> = branches
@@ -330,7 +379,10 @@ impl Context {
                 seq: b.seq,
                 max_tokens,
                 stop: spec.stop.clone(),
-                sampling: Sampling { seed: self.seed_for(b.node, *draw), ..spec.sampling },
+                sampling: Sampling {
+                    seed: self.seed_for(b.node, *draw),
+                    ..spec.sampling
+                },
             })
             .collect();
         let result = tokio::select! {
@@ -351,16 +403,27 @@ impl Context {
         self.meter.settle(reservation, total, charge);
         self.report(|| {
             let usage = self.usage();
-            Progress::Step { branches: extensions.len(), generated_tokens: usage.generated_tokens, spent: usage.spent(), budget: self.budget().tokens }
+            Progress::Step {
+                branches: extensions.len(),
+                generated_tokens: usage.generated_tokens,
+                spent: usage.spent(),
+                budget: self.budget().tokens,
+            }
         });
         let capped = max_tokens < spec.max_tokens;
         let mut out = Vec::with_capacity(extensions.len());
         let mut tree = lock(&self.tree);
         for ((mut b, _), ext) in branches.into_iter().zip(extensions) {
             let lp: f64 = ext.tokens.iter().map(|t| t.logprob as f64).sum();
-            let mean = if ext.tokens.is_empty() { None } else { Some((lp / ext.tokens.len() as f64) as f32) };
+            let mean = if ext.tokens.is_empty() {
+                None
+            } else {
+                Some((lp / ext.tokens.len() as f64) as f32)
+            };
             if charge == Charge::Generation {
-                let parent_was_open = tree.get(b.node).is_some_and(|p| p.status == NodeStatus::Open);
+                let parent_was_open = tree
+                    .get(b.node)
+                    .is_some_and(|p| p.status == NodeStatus::Open);
                 let node = tree.add(b.node, &ext.text, ext.tokens.len(), mean);
                 if parent_was_open {
                     self.report_node(&tree, b.node);
@@ -391,13 +454,21 @@ impl Context {
         let appended = self.generator.append(probe.seq, ANSWER_PROBE);
         let result = match appended {
             Ok(_) => {
-                let spec = StepSpec { max_tokens, stop: vec!["}".into()], sampling: Sampling::greedy(0) };
-                self.extend_as(vec![(probe.clone(), 0)], &spec, Charge::Probe).await
+                let spec = StepSpec {
+                    max_tokens,
+                    stop: vec!["}".into()],
+                    sampling: Sampling::greedy(0),
+                };
+                self.extend_as(vec![(probe.clone(), 0)], &spec, Charge::Probe)
+                    .await
             }
             Err(e) => Err(e),
         };
         self.release(&probe);
-        let (_, ext) = result?.into_iter().next().ok_or_else(|| StrategyError::Generator("probe returned nothing".into()))?;
+        let (_, ext) = result?
+            .into_iter()
+            .next()
+            .ok_or_else(|| StrategyError::Generator("probe returned nothing".into()))?;
         let answer = extract_answer(&format!("\\boxed{{{}", ext.text));
         Ok(answer)
     }
@@ -414,7 +485,11 @@ impl Context {
         let score = match &self.verifier {
             Some(v) if by != ScoreBy::Confidence => {
                 let steps = self.with_tree(|t| t.steps(branch.node));
-                let solution = Solution { problem: &self.problem.question, steps: &steps, complete: branch.finished };
+                let solution = Solution {
+                    problem: &self.problem.question,
+                    steps: &steps,
+                    complete: branch.finished,
+                };
                 let reservation = self.meter.reserve(v.cost_bound(&solution))?;
                 self.meter.count_verifier_call();
                 let result = tokio::select! {
@@ -422,9 +497,18 @@ impl Context {
                     _ = self.cancel.cancelled() => Err(StrategyError::Cancelled),
                 };
                 let cost = result.as_ref().map_or(0, |s| s.cost);
-                self.meter.settle(reservation, crate::generator::Cost { prefill_computed: cost, ..Default::default() }, Charge::Verifier);
+                self.meter.settle(
+                    reservation,
+                    crate::generator::Cost {
+                        prefill_computed: cost,
+                        ..Default::default()
+                    },
+                    Charge::Verifier,
+                );
                 let scores = result?;
-                by.aggregation().and_then(|agg| agg.apply(&scores.steps)).unwrap_or(scores.overall)
+                by.aggregation()
+                    .and_then(|agg| agg.apply(&scores.steps))
+                    .unwrap_or(scores.overall)
             }
             _ => branch.mean_logprob().exp() as f32,
         };
@@ -445,12 +529,23 @@ impl Context {
 
     /// Records `branch` as a candidate whose answer is already known (from a probe, a
     /// synthesis pass); returns its index.
-    pub fn add_candidate_with_answer(&self, branch: &Branch, score: Option<f32>, answer: Option<String>) -> usize {
+    pub fn add_candidate_with_answer(
+        &self,
+        branch: &Branch,
+        score: Option<f32>,
+        answer: Option<String>,
+    ) -> usize {
         let text = self.with_tree(|t| t.text(branch.node));
         self.push_candidate(branch, score, text, answer)
     }
 
-    fn push_candidate(&self, branch: &Branch, score: Option<f32>, text: String, answer: Option<String>) -> usize {
+    fn push_candidate(
+        &self,
+        branch: &Branch,
+        score: Option<f32>,
+        text: String,
+        answer: Option<String>,
+    ) -> usize {
         self.with_tree(|t| {
             if let Some(n) = t.get_mut(branch.node) {
                 n.answer = answer.clone();

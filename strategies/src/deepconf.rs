@@ -52,7 +52,15 @@ pub struct DeepConfParams {
 
 impl Default for DeepConfParams {
     fn default() -> Self {
-        Self { n: 8, warmup: 3, window: 32, keep_percent: 90.0, chunk_tokens: 32, max_tokens: 1024, decoding: Decoding::default() }
+        Self {
+            n: 8,
+            warmup: 3,
+            window: 32,
+            keep_percent: 90.0,
+            chunk_tokens: 32,
+            max_tokens: 1024,
+            decoding: Decoding::default(),
+        }
     }
 }
 
@@ -81,7 +89,11 @@ impl DeepConf {
         positive("deepconf", "n", params.n)?;
         positive("deepconf", "warmup", params.warmup)?;
         if params.warmup > params.n {
-            return Err(StrategyError::invalid("deepconf", "warmup", format!("must be at most n ({}), got {}", params.n, params.warmup)));
+            return Err(StrategyError::invalid(
+                "deepconf",
+                "warmup",
+                format!("must be at most n ({}), got {}", params.n, params.warmup),
+            ));
         }
         positive("deepconf", "window", params.window)?;
         positive("deepconf", "chunk_tokens", params.chunk_tokens)?;
@@ -106,7 +118,9 @@ impl Strategy for DeepConf {
     async fn search(&self, ctx: &Context) -> Result<Selection> {
         let p = &self.params;
         let root = ctx.open().await?;
-        let warm = (0..p.warmup).map(|k| Ok((ctx.fork(&root)?, k as u64))).collect::<Result<Vec<_>>>()?;
+        let warm = (0..p.warmup)
+            .map(|k| Ok((ctx.fork(&root)?, k as u64)))
+            .collect::<Result<Vec<_>>>()?;
         let mut qualities = Vec::new();
         for b in ctx.extend(warm, &p.decoding.whole(p.max_tokens)).await? {
             let q = self.quality(&b);
@@ -116,9 +130,14 @@ impl Strategy for DeepConf {
         }
         let threshold = percentile(&qualities, 100.0 - p.keep_percent).unwrap_or(0.0);
         ctx.with_tree(|t| t.note(crate::tree::SearchTree::ROOT, "threshold", threshold as f64));
-        let mut active = (p.warmup..p.n).map(|_| ctx.fork(&root)).collect::<Result<Vec<_>>>()?;
+        let mut active = (p.warmup..p.n)
+            .map(|_| ctx.fork(&root))
+            .collect::<Result<Vec<_>>>()?;
         ctx.release(&root);
-        let chunk = StepSpec { max_tokens: p.chunk_tokens, ..p.decoding.whole(p.chunk_tokens) };
+        let chunk = StepSpec {
+            max_tokens: p.chunk_tokens,
+            ..p.decoding.whole(p.chunk_tokens)
+        };
         while !active.is_empty() {
             let mut next = Vec::new();
             for (b, done) in advance(ctx, active, &chunk, p.max_tokens).await? {
@@ -145,6 +164,10 @@ impl Strategy for DeepConf {
 impl DeepConf {
     /// Confidence-weighted vote over the candidates at or above the threshold.
     fn filtered_vote(&self, candidates: &[Candidate], threshold: f32) -> Selection {
-        select_among(candidates, |c| c.score.is_some_and(|s| s >= threshold), |pool| select_by_vote(pool, true))
+        select_among(
+            candidates,
+            |c| c.score.is_some_and(|s| s >= threshold),
+            |pool| select_by_vote(pool, true),
+        )
     }
 }

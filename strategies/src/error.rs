@@ -74,11 +74,18 @@ pub enum StrategyError {
 impl StrategyError {
     /// Whether this error interrupts a search (budget, deadline, cancel) rather than failing it.
     pub fn is_interruption(&self) -> bool {
-        matches!(self, Self::BudgetExhausted { .. } | Self::DeadlineExceeded { .. } | Self::Cancelled)
+        matches!(
+            self,
+            Self::BudgetExhausted { .. } | Self::DeadlineExceeded { .. } | Self::Cancelled
+        )
     }
 
     /// Shorthand for [`StrategyError::InvalidParameter`].
     pub fn invalid(strategy: &str, field: &str, reason: impl Into<String>) -> Self {
-        Self::InvalidParameter { strategy: strategy.into(), field: field.into(), reason: reason.into() }
+        Self::InvalidParameter {
+            strategy: strategy.into(),
+            field: field.into(),
+            reason: reason.into(),
+        }
     }
 }

@@ -13,7 +13,9 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 
 use crate::error::{Result, StrategyError};
-use crate::generator::{Cost, ExtendRequest, Extension, Generator, Prompt, SeqHandle, StopKind, TokenInfo};
+use crate::generator::{
+    Cost, ExtendRequest, Extension, Generator, Prompt, SeqHandle, StopKind, TokenInfo,
+};
 
 /// What the script sees.
 #[derive(Debug, Clone, Copy)]
@@ -40,12 +42,20 @@ pub struct FakeChunk {
 impl FakeChunk {
     /// A chunk that does not end the solution.
     pub fn step(text: impl Into<String>, logprob: f32) -> Self {
-        Self { text: text.into(), eos: false, logprob }
+        Self {
+            text: text.into(),
+            eos: false,
+            logprob,
+        }
     }
 
     /// A chunk that ends the solution.
     pub fn last(text: impl Into<String>, logprob: f32) -> Self {
-        Self { text: text.into(), eos: true, logprob }
+        Self {
+            text: text.into(),
+            eos: true,
+            logprob,
+        }
     }
 }
 
@@ -110,7 +120,9 @@ pub struct FakeGenerator {
 
 impl std::fmt::Debug for FakeGenerator {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("FakeGenerator").field("counters", &self.counters()).finish_non_exhaustive()
+        f.debug_struct("FakeGenerator")
+            .field("counters", &self.counters())
+            .finish_non_exhaustive()
     }
 }
 
@@ -136,7 +148,10 @@ pub fn fake_tokens(text: &str) -> Vec<&str> {
 impl FakeGenerator {
     /// A generator following `script`.
     pub fn new(script: impl Fn(FakeState<'_>) -> FakeChunk + Send + Sync + 'static) -> Self {
-        Self { script: Box::new(script), inner: Mutex::new(Inner::default()) }
+        Self {
+            script: Box::new(script),
+            inner: Mutex::new(Inner::default()),
+        }
     }
 
     /// Solves "What is a+b?" in three steps ending in `\boxed{a+b}`; every step's tokens have
@@ -158,7 +173,10 @@ impl FakeGenerator {
     /// Counters so far.
     pub fn counters(&self) -> FakeCounters {
         let inner = self.lock();
-        FakeCounters { live: inner.seqs.len(), ..inner.counters }
+        FakeCounters {
+            live: inner.seqs.len(),
+            ..inner.counters
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -172,7 +190,10 @@ impl FakeGenerator {
     fn extend_one(&self, inner: &mut Inner, seq: &mut FakeSeq, req: &ExtendRequest) -> Extension {
         let context = seq.tokens();
         let hashes = prefix_hashes(&context);
-        let cached = hashes.iter().take_while(|h| inner.cache.contains(h)).count();
+        let cached = hashes
+            .iter()
+            .take_while(|h| inner.cache.contains(h))
+            .count();
         let prefill_computed = (context.len() - cached) as u64;
         let prefill_reused = cached as u64;
         inner.cache.extend(hashes);
@@ -182,21 +203,36 @@ impl FakeGenerator {
         let mut tokens = Vec::new();
         let stop = 'gen: loop {
             let so_far = format!("{}{}", seq.text, text);
-            let chunk = (self.script)(FakeState { prompt: &seq.prompt, text: &so_far, seed: req.sampling.seed });
+            let chunk = (self.script)(FakeState {
+                prompt: &seq.prompt,
+                text: &so_far,
+                seed: req.sampling.seed,
+            });
             let pieces = fake_tokens(&chunk.text);
             if pieces.is_empty() {
-                break if chunk.eos { StopKind::Eos } else { StopKind::Length };
+                break if chunk.eos {
+                    StopKind::Eos
+                } else {
+                    StopKind::Length
+                };
             }
             for (i, tok) in pieces.iter().enumerate() {
                 if tokens.len() == req.max_tokens {
                     break 'gen StopKind::Length;
                 }
                 text.push_str(tok);
-                tokens.push(TokenInfo { logprob: chunk.logprob, top: top_alternatives(chunk.logprob, req.sampling.top_logprobs) });
+                tokens.push(TokenInfo {
+                    logprob: chunk.logprob,
+                    top: top_alternatives(chunk.logprob, req.sampling.top_logprobs),
+                });
                 if chunk.eos && i + 1 == pieces.len() {
                     break 'gen StopKind::Eos;
                 }
-                if req.stop.iter().any(|s| !s.is_empty() && text.contains(s.as_str())) {
+                if req
+                    .stop
+                    .iter()
+                    .any(|s| !s.is_empty() && text.contains(s.as_str()))
+                {
                     break 'gen StopKind::Stop;
                 }
             }
@@ -208,9 +244,20 @@ impl FakeGenerator {
         // Decoding computed every generated token's KV but the last one's, as in the engine.
         let after = seq.tokens();
         let hashes = prefix_hashes(&after);
-        inner.cache.extend(hashes.iter().take(after.len().saturating_sub(1)).copied());
-        let cost = Cost { generated: tokens.len() as u64, prefill_computed, prefill_reused };
-        Extension { text, tokens, stop, cost }
+        inner
+            .cache
+            .extend(hashes.iter().take(after.len().saturating_sub(1)).copied());
+        let cost = Cost {
+            generated: tokens.len() as u64,
+            prefill_computed,
+            prefill_reused,
+        };
+        Extension {
+            text,
+            tokens,
+            stop,
+            cost,
+        }
     }
 }
 
@@ -219,12 +266,17 @@ impl FakeGenerator {
 fn top_alternatives(logprob: f32, k: usize) -> Vec<(String, f32)> {
     let k = k.max(1);
     let rest = (1.0 - logprob.exp()).max(1e-6) / (k - 1).max(1) as f32;
-    std::iter::once(("tok".to_string(), logprob)).chain((1..k).map(|i| (format!("alt{i}"), rest.ln()))).collect()
+    std::iter::once(("tok".to_string(), logprob))
+        .chain((1..k).map(|i| (format!("alt{i}"), rest.ln())))
+        .collect()
 }
 
 /// `a+b` from "What is a+b?".
 fn parse_sum(prompt: &str) -> Option<i64> {
-    let expr: String = prompt.chars().filter(|c| c.is_ascii_digit() || *c == '+').collect();
+    let expr: String = prompt
+        .chars()
+        .filter(|c| c.is_ascii_digit() || *c == '+')
+        .collect();
     let mut parts = expr.split('+').filter(|p| !p.is_empty());
     let a: i64 = parts.next()?.parse().ok()?;
     let b: i64 = parts.next()?.parse().ok()?;
@@ -235,7 +287,11 @@ fn parse_sum(prompt: &str) -> Option<i64> {
 impl Generator for FakeGenerator {
     async fn open(&self, prompt: &Prompt) -> Result<(SeqHandle, usize)> {
         let rendered = format!("{} {}", prompt.system.as_deref().unwrap_or(""), prompt.user);
-        let seq = FakeSeq { prompt: prompt.user.as_str().into(), rendered: rendered.as_str().into(), text: String::new() };
+        let seq = FakeSeq {
+            prompt: prompt.user.as_str().into(),
+            rendered: rendered.as_str().into(),
+            text: String::new(),
+        };
         let len = seq.tokens().len();
         let mut inner = self.lock();
         inner.next += 1;
@@ -246,7 +302,11 @@ impl Generator for FakeGenerator {
 
     fn fork(&self, seq: SeqHandle) -> Result<SeqHandle> {
         let mut inner = self.lock();
-        let copy = inner.seqs.get(&seq.0).cloned().ok_or_else(|| Self::unknown(seq))?;
+        let copy = inner
+            .seqs
+            .get(&seq.0)
+            .cloned()
+            .ok_or_else(|| Self::unknown(seq))?;
         inner.next += 1;
         let id = inner.next;
         inner.seqs.insert(id, copy);
@@ -255,7 +315,10 @@ impl Generator for FakeGenerator {
 
     fn append(&self, seq: SeqHandle, text: &str) -> Result<usize> {
         let mut inner = self.lock();
-        let s = inner.seqs.get_mut(&seq.0).ok_or_else(|| Self::unknown(seq))?;
+        let s = inner
+            .seqs
+            .get_mut(&seq.0)
+            .ok_or_else(|| Self::unknown(seq))?;
         let before = s.tokens().len();
         s.text.push_str(text);
         Ok(s.tokens().len() - before)
@@ -265,7 +328,10 @@ impl Generator for FakeGenerator {
         let inner = self.lock();
         let s = inner.seqs.get(&seq.0).ok_or_else(|| Self::unknown(seq))?;
         let context = s.tokens();
-        let cached = prefix_hashes(&context).iter().take_while(|h| inner.cache.contains(h)).count();
+        let cached = prefix_hashes(&context)
+            .iter()
+            .take_while(|h| inner.cache.contains(h))
+            .count();
         Ok(context.len() - cached)
     }
 
@@ -278,7 +344,10 @@ impl Generator for FakeGenerator {
         for seq in seqs {
             let s = inner.seqs.get(&seq.0).ok_or_else(|| Self::unknown(*seq))?;
             let hashes = prefix_hashes(&s.tokens());
-            let cached = hashes.iter().take_while(|h| inner.cache.contains(h) || seen.contains(h)).count();
+            let cached = hashes
+                .iter()
+                .take_while(|h| inner.cache.contains(h) || seen.contains(h))
+                .count();
             total += hashes.len() - cached;
             seen.extend(hashes);
         }
@@ -289,7 +358,11 @@ impl Generator for FakeGenerator {
         let mut inner = self.lock();
         let mut out = Vec::with_capacity(batch.len());
         for req in batch {
-            let mut seq = inner.seqs.get(&req.seq.0).cloned().ok_or_else(|| Self::unknown(req.seq))?;
+            let mut seq = inner
+                .seqs
+                .get(&req.seq.0)
+                .cloned()
+                .ok_or_else(|| Self::unknown(req.seq))?;
             let ext = self.extend_one(&mut inner, &mut seq, req);
             inner.counters.cost += ext.cost;
             inner.seqs.insert(req.seq.0, seq);

@@ -42,7 +42,13 @@ pub struct FirstFinishParams {
 
 impl Default for FirstFinishParams {
     fn default() -> Self {
-        Self { k: 8, m: 1, chunk_tokens: 32, max_tokens: 1024, decoding: Decoding::default() }
+        Self {
+            k: 8,
+            m: 1,
+            chunk_tokens: 32,
+            max_tokens: 1024,
+            decoding: Decoding::default(),
+        }
     }
 }
 
@@ -53,7 +59,10 @@ pub struct ShortMofKParams(pub FirstFinishParams);
 
 impl Default for ShortMofKParams {
     fn default() -> Self {
-        Self(FirstFinishParams { m: 3, ..FirstFinishParams::default() })
+        Self(FirstFinishParams {
+            m: 3,
+            ..FirstFinishParams::default()
+        })
     }
 }
 
@@ -68,7 +77,11 @@ impl FirstFinish {
     /// `first_finish`: m must be 1.
     pub fn first(params: FirstFinishParams) -> Result<Self> {
         if params.m != 1 {
-            return Err(StrategyError::invalid("first_finish", "m", format!("is always 1 (use short_m_of_k for m > 1), got {}", params.m)));
+            return Err(StrategyError::invalid(
+                "first_finish",
+                "m",
+                format!("is always 1 (use short_m_of_k for m > 1), got {}", params.m),
+            ));
         }
         Self::validate(params, "first_finish")
     }
@@ -82,7 +95,11 @@ impl FirstFinish {
         positive(name, "k", params.k)?;
         positive(name, "m", params.m)?;
         if params.m > params.k {
-            return Err(StrategyError::invalid(name, "m", format!("must be at most k ({}), got {}", params.k, params.m)));
+            return Err(StrategyError::invalid(
+                name,
+                "m",
+                format!("must be at most k ({}), got {}", params.k, params.m),
+            ));
         }
         positive(name, "chunk_tokens", params.chunk_tokens)?;
         positive(name, "max_tokens", params.max_tokens)?;
@@ -100,15 +117,24 @@ impl Strategy for FirstFinish {
     async fn search(&self, ctx: &Context) -> Result<Selection> {
         let p = &self.params;
         let root = ctx.open().await?;
-        let mut active = (0..p.k).map(|_| ctx.fork(&root)).collect::<Result<Vec<_>>>()?;
+        let mut active = (0..p.k)
+            .map(|_| ctx.fork(&root))
+            .collect::<Result<Vec<_>>>()?;
         ctx.release(&root);
-        let chunk = StepSpec { max_tokens: p.chunk_tokens, ..p.decoding.whole(p.chunk_tokens) };
+        let chunk = StepSpec {
+            max_tokens: p.chunk_tokens,
+            ..p.decoding.whole(p.chunk_tokens)
+        };
         let mut finishers = 0;
         let mut capped = Vec::new();
         while !active.is_empty() && finishers < p.m {
             let mut finished: Vec<(usize, Branch)> = Vec::new();
             let mut next = Vec::new();
-            for (i, (b, done)) in advance(ctx, active, &chunk, p.max_tokens).await?.into_iter().enumerate() {
+            for (i, (b, done)) in advance(ctx, active, &chunk, p.max_tokens)
+                .await?
+                .into_iter()
+                .enumerate()
+            {
                 if done && b.finished {
                     finished.push((i, b));
                 } else if done {

@@ -45,14 +45,28 @@ pub struct Sampling {
 
 impl Default for Sampling {
     fn default() -> Self {
-        Self { temperature: 0.7, top_p: 0.95, top_k: 0, min_p: 0.0, seed: 0, top_logprobs: 5 }
+        Self {
+            temperature: 0.7,
+            top_p: 0.95,
+            top_k: 0,
+            min_p: 0.0,
+            seed: 0,
+            top_logprobs: 5,
+        }
     }
 }
 
 impl Sampling {
     /// Greedy decoding with `top_logprobs` alternatives.
     pub fn greedy(top_logprobs: usize) -> Self {
-        Self { temperature: 0.0, top_p: 1.0, top_k: 0, min_p: 0.0, seed: 0, top_logprobs }
+        Self {
+            temperature: 0.0,
+            top_p: 1.0,
+            top_k: 0,
+            min_p: 0.0,
+            seed: 0,
+            top_logprobs,
+        }
     }
 }
 

@@ -44,7 +44,9 @@ pub use context::{Branch, Context, StepSpec, ANSWER_PROBE};
 pub use deepconf::{percentile, DeepConf, DeepConfParams};
 pub use error::{Result, StrategyError};
 pub use first_finish::{FirstFinish, FirstFinishParams, ShortMofKParams};
-pub use generator::{Cost, ExtendRequest, Extension, Generator, Prompt, Sampling, SeqHandle, StopKind, TokenInfo};
+pub use generator::{
+    Cost, ExtendRequest, Extension, Generator, Prompt, Sampling, SeqHandle, StopKind, TokenInfo,
+};
 pub use mcts::{puct, Mcts, MctsParams};
 pub use outcome::{Candidate, FinishReason, Outcome, Selection};
 pub use params::{in_range, positive, Decoding, ScoreBy, Steps};

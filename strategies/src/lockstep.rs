@@ -8,9 +8,18 @@ use crate::error::Result;
 /// Advances every branch by one chunk (one batched call; branch `i` samples with draw `i`).
 /// Returns each branch with whether it is done: ended by the model, at `max_tokens`, or
 /// unable to make progress.
-pub(crate) async fn advance(ctx: &Context, active: Vec<Branch>, chunk: &StepSpec, max_tokens: usize) -> Result<Vec<(Branch, bool)>> {
+pub(crate) async fn advance(
+    ctx: &Context,
+    active: Vec<Branch>,
+    chunk: &StepSpec,
+    max_tokens: usize,
+) -> Result<Vec<(Branch, bool)>> {
     let before: Vec<usize> = active.iter().map(|b| b.tokens).collect();
-    let batch = active.into_iter().enumerate().map(|(i, b)| (b, i as u64)).collect();
+    let batch = active
+        .into_iter()
+        .enumerate()
+        .map(|(i, b)| (b, i as u64))
+        .collect();
     let advanced = ctx.extend(batch, chunk).await?;
     Ok(advanced
         .into_iter()

@@ -49,7 +49,14 @@ pub struct MctsParams {
 
 impl Default for MctsParams {
     fn default() -> Self {
-        Self { iterations: 8, expansions: 3, c_puct: 1.5, steps: Steps::default(), score_by: ScoreBy::PrmLast, decoding: Decoding::default() }
+        Self {
+            iterations: 8,
+            expansions: 3,
+            c_puct: 1.5,
+            steps: Steps::default(),
+            score_by: ScoreBy::PrmLast,
+            decoding: Decoding::default(),
+        }
     }
 }
 
@@ -117,7 +124,13 @@ impl Strategy for Mcts {
         let spec = self.params.steps.spec(&self.params.decoding);
         let mut stats: HashMap<NodeId, Stats> = HashMap::new();
         let mut branches: HashMap<NodeId, Branch> = HashMap::new();
-        stats.insert(SearchTree::ROOT, Stats { prior: 1.0, ..Stats::default() });
+        stats.insert(
+            SearchTree::ROOT,
+            Stats {
+                prior: 1.0,
+                ..Stats::default()
+            },
+        );
         branches.insert(SearchTree::ROOT, root);
         for _ in 0..self.params.iterations {
             // Selection.
@@ -130,8 +143,20 @@ impl Strategy for Mcts {
                 let parent_visits = s.visits.max(1);
                 let best = s.children.iter().copied().max_by(|a, b| {
                     let (sa, sb) = (&stats[a], &stats[b]);
-                    let pa = puct(sa.q(), sa.prior, parent_visits, sa.visits, self.params.c_puct);
-                    let pb = puct(sb.q(), sb.prior, parent_visits, sb.visits, self.params.c_puct);
+                    let pa = puct(
+                        sa.q(),
+                        sa.prior,
+                        parent_visits,
+                        sa.visits,
+                        self.params.c_puct,
+                    );
+                    let pb = puct(
+                        sb.q(),
+                        sb.prior,
+                        parent_visits,
+                        sb.visits,
+                        self.params.c_puct,
+                    );
                     pa.total_cmp(&pb).then(b.cmp(a))
                 });
                 let Some(next) = best else { break };
@@ -143,18 +168,42 @@ impl Strategy for Mcts {
                 vec![leaf.value]
             } else {
                 // Expansion and evaluation.
-                let Some(parent) = branches.get(&cur) else { break };
-                let kids = (0..self.params.expansions).map(|k| Ok((ctx.fork(parent)?, k as u64))).collect::<Result<Vec<_>>>()?;
+                let Some(parent) = branches.get(&cur) else {
+                    break;
+                };
+                let kids = (0..self.params.expansions)
+                    .map(|k| Ok((ctx.fork(parent)?, k as u64)))
+                    .collect::<Result<Vec<_>>>()?;
                 let children = ctx.extend(kids, &spec).await?;
-                let priors = softmax(&children.iter().map(|c| ctx.with_tree(|t| t.get(c.node).and_then(|n| n.mean_logprob)).unwrap_or(0.0) as f64).collect::<Vec<_>>());
+                let priors = softmax(
+                    &children
+                        .iter()
+                        .map(|c| {
+                            ctx.with_tree(|t| t.get(c.node).and_then(|n| n.mean_logprob))
+                                .unwrap_or(0.0) as f64
+                        })
+                        .collect::<Vec<_>>(),
+                );
                 let mut values = Vec::new();
                 for (child, prior) in children.into_iter().zip(priors) {
                     let value = ctx.score(&child, self.params.score_by).await? as f64;
-                    let terminal = child.finished || child.last_stop != Some(crate::generator::StopKind::Stop);
+                    let terminal =
+                        child.finished || child.last_stop != Some(crate::generator::StopKind::Stop);
                     if terminal {
                         ctx.add_candidate(&child, Some(value as f32));
                     }
-                    stats.insert(child.node, Stats { visits: 1, value_sum: value, prior, children: Vec::new(), terminal, value, depth: leaf.depth + 1 });
+                    stats.insert(
+                        child.node,
+                        Stats {
+                            visits: 1,
+                            value_sum: value,
+                            prior,
+                            children: Vec::new(),
+                            terminal,
+                            value,
+                            depth: leaf.depth + 1,
+                        },
+                    );
                     if let Some(s) = stats.get_mut(&cur) {
                         s.children.push(child.node);
                     }
@@ -183,7 +232,12 @@ impl Strategy for Mcts {
         if ctx.candidates().is_empty() {
             // No finished solution: the most visited leaf path becomes the candidate.
             let mut cur = SearchTree::ROOT;
-            while let Some(next) = stats.get(&cur).and_then(|s| s.children.iter().copied().max_by_key(|c| (stats[c].visits, std::cmp::Reverse(*c)))) {
+            while let Some(next) = stats.get(&cur).and_then(|s| {
+                s.children
+                    .iter()
+                    .copied()
+                    .max_by_key(|c| (stats[c].visits, std::cmp::Reverse(*c)))
+            }) {
                 cur = next;
             }
             if let Some(b) = branches.get(&cur) {

@@ -26,36 +26,69 @@ pub struct Decoding {
 
 impl Default for Decoding {
     fn default() -> Self {
-        Self { temperature: 0.8, top_p: 0.95, top_k: 0, min_p: 0.0, top_logprobs: 5 }
+        Self {
+            temperature: 0.8,
+            top_p: 0.95,
+            top_k: 0,
+            min_p: 0.0,
+            top_logprobs: 5,
+        }
     }
 }
 
 impl Decoding {
     /// The generator's sampling settings (the seed is set per branch by the context).
     pub fn sampling(&self) -> Sampling {
-        Sampling { temperature: self.temperature, top_p: self.top_p, top_k: self.top_k, min_p: self.min_p, seed: 0, top_logprobs: self.top_logprobs }
+        Sampling {
+            temperature: self.temperature,
+            top_p: self.top_p,
+            top_k: self.top_k,
+            min_p: self.min_p,
+            seed: 0,
+            top_logprobs: self.top_logprobs,
+        }
     }
 
     /// Checks ranges.
     pub fn validate(&self, strategy: &str) -> Result<()> {
         if !(self.temperature.is_finite() && self.temperature >= 0.0 && self.temperature <= 5.0) {
-            return Err(StrategyError::invalid(strategy, "temperature", format!("must be in [0, 5], got {}", self.temperature)));
+            return Err(StrategyError::invalid(
+                strategy,
+                "temperature",
+                format!("must be in [0, 5], got {}", self.temperature),
+            ));
         }
         if !(self.top_p > 0.0 && self.top_p <= 1.0) {
-            return Err(StrategyError::invalid(strategy, "top_p", format!("must be in (0, 1], got {}", self.top_p)));
+            return Err(StrategyError::invalid(
+                strategy,
+                "top_p",
+                format!("must be in (0, 1], got {}", self.top_p),
+            ));
         }
         if !(0.0..1.0).contains(&self.min_p) {
-            return Err(StrategyError::invalid(strategy, "min_p", format!("must be in [0, 1), got {}", self.min_p)));
+            return Err(StrategyError::invalid(
+                strategy,
+                "min_p",
+                format!("must be in [0, 1), got {}", self.min_p),
+            ));
         }
         if self.top_logprobs > 20 {
-            return Err(StrategyError::invalid(strategy, "top_logprobs", format!("must be at most 20, got {}", self.top_logprobs)));
+            return Err(StrategyError::invalid(
+                strategy,
+                "top_logprobs",
+                format!("must be at most 20, got {}", self.top_logprobs),
+            ));
         }
         Ok(())
     }
 
     /// A whole-solution spec: no stop strings, `max_tokens` per solution.
     pub fn whole(&self, max_tokens: usize) -> StepSpec {
-        StepSpec { max_tokens, stop: Vec::new(), sampling: self.sampling() }
+        StepSpec {
+            max_tokens,
+            stop: Vec::new(),
+            sampling: self.sampling(),
+        }
     }
 }
 
@@ -73,7 +106,11 @@ pub struct Steps {
 
 impl Default for Steps {
     fn default() -> Self {
-        Self { delimiter: "\n\n".into(), max_step_tokens: 192, max_steps: 10 }
+        Self {
+            delimiter: "\n\n".into(),
+            max_step_tokens: 192,
+            max_steps: 10,
+        }
     }
 }
 
@@ -81,7 +118,11 @@ impl Steps {
     /// Checks ranges.
     pub fn validate(&self, strategy: &str) -> Result<()> {
         if self.delimiter.is_empty() {
-            return Err(StrategyError::invalid(strategy, "steps.delimiter", "must not be empty (e.g. \"\\n\\n\")"));
+            return Err(StrategyError::invalid(
+                strategy,
+                "steps.delimiter",
+                "must not be empty (e.g. \"\\n\\n\")",
+            ));
         }
         positive(strategy, "steps.max_step_tokens", self.max_step_tokens)?;
         positive(strategy, "steps.max_steps", self.max_steps)
@@ -89,7 +130,11 @@ impl Steps {
 
     /// A one-step spec with `decoding`.
     pub fn spec(&self, decoding: &Decoding) -> StepSpec {
-        StepSpec { max_tokens: self.max_step_tokens, stop: vec![self.delimiter.clone()], sampling: decoding.sampling() }
+        StepSpec {
+            max_tokens: self.max_step_tokens,
+            stop: vec![self.delimiter.clone()],
+            sampling: decoding.sampling(),
+        }
     }
 }
 
@@ -124,7 +169,11 @@ impl ScoreBy {
 /// Fails unless `value > 0`.
 pub fn positive(strategy: &str, field: &str, value: usize) -> Result<()> {
     if value == 0 {
-        return Err(StrategyError::invalid(strategy, field, "must be at least 1"));
+        return Err(StrategyError::invalid(
+            strategy,
+            field,
+            "must be at least 1",
+        ));
     }
     Ok(())
 }
@@ -132,7 +181,11 @@ pub fn positive(strategy: &str, field: &str, value: usize) -> Result<()> {
 /// Fails unless `lo <= value <= hi`.
 pub fn in_range(strategy: &str, field: &str, value: f64, lo: f64, hi: f64) -> Result<()> {
     if !(value.is_finite() && value >= lo && value <= hi) {
-        return Err(StrategyError::invalid(strategy, field, format!("must be in [{lo}, {hi}], got {value}")));
+        return Err(StrategyError::invalid(
+            strategy,
+            field,
+            format!("must be in [{lo}, {hi}], got {value}"),
+        ));
     }
     Ok(())
 }

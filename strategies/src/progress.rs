@@ -79,7 +79,16 @@ pub enum Progress {
 impl Progress {
     /// The [`Progress::Node`] event for `node`'s current state.
     pub(crate) fn node(node: &Node, spent: u64, budget: u64) -> Self {
-        Progress::Node { id: node.id, parent: node.parent, depth: node.depth, tokens: node.tokens, score: node.score, status: node.status, spent, budget }
+        Progress::Node {
+            id: node.id,
+            parent: node.parent,
+            depth: node.depth,
+            tokens: node.tokens,
+            score: node.score,
+            status: node.status,
+            spent,
+            budget,
+        }
     }
 }
 
@@ -116,12 +125,25 @@ mod tests {
     use super::*;
 
     fn cand(answer: Option<&str>) -> Candidate {
-        Candidate { node: 0, text: String::new(), answer: answer.map(String::from), score: None, tokens: 0, confidence: None, finished: true }
+        Candidate {
+            node: 0,
+            text: String::new(),
+            answer: answer.map(String::from),
+            score: None,
+            tokens: 0,
+            confidence: None,
+            finished: true,
+        }
     }
 
     #[test]
     fn leader_counts_votes_and_margin() {
-        let cs = [cand(Some("5")), cand(Some("4")), cand(Some("5")), cand(None)];
+        let cs = [
+            cand(Some("5")),
+            cand(Some("4")),
+            cand(Some("5")),
+            cand(None),
+        ];
         let (l, votes, margin) = leader(&cs);
         assert_eq!(l.as_deref(), Some("5"));
         assert_eq!(votes, 2);
@@ -138,23 +160,57 @@ mod tests {
         use crate::{Budget, Context, Problem, Registry, SearchTree};
 
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-        let beam = Registry::with_builtins().build("beam_search", serde_json::json!({"n": 4, "width": 2})).expect("beam");
-        let ctx = Context::new(Arc::new(FakeGenerator::arithmetic()), Problem::new("What is 2+3?"), Budget::tokens(4000)).with_seed(1).with_progress(tx);
+        let beam = Registry::with_builtins()
+            .build("beam_search", serde_json::json!({"n": 4, "width": 2}))
+            .expect("beam");
+        let ctx = Context::new(
+            Arc::new(FakeGenerator::arithmetic()),
+            Problem::new("What is 2+3?"),
+            Budget::tokens(4000),
+        )
+        .with_seed(1)
+        .with_progress(tx);
         let outcome = crate::run(beam.as_ref(), ctx).await.expect("search");
         let mut latest = BTreeMap::new();
         while let Ok(p) = rx.try_recv() {
-            if let Progress::Node { id, parent, depth, tokens, score, status, spent, budget } = p {
+            if let Progress::Node {
+                id,
+                parent,
+                depth,
+                tokens,
+                score,
+                status,
+                spent,
+                budget,
+            } = p
+            {
                 assert!(spent <= budget && id != SearchTree::ROOT);
-                let parent_known = parent.is_some_and(|p| p == SearchTree::ROOT || latest.contains_key(&p));
-                assert!(parent_known, "node {id} reported before its parent {parent:?}");
+                let parent_known =
+                    parent.is_some_and(|p| p == SearchTree::ROOT || latest.contains_key(&p));
+                assert!(
+                    parent_known,
+                    "node {id} reported before its parent {parent:?}"
+                );
                 latest.insert(id, (parent, depth, tokens, score, status));
             }
         }
-        let nodes: Vec<_> = outcome.tree.nodes().filter(|n| n.id != SearchTree::ROOT).collect();
+        let nodes: Vec<_> = outcome
+            .tree
+            .nodes()
+            .filter(|n| n.id != SearchTree::ROOT)
+            .collect();
         assert_eq!(latest.len(), nodes.len());
         for n in nodes {
-            assert_eq!(latest[&n.id], (n.parent, n.depth, n.tokens, n.score, n.status), "node {}", n.id);
+            assert_eq!(
+                latest[&n.id],
+                (n.parent, n.depth, n.tokens, n.score, n.status),
+                "node {}",
+                n.id
+            );
         }
-        assert!(latest.values().any(|n| n.4 == NodeStatus::Pruned) && latest.values().any(|n| n.4 == NodeStatus::Finished));
+        assert!(
+            latest.values().any(|n| n.4 == NodeStatus::Pruned)
+                && latest.values().any(|n| n.4 == NodeStatus::Finished)
+        );
     }
 }

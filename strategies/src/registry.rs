@@ -61,14 +61,25 @@ impl Registry {
         let defaults = serde_json::to_value(P::default()).unwrap_or(serde_json::Value::Null);
         let owner = name.to_string();
         let factory: Factory = Box::new(move |value| {
-            let value = if value.is_null() { serde_json::json!({}) } else { value };
+            let value = if value.is_null() {
+                serde_json::json!({})
+            } else {
+                value
+            };
             let params: P = serde_json::from_value(value)
                 .map_err(|e| StrategyError::invalid(&owner, "strategy_params", e.to_string()))?;
             build(params)
         });
         self.entries.insert(
             name.to_string(),
-            Entry { info: StrategyInfo { name: name.into(), description: description.into(), defaults }, factory },
+            Entry {
+                info: StrategyInfo {
+                    name: name.into(),
+                    description: description.into(),
+                    defaults,
+                },
+                factory,
+            },
         );
     }
 
@@ -76,7 +87,10 @@ impl Registry {
     pub fn build(&self, name: &str, params: serde_json::Value) -> Result<Box<dyn Strategy>> {
         match self.entries.get(name) {
             Some(e) => (e.factory)(params),
-            None => Err(StrategyError::UnknownStrategy { name: name.into(), valid: self.names() }),
+            None => Err(StrategyError::UnknownStrategy {
+                name: name.into(),
+                valid: self.names(),
+            }),
         }
     }
 

@@ -16,7 +16,11 @@ pub fn select_best_score(candidates: &[Candidate]) -> Selection {
         }
     }
     match best {
-        Some((i, _)) => Selection { answer: candidates[i].answer.clone(), candidate: Some(i), support: None },
+        Some((i, _)) => Selection {
+            answer: candidates[i].answer.clone(),
+            candidate: Some(i),
+            support: None,
+        },
         None => Selection::default(),
     }
 }
@@ -38,36 +42,61 @@ fn vote(candidates: &[Candidate], weighted: bool) -> Selection {
     let voters: Vec<(usize, &str, f64)> = candidates
         .iter()
         .enumerate()
-        .filter_map(|(i, c)| c.answer.as_deref().map(|a| (i, a, c.score.map_or(1.0, |s| s.max(0.0) as f64))))
+        .filter_map(|(i, c)| {
+            c.answer
+                .as_deref()
+                .map(|a| (i, a, c.score.map_or(1.0, |s| s.max(0.0) as f64)))
+        })
         .collect();
     let vote = if weighted {
         weighted_vote(voters.iter().map(|(_, a, w)| (*a, *w)))
     } else {
         majority_vote(voters.iter().map(|(_, a, _)| *a))
     };
-    let Some(vote) = vote else { return select_best_score(candidates) };
+    let Some(vote) = vote else {
+        return select_best_score(candidates);
+    };
     let members: Vec<usize> = voters
         .iter()
         .filter(|(_, a, _)| ponder_verifiers::equivalent(a, &vote.answer))
         .map(|(i, _, _)| *i)
         .collect();
-    let shown = members
-        .iter()
-        .copied()
-        .max_by(|a, b| {
-            let (sa, sb) = (candidates[*a].score.unwrap_or(f32::MIN), candidates[*b].score.unwrap_or(f32::MIN));
-            sa.total_cmp(&sb).then(b.cmp(a))
-        });
-    let support = if vote.total > 0.0 { Some(vote.support / vote.total) } else { None };
-    Selection { answer: Some(vote.answer), candidate: shown, support }
+    let shown = members.iter().copied().max_by(|a, b| {
+        let (sa, sb) = (
+            candidates[*a].score.unwrap_or(f32::MIN),
+            candidates[*b].score.unwrap_or(f32::MIN),
+        );
+        sa.total_cmp(&sb).then(b.cmp(a))
+    });
+    let support = if vote.total > 0.0 {
+        Some(vote.support / vote.total)
+    } else {
+        None
+    };
+    Selection {
+        answer: Some(vote.answer),
+        candidate: shown,
+        support,
+    }
 }
 
 /// Applies `choose` to the candidates `keep` accepts (to all of them if it accepts none) and
 /// maps the chosen index back into `candidates`.
-pub fn select_among(candidates: &[Candidate], keep: impl Fn(&Candidate) -> bool, choose: impl Fn(&[Candidate]) -> Selection) -> Selection {
+pub fn select_among(
+    candidates: &[Candidate],
+    keep: impl Fn(&Candidate) -> bool,
+    choose: impl Fn(&[Candidate]) -> Selection,
+) -> Selection {
     let kept: Vec<Candidate> = candidates.iter().filter(|c| keep(c)).cloned().collect();
-    let pool = if kept.is_empty() { candidates.to_vec() } else { kept };
+    let pool = if kept.is_empty() {
+        candidates.to_vec()
+    } else {
+        kept
+    };
     let mut sel = choose(&pool);
-    sel.candidate = sel.candidate.and_then(|i| pool.get(i)).and_then(|c| candidates.iter().position(|x| x.node == c.node));
+    sel.candidate = sel
+        .candidate
+        .and_then(|i| pool.get(i))
+        .and_then(|c| candidates.iter().position(|x| x.node == c.node));
     sel
 }

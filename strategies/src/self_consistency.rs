@@ -31,7 +31,11 @@ pub struct SelfConsistencyParams {
 
 impl Default for SelfConsistencyParams {
     fn default() -> Self {
-        Self { n: 8, max_tokens: 1024, decoding: Decoding::default() }
+        Self {
+            n: 8,
+            max_tokens: 1024,
+            decoding: Decoding::default(),
+        }
     }
 }
 
@@ -59,9 +63,17 @@ impl Strategy for SelfConsistency {
 
     async fn search(&self, ctx: &Context) -> Result<Selection> {
         let root = ctx.open().await?;
-        let branches = (0..self.params.n).map(|k| Ok((ctx.fork(&root)?, k as u64))).collect::<Result<Vec<_>>>()?;
+        let branches = (0..self.params.n)
+            .map(|k| Ok((ctx.fork(&root)?, k as u64)))
+            .collect::<Result<Vec<_>>>()?;
         ctx.release(&root);
-        for branch in ctx.extend(branches, &self.params.decoding.whole(self.params.max_tokens)).await? {
+        for branch in ctx
+            .extend(
+                branches,
+                &self.params.decoding.whole(self.params.max_tokens),
+            )
+            .await?
+        {
             ctx.add_candidate(&branch, None);
             ctx.release(&branch);
         }

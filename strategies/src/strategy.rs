@@ -31,7 +31,10 @@ pub struct Problem {
 impl Problem {
     /// A problem with the default system prompt.
     pub fn new(question: impl Into<String>) -> Self {
-        Self { question: question.into(), system: Some(DEFAULT_SYSTEM_PROMPT.to_string()) }
+        Self {
+            question: question.into(),
+            system: Some(DEFAULT_SYSTEM_PROMPT.to_string()),
+        }
     }
 }
 
@@ -116,7 +119,10 @@ pub async fn run(strategy: &dyn Strategy, ctx: Context) -> Result<Outcome> {
         }
         Err(e) => return Err(e),
     };
-    let text = selection.candidate.and_then(|i| candidates.get(i)).map(|c| c.text.clone());
+    let text = selection
+        .candidate
+        .and_then(|i| candidates.get(i))
+        .map(|c| c.text.clone());
     Ok(Outcome {
         strategy: strategy.name().to_string(),
         answer: selection.answer,

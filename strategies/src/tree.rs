@@ -91,8 +91,18 @@ impl SearchTree {
     pub const ROOT: NodeId = 0;
 
     /// Adds a step under `parent` and returns its id. An unknown parent attaches to the root.
-    pub fn add(&mut self, parent: NodeId, text: &str, tokens: usize, mean_logprob: Option<f32>) -> NodeId {
-        let parent = if self.graph.contains_node(NodeIndex::new(parent)) { parent } else { Self::ROOT };
+    pub fn add(
+        &mut self,
+        parent: NodeId,
+        text: &str,
+        tokens: usize,
+        mean_logprob: Option<f32>,
+    ) -> NodeId {
+        let parent = if self.graph.contains_node(NodeIndex::new(parent)) {
+            parent
+        } else {
+            Self::ROOT
+        };
         let depth = self.graph[NodeIndex::new(parent)].depth + 1;
         let id = self.graph.node_count();
         let idx = self.graph.add_node(Node {
@@ -149,8 +159,11 @@ impl SearchTree {
 
     /// Children of `id` in insertion order.
     pub fn children(&self, id: NodeId) -> Vec<NodeId> {
-        let mut c: Vec<NodeId> =
-            self.graph.edges_directed(NodeIndex::new(id), Direction::Outgoing).map(|e| e.target().index()).collect();
+        let mut c: Vec<NodeId> = self
+            .graph
+            .edges_directed(NodeIndex::new(id), Direction::Outgoing)
+            .map(|e| e.target().index())
+            .collect();
         c.sort_unstable();
         c
     }
@@ -171,7 +184,10 @@ impl SearchTree {
 
     /// The steps' texts from the root down to `id`.
     pub fn steps(&self, id: NodeId) -> Vec<String> {
-        self.path(id).into_iter().filter_map(|i| self.get(i).map(|n| n.text.clone())).collect()
+        self.path(id)
+            .into_iter()
+            .filter_map(|i| self.get(i).map(|n| n.text.clone()))
+            .collect()
     }
 
     /// The whole solution text from the root down to `id`.
@@ -206,9 +222,22 @@ impl SearchTree {
         if id == Self::ROOT {
             out.push_str("(prompt)\n");
         } else {
-            let snippet: String = n.text.trim().replace('\n', " ⏎ ").chars().take(max_text).collect();
-            let score = n.score.map(|s| format!(" score={s:.3}")).unwrap_or_default();
-            let answer = n.answer.as_deref().map(|a| format!(" answer={a}")).unwrap_or_default();
+            let snippet: String = n
+                .text
+                .trim()
+                .replace('\n', " ⏎ ")
+                .chars()
+                .take(max_text)
+                .collect();
+            let score = n
+                .score
+                .map(|s| format!(" score={s:.3}"))
+                .unwrap_or_default();
+            let answer = n
+                .answer
+                .as_deref()
+                .map(|a| format!(" answer={a}"))
+                .unwrap_or_default();
             out.push_str(&format!(
                 "{}#{} [{:?}] {}t{}{} {}\n",
                 "  ".repeat(n.depth),
@@ -232,7 +261,10 @@ impl Serialize for SearchTree {
         struct Flat<'a> {
             nodes: Vec<&'a Node>,
         }
-        Flat { nodes: self.nodes().collect() }.serialize(s)
+        Flat {
+            nodes: self.nodes().collect(),
+        }
+        .serialize(s)
     }
 }
 

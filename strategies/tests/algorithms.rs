@@ -9,12 +9,19 @@
 use std::sync::Arc;
 
 use ponder_strategies::fake::{FakeChunk, FakeGenerator, FakeState};
-use ponder_strategies::{run, Budget, Context, FinishReason, NodeStatus, Outcome, Problem, Registry, SearchTree, StrategyError};
+use ponder_strategies::{
+    run, Budget, Context, FinishReason, NodeStatus, Outcome, Problem, Registry, SearchTree,
+    StrategyError,
+};
 use ponder_verifiers::{FnVerifier, Scores, Solution, Verifier};
 use serde_json::json;
 
 fn block_on<F: std::future::Future>(f: F) -> F::Output {
-    tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime").block_on(f)
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+        .block_on(f)
 }
 
 /// A score in [0, 1) derived from a seed.
@@ -25,7 +32,13 @@ fn unit(seed: u64) -> f32 {
 /// Reads `s=0.123` from the last step.
 fn last_step_score() -> Arc<dyn Verifier> {
     Arc::new(FnVerifier::new("tagged", |sol: &Solution<'_>| {
-        let s = sol.steps.last().and_then(|t| t.split("s=").nth(1)).and_then(|t| t.split_whitespace().next()).and_then(|t| t.parse::<f32>().ok()).unwrap_or(0.0);
+        let s = sol
+            .steps
+            .last()
+            .and_then(|t| t.split("s=").nth(1))
+            .and_then(|t| t.split_whitespace().next())
+            .and_then(|t| t.parse::<f32>().ok())
+            .unwrap_or(0.0);
         Scores::uniform(sol.steps.len(), s)
     }))
 }
@@ -35,16 +48,31 @@ fn tagged_steps(depth: usize) -> FakeGenerator {
     FakeGenerator::new(move |s: FakeState<'_>| {
         let d = s.text.matches("\n\n").count() + 1;
         if d >= depth {
-            FakeChunk::last(format!("d{d} s={:.3} so \\boxed{{{d}}}", unit(s.seed)), -0.2)
+            FakeChunk::last(
+                format!("d{d} s={:.3} so \\boxed{{{d}}}", unit(s.seed)),
+                -0.2,
+            )
         } else {
             FakeChunk::step(format!("d{d} s={:.3}\n\n", unit(s.seed)), -0.2)
         }
     })
 }
 
-fn solve(name: &str, params: serde_json::Value, generator: Arc<FakeGenerator>, verifier: Option<Arc<dyn Verifier>>, budget: u64, seed: u64) -> Result<Outcome, StrategyError> {
+fn solve(
+    name: &str,
+    params: serde_json::Value,
+    generator: Arc<FakeGenerator>,
+    verifier: Option<Arc<dyn Verifier>>,
+    budget: u64,
+    seed: u64,
+) -> Result<Outcome, StrategyError> {
     let strategy = Registry::with_builtins().build(name, params)?;
-    let mut ctx = Context::new(generator, Problem::new("What is 2+3?"), Budget::tokens(budget)).with_seed(seed);
+    let mut ctx = Context::new(
+        generator,
+        Problem::new("What is 2+3?"),
+        Budget::tokens(budget),
+    )
+    .with_seed(seed);
     if let Some(v) = verifier {
         ctx = ctx.with_verifier(v);
     }
@@ -53,36 +81,83 @@ fn solve(name: &str, params: serde_json::Value, generator: Arc<FakeGenerator>, v
 
 #[test]
 fn beam_search_keeps_the_top_m_by_score_at_every_step() -> Result<(), StrategyError> {
-    let out = solve("beam_search", json!({"n": 6, "width": 2}), Arc::new(tagged_steps(4)), Some(last_step_score()), 100_000, 3)?;
+    let out = solve(
+        "beam_search",
+        json!({"n": 6, "width": 2}),
+        Arc::new(tagged_steps(4)),
+        Some(last_step_score()),
+        100_000,
+        3,
+    )?;
     assert_eq!(out.finish_reason, FinishReason::Completed);
     for depth in 1..4 {
         let level: Vec<_> = out.tree.nodes().filter(|n| n.depth == depth).collect();
         assert_eq!(level.len(), 6, "every step scores N = 6 candidates");
-        let kept: Vec<f32> = level.iter().filter(|n| n.status == NodeStatus::Expanded).filter_map(|n| n.score).collect();
-        let pruned: Vec<f32> = level.iter().filter(|n| n.status == NodeStatus::Pruned).filter_map(|n| n.score).collect();
+        let kept: Vec<f32> = level
+            .iter()
+            .filter(|n| n.status == NodeStatus::Expanded)
+            .filter_map(|n| n.score)
+            .collect();
+        let pruned: Vec<f32> = level
+            .iter()
+            .filter(|n| n.status == NodeStatus::Pruned)
+            .filter_map(|n| n.score)
+            .collect();
         assert_eq!(kept.len(), 2, "depth {depth}: M = 2 beams kept");
         assert_eq!(pruned.len(), 4);
         let worst_kept = kept.iter().copied().fold(f32::INFINITY, f32::min);
-        assert!(pruned.iter().all(|p| *p <= worst_kept), "depth {depth}: kept {kept:?} vs pruned {pruned:?}");
+        assert!(
+            pruned.iter().all(|p| *p <= worst_kept),
+            "depth {depth}: kept {kept:?} vs pruned {pruned:?}"
+        );
     }
     assert_eq!(out.answer.as_deref(), Some("4"));
-    let best = out.candidates.iter().filter_map(|c| c.score).fold(f32::MIN, f32::max);
-    assert_eq!(out.selected.and_then(|i| out.candidates[i].score), Some(best), "the best-scored solution is selected");
+    let best = out
+        .candidates
+        .iter()
+        .filter_map(|c| c.score)
+        .fold(f32::MIN, f32::max);
+    assert_eq!(
+        out.selected.and_then(|i| out.candidates[i].score),
+        Some(best),
+        "the best-scored solution is selected"
+    );
     Ok(())
 }
 
 #[test]
 fn dvts_runs_independent_greedy_subtrees() -> Result<(), StrategyError> {
-    let out = solve("dvts", json!({"n": 8, "width": 4}), Arc::new(tagged_steps(3)), Some(last_step_score()), 100_000, 5)?;
+    let out = solve(
+        "dvts",
+        json!({"n": 8, "width": 4}),
+        Arc::new(tagged_steps(3)),
+        Some(last_step_score()),
+        100_000,
+        5,
+    )?;
     // Two subtrees, each expanding 4 children of its single beam per step.
     let first: Vec<_> = out.tree.nodes().filter(|n| n.depth == 1).collect();
     assert_eq!(first.len(), 8);
     for g in 0..2 {
-        let group: Vec<_> = first.iter().filter(|n| n.notes.get("group") == Some(&json!(g))).collect();
+        let group: Vec<_> = first
+            .iter()
+            .filter(|n| n.notes.get("group") == Some(&json!(g)))
+            .collect();
         assert_eq!(group.len(), 4);
-        assert_eq!(group.iter().filter(|n| n.status == NodeStatus::Expanded).count(), 1, "subtree {g} keeps one beam");
+        assert_eq!(
+            group
+                .iter()
+                .filter(|n| n.status == NodeStatus::Expanded)
+                .count(),
+            1,
+            "subtree {g} keeps one beam"
+        );
     }
-    assert_eq!(out.candidates.len(), 8, "each subtree's last step yields 4 finished solutions");
+    assert_eq!(
+        out.candidates.len(),
+        8,
+        "each subtree's last step yields 4 finished solutions"
+    );
     Ok(())
 }
 
@@ -100,25 +175,64 @@ fn composition_deepconf_stop_inside_dvts_prunes_unconfident_beams() -> Result<()
     });
     let params = json!({"n": 8, "width": 4, "score_by": "confidence", "early_stop": {"window": 4, "threshold": 2.0}});
     let out = solve("dvts", params, Arc::new(generator), None, 100_000, 1)?;
-    let pruned = out.tree.nodes().filter(|n| n.status == NodeStatus::Pruned && n.mean_logprob.is_some_and(|m| m < -1.0)).count();
-    let low = out.tree.nodes().filter(|n| n.mean_logprob.is_some_and(|m| m < -1.0)).count();
+    let pruned = out
+        .tree
+        .nodes()
+        .filter(|n| n.status == NodeStatus::Pruned && n.mean_logprob.is_some_and(|m| m < -1.0))
+        .count();
+    let low = out
+        .tree
+        .nodes()
+        .filter(|n| n.mean_logprob.is_some_and(|m| m < -1.0))
+        .count();
     assert!(low > 0, "the script produced unconfident steps");
-    assert_eq!(pruned, low, "every unconfident step is pruned by the inner DeepConf rule");
+    assert_eq!(
+        pruned, low,
+        "every unconfident step is pruned by the inner DeepConf rule"
+    );
     assert_eq!(out.answer.as_deref(), Some("5"));
     Ok(())
 }
 
 #[test]
 fn a_star_pops_in_f_order_and_stops_at_the_first_complete_state() -> Result<(), StrategyError> {
-    let out = solve("a_star", json!({"expansions": 3, "max_expansions": 30, "heuristic_weight": 0.0}), Arc::new(tagged_steps(3)), Some(last_step_score()), 1_000_000, 11)?;
-    let f = |id: usize| out.tree.get(id).and_then(|n| n.notes.get("f")).and_then(|v| v.as_f64()).unwrap_or(0.0);
-    let popped = |id: usize| out.tree.get(id).and_then(|n| n.notes.get("pop_order")).and_then(|v| v.as_u64());
+    let out = solve(
+        "a_star",
+        json!({"expansions": 3, "max_expansions": 30, "heuristic_weight": 0.0}),
+        Arc::new(tagged_steps(3)),
+        Some(last_step_score()),
+        1_000_000,
+        11,
+    )?;
+    let f = |id: usize| {
+        out.tree
+            .get(id)
+            .and_then(|n| n.notes.get("f"))
+            .and_then(|v| v.as_f64())
+            .unwrap_or(0.0)
+    };
+    let popped = |id: usize| {
+        out.tree
+            .get(id)
+            .and_then(|n| n.notes.get("pop_order"))
+            .and_then(|v| v.as_u64())
+    };
     for p in out.tree.nodes().filter(|n| popped(n.id).is_some()) {
         let k = popped(p.id).unwrap_or(0);
         // Every state open at pop k (parent popped earlier, itself not yet popped) has f ≥ f(p).
-        for q in out.tree.nodes().filter(|q| q.parent.and_then(popped).is_some_and(|pk| pk < k)) {
+        for q in out
+            .tree
+            .nodes()
+            .filter(|q| q.parent.and_then(popped).is_some_and(|pk| pk < k))
+        {
             if popped(q.id).is_none_or(|qk| qk > k) {
-                assert!(f(q.id) >= f(p.id) - 1e-9, "pop {k} took f={} while #{} had f={}", f(p.id), q.id, f(q.id));
+                assert!(
+                    f(q.id) >= f(p.id) - 1e-9,
+                    "pop {k} took f={} while #{} had f={}",
+                    f(p.id),
+                    q.id,
+                    f(q.id)
+                );
             }
         }
     }
@@ -126,7 +240,13 @@ fn a_star_pops_in_f_order_and_stops_at_the_first_complete_state() -> Result<(), 
     // of every complete state generated, and the search stopped there.
     assert_eq!(out.candidates.len(), 1);
     let chosen = out.candidates[0].node;
-    let g = |id: usize| out.tree.get(id).and_then(|n| n.notes.get("g")).and_then(|v| v.as_f64()).unwrap_or(f64::MAX);
+    let g = |id: usize| {
+        out.tree
+            .get(id)
+            .and_then(|n| n.notes.get("g"))
+            .and_then(|v| v.as_f64())
+            .unwrap_or(f64::MAX)
+    };
     for n in out.tree.nodes().filter(|n| n.depth == 3) {
         assert!(g(n.id) >= g(chosen) - 1e-9);
     }
@@ -138,16 +258,50 @@ fn a_star_pops_in_f_order_and_stops_at_the_first_complete_state() -> Result<(), 
 fn mcts_without_exploration_follows_the_highest_value_child() -> Result<(), StrategyError> {
     // Every solution's value is that of its first step, so Q(child) stays fixed and PUCT with
     // c = 0 must send every later iteration into the best first step.
-    let generator = FakeGenerator::new(|s: FakeState<'_>| FakeChunk::step(format!("v={:.3}\n\n", unit(s.seed)), -0.1));
+    let generator = FakeGenerator::new(|s: FakeState<'_>| {
+        FakeChunk::step(format!("v={:.3}\n\n", unit(s.seed)), -0.1)
+    });
     let verifier: Arc<dyn Verifier> = Arc::new(FnVerifier::new("first", |sol: &Solution<'_>| {
-        let v = sol.steps.first().and_then(|t| t.trim().strip_prefix("v=")).and_then(|t| t.parse::<f32>().ok()).unwrap_or(0.0);
+        let v = sol
+            .steps
+            .first()
+            .and_then(|t| t.trim().strip_prefix("v="))
+            .and_then(|t| t.parse::<f32>().ok())
+            .unwrap_or(0.0);
         Scores::uniform(sol.steps.len(), v)
     }));
-    let out = solve("mcts", json!({"iterations": 4, "expansions": 3, "c_puct": 0.0}), Arc::new(generator), Some(verifier), 1_000_000, 2)?;
-    let visits = |id: usize| out.tree.get(id).and_then(|n| n.notes.get("visits")).and_then(|v| v.as_u64()).unwrap_or(0);
+    let out = solve(
+        "mcts",
+        json!({"iterations": 4, "expansions": 3, "c_puct": 0.0}),
+        Arc::new(generator),
+        Some(verifier),
+        1_000_000,
+        2,
+    )?;
+    let visits = |id: usize| {
+        out.tree
+            .get(id)
+            .and_then(|n| n.notes.get("visits"))
+            .and_then(|v| v.as_u64())
+            .unwrap_or(0)
+    };
     let children = out.tree.children(SearchTree::ROOT);
-    let best = children.iter().copied().max_by(|a, b| out.tree.get(*a).and_then(|n| n.score).unwrap_or(0.0).total_cmp(&out.tree.get(*b).and_then(|n| n.score).unwrap_or(0.0))).unwrap_or(0);
-    assert_eq!(visits(best), 1 + 3 * 3, "three expansions of three children each went under the best child");
+    let best = children
+        .iter()
+        .copied()
+        .max_by(|a, b| {
+            out.tree
+                .get(*a)
+                .and_then(|n| n.score)
+                .unwrap_or(0.0)
+                .total_cmp(&out.tree.get(*b).and_then(|n| n.score).unwrap_or(0.0))
+        })
+        .unwrap_or(0);
+    assert_eq!(
+        visits(best),
+        1 + 3 * 3,
+        "three expansions of three children each went under the best child"
+    );
     for c in children.iter().filter(|c| **c != best) {
         assert_eq!(visits(*c), 1);
     }
@@ -158,25 +312,52 @@ fn mcts_without_exploration_follows_the_highest_value_child() -> Result<(), Stra
 #[test]
 fn mcts_puct_formula() {
     // Unvisited children with a higher prior are explored first; visits discount the bonus.
-    assert!(ponder_strategies::puct(0.0, 0.6, 4, 0, 1.0) > ponder_strategies::puct(0.0, 0.4, 4, 0, 1.0));
-    assert!((ponder_strategies::puct(0.5, 0.5, 9, 2, 2.0) - (0.5 + 2.0 * 0.5 * 3.0 / 3.0)).abs() < 1e-12);
+    assert!(
+        ponder_strategies::puct(0.0, 0.6, 4, 0, 1.0) > ponder_strategies::puct(0.0, 0.4, 4, 0, 1.0)
+    );
+    assert!(
+        (ponder_strategies::puct(0.5, 0.5, 9, 2, 2.0) - (0.5 + 2.0 * 0.5 * 3.0 / 3.0)).abs()
+            < 1e-12
+    );
 }
 
 /// AB-MCTS against a verifier that scores a node by its depth.
 fn ab_mcts_shape(score: fn(usize) -> f32) -> Result<(u64, u64, usize, usize), StrategyError> {
-    let generator = FakeGenerator::new(|s: FakeState<'_>| FakeChunk::step(format!("x{}\n\n", s.seed % 7), -0.1));
-    let verifier: Arc<dyn Verifier> = Arc::new(FnVerifier::new("depth", move |sol: &Solution<'_>| {
-        Scores::uniform(sol.steps.len(), score(sol.steps.len()))
-    }));
-    let out = solve("ab_mcts", json!({"iterations": 16, "steps": {"max_steps": 30}}), Arc::new(generator), Some(verifier), 1_000_000, 4)?;
-    let note = |k: &str| out.tree.get(SearchTree::ROOT).and_then(|n| n.notes.get(k)).and_then(|v| v.as_u64()).unwrap_or(0);
+    let generator = FakeGenerator::new(|s: FakeState<'_>| {
+        FakeChunk::step(format!("x{}\n\n", s.seed % 7), -0.1)
+    });
+    let verifier: Arc<dyn Verifier> =
+        Arc::new(FnVerifier::new("depth", move |sol: &Solution<'_>| {
+            Scores::uniform(sol.steps.len(), score(sol.steps.len()))
+        }));
+    let out = solve(
+        "ab_mcts",
+        json!({"iterations": 16, "steps": {"max_steps": 30}}),
+        Arc::new(generator),
+        Some(verifier),
+        1_000_000,
+        4,
+    )?;
+    let note = |k: &str| {
+        out.tree
+            .get(SearchTree::ROOT)
+            .and_then(|n| n.notes.get(k))
+            .and_then(|v| v.as_u64())
+            .unwrap_or(0)
+    };
     let max_depth = out.tree.nodes().map(|n| n.depth).max().unwrap_or(0);
-    Ok((note("wider"), note("deeper"), out.tree.children(SearchTree::ROOT).len(), max_depth))
+    Ok((
+        note("wider"),
+        note("deeper"),
+        out.tree.children(SearchTree::ROOT).len(),
+        max_depth,
+    ))
 }
 
 #[test]
 fn ab_mcts_goes_wider_when_fresh_samples_score_well() -> Result<(), StrategyError> {
-    let (wider, deeper, root_children, _) = ab_mcts_shape(|depth| if depth <= 1 { 0.95 } else { 0.05 })?;
+    let (wider, deeper, root_children, _) =
+        ab_mcts_shape(|depth| if depth <= 1 { 0.95 } else { 0.05 })?;
     assert!(wider > deeper, "wider {wider} vs deeper {deeper}");
     assert!(root_children >= 8, "root has {root_children} children");
     Ok(())
@@ -185,7 +366,8 @@ fn ab_mcts_goes_wider_when_fresh_samples_score_well() -> Result<(), StrategyErro
 #[test]
 fn ab_mcts_goes_deeper_when_refinements_score_well() -> Result<(), StrategyError> {
     // Each refinement scores better than a fresh sample at its parent would.
-    let (wider, deeper, root_children, max_depth) = ab_mcts_shape(|depth| (0.05 + 0.25 * (depth - 1) as f32).min(0.99))?;
+    let (wider, deeper, root_children, max_depth) =
+        ab_mcts_shape(|depth| (0.05 + 0.25 * (depth - 1) as f32).min(0.99))?;
     assert!(deeper > wider, "wider {wider} vs deeper {deeper}");
     assert!(root_children <= 4, "root has {root_children} children");
     assert!(max_depth >= 5, "depth reached {max_depth}");
@@ -195,7 +377,13 @@ fn ab_mcts_goes_deeper_when_refinements_score_well() -> Result<(), StrategyError
 /// Traces of seed-chosen length L ("len<L>" first), L words then \boxed{L}.
 fn lengths() -> FakeGenerator {
     FakeGenerator::new(|s: FakeState<'_>| {
-        let len: usize = match s.text.split_whitespace().next().and_then(|w| w.strip_prefix("len")).and_then(|w| w.parse().ok()) {
+        let len: usize = match s
+            .text
+            .split_whitespace()
+            .next()
+            .and_then(|w| w.strip_prefix("len"))
+            .and_then(|w| w.parse().ok())
+        {
             Some(l) => l,
             None => return FakeChunk::step(format!("len{} ", 10 + s.seed % 60), -0.1),
         };
@@ -209,20 +397,37 @@ fn trace_lengths(out: &Outcome) -> Vec<usize> {
     out.tree
         .nodes()
         .filter(|n| n.depth == 1)
-        .filter_map(|n| n.text.split_whitespace().next().and_then(|w| w.strip_prefix("len")).and_then(|l| l.parse().ok()))
+        .filter_map(|n| {
+            n.text
+                .split_whitespace()
+                .next()
+                .and_then(|w| w.strip_prefix("len"))
+                .and_then(|l| l.parse().ok())
+        })
         .collect()
 }
 
 #[test]
 fn first_finish_returns_the_shortest_trace() -> Result<(), StrategyError> {
     let generator = Arc::new(lengths());
-    let out = solve("first_finish", json!({"k": 6, "chunk_tokens": 4}), generator.clone(), None, 1_000_000, 9)?;
+    let out = solve(
+        "first_finish",
+        json!({"k": 6, "chunk_tokens": 4}),
+        generator.clone(),
+        None,
+        1_000_000,
+        9,
+    )?;
     let lens = trace_lengths(&out);
     assert_eq!(lens.len(), 6);
     let shortest = lens.iter().min().copied().unwrap_or(0);
     assert_eq!(out.answer, Some(shortest.to_string()), "lengths {lens:?}");
     assert_eq!(out.candidates.len(), 1);
-    assert_eq!(generator.counters().live, 0, "every other trace was cancelled and released");
+    assert_eq!(
+        generator.counters().live,
+        0,
+        "every other trace was cancelled and released"
+    );
     // The others stopped early: nothing was generated past the finisher's chunk.
     assert!(out.usage.generated_tokens < 6 * (shortest as u64 + 8));
     Ok(())
@@ -230,11 +435,22 @@ fn first_finish_returns_the_shortest_trace() -> Result<(), StrategyError> {
 
 #[test]
 fn short_m_of_k_votes_among_the_first_m() -> Result<(), StrategyError> {
-    let out = solve("short_m_of_k", json!({"k": 6, "m": 3, "chunk_tokens": 4}), Arc::new(lengths()), None, 1_000_000, 9)?;
+    let out = solve(
+        "short_m_of_k",
+        json!({"k": 6, "m": 3, "chunk_tokens": 4}),
+        Arc::new(lengths()),
+        None,
+        1_000_000,
+        9,
+    )?;
     let mut lens = trace_lengths(&out);
     lens.sort_unstable();
     assert_eq!(out.candidates.len(), 3);
-    let finished: Vec<String> = out.candidates.iter().filter_map(|c| c.answer.clone()).collect();
+    let finished: Vec<String> = out
+        .candidates
+        .iter()
+        .filter_map(|c| c.answer.clone())
+        .collect();
     // The three finishers are the three shortest chunk-rounded traces.
     for a in &finished {
         let l: usize = a.parse().unwrap_or(usize::MAX);
@@ -259,19 +475,53 @@ fn deepconf_stops_low_confidence_traces() -> Result<(), StrategyError> {
             return FakeChunk::step(format!("{kind} "), lp);
         }
         let answer = if kind == "hi" { 1 } else { 2 };
-        FakeChunk::last(format!("{}\\boxed{{{answer}}}", "w ".repeat(60usize.saturating_sub(written))), lp)
+        FakeChunk::last(
+            format!(
+                "{}\\boxed{{{answer}}}",
+                "w ".repeat(60usize.saturating_sub(written))
+            ),
+            lp,
+        )
     });
-    let params = json!({"n": 10, "warmup": 4, "window": 8, "keep_percent": 10.0, "chunk_tokens": 8});
+    let params =
+        json!({"n": 10, "warmup": 4, "window": 8, "keep_percent": 10.0, "chunk_tokens": 8});
     let out = solve("deepconf", params, Arc::new(generator), None, 1_000_000, 21)?;
-    let threshold = out.tree.get(SearchTree::ROOT).and_then(|n| n.notes.get("threshold")).and_then(|v| v.as_f64()).unwrap_or(0.0);
-    assert!(threshold > 2.0, "a confident warm-up trace set a high threshold ({threshold})");
-    let stopped: Vec<_> = out.tree.nodes().filter(|n| n.notes.contains_key("stopped_low_confidence")).collect();
+    let threshold = out
+        .tree
+        .get(SearchTree::ROOT)
+        .and_then(|n| n.notes.get("threshold"))
+        .and_then(|v| v.as_f64())
+        .unwrap_or(0.0);
+    assert!(
+        threshold > 2.0,
+        "a confident warm-up trace set a high threshold ({threshold})"
+    );
+    let stopped: Vec<_> = out
+        .tree
+        .nodes()
+        .filter(|n| n.notes.contains_key("stopped_low_confidence"))
+        .collect();
     assert!(!stopped.is_empty(), "some online traces were unconfident");
     for n in &stopped {
-        assert!(out.tree.text(n.id).starts_with("lo"), "only unconfident traces are stopped");
-        assert!(out.tree.path(n.id).iter().map(|i| out.tree.get(*i).map_or(0, |x| x.tokens)).sum::<usize>() < 61, "stopped before the end");
+        assert!(
+            out.tree.text(n.id).starts_with("lo"),
+            "only unconfident traces are stopped"
+        );
+        assert!(
+            out.tree
+                .path(n.id)
+                .iter()
+                .map(|i| out.tree.get(*i).map_or(0, |x| x.tokens))
+                .sum::<usize>()
+                < 61,
+            "stopped before the end"
+        );
     }
-    assert_eq!(out.answer.as_deref(), Some("1"), "the confident traces' answer wins the weighted vote");
+    assert_eq!(
+        out.answer.as_deref(),
+        Some("1"),
+        "the confident traces' answer wins the weighted vote"
+    );
     Ok(())
 }
 
@@ -289,10 +539,20 @@ fn answer_convergence_stops_once_probes_agree() -> Result<(), StrategyError> {
             FakeChunk::step(format!("step {d}\n\n"), -0.1)
         }
     });
-    let out = solve("answer_convergence", json!({"patience": 3}), Arc::new(generator), None, 1_000_000, 0)?;
+    let out = solve(
+        "answer_convergence",
+        json!({"patience": 3}),
+        Arc::new(generator),
+        None,
+        1_000_000,
+        0,
+    )?;
     assert_eq!(out.answer.as_deref(), Some("5"));
     let steps = out.tree.nodes().filter(|n| n.depth > 0).count();
-    assert_eq!(steps, 3, "stopped after three agreeing probes instead of twenty steps");
+    assert_eq!(
+        steps, 3,
+        "stopped after three agreeing probes instead of twenty steps"
+    );
     assert!(out.usage.probe_tokens > 0);
     Ok(())
 }
@@ -302,55 +562,168 @@ fn adaptive_parallel_widens_only_while_answers_disagree() -> Result<(), Strategy
     let agree = FakeGenerator::new(|_s: FakeState<'_>| FakeChunk::last("so \\boxed{4}", -0.1));
     // 3–0 gives the leader posterior 15/16 ≥ 0.9: decided after the first round.
     let params = json!({"initial": 3, "grow": 2, "max_n": 9, "stop_confidence": 0.9});
-    let out = solve("adaptive_parallel", params.clone(), Arc::new(agree), None, 1_000_000, 1)?;
-    assert_eq!(out.candidates.len(), 3, "three agreeing traces decide at once");
-    let disagree = FakeGenerator::new(|s: FakeState<'_>| FakeChunk::last(format!("so \\boxed{{{}}}", s.seed % 2), -0.1));
-    let out = solve("adaptive_parallel", params, Arc::new(disagree), None, 1_000_000, 1)?;
-    assert!(out.candidates.len() > 3, "a split vote widens ({} traces)", out.candidates.len());
+    let out = solve(
+        "adaptive_parallel",
+        params.clone(),
+        Arc::new(agree),
+        None,
+        1_000_000,
+        1,
+    )?;
+    assert_eq!(
+        out.candidates.len(),
+        3,
+        "three agreeing traces decide at once"
+    );
+    let disagree = FakeGenerator::new(|s: FakeState<'_>| {
+        FakeChunk::last(format!("so \\boxed{{{}}}", s.seed % 2), -0.1)
+    });
+    let out = solve(
+        "adaptive_parallel",
+        params,
+        Arc::new(disagree),
+        None,
+        1_000_000,
+        1,
+    )?;
+    assert!(
+        out.candidates.len() > 3,
+        "a split vote widens ({} traces)",
+        out.candidates.len()
+    );
     Ok(())
 }
 
 #[test]
 fn best_of_n_weighted_and_self_consistency_select_as_documented() -> Result<(), StrategyError> {
     // Answer = seed % 3; score: answer 0 → 0.9 (rare best), others 0.5.
-    let generator = || Arc::new(FakeGenerator::new(|s: FakeState<'_>| FakeChunk::last(format!("s={} \\boxed{{{}}}", if s.seed % 3 == 0 { 0.9 } else { 0.5 }, s.seed % 3), -0.1)));
-    let out = solve("best_of_n", json!({"n": 8}), generator(), Some(last_step_score()), 1_000_000, 8)?;
-    let best = out.candidates.iter().filter_map(|c| c.score).fold(f32::MIN, f32::max);
-    assert_eq!(out.selected.and_then(|i| out.candidates[i].score), Some(best));
-    let sc = solve("self_consistency", json!({"n": 8}), generator(), None, 1_000_000, 8)?;
-    let answers: Vec<String> = sc.candidates.iter().filter_map(|c| c.answer.clone()).collect();
+    let generator = || {
+        Arc::new(FakeGenerator::new(|s: FakeState<'_>| {
+            FakeChunk::last(
+                format!(
+                    "s={} \\boxed{{{}}}",
+                    if s.seed % 3 == 0 { 0.9 } else { 0.5 },
+                    s.seed % 3
+                ),
+                -0.1,
+            )
+        }))
+    };
+    let out = solve(
+        "best_of_n",
+        json!({"n": 8}),
+        generator(),
+        Some(last_step_score()),
+        1_000_000,
+        8,
+    )?;
+    let best = out
+        .candidates
+        .iter()
+        .filter_map(|c| c.score)
+        .fold(f32::MIN, f32::max);
+    assert_eq!(
+        out.selected.and_then(|i| out.candidates[i].score),
+        Some(best)
+    );
+    let sc = solve(
+        "self_consistency",
+        json!({"n": 8}),
+        generator(),
+        None,
+        1_000_000,
+        8,
+    )?;
+    let answers: Vec<String> = sc
+        .candidates
+        .iter()
+        .filter_map(|c| c.answer.clone())
+        .collect();
     let count = |a: &str| answers.iter().filter(|x| *x == a).count();
     let winner = sc.answer.clone().unwrap_or_default();
-    assert!(answers.iter().all(|a| count(a) <= count(&winner)), "majority of {answers:?}");
-    let w = solve("weighted_best_of_n", json!({"n": 8}), generator(), Some(last_step_score()), 1_000_000, 8)?;
-    let sum = |a: &str| w.candidates.iter().filter(|c| c.answer.as_deref() == Some(a)).filter_map(|c| c.score).sum::<f32>();
+    assert!(
+        answers.iter().all(|a| count(a) <= count(&winner)),
+        "majority of {answers:?}"
+    );
+    let w = solve(
+        "weighted_best_of_n",
+        json!({"n": 8}),
+        generator(),
+        Some(last_step_score()),
+        1_000_000,
+        8,
+    )?;
+    let sum = |a: &str| {
+        w.candidates
+            .iter()
+            .filter(|c| c.answer.as_deref() == Some(a))
+            .filter_map(|c| c.score)
+            .sum::<f32>()
+    };
     let top = w.answer.clone().unwrap_or_default();
-    assert!(w.candidates.iter().filter_map(|c| c.answer.as_deref()).all(|a| sum(a) <= sum(&top) + 1e-6));
+    assert!(w
+        .candidates
+        .iter()
+        .filter_map(|c| c.answer.as_deref())
+        .all(|a| sum(a) <= sum(&top) + 1e-6));
     Ok(())
 }
 
 #[test]
 fn forks_share_the_prompt_prefill() -> Result<(), StrategyError> {
     let generator = Arc::new(FakeGenerator::arithmetic());
-    let out = solve("self_consistency", json!({"n": 8, "max_tokens": 64}), generator.clone(), None, 1_000_000, 1)?;
+    let out = solve(
+        "self_consistency",
+        json!({"n": 8, "max_tokens": 64}),
+        generator.clone(),
+        None,
+        1_000_000,
+        1,
+    )?;
     assert_eq!(out.candidates.len(), 8);
     let prompt_tokens = generator_prompt_tokens();
-    assert_eq!(out.usage.prefill_tokens_computed, prompt_tokens, "the prompt is computed once");
-    assert_eq!(out.usage.prefill_tokens_reused, 7 * prompt_tokens, "seven forks reuse it");
+    assert_eq!(
+        out.usage.prefill_tokens_computed, prompt_tokens,
+        "the prompt is computed once"
+    );
+    assert_eq!(
+        out.usage.prefill_tokens_reused,
+        7 * prompt_tokens,
+        "seven forks reuse it"
+    );
     Ok(())
 }
 
 fn generator_prompt_tokens() -> u64 {
     let g = FakeGenerator::arithmetic();
-    let p = ponder_strategies::Prompt { system: Problem::new("What is 2+3?").system, user: "What is 2+3?".into() };
-    block_on(ponder_strategies::Generator::open(&g, &p)).map(|(_, n)| n as u64).unwrap_or(0)
+    let p = ponder_strategies::Prompt {
+        system: Problem::new("What is 2+3?").system,
+        user: "What is 2+3?".into(),
+    };
+    block_on(ponder_strategies::Generator::open(&g, &p))
+        .map(|(_, n)| n as u64)
+        .unwrap_or(0)
 }
 
 #[test]
 fn same_seed_same_tree_for_every_strategy() -> Result<(), StrategyError> {
     for name in Registry::with_builtins().names() {
-        let a = solve(&name, json!({}), Arc::new(tagged_steps(3)), Some(last_step_score()), 20_000, 42)?;
-        let b = solve(&name, json!({}), Arc::new(tagged_steps(3)), Some(last_step_score()), 20_000, 42)?;
+        let a = solve(
+            &name,
+            json!({}),
+            Arc::new(tagged_steps(3)),
+            Some(last_step_score()),
+            20_000,
+            42,
+        )?;
+        let b = solve(
+            &name,
+            json!({}),
+            Arc::new(tagged_steps(3)),
+            Some(last_step_score()),
+            20_000,
+            42,
+        )?;
         let tree = |o: &Outcome| serde_json::to_string(&o.tree).unwrap_or_default();
         assert_eq!(tree(&a), tree(&b), "{name}: tree differs between runs");
         assert_eq!(a.answer, b.answer, "{name}");
@@ -362,19 +735,37 @@ fn same_seed_same_tree_for_every_strategy() -> Result<(), StrategyError> {
 #[test]
 fn bad_parameters_are_named() {
     let r = Registry::with_builtins();
-    let err = |name: &str, p: serde_json::Value| r.build(name, p).err().map(|e| e.to_string()).unwrap_or_default();
+    let err = |name: &str, p: serde_json::Value| {
+        r.build(name, p)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default()
+    };
     assert!(err("beam_search", json!({"width": 0})).contains("width"));
     assert!(err("beam_search", json!({"steps": {"delimiter": ""}})).contains("steps.delimiter"));
     assert!(err("best_of_n", json!({"n": -1})).contains("strategy_params"));
     assert!(err("mcts", json!({"bogus": 1})).contains("unknown field"));
     let unknown = err("bogo_search", json!({}));
-    assert!(unknown.contains("valid strategies") && unknown.contains("beam_search"), "{unknown}");
+    assert!(
+        unknown.contains("valid strategies") && unknown.contains("beam_search"),
+        "{unknown}"
+    );
 }
 
 #[test]
 fn a_budget_too_small_for_any_answer_is_a_typed_error() {
-    let r = solve("best_of_n", json!({}), Arc::new(FakeGenerator::arithmetic()), None, 5, 0);
-    assert!(matches!(r, Err(StrategyError::BudgetTooSmall { budget: 5, .. })), "{r:?}");
+    let r = solve(
+        "best_of_n",
+        json!({}),
+        Arc::new(FakeGenerator::arithmetic()),
+        None,
+        5,
+        0,
+    );
+    assert!(
+        matches!(r, Err(StrategyError::BudgetTooSmall { budget: 5, .. })),
+        "{r:?}"
+    );
 }
 
 mod budget_property {
@@ -389,7 +780,10 @@ mod budget_property {
             let d = s.text.matches("\n\n").count();
             let body = "w ".repeat(words);
             if d + 1 >= steps {
-                FakeChunk::last(format!("{body}\\boxed{{7}}"), -0.1 - (s.seed % 5) as f32 * 0.3)
+                FakeChunk::last(
+                    format!("{body}\\boxed{{7}}"),
+                    -0.1 - (s.seed % 5) as f32 * 0.3,
+                )
             } else {
                 FakeChunk::step(format!("{body}\n\n"), -0.1 - (s.seed % 5) as f32 * 0.3)
             }
@@ -422,12 +816,18 @@ mod budget_property {
 }
 
 #[test]
-fn cancellation_and_deadlines_end_the_search_with_the_best_answer_so_far() -> Result<(), StrategyError> {
+fn cancellation_and_deadlines_end_the_search_with_the_best_answer_so_far(
+) -> Result<(), StrategyError> {
     // A cancelled search stops before doing anything and says so.
     let token = tokio_util::sync::CancellationToken::new();
     token.cancel();
     let strategy = Registry::with_builtins().build("self_consistency", json!({}))?;
-    let ctx = Context::new(Arc::new(FakeGenerator::arithmetic()), Problem::new("What is 2+3?"), Budget::tokens(10_000)).with_cancellation(token);
+    let ctx = Context::new(
+        Arc::new(FakeGenerator::arithmetic()),
+        Problem::new("What is 2+3?"),
+        Budget::tokens(10_000),
+    )
+    .with_cancellation(token);
     let out = block_on(run(strategy.as_ref(), ctx))?;
     assert_eq!(out.finish_reason, FinishReason::Cancelled);
     assert_eq!(out.usage.spent(), 0);
@@ -436,11 +836,20 @@ fn cancellation_and_deadlines_end_the_search_with_the_best_answer_so_far() -> Re
         std::thread::sleep(std::time::Duration::from_millis(5));
         FakeChunk::last(format!("so \\boxed{{{}}}", s.seed % 2), -0.1)
     });
-    let strategy = Registry::with_builtins().build("adaptive_parallel", json!({"initial": 1, "grow": 1, "max_n": 1000, "stop_confidence": 1.0}))?;
-    let budget = Budget { tokens: 1_000_000, deadline: Some(std::time::Duration::from_millis(60)) };
+    let strategy = Registry::with_builtins().build(
+        "adaptive_parallel",
+        json!({"initial": 1, "grow": 1, "max_n": 1000, "stop_confidence": 1.0}),
+    )?;
+    let budget = Budget {
+        tokens: 1_000_000,
+        deadline: Some(std::time::Duration::from_millis(60)),
+    };
     let ctx = Context::new(Arc::new(slow), Problem::new("What is 2+3?"), budget);
     let out = block_on(run(strategy.as_ref(), ctx))?;
     assert_eq!(out.finish_reason, FinishReason::Deadline);
-    assert!(!out.candidates.is_empty() && out.answer.is_some(), "an answer from the traces finished in time");
+    assert!(
+        !out.candidates.is_empty() && out.answer.is_some(),
+        "an answer from the traces finished in time"
+    );
     Ok(())
 }

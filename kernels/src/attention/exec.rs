@@ -150,11 +150,7 @@ impl UnitItems {
     fn locate(&self, seg: usize, kv_head: usize, k: usize) -> (usize, usize, usize) {
         if seg >= self.streamed_from {
             let idx = k / self.chunk;
-            (
-                self.index(idx, seg),
-                k - idx * self.chunk,
-                kv_head,
-            )
+            (self.index(idx, seg), k - idx * self.chunk, kv_head)
         } else {
             (self.index(kv_head, seg), k, 0)
         }

@@ -356,7 +356,9 @@ mod tests {
             return;
         };
         let gate: Vec<f32> = (0..=u32::MAX).step_by(251).map(f32::from_bits).collect();
-        let up: Vec<f32> = (0..gate.len()).map(|i| ((i * 7919) % 2000) as f32 / 1000.0 - 1.0).collect();
+        let up: Vec<f32> = (0..gate.len())
+            .map(|i| ((i * 7919) % 2000) as f32 / 1000.0 - 1.0)
+            .collect();
         for len in [gate.len(), 15, 16, 17, 1000] {
             let (mut want, mut got) = (gate[..len].to_vec(), gate[..len].to_vec());
             silu_mul_portable(&mut want, &up[..len]);
@@ -385,7 +387,9 @@ mod tests {
         let up = vec![1.0f32; 1 << 20];
         let mut differ = 0usize;
         for start in (0..=u32::MAX as u64).step_by(1 << 20) {
-            let gate: Vec<f32> = (start..start + (1 << 20)).map(|b| f32::from_bits(b as u32)).collect();
+            let gate: Vec<f32> = (start..start + (1 << 20))
+                .map(|b| f32::from_bits(b as u32))
+                .collect();
             let (mut want, mut got) = (gate.clone(), gate);
             silu_mul_portable(&mut want, &up);
             x86::silu_mul(token, &mut got, &up);

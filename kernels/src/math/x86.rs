@@ -35,7 +35,8 @@ fn silu_mul_512(gate: &mut [f32], up: &[f32]) {
     let n = gate.len().min(up.len());
     let (gate, up) = (&mut gate[..n], &up[..n]);
     // SAFETY (every load below): `tab` is 32 u64s, read as four 8-lane vectors.
-    let tab = [0, 8, 16, 24].map(|i| unsafe { _mm512_loadu_si512(EXP2F_TAB.as_ptr().add(i).cast()) });
+    let tab =
+        [0, 8, 16, 24].map(|i| unsafe { _mm512_loadu_si512(EXP2F_TAB.as_ptr().add(i).cast()) });
     let (g_chunks, g_rest) = gate.as_chunks_mut::<16>();
     let (u_chunks, u_rest) = up.as_chunks::<16>();
     let (abs_mask, limit) = (_mm512_set1_epi32(0x7fff_ffff), _mm512_set1_ps(88.0));
@@ -91,8 +92,14 @@ fn expf_core(x: __m256, tab: &[__m512i; 4]) -> __m256 {
     let upper = _mm512_test_epi64_mask(ki, _mm512_set1_epi64(16));
     let t = _mm512_mask_blend_epi64(upper, low, high);
     let s = _mm512_castsi512_pd(_mm512_add_epi64(t, _mm512_slli_epi64::<47>(ki)));
-    let z = _mm512_add_pd(_mm512_mul_pd(_mm512_set1_pd(EXPF_C0), r), _mm512_set1_pd(EXPF_C1));
-    let y = _mm512_add_pd(_mm512_mul_pd(_mm512_set1_pd(EXPF_C2), r), _mm512_set1_pd(1.0));
+    let z = _mm512_add_pd(
+        _mm512_mul_pd(_mm512_set1_pd(EXPF_C0), r),
+        _mm512_set1_pd(EXPF_C1),
+    );
+    let y = _mm512_add_pd(
+        _mm512_mul_pd(_mm512_set1_pd(EXPF_C2), r),
+        _mm512_set1_pd(1.0),
+    );
     let y = _mm512_add_pd(_mm512_mul_pd(z, _mm512_mul_pd(r, r)), y);
     _mm512_cvtpd_ps(_mm512_mul_pd(y, s))
 }

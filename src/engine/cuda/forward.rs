@@ -37,25 +37,53 @@ pub(crate) struct CudaModel {
 
 impl CudaModel {
     /// Uploads CPU weights to `gpu`.
-    pub(crate) fn upload(gpu: Arc<Gpu>, config: &ModelConfig, weights: &ModelWeights, dtype: WeightDtype) -> Result<Self> {
+    pub(crate) fn upload(
+        gpu: Arc<Gpu>,
+        config: &ModelConfig,
+        weights: &ModelWeights,
+        dtype: WeightDtype,
+    ) -> Result<Self> {
         let w = CudaWeights::upload(&gpu, weights, dtype)?;
         Self::with_weights(gpu, config, w, dtype)
     }
 
     /// A random model of `config`'s shape generated on `gpu`.
-    pub(crate) fn random(gpu: Arc<Gpu>, config: &ModelConfig, dtype: WeightDtype, seed: u64) -> Result<Self> {
+    pub(crate) fn random(
+        gpu: Arc<Gpu>,
+        config: &ModelConfig,
+        dtype: WeightDtype,
+        seed: u64,
+    ) -> Result<Self> {
         let w = CudaWeights::random(&gpu, config, dtype, seed)?;
         Self::with_weights(gpu, config, w, dtype)
     }
 
-    fn with_weights(gpu: Arc<Gpu>, config: &ModelConfig, weights: CudaWeights, dtype: WeightDtype) -> Result<Self> {
+    fn with_weights(
+        gpu: Arc<Gpu>,
+        config: &ModelConfig,
+        weights: CudaWeights,
+        dtype: WeightDtype,
+    ) -> Result<Self> {
         let rope = Rope::new(config);
         let (cos, sin) = rope.tables();
         let stream = gpu.stream();
-        let cos = stream.clone_htod(cos).map_err(|e| cuda_err("uploading rope tables", e))?;
-        let sin = stream.clone_htod(sin).map_err(|e| cuda_err("uploading rope tables", e))?;
-        stream.synchronize().map_err(|e| cuda_err("uploading weights", e))?;
-        Ok(Self { gpu, weights, cos, sin, config: config.clone(), dtype })
+        let cos = stream
+            .clone_htod(cos)
+            .map_err(|e| cuda_err("uploading rope tables", e))?;
+        let sin = stream
+            .clone_htod(sin)
+            .map_err(|e| cuda_err("uploading rope tables", e))?;
+        stream
+            .synchronize()
+            .map_err(|e| cuda_err("uploading weights", e))?;
+        Ok(Self {
+            gpu,
+            weights,
+            cos,
+            sin,
+            config: config.clone(),
+            dtype,
+        })
     }
 
     /// The device.
@@ -74,27 +102,50 @@ impl CudaModel {
     }
 
     fn alloc(&self, n: usize) -> Result<CudaSlice<f32>> {
-        self.gpu.stream().alloc_zeros::<f32>(n.max(1)).map_err(|e| cuda_err("allocating activations", e))
+        self.gpu
+            .stream()
+            .alloc_zeros::<f32>(n.max(1))
+            .map_err(|e| cuda_err("allocating activations", e))
     }
 
     /// One forward pass over `batch` (validated by `Model`), returning what `readouts` ask for.
-    pub(crate) fn forward_readouts(&self, batch: &[SeqChunk<'_>], kv: &mut dyn KvStore, readouts: &[Readout]) -> Result<Vec<Option<Tensor>>> {
+    pub(crate) fn forward_readouts(
+        &self,
+        batch: &[SeqChunk<'_>],
+        kv: &mut dyn KvStore,
+        readouts: &[Readout],
+    ) -> Result<Vec<Option<Tensor>>> {
         self.gpu.bind()?;
         kv.begin_step(batch)?;
         let c = &self.config;
         let (hdim, inter) = (c.hidden_size, c.intermediate_size);
         let (nh, nkv, d) = (c.num_heads, c.num_kv_heads, c.head_dim);
-        let ids: Vec<u32> = batch.iter().flat_map(|ch| ch.tokens.iter().copied()).collect();
-        let positions: Vec<u32> =
-            batch.iter().flat_map(|ch| (ch.start_pos..ch.start_pos + ch.tokens.len()).map(|p| p as u32)).collect();
+        let ids: Vec<u32> = batch
+            .iter()
+            .flat_map(|ch| ch.tokens.iter().copied())
+            .collect();
+        let positions: Vec<u32> = batch
+            .iter()
+            .flat_map(|ch| (ch.start_pos..ch.start_pos + ch.tokens.len()).map(|p| p as u32))
+            .collect();
         let t = ids.len();
         let stream = self.gpu.stream();
-        let ids_d = stream.clone_htod(&ids).map_err(|e| cuda_err("uploading token ids", e))?;
-        let pos_d = stream.clone_htod(&positions).map_err(|e| cuda_err("uploading positions", e))?;
+        let ids_d = stream
+            .clone_htod(&ids)
+            .map_err(|e| cuda_err("uploading token ids", e))?;
+        let pos_d = stream
+            .clone_htod(&positions)
+            .map_err(|e| cuda_err("uploading positions", e))?;
         let mut x = self.alloc(t * hdim)?;
-        self.gpu.embed(&self.weights.embed, &ids_d, &mut x, t, hdim)?;
-        let (mut h, mut q, mut k, mut v, mut att) =
-            (self.alloc(t * hdim)?, self.alloc(t * nh * d)?, self.alloc(t * nkv * d)?, self.alloc(t * nkv * d)?, self.alloc(t * nh * d)?);
+        self.gpu
+            .embed(&self.weights.embed, &ids_d, &mut x, t, hdim)?;
+        let (mut h, mut q, mut k, mut v, mut att) = (
+            self.alloc(t * hdim)?,
+            self.alloc(t * nh * d)?,
+            self.alloc(t * nkv * d)?,
+            self.alloc(t * nkv * d)?,
+            self.alloc(t * nh * d)?,
+        );
         let (mut g, mut u) = (self.alloc(t * inter)?, self.alloc(t * inter)?);
         let mut scratch: Option<CudaSlice<bf16>> = None;
         let eps = c.rms_norm_eps as f32;
@@ -105,8 +156,26 @@ impl CudaModel {
             gpu.linear(&l.q, &h, t, &mut q, 0.0, &mut scratch)?;
             gpu.linear(&l.k, &h, t, &mut k, 0.0, &mut scratch)?;
             gpu.linear(&l.v, &h, t, &mut v, 0.0, &mut scratch)?;
-            gpu.rope(&mut q, &pos_d, &self.cos, &self.sin, t, nh, d / 2, interleaved)?;
-            gpu.rope(&mut k, &pos_d, &self.cos, &self.sin, t, nkv, d / 2, interleaved)?;
+            gpu.rope(
+                &mut q,
+                &pos_d,
+                &self.cos,
+                &self.sin,
+                t,
+                nh,
+                d / 2,
+                interleaved,
+            )?;
+            gpu.rope(
+                &mut k,
+                &pos_d,
+                &self.cos,
+                &self.sin,
+                t,
+                nkv,
+                d / 2,
+                interleaved,
+            )?;
             kv.attend_cuda(layer_idx, &q, &k, &v, &mut att)?;
             gpu.linear(&l.o, &att, t, &mut x, 1.0, &mut scratch)?;
             gpu.rms_norm(&x, &l.ffn_norm, &mut h, t, hdim, eps)?;
@@ -115,19 +184,36 @@ impl CudaModel {
             gpu.silu_mul(&mut g, &u, t * inter)?;
             gpu.linear(&l.down, &g, t, &mut x, 1.0, &mut scratch)?;
         }
-        read_out(batch, readouts, |rows, logits| self.head_rows(&x, rows, logits, &mut scratch))
+        read_out(batch, readouts, |rows, logits| {
+            self.head_rows(&x, rows, logits, &mut scratch)
+        })
     }
 
     /// Final-normed rows `rows` of `x` (`[n, hidden]`), through the head when `logits`
     /// (`[n, vocab]`), copied to the host.
-    fn head_rows(&self, x: &CudaSlice<f32>, rows: &[u32], logits: bool, scratch: &mut Option<CudaSlice<bf16>>) -> Result<Tensor> {
+    fn head_rows(
+        &self,
+        x: &CudaSlice<f32>,
+        rows: &[u32],
+        logits: bool,
+        scratch: &mut Option<CudaSlice<bf16>>,
+    ) -> Result<Tensor> {
         let (n, hdim) = (rows.len(), self.config.hidden_size);
         let stream = self.gpu.stream();
-        let rows_d = stream.clone_htod(rows).map_err(|e| cuda_err("uploading rows", e))?;
+        let rows_d = stream
+            .clone_htod(rows)
+            .map_err(|e| cuda_err("uploading rows", e))?;
         let mut sel = self.alloc(n * hdim)?;
         self.gpu.gather_rows(x, &rows_d, n, hdim, &mut sel)?;
         let mut normed = self.alloc(n * hdim)?;
-        self.gpu.rms_norm(&sel, &self.weights.final_norm, &mut normed, n, hdim, self.config.rms_norm_eps as f32)?;
+        self.gpu.rms_norm(
+            &sel,
+            &self.weights.final_norm,
+            &mut normed,
+            n,
+            hdim,
+            self.config.rms_norm_eps as f32,
+        )?;
         let (data, cols) = if logits {
             let head = self.weights.lm_head.as_ref().ok_or_else(|| EngineError::InvalidInput {
                 field: "readouts",
@@ -139,7 +225,9 @@ impl CudaModel {
         } else {
             (normed, hdim)
         };
-        let mut host = stream.clone_dtoh(&data).map_err(|e| cuda_err("copying outputs to the host", e))?;
+        let mut host = stream
+            .clone_dtoh(&data)
+            .map_err(|e| cuda_err("copying outputs to the host", e))?;
         host.truncate(n * cols);
         Ok(Tensor::from_vec(host, (n, cols), &Device::Cpu)?)
     }

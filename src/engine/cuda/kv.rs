@@ -82,7 +82,11 @@ fn alloc_layers<T: KvElem + cudarc::driver::DeviceRepr + cudarc::driver::ValidAs
     len: usize,
 ) -> Result<Layers<T>> {
     let stream = gpu.stream();
-    let alloc = || stream.alloc_zeros::<T>(len).map_err(|e| cuda_err("allocating KV blocks", e));
+    let alloc = || {
+        stream
+            .alloc_zeros::<T>(len)
+            .map_err(|e| cuda_err("allocating KV blocks", e))
+    };
     let k = (0..layers).map(|_| alloc()).collect::<Result<Vec<_>>>()?;
     let v = (0..layers).map(|_| alloc()).collect::<Result<Vec<_>>>()?;
     Ok(Layers { k, v, plan: None })
@@ -90,14 +94,31 @@ fn alloc_layers<T: KvElem + cudarc::driver::DeviceRepr + cudarc::driver::ValidAs
 
 impl DeviceKv {
     /// `num_blocks` blocks of `block_size` tokens for every one of `layers` layers.
-    pub(crate) fn new(gpu: Arc<Gpu>, shape: AttentionShape, layers: usize, block_size: usize, num_blocks: usize, dtype: KvDtype) -> Result<Self> {
+    pub(crate) fn new(
+        gpu: Arc<Gpu>,
+        shape: AttentionShape,
+        layers: usize,
+        block_size: usize,
+        num_blocks: usize,
+        dtype: KvDtype,
+    ) -> Result<Self> {
         let len = num_blocks * block_size * shape.num_kv_heads * shape.head_dim;
         let memory = match dtype {
             KvDtype::F32 => Memory::F32(alloc_layers(&gpu, layers, len)?),
             KvDtype::Bf16 => Memory::Bf16(alloc_layers(&gpu, layers, len)?),
         };
-        let layout = KvLayout { block_size, num_kv_heads: shape.num_kv_heads, head_dim: shape.head_dim };
-        Ok(Self { gpu, layout, shape, memory, slots: Vec::new() })
+        let layout = KvLayout {
+            block_size,
+            num_kv_heads: shape.num_kv_heads,
+            head_dim: shape.head_dim,
+        };
+        Ok(Self {
+            gpu,
+            layout,
+            shape,
+            memory,
+            slots: Vec::new(),
+        })
     }
 
     /// Layers held.
@@ -117,7 +138,8 @@ impl DeviceKv {
         macro_rules! copy {
             ($l:expr) => {
                 for (kc, vc) in $l.k.iter_mut().zip($l.v.iter_mut()) {
-                    k.kv_copy_blocks(layout, kc, vc, pairs).map_err(|e| cuda_err("kv_copy_blocks", e))?;
+                    k.kv_copy_blocks(layout, kc, vc, pairs)
+                        .map_err(|e| cuda_err("kv_copy_blocks", e))?;
                 }
             };
         }
@@ -132,9 +154,18 @@ impl DeviceKv {
     /// slots their new tokens go to.
     pub(crate) fn begin_step(&mut self, seqs: &[StepSeq], slots: Vec<u32>) -> Result<()> {
         self.slots = slots;
-        let spans: Vec<SeqSpan<'_>> =
-            seqs.iter().map(|s| SeqSpan { len: s.len, block_table: &s.table, start_pos: s.start_pos }).collect();
-        let params = AttentionParams { num_heads: self.shape.num_heads, scale: 1.0 / (self.shape.head_dim as f32).sqrt() };
+        let spans: Vec<SeqSpan<'_>> = seqs
+            .iter()
+            .map(|s| SeqSpan {
+                len: s.len,
+                block_table: &s.table,
+                start_pos: s.start_pos,
+            })
+            .collect();
+        let params = AttentionParams {
+            num_heads: self.shape.num_heads,
+            scale: 1.0 / (self.shape.head_dim as f32).sqrt(),
+        };
         let (kernels, layout) = (&self.gpu.kernels, &self.layout);
         macro_rules! plan {
             ($l:expr) => {{
@@ -142,8 +173,18 @@ impl DeviceKv {
                 let (Some(k), Some(v)) = ($l.k.first(), $l.v.first()) else {
                     return Err(EngineError::Kv("the device store has no layers".into()));
                 };
-                let kv = CudaPagedKv { k, v, block_size: layout.block_size, num_kv_heads: layout.num_kv_heads, head_dim: layout.head_dim };
-                $l.plan = Some(kernels.plan_attention(&kv, &spans, &params, Grouping::Auto).map_err(|e| cuda_err("plan_attention", e))?);
+                let kv = CudaPagedKv {
+                    k,
+                    v,
+                    block_size: layout.block_size,
+                    num_kv_heads: layout.num_kv_heads,
+                    head_dim: layout.head_dim,
+                };
+                $l.plan = Some(
+                    kernels
+                        .plan_attention(&kv, &spans, &params, Grouping::Auto)
+                        .map_err(|e| cuda_err("plan_attention", e))?,
+                );
             }};
         }
         match &mut self.memory {
@@ -156,18 +197,39 @@ impl DeviceKv {
     /// Writes the step's keys and values (`[tokens, num_kv_heads, head_dim]`, f32) of `layer`
     /// into their slots, then attends every query row (`q`, `out`: `[tokens, num_heads,
     /// head_dim]`) over its sequence's keys with the step's plan.
-    pub(crate) fn attend(&mut self, layer: usize, q: &CudaSlice<f32>, k_new: &CudaSlice<f32>, v_new: &CudaSlice<f32>, out: &mut CudaSlice<f32>) -> Result<()> {
+    pub(crate) fn attend(
+        &mut self,
+        layer: usize,
+        q: &CudaSlice<f32>,
+        k_new: &CudaSlice<f32>,
+        v_new: &CudaSlice<f32>,
+        out: &mut CudaSlice<f32>,
+    ) -> Result<()> {
         let (kernels, layout, slots) = (&self.gpu.kernels, &self.layout, &self.slots);
         macro_rules! attend {
             ($l:expr) => {{
                 let n = $l.k.len();
                 let (Some(kc), Some(vc)) = ($l.k.get_mut(layer), $l.v.get_mut(layer)) else {
-                    return Err(EngineError::Kv(format!("layer {layer} out of range (store has {n})")));
+                    return Err(EngineError::Kv(format!(
+                        "layer {layer} out of range (store has {n})"
+                    )));
                 };
-                kernels.kv_append(layout, kc, vc, k_new, v_new, slots).map_err(|e| cuda_err("kv_append", e))?;
-                let plan = $l.plan.as_mut().ok_or_else(|| EngineError::Kv("attention before the step was planned".into()))?;
-                let kv = CudaPagedKv { k: &*kc, v: &*vc, block_size: layout.block_size, num_kv_heads: layout.num_kv_heads, head_dim: layout.head_dim };
-                kernels.run_attention(plan, &kv, q, out).map_err(|e| cuda_err("run_attention", e))?;
+                kernels
+                    .kv_append(layout, kc, vc, k_new, v_new, slots)
+                    .map_err(|e| cuda_err("kv_append", e))?;
+                let plan = $l.plan.as_mut().ok_or_else(|| {
+                    EngineError::Kv("attention before the step was planned".into())
+                })?;
+                let kv = CudaPagedKv {
+                    k: &*kc,
+                    v: &*vc,
+                    block_size: layout.block_size,
+                    num_kv_heads: layout.num_kv_heads,
+                    head_dim: layout.head_dim,
+                };
+                kernels
+                    .run_attention(plan, &kv, q, out)
+                    .map_err(|e| cuda_err("run_attention", e))?;
             }};
         }
         match &mut self.memory {
@@ -183,6 +245,8 @@ impl DeviceKv {
             Memory::F32(l) => l.plan.as_ref().map(|p| p.stats()),
             Memory::Bf16(l) => l.plan.as_ref().map(|p| p.stats()),
         };
-        stats.map_or((0, 0), |s| (s.kv_blocks_read as u64, s.shared_block_reads_saved as u64))
+        stats.map_or((0, 0), |s| {
+            (s.kv_blocks_read as u64, s.shared_block_reads_saved as u64)
+        })
     }
 }

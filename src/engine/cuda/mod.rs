@@ -55,10 +55,17 @@ impl Gpu {
         let kernels = CudaKernels::new(ordinal).map_err(|e| cuda_err("opening the device", e))?;
         let stream = Arc::clone(kernels.stream());
         // cudarc panics when a library it loads at run time is missing; report it instead.
-        let blas = catch("loading cuBLAS (libcublas)", || CudaBlas::new(Arc::clone(&stream)))?
-            .map_err(|e| cuda_err("creating a cuBLAS handle", e))?;
+        let blas = catch("loading cuBLAS (libcublas)", || {
+            CudaBlas::new(Arc::clone(&stream))
+        })?
+        .map_err(|e| cuda_err("creating a cuBLAS handle", e))?;
         let ops = Ops::load(&kernels)?;
-        Ok(Arc::new(Self { kernels, blas, ops, ordinal }))
+        Ok(Arc::new(Self {
+            kernels,
+            blas,
+            ops,
+            ordinal,
+        }))
     }
 
     /// The device's ordinal.
@@ -68,7 +75,10 @@ impl Gpu {
 
     /// Makes the device's context current on the calling thread (the executor runs on its own).
     pub(crate) fn bind(&self) -> Result<()> {
-        self.kernels.context().bind_to_thread().map_err(|e| cuda_err("binding the context", e))
+        self.kernels
+            .context()
+            .bind_to_thread()
+            .map_err(|e| cuda_err("binding the context", e))
     }
 
     /// The stream every launch is queued on.
@@ -79,7 +89,10 @@ impl Gpu {
 
 /// An [`EngineError::Cuda`] for `op`.
 pub(crate) fn cuda_err(op: &'static str, e: impl std::fmt::Display) -> EngineError {
-    EngineError::Cuda { op, reason: e.to_string() }
+    EngineError::Cuda {
+        op,
+        reason: e.to_string(),
+    }
 }
 
 /// Runs `f`, turning a panic (cudarc's way of saying a library is missing) into an error.

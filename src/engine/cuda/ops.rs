@@ -36,31 +36,62 @@ pub(crate) struct Ops {
 
 fn check(arg: &'static str, got: usize, need: usize) -> Result<()> {
     if got < need {
-        return Err(EngineError::Cuda { op: "launch", reason: format!("`{arg}` holds {got} elements; the launch needs {need}") });
+        return Err(EngineError::Cuda {
+            op: "launch",
+            reason: format!("`{arg}` holds {got} elements; the launch needs {need}"),
+        });
     }
     Ok(())
 }
 
 fn u32_of(arg: &'static str, x: usize) -> Result<u32> {
-    u32::try_from(x).map_err(|_| EngineError::Cuda { op: "launch", reason: format!("`{arg}` = {x} exceeds u32") })
+    u32::try_from(x).map_err(|_| EngineError::Cuda {
+        op: "launch",
+        reason: format!("`{arg}` = {x} exceeds u32"),
+    })
 }
 
 fn rows_cfg(rows: usize) -> Result<LaunchConfig> {
-    Ok(LaunchConfig { grid_dim: (u32_of("rows", rows.max(1))?, 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 })
+    Ok(LaunchConfig {
+        grid_dim: (u32_of("rows", rows.max(1))?, 1, 1),
+        block_dim: (THREADS, 1, 1),
+        shared_mem_bytes: 0,
+    })
 }
 
 fn flat_cfg(n: usize) -> Result<LaunchConfig> {
-    Ok(LaunchConfig { grid_dim: (u32_of("elements", n.div_ceil(THREADS as usize).max(1))?, 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 })
+    Ok(LaunchConfig {
+        grid_dim: (
+            u32_of("elements", n.div_ceil(THREADS as usize).max(1))?,
+            1,
+            1,
+        ),
+        block_dim: (THREADS, 1, 1),
+        shared_mem_bytes: 0,
+    })
 }
 
 impl Ops {
     /// Compiles `ops_src.cu` with NVRTC (for `compute_80`, which newer GPUs JIT) and loads it.
     pub(crate) fn load(kernels: &CudaKernels) -> Result<Self> {
-        let opts = CompileOptions { arch: Some("compute_80"), fmad: Some(false), ..Default::default() };
-        let ptx = catch("loading NVRTC (libnvrtc)", || cudarc::nvrtc::compile_ptx_with_opts(SOURCE, opts))?
-            .map_err(|e| cuda_err("compiling ops_src.cu with NVRTC", e))?;
-        let module = kernels.context().load_module(ptx).map_err(|e| cuda_err("loading ops_src.cu", e))?;
-        let f = |name: &str| module.load_function(name).map_err(|e| cuda_err("loading an ops kernel", e));
+        let opts = CompileOptions {
+            arch: Some("compute_80"),
+            fmad: Some(false),
+            ..Default::default()
+        };
+        let ptx = catch("loading NVRTC (libnvrtc)", || {
+            cudarc::nvrtc::compile_ptx_with_opts(SOURCE, opts)
+        })?
+        .map_err(|e| cuda_err("compiling ops_src.cu with NVRTC", e))?;
+        let module = kernels
+            .context()
+            .load_module(ptx)
+            .map_err(|e| cuda_err("loading ops_src.cu", e))?;
+        let f = |name: &str| {
+            module
+                .load_function(name)
+                .map_err(|e| cuda_err("loading an ops kernel", e))
+        };
         Ok(Self {
             embed_f32: f("embed_f32")?,
             embed_bf16: f("embed_bf16")?,
@@ -95,7 +126,14 @@ impl DeviceData {
 
 impl super::Gpu {
     /// `out[t] = table[ids[t]]` for `[vocab, hidden]` tables; ids were checked against the vocab.
-    pub(crate) fn embed(&self, table: &DeviceData, ids: &CudaSlice<u32>, out: &mut CudaSlice<f32>, tokens: usize, hidden: usize) -> Result<()> {
+    pub(crate) fn embed(
+        &self,
+        table: &DeviceData,
+        ids: &CudaSlice<u32>,
+        out: &mut CudaSlice<f32>,
+        tokens: usize,
+        hidden: usize,
+    ) -> Result<()> {
         check("ids", ids.len(), tokens)?;
         check("out", out.len(), tokens * hidden)?;
         let (t, h) = (u32_of("tokens", tokens)?, u32_of("hidden", hidden)?);
@@ -120,7 +158,14 @@ impl super::Gpu {
     }
 
     /// `out[r] = x[rows[r]]`, rows of a `[_, hidden]` matrix (indices checked by the caller).
-    pub(crate) fn gather_rows(&self, x: &CudaSlice<f32>, rows: &CudaSlice<u32>, n: usize, hidden: usize, out: &mut CudaSlice<f32>) -> Result<()> {
+    pub(crate) fn gather_rows(
+        &self,
+        x: &CudaSlice<f32>,
+        rows: &CudaSlice<u32>,
+        n: usize,
+        hidden: usize,
+        out: &mut CudaSlice<f32>,
+    ) -> Result<()> {
         check("rows", rows.len(), n)?;
         check("out", out.len(), n * hidden)?;
         let (nn, h) = (u32_of("rows", n)?, u32_of("hidden", hidden)?);
@@ -133,7 +178,15 @@ impl super::Gpu {
     }
 
     /// RMSNorm of `rows` rows of `x` with weight `w` into `out`.
-    pub(crate) fn rms_norm(&self, x: &CudaSlice<f32>, w: &CudaSlice<f32>, out: &mut CudaSlice<f32>, rows: usize, hidden: usize, eps: f32) -> Result<()> {
+    pub(crate) fn rms_norm(
+        &self,
+        x: &CudaSlice<f32>,
+        w: &CudaSlice<f32>,
+        out: &mut CudaSlice<f32>,
+        rows: usize,
+        hidden: usize,
+        eps: f32,
+    ) -> Result<()> {
         check("x", x.len(), rows * hidden)?;
         check("w", w.len(), hidden)?;
         check("out", out.len(), rows * hidden)?;
@@ -147,13 +200,35 @@ impl super::Gpu {
 
     /// Rotates `x` (`[tokens, heads, 2 * half]`) in place, token `t` at `pos[t]`.
     #[allow(clippy::too_many_arguments)]
-    pub(crate) fn rope(&self, x: &mut CudaSlice<f32>, pos: &CudaSlice<u32>, cos: &CudaSlice<f32>, sin: &CudaSlice<f32>, tokens: usize, heads: usize, half: usize, interleaved: bool) -> Result<()> {
+    pub(crate) fn rope(
+        &self,
+        x: &mut CudaSlice<f32>,
+        pos: &CudaSlice<u32>,
+        cos: &CudaSlice<f32>,
+        sin: &CudaSlice<f32>,
+        tokens: usize,
+        heads: usize,
+        half: usize,
+        interleaved: bool,
+    ) -> Result<()> {
         let n = tokens * heads * half;
         check("x", x.len(), 2 * n)?;
         check("pos", pos.len(), tokens)?;
-        let (t, h, hf, il) = (u32_of("tokens", tokens)?, u32_of("heads", heads)?, u32_of("half", half)?, u32::from(interleaved));
+        let (t, h, hf, il) = (
+            u32_of("tokens", tokens)?,
+            u32_of("heads", heads)?,
+            u32_of("half", half)?,
+            u32::from(interleaved),
+        );
         let mut b = self.stream().launch_builder(&self.ops.rope);
-        b.arg(x).arg(pos).arg(cos).arg(sin).arg(&t).arg(&h).arg(&hf).arg(&il);
+        b.arg(x)
+            .arg(pos)
+            .arg(cos)
+            .arg(sin)
+            .arg(&t)
+            .arg(&h)
+            .arg(&hf)
+            .arg(&il);
         // SAFETY: matches `rope`; x holds tokens * heads * 2 * half; positions were validated
         // against the context length, and cos/sin hold context * half each.
         unsafe { b.launch(flat_cfg(n)?) }.map_err(|e| cuda_err("rope", e))?;
@@ -161,7 +236,12 @@ impl super::Gpu {
     }
 
     /// `g = silu(g) * u` over the first `n` elements.
-    pub(crate) fn silu_mul(&self, g: &mut CudaSlice<f32>, u: &CudaSlice<f32>, n: usize) -> Result<()> {
+    pub(crate) fn silu_mul(
+        &self,
+        g: &mut CudaSlice<f32>,
+        u: &CudaSlice<f32>,
+        n: usize,
+    ) -> Result<()> {
         check("g", g.len(), n)?;
         check("u", u.len(), n)?;
         let nn = n as u64;
@@ -173,7 +253,13 @@ impl super::Gpu {
     }
 
     /// `y[r] += bias` for `rows` rows of `cols`.
-    pub(crate) fn add_bias(&self, y: &mut CudaSlice<f32>, bias: &CudaSlice<f32>, rows: usize, cols: usize) -> Result<()> {
+    pub(crate) fn add_bias(
+        &self,
+        y: &mut CudaSlice<f32>,
+        bias: &CudaSlice<f32>,
+        rows: usize,
+        cols: usize,
+    ) -> Result<()> {
         check("y", y.len(), rows * cols)?;
         check("bias", bias.len(), cols)?;
         let (r, c) = (u32_of("rows", rows)?, u32_of("cols", cols)?);
@@ -185,7 +271,12 @@ impl super::Gpu {
     }
 
     /// The first `n` elements of `x` as bf16 into `out`.
-    pub(crate) fn cast_bf16(&self, x: &CudaSlice<f32>, out: &mut CudaSlice<bf16>, n: usize) -> Result<()> {
+    pub(crate) fn cast_bf16(
+        &self,
+        x: &CudaSlice<f32>,
+        out: &mut CudaSlice<bf16>,
+        n: usize,
+    ) -> Result<()> {
         check("x", x.len(), n)?;
         check("out", out.len(), n)?;
         let nn = n as u64;

@@ -55,41 +55,60 @@ pub(crate) struct CudaWeights {
 }
 
 fn host_f32(t: &Tensor) -> Result<Vec<f32>> {
-    Ok(t.to_device(&Device::Cpu)?.to_dtype(DType::F32)?.flatten_all()?.to_vec1()?)
+    Ok(t.to_device(&Device::Cpu)?
+        .to_dtype(DType::F32)?
+        .flatten_all()?
+        .to_vec1()?)
 }
 
 fn upload_data(gpu: &Gpu, data: &[f32], dtype: WeightDtype) -> Result<DeviceData> {
     let stream = gpu.stream();
     Ok(match dtype {
-        WeightDtype::F32 => DeviceData::F32(stream.clone_htod(data).map_err(|e| cuda_err("uploading weights", e))?),
+        WeightDtype::F32 => DeviceData::F32(
+            stream
+                .clone_htod(data)
+                .map_err(|e| cuda_err("uploading weights", e))?,
+        ),
         WeightDtype::Bf16 => {
             let narrowed: Vec<bf16> = data.iter().map(|&x| bf16::from_f32(x)).collect();
-            DeviceData::Bf16(stream.clone_htod(&narrowed).map_err(|e| cuda_err("uploading weights", e))?)
+            DeviceData::Bf16(
+                stream
+                    .clone_htod(&narrowed)
+                    .map_err(|e| cuda_err("uploading weights", e))?,
+            )
         }
     })
 }
 
 fn upload_f32(gpu: &Gpu, data: &[f32]) -> Result<CudaSlice<f32>> {
-    gpu.stream().clone_htod(data).map_err(|e| cuda_err("uploading weights", e))
+    gpu.stream()
+        .clone_htod(data)
+        .map_err(|e| cuda_err("uploading weights", e))
 }
 
 fn upload_linear(gpu: &Gpu, l: &Linear, dtype: WeightDtype) -> Result<DeviceLinear> {
-    let w = match l.weight() {
-        Projection::Candle(QMatMul::QTensor(q)) => q.dequantize(&Device::Cpu)?,
-        Projection::Candle(QMatMul::Tensor(t) | QMatMul::TensorF16(t)) => t.clone(),
-        Projection::Kernel(_) => {
-            return Err(EngineError::InvalidInput {
+    let w =
+        match l.weight() {
+            Projection::Candle(QMatMul::QTensor(q)) => q.dequantize(&Device::Cpu)?,
+            Projection::Candle(QMatMul::Tensor(t) | QMatMul::TensorF16(t)) => t.clone(),
+            Projection::Kernel(_) => return Err(EngineError::InvalidInput {
                 field: "matmul",
-                reason: "CPU kernel matrices cannot be uploaded; load for CUDA with MatmulImpl::Candle".into(),
-            })
-        }
-    };
+                reason:
+                    "CPU kernel matrices cannot be uploaded; load for CUDA with MatmulImpl::Candle"
+                        .into(),
+            }),
+        };
     let (out_dim, in_dim) = w.dims2()?;
     let bias = match l.bias() {
         Some(b) => Some(upload_f32(gpu, &host_f32(b)?)?),
         None => None,
     };
-    Ok(DeviceLinear { w: upload_data(gpu, &host_f32(&w)?, dtype)?, out_dim, in_dim, bias })
+    Ok(DeviceLinear {
+        w: upload_data(gpu, &host_f32(&w)?, dtype)?,
+        out_dim,
+        in_dim,
+        bias,
+    })
 }
 
 impl CudaWeights {
@@ -124,21 +143,42 @@ impl CudaWeights {
     /// A model of `config`'s shape with uniform random matrices (scaled by `1/sqrt(in)`), unit
     /// norms and no biases, generated on the device from `seed` (for benchmarks: nothing is
     /// read from disk or copied from the host).
-    pub(crate) fn random(gpu: &Gpu, config: &ModelConfig, dtype: WeightDtype, seed: u64) -> Result<Self> {
+    pub(crate) fn random(
+        gpu: &Gpu,
+        config: &ModelConfig,
+        dtype: WeightDtype,
+        seed: u64,
+    ) -> Result<Self> {
         let mut next_seed = seed;
         let mut matrix = |rows: usize, cols: usize| -> Result<DeviceLinear> {
             next_seed = next_seed.wrapping_add(1);
             let stream = gpu.stream();
             let n = rows * cols;
             let mut w = match dtype {
-                WeightDtype::F32 => DeviceData::F32(stream.alloc_zeros::<f32>(n).map_err(|e| cuda_err("allocating weights", e))?),
-                WeightDtype::Bf16 => DeviceData::Bf16(stream.alloc_zeros::<bf16>(n).map_err(|e| cuda_err("allocating weights", e))?),
+                WeightDtype::F32 => DeviceData::F32(
+                    stream
+                        .alloc_zeros::<f32>(n)
+                        .map_err(|e| cuda_err("allocating weights", e))?,
+                ),
+                WeightDtype::Bf16 => DeviceData::Bf16(
+                    stream
+                        .alloc_zeros::<bf16>(n)
+                        .map_err(|e| cuda_err("allocating weights", e))?,
+                ),
             };
             gpu.fill_random(&mut w, next_seed, 1.0 / (cols as f32).sqrt())?;
-            Ok(DeviceLinear { w, out_dim: rows, in_dim: cols, bias: None })
+            Ok(DeviceLinear {
+                w,
+                out_dim: rows,
+                in_dim: cols,
+                bias: None,
+            })
         };
         let (h, i) = (config.hidden_size, config.intermediate_size);
-        let (q, kv) = (config.num_heads * config.head_dim, config.num_kv_heads * config.head_dim);
+        let (q, kv) = (
+            config.num_heads * config.head_dim,
+            config.num_kv_heads * config.head_dim,
+        );
         let ones = |n: usize| upload_f32(gpu, &vec![1f32; n]);
         let mut layers = Vec::with_capacity(config.num_layers);
         for _ in 0..config.num_layers {
@@ -158,7 +198,12 @@ impl CudaWeights {
         let mut embed = matrix(config.vocab_size, h)?;
         gpu.fill_random(&mut embed.w, seed ^ 0x5eed, 1.0)?;
         let lm_head = Some(matrix(config.vocab_size, h)?);
-        Ok(Self { embed: embed.w, layers, final_norm: ones(h)?, lm_head })
+        Ok(Self {
+            embed: embed.w,
+            layers,
+            final_norm: ones(h)?,
+            lm_head,
+        })
     }
 }
 
@@ -175,23 +220,37 @@ impl Gpu {
         scratch: &mut Option<CudaSlice<bf16>>,
     ) -> Result<()> {
         let (m, k) = (l.out_dim, l.in_dim);
-        for (arg, got, need) in [("x", x.len(), rows * k), ("y", y.len(), rows * m), ("w", l.w.len(), m * k)] {
+        for (arg, got, need) in [
+            ("x", x.len(), rows * k),
+            ("y", y.len(), rows * m),
+            ("w", l.w.len(), m * k),
+        ] {
             if got < need {
-                return Err(EngineError::Cuda { op: "gemm", reason: format!("`{arg}` holds {got} elements; needs {need}") });
+                return Err(EngineError::Cuda {
+                    op: "gemm",
+                    reason: format!("`{arg}` holds {got} elements; needs {need}"),
+                });
             }
         }
         if rows == 0 {
             return Ok(());
         }
         let int = |arg: &'static str, v: usize| {
-            i32::try_from(v).map_err(|_| EngineError::Cuda { op: "gemm", reason: format!("`{arg}` = {v} exceeds i32") })
+            i32::try_from(v).map_err(|_| EngineError::Cuda {
+                op: "gemm",
+                reason: format!("`{arg}` = {v} exceeds i32"),
+            })
         };
         let (mi, ni, ki) = (int("out", m)?, int("rows", rows)?, int("in", k)?);
         let stream = self.stream();
         if let DeviceData::Bf16(_) = &l.w {
             let need = rows * k;
             if scratch.as_ref().is_none_or(|s| s.len() < need) {
-                *scratch = Some(stream.alloc_zeros::<bf16>(need).map_err(|e| cuda_err("allocating scratch", e))?);
+                *scratch = Some(
+                    stream
+                        .alloc_zeros::<bf16>(need)
+                        .map_err(|e| cuda_err("allocating scratch", e))?,
+                );
             }
             if let Some(s) = scratch.as_mut() {
                 self.cast_bf16(x, s, need)?;
@@ -199,48 +258,75 @@ impl Gpu {
         }
         let (alpha, beta) = (1f32, beta);
         {
-        let (y_ptr, _y_sync) = y.device_ptr_mut(stream);
-        // Row-major y = x Wᵀ is column-major yᵀ = W xᵀ: A = W read transposed (lda = in),
-        // B = x (ldb = in), C = y (ldc = out).
-        let status = match (&l.w, scratch.as_ref()) {
-            (DeviceData::F32(w), _) => {
-                let (w_ptr, _w_sync) = w.device_ptr(stream);
-                let (x_ptr, _x_sync) = x.device_ptr(stream);
-                // SAFETY: W holds m * k f32, x rows * k, y rows * m (checked above); the handle
-                // is bound to this stream, so the product is ordered after earlier launches.
-                unsafe {
-                    gemm_ex(
-                        *self.blas.handle(), sys::cublasOperation_t::CUBLAS_OP_T, sys::cublasOperation_t::CUBLAS_OP_N,
-                        mi, ni, ki,
-                        (&alpha as *const f32).cast::<c_void>(),
-                        w_ptr as *const c_void, sys::cudaDataType::CUDA_R_32F, ki,
-                        x_ptr as *const c_void, sys::cudaDataType::CUDA_R_32F, ki,
-                        (&beta as *const f32).cast::<c_void>(),
-                        y_ptr as *mut c_void, sys::cudaDataType::CUDA_R_32F, mi,
-                        sys::cublasComputeType_t::CUBLAS_COMPUTE_32F, sys::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
-                    )
+            let (y_ptr, _y_sync) = y.device_ptr_mut(stream);
+            // Row-major y = x Wᵀ is column-major yᵀ = W xᵀ: A = W read transposed (lda = in),
+            // B = x (ldb = in), C = y (ldc = out).
+            let status = match (&l.w, scratch.as_ref()) {
+                (DeviceData::F32(w), _) => {
+                    let (w_ptr, _w_sync) = w.device_ptr(stream);
+                    let (x_ptr, _x_sync) = x.device_ptr(stream);
+                    // SAFETY: W holds m * k f32, x rows * k, y rows * m (checked above); the handle
+                    // is bound to this stream, so the product is ordered after earlier launches.
+                    unsafe {
+                        gemm_ex(
+                            *self.blas.handle(),
+                            sys::cublasOperation_t::CUBLAS_OP_T,
+                            sys::cublasOperation_t::CUBLAS_OP_N,
+                            mi,
+                            ni,
+                            ki,
+                            (&alpha as *const f32).cast::<c_void>(),
+                            w_ptr as *const c_void,
+                            sys::cudaDataType::CUDA_R_32F,
+                            ki,
+                            x_ptr as *const c_void,
+                            sys::cudaDataType::CUDA_R_32F,
+                            ki,
+                            (&beta as *const f32).cast::<c_void>(),
+                            y_ptr as *mut c_void,
+                            sys::cudaDataType::CUDA_R_32F,
+                            mi,
+                            sys::cublasComputeType_t::CUBLAS_COMPUTE_32F,
+                            sys::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
+                        )
+                    }
                 }
-            }
-            (DeviceData::Bf16(w), Some(xs)) => {
-                let (w_ptr, _w_sync) = w.device_ptr(stream);
-                let (x_ptr, _x_sync) = xs.device_ptr(stream);
-                // SAFETY: as above, with W and the bf16 copy of x (rows * k, cast above).
-                unsafe {
-                    gemm_ex(
-                        *self.blas.handle(), sys::cublasOperation_t::CUBLAS_OP_T, sys::cublasOperation_t::CUBLAS_OP_N,
-                        mi, ni, ki,
-                        (&alpha as *const f32).cast::<c_void>(),
-                        w_ptr as *const c_void, sys::cudaDataType::CUDA_R_16BF, ki,
-                        x_ptr as *const c_void, sys::cudaDataType::CUDA_R_16BF, ki,
-                        (&beta as *const f32).cast::<c_void>(),
-                        y_ptr as *mut c_void, sys::cudaDataType::CUDA_R_32F, mi,
-                        sys::cublasComputeType_t::CUBLAS_COMPUTE_32F, sys::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
-                    )
+                (DeviceData::Bf16(w), Some(xs)) => {
+                    let (w_ptr, _w_sync) = w.device_ptr(stream);
+                    let (x_ptr, _x_sync) = xs.device_ptr(stream);
+                    // SAFETY: as above, with W and the bf16 copy of x (rows * k, cast above).
+                    unsafe {
+                        gemm_ex(
+                            *self.blas.handle(),
+                            sys::cublasOperation_t::CUBLAS_OP_T,
+                            sys::cublasOperation_t::CUBLAS_OP_N,
+                            mi,
+                            ni,
+                            ki,
+                            (&alpha as *const f32).cast::<c_void>(),
+                            w_ptr as *const c_void,
+                            sys::cudaDataType::CUDA_R_16BF,
+                            ki,
+                            x_ptr as *const c_void,
+                            sys::cudaDataType::CUDA_R_16BF,
+                            ki,
+                            (&beta as *const f32).cast::<c_void>(),
+                            y_ptr as *mut c_void,
+                            sys::cudaDataType::CUDA_R_32F,
+                            mi,
+                            sys::cublasComputeType_t::CUBLAS_COMPUTE_32F,
+                            sys::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
+                        )
+                    }
                 }
-            }
-            (DeviceData::Bf16(_), None) => return Err(EngineError::Cuda { op: "gemm", reason: "bf16 scratch missing".into() }),
-        };
-        status.map_err(|e| cuda_err("cublasGemmEx", e))?;
+                (DeviceData::Bf16(_), None) => {
+                    return Err(EngineError::Cuda {
+                        op: "gemm",
+                        reason: "bf16 scratch missing".into(),
+                    })
+                }
+            };
+            status.map_err(|e| cuda_err("cublasGemmEx", e))?;
         }
         if let Some(b) = &l.bias {
             self.add_bias(y, b, rows, m)?;

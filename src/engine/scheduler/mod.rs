@@ -42,7 +42,11 @@ pub struct SchedulerConfig {
 
 impl Default for SchedulerConfig {
     fn default() -> Self {
-        Self { max_step_tokens: 512, max_running: 256, max_parked: 32 }
+        Self {
+            max_step_tokens: 512,
+            max_running: 256,
+            max_parked: 32,
+        }
     }
 }
 
@@ -228,28 +232,47 @@ impl Scheduler {
     /// cannot fit the context, or one that needs more blocks than the whole pool.
     pub fn submit(&mut self, req: GroupRequest) -> Result<Vec<SeqId>> {
         if req.prompt.is_empty() {
-            return Err(EngineError::InvalidInput { field: "prompt", reason: "is empty".into() });
+            return Err(EngineError::InvalidInput {
+                field: "prompt",
+                reason: "is empty".into(),
+            });
         }
         if req.samples.is_empty() || req.max_new_tokens == 0 {
-            return Err(EngineError::InvalidInput { field: "samples", reason: "need at least one sample of at least one token".into() });
+            return Err(EngineError::InvalidInput {
+                field: "samples",
+                reason: "need at least one sample of at least one token".into(),
+            });
         }
         let context = self.model.config().context_length;
         if req.prompt.len() + req.max_new_tokens > context {
-            return Err(EngineError::PromptTooLong { tokens: req.prompt.len() + req.max_new_tokens, context });
+            return Err(EngineError::PromptTooLong {
+                tokens: req.prompt.len() + req.max_new_tokens,
+                context,
+            });
         }
         let block_size = self.store.block_size();
         let total_blocks = self.store.stats().total_blocks;
         // The prompt's blocks are shared; each branch needs its own tail.
         let prompt_blocks = req.prompt.len().div_ceil(block_size);
-        let branch_blocks = (req.prompt.len() % block_size + req.max_new_tokens).div_ceil(block_size);
+        let branch_blocks =
+            (req.prompt.len() % block_size + req.max_new_tokens).div_ceil(block_size);
         let needed = prompt_blocks + req.samples.len() * branch_blocks;
         if needed > total_blocks {
-            return Err(EngineError::ExceedsKvPool { what: "request", needed, total: total_blocks });
+            return Err(EngineError::ExceedsKvPool {
+                what: "request",
+                needed,
+                total: total_blocks,
+            });
         }
-        let samplers = req.samples.into_iter().map(Sampler::new).collect::<Result<Vec<_>>>()?;
+        let samplers = req
+            .samples
+            .into_iter()
+            .map(Sampler::new)
+            .collect::<Result<Vec<_>>>()?;
         let stop_tokens = Arc::new(req.stop_tokens);
         let parent = self.alloc_id();
-        let branches: Vec<(SeqId, Sampler)> = samplers.into_iter().map(|s| (self.alloc_id(), s)).collect();
+        let branches: Vec<(SeqId, Sampler)> =
+            samplers.into_iter().map(|s| (self.alloc_id(), s)).collect();
         let ids = branches.iter().map(|b| b.0).collect();
         let arrival = self.arrivals;
         self.arrivals += 1;
@@ -289,7 +312,10 @@ impl Scheduler {
             let before = s.branches.len();
             s.branches.retain(|(id, _)| *id != seq);
             if s.branches.len() != before {
-                self.pending.push(Event::Finished { seq, reason: SeqFinish::Cancelled });
+                self.pending.push(Event::Finished {
+                    seq,
+                    reason: SeqFinish::Cancelled,
+                });
             }
         }
     }
@@ -304,5 +330,5 @@ impl Scheduler {
 mod score;
 mod step;
 
-pub use score::{ScoreOutput, ScoreRequest, Scored};
 use score::ScoreState;
+pub use score::{ScoreOutput, ScoreRequest, Scored};

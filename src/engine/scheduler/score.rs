@@ -64,7 +64,10 @@ pub(super) struct ScoreState {
 impl ScoreState {
     /// The first position not read yet (the sequence must be computed from here at most).
     fn first_pending(&self) -> usize {
-        self.positions.get(self.values.len()).copied().unwrap_or(usize::MAX)
+        self.positions
+            .get(self.values.len())
+            .copied()
+            .unwrap_or(usize::MAX)
     }
 
     /// What the model should return for a chunk computing positions `start..start + len`.
@@ -126,7 +129,11 @@ impl Scheduler {
                 arrival,
                 running: false,
                 cancelled: false,
-                score: Some(ScoreState { positions: req.positions, output: req.output, values: Vec::new() }),
+                score: Some(ScoreState {
+                    positions: req.positions,
+                    output: req.output,
+                    values: Vec::new(),
+                }),
             },
         );
         self.waiting.push_back(id);
@@ -134,16 +141,30 @@ impl Scheduler {
     }
 
     fn validate_score(&self, req: &ScoreRequest) -> Result<()> {
-        let bad = |field: &'static str, reason: String| Err(EngineError::InvalidInput { field, reason });
+        let bad =
+            |field: &'static str, reason: String| Err(EngineError::InvalidInput { field, reason });
         let config = self.model.config();
         if req.tokens.is_empty() {
             return bad("tokens", "is empty".into());
         }
         if req.tokens.len() > config.context_length {
-            return Err(EngineError::PromptTooLong { tokens: req.tokens.len(), context: config.context_length });
+            return Err(EngineError::PromptTooLong {
+                tokens: req.tokens.len(),
+                context: config.context_length,
+            });
         }
-        if let Some(t) = req.tokens.iter().find(|&&t| t as usize >= config.vocab_size) {
-            return bad("tokens", format!("token id {t} is outside the vocabulary of {}", config.vocab_size));
+        if let Some(t) = req
+            .tokens
+            .iter()
+            .find(|&&t| t as usize >= config.vocab_size)
+        {
+            return bad(
+                "tokens",
+                format!(
+                    "token id {t} is outside the vocabulary of {}",
+                    config.vocab_size
+                ),
+            );
         }
         if req.positions.is_empty() {
             return bad("positions", "no position to read".into());
@@ -152,23 +173,39 @@ impl Scheduler {
             return bad("positions", "must be strictly increasing".into());
         }
         if let Some(&p) = req.positions.last().filter(|&&p| p >= req.tokens.len()) {
-            return bad("positions", format!("position {p} is past the {} tokens", req.tokens.len()));
+            return bad(
+                "positions",
+                format!("position {p} is past the {} tokens", req.tokens.len()),
+            );
         }
         if let ScoreOutput::TokenLogits(ids) = &req.output {
             if ids.is_empty() {
                 return bad("output", "no token ids to read logits of".into());
             }
             if let Some(t) = ids.iter().find(|&&t| t as usize >= config.vocab_size) {
-                return bad("output", format!("token id {t} is outside the vocabulary of {}", config.vocab_size));
+                return bad(
+                    "output",
+                    format!(
+                        "token id {t} is outside the vocabulary of {}",
+                        config.vocab_size
+                    ),
+                );
             }
             if !self.model.has_lm_head() {
-                return bad("output", "the model has no language-model head; read hidden states".into());
+                return bad(
+                    "output",
+                    "the model has no language-model head; read hidden states".into(),
+                );
             }
         }
         let needed = req.tokens.len().div_ceil(self.store.block_size()) + 1;
         let total = self.store.stats().total_blocks;
         if needed > total {
-            return Err(EngineError::ExceedsKvPool { what: "scoring", needed, total });
+            return Err(EngineError::ExceedsKvPool {
+                what: "scoring",
+                needed,
+                total,
+            });
         }
         Ok(())
     }
@@ -186,7 +223,9 @@ impl Scheduler {
     /// Releases parked sequences, oldest first, until `blocks` are available or none is left.
     pub(super) fn unpark_until(&mut self, blocks: usize) {
         while self.store.available_blocks() < blocks {
-            let Some((id, _)) = self.parked.pop_front() else { break };
+            let Some((id, _)) = self.parked.pop_front() else {
+                break;
+            };
             self.store.release(id);
         }
     }
@@ -195,8 +234,12 @@ impl Scheduler {
     /// continues the longest parked sequence its tokens extend when that covers more, and never
     /// starts past the first position still to read. Returns where computing starts.
     pub(super) fn resume_score(&mut self, id: SeqId, reused: usize) -> Result<usize> {
-        let Some(s) = self.seqs.get(&id) else { return Ok(reused) };
-        let Some(score) = &s.score else { return Ok(reused) };
+        let Some(s) = self.seqs.get(&id) else {
+            return Ok(reused);
+        };
+        let Some(score) = &s.score else {
+            return Ok(reused);
+        };
         // At least the last token is always computed, and nothing still to read is skipped.
         let limit = score.first_pending().min(s.tokens.len().saturating_sub(1));
         let best = self
@@ -230,10 +273,19 @@ impl Scheduler {
 
     /// A scoring sequence computed its last token: park it and record its result.
     pub(super) fn finish_score(&mut self, id: SeqId) {
-        let Some(s) = self.seqs.remove(&id) else { return };
+        let Some(s) = self.seqs.remove(&id) else {
+            return;
+        };
         let Some(score) = s.score else { return };
         self.counters.score_requests += 1;
-        self.scored.push((id, Scored { values: score.values, computed: s.prefill.0, reused: s.prefill.1 }));
+        self.scored.push((
+            id,
+            Scored {
+                values: score.values,
+                computed: s.prefill.0,
+                reused: s.prefill.1,
+            },
+        ));
         if self.config.max_parked == 0 {
             self.store.release(id);
             return;
@@ -245,7 +297,9 @@ impl Scheduler {
         }
         self.parked.push_back((id, s.tokens));
         while self.parked.len() > self.config.max_parked {
-            let Some((old, _)) = self.parked.pop_front() else { break };
+            let Some((old, _)) = self.parked.pop_front() else {
+                break;
+            };
             self.store.release(old);
         }
     }

@@ -22,7 +22,8 @@ impl Scheduler {
     pub fn step(&mut self) -> Result<Vec<Event>> {
         let mut events = std::mem::take(&mut self.pending);
         // On the CPU one helper stays hot through the forward pass and the sampling after it.
-        let _crew = matches!(self.model.compute_device(), ComputeDevice::Cpu).then(ponder_kernels::Crew::start);
+        let _crew = matches!(self.model.compute_device(), ComputeDevice::Cpu)
+            .then(ponder_kernels::Crew::start);
         self.retire_cancelled(&mut events);
         self.admit();
         let plan = self.plan()?;
@@ -33,7 +34,11 @@ impl Scheduler {
             .iter()
             .map(|p| {
                 let s = &self.seqs[&p.seq];
-                SeqChunk { seq: p.seq, tokens: &s.tokens[s.computed..s.computed + p.len], start_pos: s.computed }
+                SeqChunk {
+                    seq: p.seq,
+                    tokens: &s.tokens[s.computed..s.computed + p.len],
+                    start_pos: s.computed,
+                }
             })
             .collect();
         let readouts: Vec<Readout> = plan
@@ -46,7 +51,9 @@ impl Scheduler {
                 }
             })
             .collect();
-        let outputs = self.model.forward_readouts(&chunks, &mut self.store, &readouts)?;
+        let outputs = self
+            .model
+            .forward_readouts(&chunks, &mut self.store, &readouts)?;
         self.counters.forward_passes += 1;
         let mut drawn = self.draw_all(&plan, &outputs);
         let used = self.store.stats().used_blocks as u64;
@@ -55,7 +62,9 @@ impl Scheduler {
             if p.prefill {
                 self.counters.prefill_tokens_computed += p.len as u64;
             }
-            let Some(s) = self.seqs.get_mut(&p.seq) else { continue };
+            let Some(s) = self.seqs.get_mut(&p.seq) else {
+                continue;
+            };
             s.computed += p.len;
             if p.prefill {
                 s.prefill.0 += p.len as u64;
@@ -74,13 +83,21 @@ impl Scheduler {
             if s.sampler.is_some() {
                 if p.prefill {
                     let (computed, reused) = std::mem::take(&mut s.prefill);
-                    events.push(Event::Prefill { seq: p.seq, computed, reused });
+                    events.push(Event::Prefill {
+                        seq: p.seq,
+                        computed,
+                        reused,
+                    });
                 }
                 s.phase = Phase::Decode;
-                let token = drawn.remove(&p.seq).ok_or_else(|| EngineError::Kv(format!("no logits for sequence {}", p.seq)))??;
+                let token = drawn.remove(&p.seq).ok_or_else(|| {
+                    EngineError::Kv(format!("no logits for sequence {}", p.seq))
+                })??;
                 self.accept(p.seq, token, &mut events);
             } else {
-                let logits: Vec<f32> = output.ok_or_else(|| EngineError::Kv(format!("no logits for sequence {}", p.seq)))?.to_vec1()?;
+                let logits: Vec<f32> = output
+                    .ok_or_else(|| EngineError::Kv(format!("no logits for sequence {}", p.seq)))?
+                    .to_vec1()?;
                 self.fork_branches(p.seq, &logits, &mut events)?;
             }
         }
@@ -91,11 +108,19 @@ impl Scheduler {
     /// of its own, from `outputs` (the forward pass's readouts, in plan order). The random
     /// numbers are taken here in plan order; the passes over the vocabulary, most of a
     /// batch's sampling time, run on this thread and a helper (`share_map`).
-    fn draw_all(&mut self, plan: &[Planned], outputs: &[Option<Tensor>]) -> HashMap<SeqId, Result<SampledToken>> {
+    fn draw_all(
+        &mut self,
+        plan: &[Planned],
+        outputs: &[Option<Tensor>],
+    ) -> HashMap<SeqId, Result<SampledToken>> {
         let mut jobs = Vec::new();
         for (p, output) in plan.iter().zip(outputs) {
-            let Some(s) = self.seqs.get_mut(&p.seq) else { continue };
-            let (Some(logits), Some(sampler), None) = (output, s.sampler.as_mut(), &s.score) else { continue };
+            let Some(s) = self.seqs.get_mut(&p.seq) else {
+                continue;
+            };
+            let (Some(logits), Some(sampler), None) = (output, s.sampler.as_mut(), &s.score) else {
+                continue;
+            };
             if s.computed + p.len >= s.tokens.len() {
                 jobs.push((p.seq, logits, sampler.prepare()));
             }
@@ -123,13 +148,18 @@ impl Scheduler {
         let done: Vec<SeqId> = self
             .seqs
             .iter()
-            .filter(|(_, s)| s.cancelled || (s.sampler.is_none() && s.branches.is_empty() && s.score.is_none()))
+            .filter(|(_, s)| {
+                s.cancelled || (s.sampler.is_none() && s.branches.is_empty() && s.score.is_none())
+            })
             .map(|(id, _)| *id)
             .collect();
         for id in done {
             if let Some(s) = self.seqs.remove(&id) {
                 if s.cancelled {
-                    events.push(Event::Finished { seq: id, reason: SeqFinish::Cancelled });
+                    events.push(Event::Finished {
+                        seq: id,
+                        reason: SeqFinish::Cancelled,
+                    });
                 }
             }
             self.store.release(id);
@@ -141,8 +171,12 @@ impl Scheduler {
         let running = self.seqs.values().filter(|s| s.running).count();
         let mut slots = self.config.max_running.saturating_sub(running);
         while slots > 0 {
-            let Some(id) = self.waiting.pop_front() else { break };
-            let Some(s) = self.seqs.get(&id) else { continue };
+            let Some(id) = self.waiting.pop_front() else {
+                break;
+            };
+            let Some(s) = self.seqs.get(&id) else {
+                continue;
+            };
             // Admit only what can take its first prefill chunk now; otherwise a preempted
             // sequence would be re-admitted and preempted again every step.
             let first_chunk = s.tokens.len().min(self.config.max_step_tokens);
@@ -151,17 +185,24 @@ impl Scheduler {
                 // Parked scored sequences give way before anything waits.
                 self.unpark_until(blocks);
             }
-            let Some(s) = self.seqs.get(&id) else { continue };
+            let Some(s) = self.seqs.get(&id) else {
+                continue;
+            };
             if self.store.available_blocks() < blocks {
                 self.waiting.push_front(id);
                 break;
             }
             // Reuse cached prompt blocks (or a parked scored sequence); an error here just
             // means "not now".
-            let opened = self.store.open(id, &s.tokens).and_then(|reused| self.resume_score(id, reused));
+            let opened = self
+                .store
+                .open(id, &s.tokens)
+                .and_then(|reused| self.resume_score(id, reused));
             match opened {
                 Ok(reused) => {
-                    let Some(s) = self.seqs.get_mut(&id) else { continue };
+                    let Some(s) = self.seqs.get_mut(&id) else {
+                        continue;
+                    };
                     s.computed = reused;
                     s.prefill.1 += reused as u64;
                     s.running = true;
@@ -184,26 +225,50 @@ impl Scheduler {
     /// the plan fits the pool.
     fn plan(&mut self) -> Result<Vec<Planned>> {
         loop {
-            let mut order: Vec<(&SeqId, &Sequence)> = self.seqs.iter().filter(|(_, s)| s.running).collect();
-            order.sort_by_key(|(_, s)| (std::cmp::Reverse(s.priority), s.arrival, matches!(s.phase, Phase::Prefill)));
+            let mut order: Vec<(&SeqId, &Sequence)> =
+                self.seqs.iter().filter(|(_, s)| s.running).collect();
+            order.sort_by_key(|(_, s)| {
+                (
+                    std::cmp::Reverse(s.priority),
+                    s.arrival,
+                    matches!(s.phase, Phase::Prefill),
+                )
+            });
             let mut budget = self.config.max_step_tokens;
             let mut plan = Vec::new();
-            for (id, s) in order.iter().filter(|(_, s)| matches!(s.phase, Phase::Decode)) {
+            for (id, s) in order
+                .iter()
+                .filter(|(_, s)| matches!(s.phase, Phase::Decode))
+            {
                 if budget == 0 {
                     break;
                 }
-                plan.push(Planned { seq: **id, len: s.tokens.len() - s.computed, prefill: false });
+                plan.push(Planned {
+                    seq: **id,
+                    len: s.tokens.len() - s.computed,
+                    prefill: false,
+                });
                 budget -= 1;
             }
-            for (id, s) in order.iter().filter(|(_, s)| matches!(s.phase, Phase::Prefill)) {
+            for (id, s) in order
+                .iter()
+                .filter(|(_, s)| matches!(s.phase, Phase::Prefill))
+            {
                 if budget == 0 {
                     break;
                 }
                 let len = (s.tokens.len() - s.computed).min(budget);
-                plan.push(Planned { seq: **id, len, prefill: true });
+                plan.push(Planned {
+                    seq: **id,
+                    len,
+                    prefill: true,
+                });
                 budget -= len;
             }
-            let needed: usize = plan.iter().map(|p| self.store.blocks_needed(p.seq, p.len)).sum();
+            let needed: usize = plan
+                .iter()
+                .map(|p| self.store.blocks_needed(p.seq, p.len))
+                .sum();
             if needed <= self.store.available_blocks() {
                 return Ok(plan);
             }
@@ -247,8 +312,12 @@ impl Scheduler {
 
     /// Samples the next token of `seq` from `logits`, and finishes it if that was its last.
     fn sample_into(&mut self, seq: SeqId, logits: &[f32], events: &mut Vec<Event>) -> Result<()> {
-        let Some(s) = self.seqs.get_mut(&seq) else { return Ok(()) };
-        let Some(sampler) = s.sampler.as_mut() else { return Ok(()) };
+        let Some(s) = self.seqs.get_mut(&seq) else {
+            return Ok(());
+        };
+        let Some(sampler) = s.sampler.as_mut() else {
+            return Ok(());
+        };
         let token = sampler.sample(logits, &s.tokens)?;
         self.accept(seq, token, events);
         Ok(())
@@ -257,7 +326,9 @@ impl Scheduler {
     /// Appends `token` to `seq`, and finishes the sequence if that was its last.
     fn accept(&mut self, seq: SeqId, token: SampledToken, events: &mut Vec<Event>) {
         let context = self.model.config().context_length;
-        let Some(s) = self.seqs.get_mut(&seq) else { return };
+        let Some(s) = self.seqs.get_mut(&seq) else {
+            return;
+        };
         self.counters.tokens_generated += 1;
         s.generated += 1;
         let finish = if s.stop_tokens.contains(&token.token) {
@@ -265,25 +336,43 @@ impl Scheduler {
         } else {
             s.tokens.push(token.token);
             events.push(Event::Token { seq, token });
-            if s.stop_condition.as_ref().is_some_and(|c| c.should_stop(&s.tokens[s.prompt_len..])) {
+            if s.stop_condition
+                .as_ref()
+                .is_some_and(|c| c.should_stop(&s.tokens[s.prompt_len..]))
+            {
                 Some(FinishReason::Stop)
             } else {
-                (s.generated >= s.max_new_tokens || s.tokens.len() >= context).then_some(FinishReason::Length)
+                (s.generated >= s.max_new_tokens || s.tokens.len() >= context)
+                    .then_some(FinishReason::Length)
             }
         };
         if let Some(reason) = finish {
             self.seqs.remove(&seq);
             self.store.release(seq);
-            events.push(Event::Finished { seq, reason: SeqFinish::Done(reason) });
+            events.push(Event::Finished {
+                seq,
+                reason: SeqFinish::Done(reason),
+            });
         }
     }
 
     /// The prompt of a group is computed: fork every branch from it and sample their first tokens.
-    fn fork_branches(&mut self, parent: SeqId, logits: &[f32], events: &mut Vec<Event>) -> Result<()> {
-        let Some(mut p) = self.seqs.remove(&parent) else { return Ok(()) };
+    fn fork_branches(
+        &mut self,
+        parent: SeqId,
+        logits: &[f32],
+        events: &mut Vec<Event>,
+    ) -> Result<()> {
+        let Some(mut p) = self.seqs.remove(&parent) else {
+            return Ok(());
+        };
         if let Some((first, _)) = p.branches.first() {
             let (computed, reused) = std::mem::take(&mut p.prefill);
-            events.push(Event::Prefill { seq: *first, computed, reused });
+            events.push(Event::Prefill {
+                seq: *first,
+                computed,
+                reused,
+            });
         }
         for (child, sampler) in std::mem::take(&mut p.branches) {
             self.store.fork(parent, child)?;

@@ -12,6 +12,8 @@
 #   (headless Chromium + playwright-core; screenshots in target/artifacts/).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+# Formatting first: it takes a second and says at once what a reviewer would (rustfmt.toml).
+cargo fmt --all --check
 bash scripts/setup-models.sh
 bash scripts/setup-cuda.sh
 PONDER_REQUIRE_NVCC=1 cargo test --workspace

@@ -7,7 +7,7 @@
 //! FMA, plus the key vectors) and first transposes each block's keys; the loop is bound by
 //! those loads (a probe on the dev VM: 4.7-5.7 G FMAs/s at its 18 loads per 16 FMAs against
 //! 7.5 at 10 per 16), and the transposes took 14 % of an attention call (one thread; see
-//! BENCHMARKS.md, seventeenth session). Here the queries are transposed once per work item
+//! the seventeenth session in `git show 0a5712f:BENCHMARKS.md`). Here the queries are transposed once per work item
 //! (`transpose_queries`: dimension `d` of 16 rows in one vector) and each key element is
 //! broadcast straight from the cache, once for `V` vectors of rows: `V` x 4 tokens x 2 half
 //! chains accumulate at once, 2 `V` query loads and 8 key broadcasts per `8 V` multiply-adds

@@ -43,7 +43,7 @@ const PAR_MIN_WORK: usize = 1 << 18;
 /// binaries: one task per thread decoded one stream at 265-298 tok/s (median 280) against
 /// 241-276 (261) with four, and the batched run took a median 1.72 s against 1.77 s; 16 per
 /// thread was ~10 % slower still, and stealing across regions lost more to claims than it won
-/// on the tail (BENCHMARKS.md, seventeenth session). Does not affect numerics.
+/// on the tail (the seventeenth session in `git show 0a5712f:BENCHMARKS.md`). Does not affect numerics.
 const TASKS_PER_THREAD: usize = 1;
 
 /// GGML block format of a [`QuantMatrix`].

@@ -7,10 +7,8 @@
 //! - [`attention`]: paged attention with shared-prefix (cascade) grouping and flash-decoding
 //!   splits; `cascade_attention` is the reference for the CUDA attention kernels.
 //! - [`kv`]: KV cache appends and copy-on-write block copies (f32, f16, bf16).
-//! - [`sampling`]: fused temperature / top-k / top-p / min-p sampling with a Philox counter,
-//!   logprobs and entropy; CPU and GPU pick the same token bit for bit.
 //!
-//! - [`Crew`]: keeps a helper thread hot across a span of kernel calls (a forward pass).
+//! - [`HotHelper`]: keeps a helper thread hot across a span of kernel calls (a forward pass).
 //!
 //! Knows only tensors: no scheduling, no strategies.
 
@@ -20,8 +18,9 @@ mod cpu;
 pub mod cuda;
 pub mod kv;
 pub mod math;
-pub mod sampling;
-mod share;
+mod work_sharing;
 
 pub use cpu::{KernelError, KernelPath, QuantFormat, QuantMatrix, Result};
-pub use share::{share_map, share_pair, Crew};
+#[cfg(not(loom))]
+pub use work_sharing::HotHelper;
+pub use work_sharing::{map_tasks, run_pair};

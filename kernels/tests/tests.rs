@@ -8,7 +8,6 @@
 //! - `cascade`: cascade attention (the CUDA attention kernels' CPU reference) against plain
 //!   softmax over gathered KV; the softmax-state merge; group errors.
 //! - `kv`: KV append / block copy against element loops, f32 / f16 / bf16; errors.
-//! - `sampling`: the fused sampler against a straightforward one; determinism; chi-square.
 //! - `stack`: a matmul over stacked matrices equals the parts' own, bitwise; stack errors.
 //! - `nvcc`: every `cuda/*.cu` compiles to PTX for sm_80 and sm_90 and assembles (required
 //!   when `PONDER_REQUIRE_NVCC=1`, as in CI; skipped with a message when nvcc is missing).
@@ -29,5 +28,4 @@ mod invariance;
 mod kv;
 mod nvcc;
 mod paths;
-mod sampling;
 mod stack;

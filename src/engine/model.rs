@@ -385,7 +385,7 @@ impl Model {
             return cuda.forward_readouts(batch, kv, readouts);
         }
         // One helper stays hot across the pass's ~150 kernel calls (no wake-up per call).
-        let _crew = ponder_kernels::Crew::start();
+        let _hot_helper = ponder_kernels::HotHelper::start();
         let x = self.residual(batch, kv)?;
         let eps = self.config.rms_norm_eps as f32;
         read_out(batch, readouts, |rows, logits| {
@@ -438,7 +438,7 @@ impl Model {
     ///
     /// The stream stays a plain row-major vector between the kernel calls: the residual adds,
     /// the norms and the gate run on it in place (`rows`, candle's bits, split across the
-    /// crew), and only the projections' inputs become tensors (moved, not copied).
+    /// hot helper), and only the projections' inputs become tensors (moved, not copied).
     fn residual(&self, batch: &[SeqChunk<'_>], kv: &mut dyn KvStore) -> Result<Tensor> {
         kv.begin_step(batch)?;
         let ids: Vec<u32> = batch

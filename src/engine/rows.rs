@@ -5,8 +5,8 @@
 //! `candle_nn::ops::rms_norm`: a sequential `f32` sum of squares, `m = sqrt(sum / n + eps)`,
 //! `x / m * alpha`; the gate is `math::silu_mul`), so the engine's parity with
 //! candle-transformers stays exact, and a row's result never depends on the other rows. A
-//! batch of rows is split in two halves run on the calling thread and the forward pass's crew
-//! helper (`ponder_kernels::share_pair`): in a 16-row decode step these were serial work during
+//! batch of rows is split in two halves run on the calling thread and the forward pass's hot
+//! helper (`ponder_kernels::run_pair`): in a 16-row decode step these were serial work during
 //! which the helper waited. Owns no state; must not change a single bit of what candle computes.
 
 use ponder_kernels::math::silu_mul;
@@ -38,7 +38,7 @@ fn split_rows3(a: &mut [f32], b: &[f32], c: &mut [f32], rows: usize, f: &RowPass
     let (c0, c1) = c.split_at_mut(half.min(c.len()));
     let (a0, a1) = a.split_at_mut(half);
     let (b0, b1) = b.split_at(half);
-    ponder_kernels::share_pair([(a0, b0, c0), (a1, b1, c1)], &|(a, b, c)| f(a, b, c));
+    ponder_kernels::run_pair([(a0, b0, c0), (a1, b1, c1)], &|(a, b, c)| f(a, b, c));
 }
 
 /// `x += delta` element-wise (when given), then `out = rms_norm(x) * alpha` row by row
@@ -162,7 +162,7 @@ mod tests {
         let gate: Vec<f32> = (0..rows * width).map(|i| val(i, 2)).collect();
         let mut want = gate.clone();
         silu_mul(&mut want, &up);
-        let _crew = ponder_kernels::Crew::start();
+        let _hot_helper = ponder_kernels::HotHelper::start();
         let mut got = gate.clone();
         silu_mul_rows(&mut got, &up, rows);
         assert!(got

@@ -136,6 +136,6 @@ pub(crate) fn paged_attention_with(
     sharing: Sharing,
 ) -> Result<AttentionStats, AttentionError> {
     let (shape, shapes) = shape::validate(kv, seqs, params, out.len())?;
-    let units = plan::plan_units(seqs, &shapes, shape.block_size, sharing);
-    Ok(exec::execute(kv, seqs, &shape, &shapes, &units, out))
+    let prefixes = plan::plan_shared_prefixes(seqs, &shapes, shape.block_size, sharing);
+    Ok(exec::execute(kv, seqs, &shape, &shapes, &prefixes, out))
 }

@@ -1,16 +1,16 @@
-//! Grouping of a batch into work units for the shared-prefix (cascade) schedule: sequences
-//! whose block tables begin with the same block ids form one unit that loads those shared
+//! Grouping of a batch into shared prefixes for the cascade schedule: sequences whose block
+//! tables begin with the same block ids form one [`SharedPrefix`] that loads those shared
 //! blocks once for all of its query rows (the two-level cascade of FlashInfer, Ye et al. 2024,
 //! and Hydragen, Juravsky et al. 2024: one shared prefix, then each sequence's own suffix).
 //!
 //! Pure bookkeeping, no floats. Invariants of the returned plan:
-//! - every sequence with at least one query row is in exactly one unit; sequences with none
-//!   are in no unit;
-//! - a unit's `shared` blocks are the same ids, in the same order, at the start of every
+//! - every sequence with at least one query row is in exactly one shared prefix; sequences
+//!   with none are in none;
+//! - a prefix's `shared` blocks are the same ids, in the same order, at the start of every
 //!   member's block table, and every query row of every member sees all of their tokens
 //!   (`shared * block_size <= start + 1` for each member), so a shared block is always
 //!   attended in full: the per-block partials are exactly those of an unshared walk;
-//! - `shared == 0` exactly for single-member units.
+//! - `shared == 0` exactly for single-member prefixes.
 //!
 //! Grouping only decides which blocks are loaded together; it never changes any row's
 //! numerics (see `block`), so a heuristic choice here can cost speed but not bits.
@@ -31,21 +31,21 @@ pub(crate) enum Sharing {
 
 /// Sequences processed together; `shared` leading blocks are loaded once for all of them.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Unit {
+pub(crate) struct SharedPrefix {
     /// Indices into `seqs`, ascending.
     pub(crate) members: Vec<usize>,
     /// Leading blocks common to all members and fully visible to all their query rows.
     pub(crate) shared: usize,
 }
 
-/// Groups `seqs` into units: a one-level cascade keyed by the first block id.
-pub(crate) fn plan_units(
+/// Groups `seqs` into shared prefixes: a one-level cascade keyed by the first block id.
+pub(crate) fn plan_shared_prefixes(
     seqs: &[impl SeqArgs],
     shapes: &[SeqShape],
     block_size: usize,
     sharing: Sharing,
-) -> Vec<Unit> {
-    let single = |i: usize| Unit {
+) -> Vec<SharedPrefix> {
+    let single = |i: usize| SharedPrefix {
         members: vec![i],
         shared: 0,
     };
@@ -56,11 +56,11 @@ pub(crate) fn plan_units(
     // Blocks every query row of sequence i sees in full: its first row is at `start`.
     let full = |i: usize| ((shapes[i].start + 1) / block_size).min(shapes[i].blocks);
     let mut by_first: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
-    let mut units = Vec::new();
+    let mut prefixes = Vec::new();
     for i in active {
         match seqs[i].block_table().first() {
             Some(&b) if full(i) > 0 => by_first.entry(b).or_default().push(i),
-            _ => units.push(single(i)),
+            _ => prefixes.push(single(i)),
         }
     }
     for members in by_first.into_values() {
@@ -71,13 +71,13 @@ pub(crate) fn plan_units(
             acc.min(common).min(full(i))
         });
         if members.len() > 1 && shared > 0 {
-            units.push(Unit { members, shared });
+            prefixes.push(SharedPrefix { members, shared });
         } else {
-            units.extend(members.into_iter().map(single));
+            prefixes.extend(members.into_iter().map(single));
         }
     }
-    units.sort_by_key(|u| u.members[0]);
-    units
+    prefixes.sort_by_key(|u| u.members[0]);
+    prefixes
 }
 
 #[cfg(test)]
@@ -103,10 +103,10 @@ mod tests {
         )
     }
 
-    fn plan(items: &[(SeqQueries<'_>, SeqShape)], sharing: Sharing) -> Vec<Unit> {
+    fn plan(items: &[(SeqQueries<'_>, SeqShape)], sharing: Sharing) -> Vec<SharedPrefix> {
         let seqs: Vec<_> = items.iter().map(|(s, _)| *s).collect();
         let shapes: Vec<_> = items.iter().map(|(_, s)| *s).collect();
-        plan_units(&seqs, &shapes, 4, sharing)
+        plan_shared_prefixes(&seqs, &shapes, 4, sharing)
     }
 
     #[test]
@@ -115,7 +115,7 @@ mod tests {
         let items = [seq(&a, 14, 1), seq(&b, 13, 2), seq(&c, 12, 1)];
         assert_eq!(
             plan(&items, Sharing::Auto),
-            vec![Unit {
+            vec![SharedPrefix {
                 members: vec![0, 1, 2],
                 shared: 2
             }]
@@ -134,7 +134,7 @@ mod tests {
         let items = [seq(&a, 14, 1), seq(&b, 6, 8)];
         assert_eq!(
             plan(&items, Sharing::Auto),
-            vec![Unit {
+            vec![SharedPrefix {
                 members: vec![0, 1],
                 shared: 1
             }]
@@ -143,7 +143,7 @@ mod tests {
         let items = [seq(&a, 14, 1), seq(&b, 7, 1)];
         assert_eq!(
             plan(&items, Sharing::Auto),
-            vec![Unit {
+            vec![SharedPrefix {
                 members: vec![0, 1],
                 shared: 2
             }]
@@ -154,9 +154,9 @@ mod tests {
     fn unrelated_lone_and_empty_sequences_stay_single_or_absent() {
         let (a, b, c) = ([1u32, 2], [3u32, 4], [1u32, 5]);
         let items = [seq(&a, 5, 1), seq(&b, 5, 1), seq(&c, 2, 1), seq(&a, 5, 0)];
-        let units = plan(&items, Sharing::Auto);
+        let prefixes = plan(&items, Sharing::Auto);
         // c (position 2) sees no full block, so a has nobody to share with.
-        let members: Vec<_> = units
+        let members: Vec<_> = prefixes
             .iter()
             .map(|u| (u.members.clone(), u.shared))
             .collect();

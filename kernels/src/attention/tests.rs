@@ -213,8 +213,8 @@ fn matches_reference_on_random_batches() {
     }
 }
 
-/// Alone, every sequence is a one-member unit cut by head; in the batch, the branches over
-/// `prefix` (9 blocks) and `prefix[..8]` form one 11-member unit that shares one whole segment,
+/// Alone, every sequence is a one-member prefix cut by head; in the batch, the branches over
+/// `prefix` (9 blocks) and `prefix[..8]` form one 11-member prefix that shares one whole segment,
 /// so its second segment is streamed (every head, chunks of members) and its rows still get
 /// the same bits.
 #[test]

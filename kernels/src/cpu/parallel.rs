@@ -1,5 +1,5 @@
 //! Work sharing for one matmul call: the output columns are cut into tasks of whole 16-column
-//! tiles, shared between the calling thread and rayon helpers by `share.rs` (why not a plain
+//! tiles, shared between the calling thread and rayon helpers by `work_sharing` (why not a plain
 //! `par_iter` is explained there). The caller quantizes the activations after waking the
 //! helpers, so that their wake-up overlaps it.
 //!
@@ -13,7 +13,7 @@
 
 use std::sync::Arc;
 
-use crate::share::share_prepared;
+use crate::work_sharing::run_tasks_prepared;
 
 use super::columns::Columns;
 use super::kernel::Kernel;
@@ -56,7 +56,7 @@ impl Tasks {
     /// into its columns of `out`.
     fn compute(&self, t: usize, act: &QuantizedRows, out: &Columns<'_>) {
         let (cols, job) = (self.cols(t), &self.job);
-        // `share_prepared` hands out every task once, and tasks' columns are disjoint.
+        // `run_tasks_prepared` hands out every task once, and tasks' columns are disjoint.
         let Some(claim) = out.claim(cols.clone()) else {
             panic!("columns {cols:?} of task {t} were claimed before: a work-sharing bug");
         };
@@ -88,7 +88,7 @@ pub(crate) fn run(
     let cols_per_task = tiles.div_ceil(tasks.clamp(1, tiles.max(1))) * TILE;
     let n_tasks = job.n.div_ceil(cols_per_task);
     let job = Tasks { job, cols_per_task };
-    let nothing_to_copy = share_prepared(
+    let nothing_to_copy = run_tasks_prepared(
         n_tasks,
         helpers,
         quantize,

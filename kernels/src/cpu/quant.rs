@@ -17,7 +17,7 @@ use rayon::prelude::*;
 use super::groups::{Entry, Fill, RowGroups};
 #[cfg(target_arch = "x86_64")]
 use super::{quant_avx512, x86};
-use crate::share::share_pair;
+use crate::work_sharing::run_pair;
 
 /// Elements per quantization block (Q4_1, Q8_0 and Q8_1 alike).
 pub(crate) const QK: usize = 32;
@@ -123,7 +123,7 @@ pub(crate) struct QuantizedRows {
 const PAR_MIN_FLOATS: usize = 1 << 16;
 
 /// Activations (floats) from which quantizing is split in two halves, one on a helper
-/// (`share_pair`, the forward pass's crew): a batched decode step's (with the regrouping for
+/// (`run_pair`, the forward pass's hot helper): a batched decode step's (with the regrouping for
 /// the AMX kernel, ~2 ms of serial work per 16-row step of the default model), not a single
 /// stream's.
 const HALVES_MIN_FLOATS: usize = 1 << 13;
@@ -210,7 +210,7 @@ impl QuantizedRows {
                 let (b0, b1) = blocks.split_at_mut(b_half);
                 let (x0, x1) = rest.split_at(b_half);
                 let halves = [(0, e0, x0, b0), (e_half, e1, x1, b1)];
-                share_pair(halves, &|(first, entries, xs, out)| {
+                run_pair(halves, &|(first, entries, xs, out)| {
                     fill.run(*first, entries);
                     quantize(xs, out);
                 });

@@ -1,5 +1,5 @@
 //! [`CudaKernels`]: one CUDA context and stream with every kernel module loaded, the handle all
-//! launchers hang off (`attention`, `kv`, `sampling`).
+//! launchers hang off (`attention`, `kv`).
 //!
 //! The driver library is loaded at run time (cudarc's `fallback-dynamic-loading`), so a binary
 //! built with feature `cuda` starts on a machine without a GPU; `CudaKernels::new` then returns
@@ -23,7 +23,6 @@ struct Modules {
     paged_attention: Arc<CudaModule>,
     cascade_attention: Arc<CudaModule>,
     kv_cache: Arc<CudaModule>,
-    sampling: Arc<CudaModule>,
 }
 
 /// Which module a kernel lives in.
@@ -35,8 +34,6 @@ pub(crate) enum Module {
     CascadeAttention,
     /// `cuda/kv_cache.cu`.
     KvCache,
-    /// `cuda/sampling.cu`.
-    Sampling,
 }
 
 /// A CUDA device with Ponder's kernels loaded; launches run in order on one stream.
@@ -98,7 +95,6 @@ impl CudaKernels {
             paged_attention: load(ptx::PAGED_ATTENTION)?,
             cascade_attention: load(ptx::CASCADE_ATTENTION)?,
             kv_cache: load(ptx::KV_CACHE)?,
-            sampling: load(ptx::SAMPLING)?,
         };
         Ok(CudaKernels {
             ctx,
@@ -141,7 +137,6 @@ impl CudaKernels {
             Module::PagedAttention => &self.modules.paged_attention,
             Module::CascadeAttention => &self.modules.cascade_attention,
             Module::KvCache => &self.modules.kv_cache,
-            Module::Sampling => &self.modules.sampling,
         };
         Ok(m.load_function(name)?)
     }
@@ -172,7 +167,6 @@ mod tests {
         cascade_kernel, cascade_smem_bytes, partial_kernel, MAX_HEAD_DIM,
     };
     use super::super::kv::{append_kernel, copy_kernel};
-    use super::super::sampling::SAMPLE_KERNEL;
     use super::*;
     use crate::kv::KvDtype;
 
@@ -180,7 +174,7 @@ mod tests {
     /// architectures: a renamed kernel fails here, without a GPU.
     #[test]
     fn every_launched_kernel_is_in_the_embedded_ptx() {
-        let mut wanted = vec![(ptx::SAMPLING, SAMPLE_KERNEL.to_string())];
+        let mut wanted = Vec::new();
         for dtype in [KvDtype::F32, KvDtype::F16, KvDtype::Bf16] {
             for dpl in [1, 2, 4, 8] {
                 wanted.push((ptx::PAGED_ATTENTION, partial_kernel(dtype, dpl, false)));

@@ -3,7 +3,6 @@
 
 use crate::attention::AttentionError;
 use crate::kv::KvError;
-use crate::sampling::SamplingError;
 
 /// Errors from creating the CUDA context or launching a kernel.
 #[derive(Debug, thiserror::Error)]
@@ -36,9 +35,6 @@ pub enum CudaError {
     /// Invalid KV append / copy arguments.
     #[error(transparent)]
     Kv(#[from] KvError),
-    /// Invalid sampling arguments, or a row of bad logits.
-    #[error(transparent)]
-    Sampling(#[from] SamplingError),
     /// A device buffer has the wrong number of elements.
     #[error("`{arg}` has {got} elements on the device; the call needs {expected}")]
     DeviceLen {

@@ -9,7 +9,6 @@
 //! | --- | --- | --- |
 //! | `plan_attention` + `run_attention` (`paged_attention`, `cascade_attention`) | `paged_attention.cu`, `cascade_attention.cu` | `attention::{paged_attention, cascade_attention}` |
 //! | `kv_append`, `kv_copy_blocks` | `kv_cache.cu` | `kv::{append, copy_blocks}` |
-//! | `sample` | `sampling.cu` | `sampling::sample` |
 //!
 //! Without the feature none of this (nor cudarc) is built.
 
@@ -19,7 +18,6 @@ mod error;
 mod kv;
 mod plan;
 mod ptx;
-mod sampling;
 
 pub use attention::{AttentionPlan, CudaPagedKv, PlanLayout, SeqSpan, MAX_HEAD_DIM};
 pub use cudarc;

@@ -22,8 +22,8 @@ impl Scheduler {
     pub fn step(&mut self) -> Result<Vec<Event>> {
         let mut events = std::mem::take(&mut self.pending);
         // On the CPU one helper stays hot through the forward pass and the sampling after it.
-        let _crew = matches!(self.model.compute_device(), ComputeDevice::Cpu)
-            .then(ponder_kernels::Crew::start);
+        let _hot_helper = matches!(self.model.compute_device(), ComputeDevice::Cpu)
+            .then(ponder_kernels::HotHelper::start);
         self.retire_cancelled(&mut events);
         self.admit();
         let plan = self.plan()?;
@@ -107,7 +107,7 @@ impl Scheduler {
     /// Samples the next token of every planned sequence that finishes its chunk with a sampler
     /// of its own, from `outputs` (the forward pass's readouts, in plan order). The random
     /// numbers are taken here in plan order; the passes over the vocabulary, most of a
-    /// batch's sampling time, run on this thread and a helper (`share_map`).
+    /// batch's sampling time, run on this thread and a helper (`map_tasks`).
     fn draw_all(
         &mut self,
         plan: &[Planned],
@@ -126,7 +126,7 @@ impl Scheduler {
             }
         }
         let seqs = &self.seqs;
-        let tokens = ponder_kernels::share_map(jobs.len(), &|i| {
+        let tokens = ponder_kernels::map_tasks(jobs.len(), &|i| {
             let (seq, logits, draw) = &jobs[i];
             let context = seqs.get(seq).map_or(&[][..], |s| &s.tokens[..]);
             draw.sample(&logits.to_vec1::<f32>()?, context)

@@ -19,9 +19,13 @@
 //! any non-empty answer; deterministic (fixed seed); bounded work (see [`crate::latex`]).
 #![deny(clippy::indexing_slicing)]
 
+mod forms;
+mod sets;
+
 use crate::extract::extract_answer;
-use crate::latex::{self, eval_value, Env, Expr, Num, RelOp, Value};
+use crate::latex::{self, eval_value, square_size, Env, Expr, Num, RelOp, Value};
 use crate::normalize::{normalize, Normalized};
+use forms::text_key;
 use num_bigint::BigInt;
 use num_rational::BigRational;
 use num_traits::Zero;
@@ -48,7 +52,10 @@ impl Answer {
     /// Normalises and parses `answer` (an already-extracted answer, not a whole output).
     pub fn new(answer: &str) -> Self {
         let norm = normalize(answer);
-        let expr = latex::parse(&norm.text).ok().map(inequality_to_interval);
+        let expr = sets::all_reals(answer).or_else(|| match latex::parse(&norm.text) {
+            Ok(e) => Some(sets::described_set(e, &norm)),
+            Err(_) => forms::number_words(&norm.text).map(Expr::Number),
+        });
         Self { norm, expr }
     }
 
@@ -68,65 +75,25 @@ impl Answer {
         if a.is_empty() || b.is_empty() {
             return false;
         }
+        let (ua, ub) = (&self.norm.units, &other.norm.units);
+        if !ua.is_empty() && !ub.is_empty() && ua != ub {
+            return false;
+        }
         if a == b {
             return true;
         }
-        match (&self.expr, &other.expr) {
+        let pred_value = match forms::base_verdict(a, b) {
+            forms::BaseVerdict::Decided(verdict) => return verdict,
+            forms::BaseVerdict::PredValue(v) => Some(Expr::Number(v)),
+            forms::BaseVerdict::NotBase => None,
+        };
+        if let Some(verdict) = forms::choice_verdict(a, b) {
+            return verdict;
+        }
+        match (&self.expr, pred_value.as_ref().or(other.expr.as_ref())) {
             (Some(x), Some(y)) => values_equivalent(x, &self.norm, y, &other.norm),
             _ => text_key(a) == text_key(b),
         }
-    }
-}
-
-/// `x > 3` is the interval `(3, \infty)`, `-1 \le x < 2` is `[-1, 2)`: a comparison of one
-/// variable with constants is the set it describes.
-fn inequality_to_interval(e: Expr) -> Expr {
-    let Expr::Relation(operands, ops) = &e else {
-        return e;
-    };
-    let is_var = |x: &Expr| matches!(x, Expr::Var(_));
-    let constant = |x: &Expr| x.variables().is_empty();
-    let less = |op: &RelOp| matches!(op, RelOp::Lt | RelOp::Le);
-    let greater = |op: &RelOp| matches!(op, RelOp::Gt | RelOp::Ge);
-    let inf = || Expr::Const(latex::Constant::Infinity);
-    let neg_inf = || Expr::Neg(Box::new(inf()));
-    let interval = |lo: Expr, hi: Expr, lo_closed: bool, hi_closed: bool| {
-        if lo_closed || hi_closed {
-            Expr::Interval {
-                lo: Box::new(lo),
-                hi: Box::new(hi),
-                lo_closed,
-                hi_closed,
-            }
-        } else {
-            Expr::Tuple(vec![lo, hi])
-        }
-    };
-    match (operands.as_slice(), ops.as_slice()) {
-        // x < c, x > c, and the same with the sides swapped.
-        ([v, c], [op]) | ([c, v], [op]) if is_var(v) && constant(c) => {
-            let op = if operands.first().is_some_and(is_var) {
-                *op
-            } else {
-                op.mirrored()
-            };
-            match op {
-                RelOp::Lt | RelOp::Le => interval(neg_inf(), c.clone(), false, op == RelOp::Le),
-                RelOp::Gt | RelOp::Ge => interval(c.clone(), inf(), op == RelOp::Ge, false),
-                _ => e,
-            }
-        }
-        // a < x < b, and b > x > a.
-        ([a, v, b], [op1, op2]) if is_var(v) && constant(a) && constant(b) => {
-            if less(op1) && less(op2) {
-                interval(a.clone(), b.clone(), *op1 == RelOp::Le, *op2 == RelOp::Le)
-            } else if greater(op1) && greater(op2) {
-                interval(b.clone(), a.clone(), *op2 == RelOp::Ge, *op1 == RelOp::Ge)
-            } else {
-                e
-            }
-        }
-        _ => e,
     }
 }
 
@@ -199,14 +166,6 @@ fn gold_answer(gold: &str) -> String {
     gold.trim().to_string()
 }
 
-/// Case- and space-insensitive key for text answers.
-fn text_key(s: &str) -> String {
-    s.chars()
-        .filter(|c| !c.is_whitespace() && !matches!(c, '{' | '}' | '\\' | '.'))
-        .flat_map(char::to_lowercase)
-        .collect()
-}
-
 /// Ways a value may be read: as written, as hundredths (percent), as degrees.
 fn readings(n: &Normalized) -> Vec<Num> {
     let mut out = vec![Num::Exact(BigRational::from_integer(BigInt::from(1)))];
@@ -250,10 +209,39 @@ fn points(vars: &std::collections::BTreeSet<String>) -> Vec<Env> {
         .collect()
 }
 
+/// `m = 3, n = -4` read as the tuple `(3, -4)` when the other answer is a tuple or a vector.
+fn as_tuple_against(e: &Expr, n: &Normalized, other: &Expr) -> Option<Expr> {
+    match (e, other) {
+        (Expr::Set(items), Expr::Tuple(_) | Expr::Matrix(_) | Expr::Interval { .. })
+            if n.named_tuple =>
+        {
+            Some(Expr::Tuple(items.clone()))
+        }
+        _ => None,
+    }
+}
+
 fn values_equivalent(a: &Expr, na: &Normalized, b: &Expr, nb: &Normalized) -> bool {
+    let a_tuple = as_tuple_against(a, na, b);
+    let b_tuple = as_tuple_against(b, nb, a);
+    let a = a_tuple.as_ref().unwrap_or(a);
+    let b = b_tuple.as_ref().unwrap_or(b);
     let mut vars = a.variables();
     vars.extend(b.variables());
-    let envs = points(&vars);
+    // `I`, `-I`, `2I`, `I_3` against a square matrix: `I` is the identity of that size.
+    let identity = square_size(a).or_else(|| square_size(b)).filter(|n| {
+        *n <= latex::MAX_IDENTITY && vars.iter().any(|v| latex::is_identity_name(v, *n))
+    });
+    if let Some(n) = identity {
+        vars.retain(|v| !latex::is_identity_name(v, n));
+    }
+    let envs: Vec<Env> = points(&vars)
+        .into_iter()
+        .map(|env| match identity {
+            Some(n) => env.with_identity(n),
+            None => env,
+        })
+        .collect();
     let evaluated: Vec<(Value, Value)> = envs
         .iter()
         .filter_map(|env| {
@@ -362,6 +350,35 @@ fn values_eq(a: &Value, b: &Value) -> bool {
         {
             x.first().is_some_and(|only| values_eq(only, other))
         }
+        // A column or row vector and the tuple of its entries, in order.
+        (Value::Matrix(m), Value::Tuple(t)) | (Value::Tuple(t), Value::Matrix(m)) => {
+            vector_entries(m).is_some_and(|v| {
+                v.len() == t.len()
+                    && v.iter()
+                        .zip(t)
+                        .all(|(x, y)| matches!(y, Value::Scalar(y) if num_eq(x, y)))
+            })
+        }
+        // `[a, b]` written for a two-entry vector.
+        (
+            Value::Matrix(m),
+            Value::Interval {
+                lo,
+                hi,
+                lo_closed: true,
+                hi_closed: true,
+            },
+        )
+        | (
+            Value::Interval {
+                lo,
+                hi,
+                lo_closed: true,
+                hi_closed: true,
+            },
+            Value::Matrix(m),
+        ) => vector_entries(m)
+            .is_some_and(|v| matches!(v.as_slice(), [x, y] if num_eq(x, lo) && num_eq(y, hi))),
         (Value::Matrix(x), Value::Matrix(y)) => {
             x.len() == y.len()
                 && x.iter()
@@ -378,6 +395,15 @@ fn values_eq(a: &Value, b: &Value) -> bool {
             forward || backward
         }
         _ => false,
+    }
+}
+
+/// The entries of a one-column or one-row matrix, in order.
+fn vector_entries(m: &[Vec<Num>]) -> Option<Vec<&Num>> {
+    match m {
+        [row] => Some(row.iter().collect()),
+        rows if rows.iter().all(|r| r.len() == 1) => Some(rows.iter().flatten().collect()),
+        _ => None,
     }
 }
 

@@ -1,22 +1,49 @@
 //! Math equivalence of two answers, and grading a model's output against a gold answer.
 //!
-//! Two extracted answers are equivalent when (in order): their normalised strings are equal;
-//! or, when either is text rather than math, their normalised strings match ignoring case and
-//! spacing; or both parse as LaTeX and their values agree. Values agree exactly when both are
-//! rational (`0.5` ≡ `\frac{1}{2}`, `2^{10}` ≡ `1024`), otherwise within a relative tolerance of
-//! [`REL_TOL`] (`\sqrt{8}` ≡ `2\sqrt{2}`). Expressions with variables are compared at
-//! [`POINTS`] random points drawn from a fixed seed (`(x+1)^2` ≡ `x^2+2x+1`), the classic
-//! randomized identity test. Structure must match: tuples in order, sets and unions in any
-//! order, intervals with the same ends, matrices of one shape; a `±` answer is the set of its
-//! values. An answer written with `%` may also be read as hundredths and one written with a
-//! degree mark as degrees (`50\%` ≡ `0.5`, `30^\circ` ≡ `\frac{\pi}{6}`).
+//! Two extracted answers are equivalent when (in order): their units, where both have one,
+//! agree; their normalised strings are equal; a rule for a special form decides (a numeral in
+//! another base, a multiple-choice letter: `forms.rs`); or, when either is text rather than
+//! math, their normalised strings match ignoring case and spacing; or both parse as LaTeX and
+//! their values agree. Values agree exactly when both are rational (`0.5` ≡ `\frac{1}{2}`,
+//! `2^{10}` ≡ `1024`), otherwise within a relative tolerance of [`REL_TOL`] (`\sqrt{8}` ≡
+//! `2\sqrt{2}`). Expressions with variables are compared at [`POINTS`] random points drawn from
+//! a fixed seed (`(x+1)^2` ≡ `x^2+2x+1`), the classic randomized identity test. Structure must
+//! match: tuples in order, sets and unions in any order, intervals with the same ends, matrices
+//! of one shape; a `±` answer is the set of its values. An answer written with `%` may also be
+//! read as hundredths and one written with a degree mark as degrees (`50\%` ≡ `0.5`,
+//! `30^\circ` ≡ `\frac{\pi}{6}`).
+//!
+//! # MATH's conventions
+//!
+//! The MATH benchmark (Hendrycks et al. 2021) and AIME write one gold answer per problem, in the
+//! form the question asked for; the gold's form stands for the question:
+//!
+//! - **Base.** A gold `1011_2` or `3A_{16}` means the question asked for a base-`b` numeral: the
+//!   same digits with or without the subscript are right (`1011`, `3a`, `204_{\text{five}}`);
+//!   the decimal value (`11`) and the digits in another base (`1011_3`) are wrong. A gold in
+//!   base ten accepts a numeral in another base by the number it names (`1011_2` for `11`).
+//! - **Form.** An ordered pair or triple is a tuple: order matters, and named components count
+//!   in the order written (`m = 3, n = -4` ≡ `(3,-4)`; `n = -4, m = 3` is read as `(-4, 3)`); a
+//!   column or row vector equals the tuple of its entries (also `\langle…\rangle`, `[a, b]`);
+//!   a scalar times a vector or matrix is multiplied out (`2\begin{pmatrix}1\\3\end{pmatrix}`);
+//!   `I`, `-I`, `2I`, `I_n` against a square matrix are multiples of its identity. A list of
+//!   solutions of one unknown is a set (`x = -2, x = 1` ≡ `-2, 1`). An interval equals the
+//!   inequality describing it, an `or` of inequalities a union, an `and` an intersection, `x \ne
+//!   c` the line without `c`, `\mathbb{R}` the whole line ([`sets`]). A number in words is the
+//!   number (`twenty-one` ≡ `21`, `one half` ≡ `\frac12`). A multiple-choice gold `(B)` takes
+//!   `B`, `(B)`, `\text{(B) Parabola}`, `Option B`, and its label when the gold gives one.
+//!   AIME answers are integers 0–999 often written with three digits: `033` ≡ `33`.
+//! - **Units.** Units after a number are dropped (`5\text{ cm}` ≡ `5`), but two answers whose
+//!   units differ are not equal (`5 cm` ≢ `5 m`: no conversion is attempted).
 //!
 //! The design follows HuggingFace's math-verify (normalise, parse, compare symbolically then
 //! numerically) and the MATH benchmark's graders; the fixture in `tests/fixtures/` measures how
-//! close we are (see `tests/grader_acceptance.rs`).
+//! close we are (see `tests/grader_acceptance.rs` and `verifiers/LABELLING.md`).
 //!
-//! Invariants: total and symmetric — `equivalent(a, b) == equivalent(b, a)` — and reflexive on
-//! any non-empty answer; deterministic (fixed seed); bounded work (see [`crate::latex`]).
+//! Invariants: symmetric — `equivalent(a, b) == equivalent(b, a)` — except for base numerals,
+//! where the first argument is the gold (`equivalent("11", "1011_2")` but not
+//! `equivalent("1011_2", "11")`); reflexive on any non-empty answer; total; deterministic
+//! (fixed seed); bounded work (see [`crate::latex`]). No rule makes two different numbers equal.
 #![deny(clippy::indexing_slicing)]
 
 mod forms;
@@ -69,7 +96,8 @@ impl Answer {
         self.expr.as_ref()
     }
 
-    /// Whether the two answers are mathematically equivalent (see the module docs).
+    /// Whether `other` (a prediction) is mathematically equivalent to this answer (the gold;
+    /// see the module docs).
     pub fn is_equivalent(&self, other: &Answer) -> bool {
         let (a, b) = (&self.norm.text, &other.norm.text);
         if a.is_empty() || b.is_empty() {
@@ -97,7 +125,8 @@ impl Answer {
     }
 }
 
-/// Whether two extracted answers are mathematically equivalent.
+/// Whether two extracted answers are mathematically equivalent; `a` is the gold (it matters
+/// only for numerals in another base, see the module docs).
 ///
 /// ```
 /// use ponder_verifiers::equivalent;
@@ -109,6 +138,11 @@ impl Answer {
 /// assert!(!equivalent("(1, 2)", "(2, 1)"));
 /// assert!(!equivalent("[1, 2)", "[1, 2]"));
 /// assert!(!equivalent(r"\pi", "3.14"));
+/// assert!(equivalent("1011_2", "1011") && !equivalent("1011_2", "11"));
+/// assert!(equivalent(r"\begin{pmatrix} 2 \\ 6 \end{pmatrix}", r"2\begin{pmatrix} 1 \\ 3 \end{pmatrix}"));
+/// assert!(equivalent(r"(-\infty, 2) \cup (5, \infty)", r"x < 2 \text{ or } x > 5"));
+/// assert!(equivalent(r"\text{(B)}", r"\text{(B) Parabola}") && !equivalent(r"\text{(B)}", "C"));
+/// assert!(!equivalent(r"5\text{ cm}", r"5\text{ m}"));
 /// ```
 pub fn equivalent(a: &str, b: &str) -> bool {
     Answer::new(a).is_equivalent(&Answer::new(b))
@@ -489,6 +523,44 @@ mod tests {
         yes(r"\text{Monday}", "monday");
         no("Monday", "dynamo");
         yes(r"\text{(B)}", "B");
+    }
+
+    #[test]
+    fn math_forms() {
+        // Bases: the gold's form decides.
+        yes("1011_2", "1011_{2}");
+        assert!(equivalent("1011_2", "1011"));
+        assert!(!equivalent("1011_2", "11"));
+        assert!(equivalent("11", "1011_2"));
+        no("1011_2", "1011_3");
+        // Named components, vectors, matrices.
+        yes("(3,-4)", "m = 3, n = -4");
+        no("(3,-4)", "m = -4, n = 3");
+        yes("-2, 1", "x = 1, x = -2");
+        yes(r"\begin{pmatrix} 1 \\ 2 \end{pmatrix}", "(1, 2)");
+        no(r"\begin{pmatrix} 1 \\ 2 \end{pmatrix}", "(2, 1)");
+        yes(r"\begin{pmatrix} -1 & 0 \\ 0 & -1 \end{pmatrix}", "-I");
+        no(r"\begin{pmatrix} -1 & 0 \\ 0 & -1 \end{pmatrix}", "I");
+        no(r"\begin{pmatrix} 1 & 1 \\ 0 & 1 \end{pmatrix}", "I");
+        yes(
+            r"\begin{pmatrix} 2 & 4 \\ 6 & 8 \end{pmatrix}",
+            r"2\begin{pmatrix} 1 & 2 \\ 3 & 4 \end{pmatrix}",
+        );
+        // Words, inequalities, choices, units.
+        yes("21", r"\text{twenty-one}");
+        no("21", r"\text{twelve}");
+        yes("[-1, 4)", r"x \ge -1 \text{ and } x < 4");
+        yes(r"(-\infty, 3) \cup (3, \infty)", r"x \ne 3");
+        no(
+            r"(-\infty, 2) \cup (5, \infty)",
+            r"x < 2 \text{ and } x > 5",
+        );
+        yes(r"(-\infty, \infty)", r"\mathbb{R}");
+        yes(r"\text{(B) Parabola}", "parabola");
+        no(r"\text{(B) Parabola}", r"\text{(B) Circle}");
+        yes(r"5\text{ cm}", r"5 \text{ centimeters}");
+        no(r"5\text{ cm}", r"5\text{ m}");
+        yes("33", "033");
     }
 
     #[test]

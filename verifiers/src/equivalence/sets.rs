@@ -1,6 +1,7 @@
 //! Inequalities as the sets they describe: `x > 3` is `(3, \infty)`, `-1 \le x < 4` is
 //! `[-1, 4)`, `x < 2 or x > 5` (also `\text{ or }`, `\lor`, `\cup`) is
-//! `(-\infty, 2) \cup (5, \infty)`, `x > -1 and x < 4` is `(-1, 4)`, `x \ne 3` is
+//! `(-\infty, 2) \cup (5, \infty)` (so is the bare list `x<2, x>5`, which is what normalising
+//! the `or` leaves), `x > -1 and x < 4` is `(-1, 4)`, `x \ne 3` is
 //! `(-\infty, 3) \cup (3, \infty)`, and `\mathbb{R}` or "all real numbers" is
 //! `(-\infty, \infty)`.
 //!
@@ -119,8 +120,10 @@ pub(super) fn described_set(e: Expr, norm: &Normalized) -> Expr {
     let bare_list = !norm.text.starts_with("\\{");
     let (parts, union) = match &e {
         Expr::Union(parts) => (parts, true),
-        Expr::Set(parts) if bare_list && norm.or_joined != norm.and_joined => {
-            (parts, norm.or_joined)
+        // A bare list of inequalities is a union unless `and` (and only `and`) joined it: the
+        // normalised text of `x < 2 or x > 5` is `x<2,x>5`, and must mean the same.
+        Expr::Set(parts) if bare_list && !(norm.or_joined && norm.and_joined) => {
+            (parts, !norm.and_joined)
         }
         _ => return e,
     };

@@ -21,8 +21,9 @@ pub(crate) struct Normalized {
     pub(crate) percent: bool,
     /// A degree mark was removed: the value may be read as degrees.
     pub(crate) degrees: bool,
-    /// The units removed after a number, canonical (`cm`, `foot`), sorted; fillers such as
-    /// `square` or `units` are not units. Two answers with different units differ.
+    /// The units removed, canonical (`cm`, `foot`, `degree` for a degree mark, `dollar` for
+    /// `\$`), sorted; fillers such as `square` or `units` are not units. Two answers with
+    /// different units differ.
     pub(crate) units: Vec<String>,
     /// Every top-level part was `name = value` with distinct names (`m = 3, n = -4`): the
     /// values in the order written are the components of a tuple.
@@ -58,6 +59,9 @@ pub(crate) fn normalize(raw: &str) -> Normalized {
     let mut n = Normalized::default();
     let mut s = replace_unicode(raw);
     s = strip_math_delims(s.trim());
+    if s.contains("\\$") {
+        add_unit("dollar", &mut n);
+    }
     s = s.replace("\\$", " ").replace('$', " ");
     s = unwrap_commands(&s, &["boxed", "fbox"]);
     for name in [
@@ -100,6 +104,7 @@ pub(crate) fn normalize(raw: &str) -> Normalized {
     ] {
         if s.contains(mark) {
             n.degrees = true;
+            add_unit("degree", &mut n);
             s = s.replace(mark, "");
         }
     }
@@ -403,17 +408,21 @@ fn mark_unit(word: &str, n: &mut Normalized) {
     }
     for w in word.split(|c: char| c.is_whitespace() || c == '/' || c == '^' || c == '.') {
         if let Some(u) = canonical_unit(w) {
-            if let Err(at) = n.units.binary_search(&u) {
-                n.units.insert(at, u);
-            }
+            add_unit(&u, n);
         }
+    }
+}
+
+fn add_unit(unit: &str, n: &mut Normalized) {
+    if let Err(at) = n.units.binary_search_by(|u| u.as_str().cmp(unit)) {
+        n.units.insert(at, unit.to_string());
     }
 }
 
 /// Unit words that name no unit (`square units`, `sq ft`), and counted things (`ways`).
 const UNIT_FILLERS: &[&str] = &[
-    "", "2", "3", "square", "sq", "cubic", "unit", "units", "per", "ways", "way", "degree",
-    "degrees", "percent", "of", "total",
+    "", "2", "3", "square", "sq", "cubic", "unit", "units", "per", "ways", "way", "percent", "of",
+    "total",
 ];
 
 /// One name per unit, so `cm` and `centimeters` agree and `cm` and `m` do not.
@@ -438,6 +447,7 @@ fn canonical_unit(word: &str) -> Option<String> {
         "h" | "hr" | "hrs" | "hour" | "hours" => "hour",
         "cent" | "cents" => "cent",
         "dollar" | "dollars" => "dollar",
+        "degree" | "degrees" | "deg" => "degree",
         "l" | "liter" | "liters" | "litre" | "litres" => "liter",
         "ml" | "milliliter" | "milliliters" => "ml",
         other => return Some(other.strip_suffix('s').unwrap_or(other).to_string()),

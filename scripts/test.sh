@@ -8,6 +8,7 @@
 #   are `deny` outside tests;
 # - the kernels crate built with `--features cuda` (build.rs embeds the PTX) and its
 #   launcher/PTX consistency tests and GPU parity tests (which skip, saying so, without a GPU).
+# - the grader's labelled pairs cross-checked with a pinned math-verify release;
 # - the HTTP API against clients written elsewhere: Python (openai, schemathesis), and a browser
 #   (headless Chromium + playwright-core; screenshots in target/artifacts/).
 set -euo pipefail
@@ -21,6 +22,14 @@ PONDER_REQUIRE_NVCC=1 cargo test --workspace
 # an await: the workspace's clippy lints at `deny` (Cargo.toml; exceptions in RELIABILITY.md).
 # Every target, so the tests' own code stays clean too (they may unwrap: clippy.toml).
 cargo clippy --workspace --all-targets
+# The grader's hand-labelled pairs against HuggingFace's math-verify (the release pinned in
+# verifiers/scripts/math-verify-requirements.txt, in a venv under the target dir): fails when a
+# verdict recorded in the fixture differs from the live one, or when a pair where math-verify
+# disagrees with the hand label has no recorded reason; prints every such pair with its reason.
+PY_MV="${CARGO_TARGET_DIR:-target}/py-math-verify"
+[ -x "$PY_MV/bin/python" ] || python3 -m venv "$PY_MV"
+"$PY_MV/bin/pip" install -q --disable-pip-version-check -r verifiers/scripts/math-verify-requirements.txt
+"$PY_MV/bin/python" verifiers/scripts/crosscheck_math_verify.py --check
 # The HTTP API against clients written elsewhere: the official `openai` Python client and
 # schemathesis (pinned PyPI releases, in a venv under the target dir) talk to a real `ponder serve`:
 # the `ponder` binary `cargo test` just built for the CLI tests (a separate `cargo build` would

@@ -186,7 +186,7 @@ fn answer_phrase(text: &str) -> Option<String> {
         .trim_start();
     for (open, close) in [("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]")] {
         if let Some(inner) = rest.strip_prefix(open) {
-            if let Some(stop) = inner.find(close) {
+            if let Some(stop) = find_unescaped(inner, close) {
                 let a = inner[..stop].trim();
                 if !a.is_empty() {
                     return Some(a.to_string());
@@ -201,6 +201,21 @@ fn answer_phrase(text: &str) -> Option<String> {
         .trim_end_matches(['.', ',', ';'])
         .trim();
     (!a.is_empty()).then(|| a.to_string())
+}
+
+/// Byte index of the first `pat` in `s` that is not escaped by a backslash (`\$` is a dollar
+/// sign inside math, not the end of it).
+fn find_unescaped(s: &str, pat: &str) -> Option<usize> {
+    let mut from = 0;
+    while let Some(rel) = s.get(from..)?.find(pat) {
+        let at = from + rel;
+        let backslashes = s[..at].bytes().rev().take_while(|&c| c == b'\\').count();
+        if backslashes % 2 == 0 {
+            return Some(at);
+        }
+        from = at + pat.len();
+    }
+    None
 }
 
 /// Byte index where the first sentence of `line` ends: a `.` not between digits and followed
@@ -353,6 +368,7 @@ mod tests {
         );
         check("Thus the answer is 3.5.", Some("3.5"));
         check("Final Answer: 42", Some("42"));
+        check(r"The answer is $\$18.90$.", Some(r"\$18.90"));
         check("So the answer is: Monday.", Some("Monday"));
     }
 

@@ -21,6 +21,17 @@ pub(crate) struct Normalized {
     pub(crate) percent: bool,
     /// A degree mark was removed: the value may be read as degrees.
     pub(crate) degrees: bool,
+    /// The units removed, canonical (`cm`, `foot`, `degree` for a degree mark, `dollar` for
+    /// `\$`), sorted; fillers such as `square` or `units` are not units. Two answers with
+    /// different units differ.
+    pub(crate) units: Vec<String>,
+    /// Every top-level part was `name = value` with distinct names (`m = 3, n = -4`): the
+    /// values in the order written are the components of a tuple.
+    pub(crate) named_tuple: bool,
+    /// Parts were joined by `or` (`x < 2 or x > 5`: a union).
+    pub(crate) or_joined: bool,
+    /// Parts were joined by `and` (`x > -1 and x < 4`: an intersection).
+    pub(crate) and_joined: bool,
 }
 
 /// Normalises an extracted answer to a canonical string.
@@ -48,6 +59,9 @@ pub(crate) fn normalize(raw: &str) -> Normalized {
     let mut n = Normalized::default();
     let mut s = replace_unicode(raw);
     s = strip_math_delims(s.trim());
+    if s.contains("\\$") {
+        add_unit("dollar", &mut n);
+    }
     s = s.replace("\\$", " ").replace('$', " ");
     s = unwrap_commands(&s, &["boxed", "fbox"]);
     for name in [
@@ -90,6 +104,7 @@ pub(crate) fn normalize(raw: &str) -> Normalized {
     ] {
         if s.contains(mark) {
             n.degrees = true;
+            add_unit("degree", &mut n);
             s = s.replace(mark, "");
         }
     }
@@ -97,12 +112,22 @@ pub(crate) fn normalize(raw: &str) -> Normalized {
         n.percent = true;
         s = s.replace("\\%", "").replace('%', "");
     }
+    for (from, to) in [
+        ("\\lor", " or "),
+        ("\\vee", " or "),
+        ("\\land", " and "),
+        ("\\wedge", " and "),
+    ] {
+        s = s.replace(from, to);
+    }
     s = text_commands(&s, &mut n);
+    n.or_joined |= s.contains(" or ");
+    n.and_joined |= s.contains(" and ");
     s = s.replace(" or ", ", ").replace(" and ", ", ");
     s = strip_trailing_punct(&s);
     s = strip_unit_words(&s, &mut n);
     s = collapse_whitespace(&s);
-    s = strip_prefixes(&s);
+    s = strip_prefixes(&s, &mut n);
     s = thousands(&s);
     s = strip_trailing_punct(&s);
     s = unwrap_outer_braces(&s);
@@ -319,6 +344,8 @@ fn text_commands(s: &str, n: &mut Normalized) -> String {
                 || inner.starts_with(char::is_whitespace))
             && !NOT_UNITS.contains(&word.as_str());
         if word == "or" || word == "and" {
+            n.or_joined |= word == "or";
+            n.and_joined |= word == "and";
             out.push_str(", ");
         } else if after_number && unitish && name != "operatorname" && name != "mathbb" {
             mark_unit(&word, n);
@@ -379,6 +406,53 @@ fn mark_unit(word: &str, n: &mut Normalized) {
     if word.starts_with("percent") {
         n.percent = true;
     }
+    for w in word.split(|c: char| c.is_whitespace() || c == '/' || c == '^' || c == '.') {
+        if let Some(u) = canonical_unit(w) {
+            add_unit(&u, n);
+        }
+    }
+}
+
+fn add_unit(unit: &str, n: &mut Normalized) {
+    if let Err(at) = n.units.binary_search_by(|u| u.as_str().cmp(unit)) {
+        n.units.insert(at, unit.to_string());
+    }
+}
+
+/// Unit words that name no unit (`square units`, `sq ft`), and counted things (`ways`).
+const UNIT_FILLERS: &[&str] = &[
+    "", "2", "3", "square", "sq", "cubic", "unit", "units", "per", "ways", "way", "percent", "of",
+    "total",
+];
+
+/// One name per unit, so `cm` and `centimeters` agree and `cm` and `m` do not.
+fn canonical_unit(word: &str) -> Option<String> {
+    let w = word.trim().to_ascii_lowercase();
+    if UNIT_FILLERS.contains(&w.as_str()) {
+        return None;
+    }
+    let name = match w.as_str() {
+        "mm" | "millimeter" | "millimeters" | "millimetre" | "millimetres" => "mm",
+        "cm" | "centimeter" | "centimeters" | "centimetre" | "centimetres" => "cm",
+        "m" | "meter" | "meters" | "metre" | "metres" => "m",
+        "km" | "kilometer" | "kilometers" | "kilometre" | "kilometres" => "km",
+        "in" | "inch" | "inches" => "inch",
+        "ft" | "foot" | "feet" => "foot",
+        "yd" | "yard" | "yards" => "yard",
+        "mi" | "mile" | "miles" => "mile",
+        "g" | "gram" | "grams" => "g",
+        "kg" | "kilogram" | "kilograms" => "kg",
+        "s" | "sec" | "secs" | "second" | "seconds" => "second",
+        "min" | "mins" | "minute" | "minutes" => "minute",
+        "h" | "hr" | "hrs" | "hour" | "hours" => "hour",
+        "cent" | "cents" => "cent",
+        "dollar" | "dollars" => "dollar",
+        "degree" | "degrees" | "deg" => "degree",
+        "l" | "liter" | "liters" | "litre" | "litres" => "liter",
+        "ml" | "milliliter" | "milliliters" => "ml",
+        other => return Some(other.strip_suffix('s').unwrap_or(other).to_string()),
+    };
+    Some(name.to_string())
 }
 
 /// Drops unit words after a number: `12 inches`, `5 square units`, `3 dollars`.
@@ -517,9 +591,10 @@ fn constant_expr(lhs: &str) -> bool {
 }
 
 /// `x = 5` → `5`, `x \in [1, 2]` → `[1,2]`, `2+3=5` → `5`, on each top-level comma-separated
-/// part.
-fn strip_prefixes(s: &str) -> String {
+/// part. Records in `n` whether the parts were components named by distinct names.
+fn strip_prefixes(s: &str, n: &mut Normalized) -> String {
     let parts = split_top_level(s, ',');
+    let mut names: Vec<&str> = Vec::new();
     let stripped: Vec<String> = parts
         .iter()
         .map(|part| {
@@ -530,6 +605,9 @@ fn strip_prefixes(s: &str) -> String {
                     let chain = op == "=" && constant_expr(rhs);
                     let lhs_ok = |l: &str| simple_lhs(l) || (chain && constant_expr(l));
                     if op_ok && !rhs.trim().is_empty() && lhs.split('=').all(lhs_ok) {
+                        if op == "=" && simple_name(lhs) {
+                            names.push(lhs.trim());
+                        }
                         return rhs.trim().to_string();
                     }
                 }
@@ -537,6 +615,11 @@ fn strip_prefixes(s: &str) -> String {
             part.to_string()
         })
         .collect();
+    let distinct = names
+        .iter()
+        .enumerate()
+        .all(|(i, a)| !names.iter().take(i).any(|b| b == a));
+    n.named_tuple = parts.len() >= 2 && names.len() == parts.len() && distinct;
     stripped.join(",")
 }
 

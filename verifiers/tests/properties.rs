@@ -1,6 +1,14 @@
 //! Property tests: extraction, normalisation, parsing and grading never panic on arbitrary
-//! strings; equivalence is reflexive and symmetric on generated expressions, and holds across
-//! rewrites that keep the value.
+//! strings; equivalence is reflexive and symmetric on generated expressions and on every answer
+//! form MATH writes (vectors, named components, number words, inequalities, choices, units), an
+//! answer is equivalent to its own normalisation, equivalence holds across rewrites that keep the
+//! value, and no rule makes a number equal to a different number.
+//!
+//! Where equivalence is *not* symmetric, by design: a numeral in another base. The gold's form
+//! decides (`equivalent("11", "1011_2")`, the number eleven, but not `equivalent("1011_2",
+//! "11")`, which is not the base-2 numeral asked for); `bases_follow_the_gold` pins that down.
+//! And `x > -1 \text{ and } x < 4` is an interval while its normalised text `x>-1,x<4` is a
+//! list (normalising drops the `and`), so the round trip excludes `and`-joined inequalities.
 
 use ponder_verifiers::{equivalent, extract_answer, grade, latex, majority_vote, normalize_answer};
 use proptest::prelude::*;
@@ -67,6 +75,23 @@ fn latexish() -> impl Strategy<Value = String> {
         Just("e"),
         Just("Monday"),
         Just(" or "),
+        Just(" and "),
+        Just("\\langle"),
+        Just("\\rangle"),
+        Just("_{16}"),
+        Just("_2"),
+        Just("3A"),
+        Just("\\ne"),
+        Just("<"),
+        Just("\\le"),
+        Just("I"),
+        Just("\\mathbb{R}"),
+        Just("(B) "),
+        Just("twenty-"),
+        Just("one half"),
+        Just("\\text{ m}"),
+        Just("\\lor"),
+        Just("m = "),
     ];
     prop::collection::vec(piece, 0..40).prop_map(|v| v.concat())
 }
@@ -113,8 +138,165 @@ fn answer() -> impl Strategy<Value = String> {
     ]
 }
 
+/// English words for 0..=999.
+fn words(n: u32) -> String {
+    const UNITS: [&str; 20] = [
+        "zero",
+        "one",
+        "two",
+        "three",
+        "four",
+        "five",
+        "six",
+        "seven",
+        "eight",
+        "nine",
+        "ten",
+        "eleven",
+        "twelve",
+        "thirteen",
+        "fourteen",
+        "fifteen",
+        "sixteen",
+        "seventeen",
+        "eighteen",
+        "nineteen",
+    ];
+    const TENS: [&str; 10] = [
+        "", "", "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety",
+    ];
+    let below_100 = |n: u32| -> String {
+        match (n / 10, n % 10) {
+            (0 | 1, _) => UNITS[n as usize].to_string(),
+            (t, 0) => TENS[t as usize].to_string(),
+            (t, u) => format!("{}-{}", TENS[t as usize], UNITS[u as usize]),
+        }
+    };
+    match (n / 100, n % 100) {
+        (0, r) => below_100(r),
+        (h, 0) => format!("{} hundred", UNITS[h as usize]),
+        (h, r) => format!("{} hundred {}", UNITS[h as usize], below_100(r)),
+    }
+}
+
+/// An integer written in one of the ways a model or a gold answer writes it (never in another
+/// base: see `bases_follow_the_gold`).
+fn integer_as(n: i64, form: u8) -> String {
+    match form % 8 {
+        0 => n.to_string(),
+        1 => format!("\\boxed{{{n}}}"),
+        2 => format!("${n}$."),
+        3 if (0..1000).contains(&n) => format!("\\text{{{}}}", words(n as u32)),
+        3 | 4 => format!("x = {n}"),
+        5 if n >= 0 => format!("{n:03}"),
+        5 => format!("\\frac{{{}}}{{2}}", 2 * n),
+        6 => format!("{n} \\text{{ cm}}"),
+        _ => format!("{n}.0"),
+    }
+}
+
+/// An answer in one of the forms MATH writes beyond plain expressions.
+fn math_form() -> impl Strategy<Value = String> {
+    let n = -30i64..30;
+    prop_oneof![
+        (n.clone(), n.clone(), n.clone()).prop_map(|(a, b, c)| format!(
+            "\\begin{{pmatrix}} {a} \\\\ {b} \\\\ {c} \\end{{pmatrix}}"
+        )),
+        (n.clone(), n.clone(), n.clone()).prop_map(|(a, b, c)| format!("({a}, {b}, {c})")),
+        (n.clone(), n.clone(), n.clone())
+            .prop_map(|(a, b, c)| format!("a = {a}, b = {b}, c = {c}")),
+        (n.clone(), n.clone()).prop_map(|(k, a)| format!(
+            "{k}\\begin{{pmatrix}} {a} & 1 \\\\ 0 & {a} \\end{{pmatrix}}"
+        )),
+        n.clone().prop_map(|k| format!("{k}I")),
+        n.clone()
+            .prop_map(|k| format!("\\begin{{pmatrix}} {k} & 0 \\\\ 0 & {k} \\end{{pmatrix}}")),
+        (0u32..1000).prop_map(|k| format!("\\text{{{}}}", words(k))),
+        (0u32..1000).prop_map(|k| k.to_string()),
+        (n.clone(), n.clone()).prop_map(|(a, b)| format!("x < {a} \\text{{ or }} x > {b}")),
+        (n.clone(), n.clone()).prop_map(|(a, b)| format!("(-\\infty, {a}) \\cup ({b}, \\infty)")),
+        (n.clone(), n.clone()).prop_map(|(a, b)| format!("{a} \\le x < {b}")),
+        (n.clone(), n.clone()).prop_map(|(a, b)| format!("[{a}, {b})")),
+        n.clone().prop_map(|a| format!("x \\ne {a}")),
+        (0u8..5, "[A-Za-z ]{0,8}")
+            .prop_map(|(c, label)| { format!("\\text{{({}) {label}}}", char::from(b'A' + c)) }),
+        (0u8..5).prop_map(|c| char::from(b'A' + c).to_string()),
+        (
+            n.clone(),
+            prop_oneof![Just("cm"), Just("m"), Just("inches"), Just("feet")]
+        )
+            .prop_map(|(a, u)| format!("{a} \\text{{ {u}}}")),
+    ]
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn math_forms_are_reflexive_and_symmetric(a in math_form(), b in math_form()) {
+        prop_assert!(equivalent(&a, &a), "{a:?} is not equivalent to itself");
+        prop_assert_eq!(equivalent(&a, &b), equivalent(&b, &a), "{:?} vs {:?}", a, b);
+    }
+
+    #[test]
+    fn an_answer_is_equivalent_to_its_normalisation(a in prop_oneof![answer(), math_form()]) {
+        let once = normalize_answer(&a);
+        prop_assume!(!once.is_empty());
+        prop_assert!(equivalent(&a, &once), "{a:?} vs its normalisation {once:?}");
+        prop_assert!(equivalent(&once, &a), "{once:?} vs {a:?}");
+        prop_assert!(equivalent(&once, &normalize_answer(&once)));
+    }
+
+    #[test]
+    fn no_rule_makes_different_numbers_equal(
+        p in -1200i64..1200, q in -1200i64..1200, fp in any::<u8>(), fq in any::<u8>()
+    ) {
+        let (a, b) = (integer_as(p, fp), integer_as(q, fq));
+        prop_assert_eq!(equivalent(&a, &b), p == q, "{:?} vs {:?}", a, b);
+        prop_assert_eq!(grade(&a, &format!("The answer is $\\boxed{{{b}}}$.")).equivalent, p == q);
+    }
+
+    #[test]
+    fn vectors_equal_only_with_the_same_entries_in_order(
+        v in prop::collection::vec(-20i64..20, 2..4),
+        w in prop::collection::vec(-20i64..20, 2..4),
+        fv in 0u8..4, fw in 0u8..4,
+    ) {
+        let as_form = |v: &[i64], f: u8| -> String {
+            let items: Vec<String> = v.iter().map(i64::to_string).collect();
+            match f {
+                0 => format!("({})", items.join(", ")),
+                1 => format!("\\begin{{pmatrix}} {} \\end{{pmatrix}}", items.join(" \\\\ ")),
+                2 => format!("\\langle {} \\rangle", items.join(", ")),
+                _ => {
+                    let named: Vec<String> =
+                        items.iter().enumerate().map(|(i, x)| format!("x_{i} = {x}")).collect();
+                    named.join(", ")
+                }
+            }
+        };
+        // A named list against a named list is a list of values, not a tuple: skip that pair.
+        prop_assume!(!(fv == 3 && fw == 3));
+        let (a, b) = (as_form(&v, fv), as_form(&w, fw));
+        prop_assert_eq!(equivalent(&a, &b), v == w, "{:?} vs {:?}", a, b);
+    }
+
+    #[test]
+    fn bases_follow_the_gold(n in 0u32..5000, base in 2u32..17, other in 2u32..17) {
+        let digits = to_base(n, base);
+        let numeral = if base == 10 { digits.clone() } else { format!("{digits}_{{{base}}}") };
+        // The digits, with or without the subscript, are the numeral asked for.
+        prop_assert!(equivalent(&numeral, &digits));
+        // A base-ten gold takes the numeral by its value.
+        prop_assert!(equivalent(&n.to_string(), &numeral));
+        // A base-b gold rejects the decimal value unless it is written with the same digits,
+        // and the same digits in another base.
+        prop_assert_eq!(equivalent(&numeral, &n.to_string()), digits == n.to_string());
+        if other != base && base != 10 && other != 10 {
+            let elsewhere = format!("{digits}_{{{other}}}");
+            prop_assert!(!equivalent(&numeral, &elsewhere));
+        }
+    }
 
     #[test]
     fn nothing_panics_on_arbitrary_strings(s in ".*") {
@@ -176,6 +358,20 @@ proptest! {
         let c = format!("\\frac{{{}}}{{{}}}", p * k + 1, q * k);
         prop_assert!(!equivalent(&a, &c));
     }
+}
+
+/// `n` written in base `base` (digits 0-9 then A-F).
+fn to_base(mut n: u32, base: u32) -> String {
+    let mut out = Vec::new();
+    loop {
+        // `from_digit` is `None` only for a digit ≥ base, which `n % base` never is.
+        out.push(std::char::from_digit(n % base, base).map_or('?', |c| c.to_ascii_uppercase()));
+        n /= base;
+        if n == 0 {
+            break;
+        }
+    }
+    out.iter().rev().collect()
 }
 
 #[test]

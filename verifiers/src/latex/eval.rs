@@ -69,11 +69,167 @@ pub(crate) enum Value {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Env {
     vars: BTreeMap<String, BigRational>,
+    /// When set, `I` is the identity matrix of this size (`-I`, `2I` against a matrix).
+    identity: Option<usize>,
 }
 
 impl Env {
     pub(crate) fn new(vars: BTreeMap<String, BigRational>) -> Self {
-        Self { vars }
+        Self {
+            vars,
+            identity: None,
+        }
+    }
+
+    /// The same point with `I` read as the `n`×`n` identity matrix.
+    pub(crate) fn with_identity(mut self, n: usize) -> Self {
+        self.identity = Some(n);
+        self
+    }
+
+    fn is_identity(&self, e: &Expr) -> bool {
+        match (self.identity, e) {
+            (Some(n), Expr::Var(v)) => is_identity_name(v, n),
+            _ => false,
+        }
+    }
+}
+
+/// `I`, or `I_n` naming the `n`×`n` identity.
+pub(crate) fn is_identity_name(v: &str, n: usize) -> bool {
+    v == "I" || v.strip_prefix("I_").is_some_and(|k| k.parse() == Ok(n))
+}
+
+/// Largest matrix side [`Env::with_identity`] builds.
+pub(crate) const MAX_IDENTITY: usize = 16;
+
+/// A scalar or a matrix, while evaluating arithmetic that involves matrices.
+enum Lin {
+    S(Num),
+    M(Vec<Vec<Num>>),
+}
+
+/// Whether arithmetic (`-`, `+`, `−`, `·`, `/`) in `e` reaches a matrix (or `I` read as one).
+fn has_matrix(e: &Expr, env: &Env) -> bool {
+    match e {
+        Expr::Matrix(_) => true,
+        Expr::Neg(a) => has_matrix(a, env),
+        Expr::Add(a, b) | Expr::Sub(a, b) | Expr::Mul(a, b) | Expr::Div(a, b) => {
+            has_matrix(a, env) || has_matrix(b, env)
+        }
+        other => env.is_identity(other),
+    }
+}
+
+/// The side of the first square matrix that arithmetic in `e` reaches, if any.
+pub(crate) fn square_size(e: &Expr) -> Option<usize> {
+    match e {
+        Expr::Matrix(rows) => {
+            Some(rows.len()).filter(|n| rows.iter().all(|r| r.len() == *n) && *n > 0)
+        }
+        Expr::Neg(a) => square_size(a),
+        Expr::Add(a, b) | Expr::Sub(a, b) | Expr::Mul(a, b) | Expr::Div(a, b) => {
+            square_size(a).or_else(|| square_size(b))
+        }
+        _ => None,
+    }
+}
+
+fn map_matrix(m: Vec<Vec<Num>>, f: impl Fn(&Num) -> EResult<Num>) -> EResult<Lin> {
+    m.iter()
+        .map(|r| r.iter().map(&f).collect::<EResult<Vec<_>>>())
+        .collect::<EResult<Vec<_>>>()
+        .map(Lin::M)
+}
+
+fn zip_matrix(a: Vec<Vec<Num>>, b: Vec<Vec<Num>>, f: impl Fn(&Num, &Num) -> Num) -> EResult<Lin> {
+    let same_shape = a.len() == b.len() && a.iter().zip(&b).all(|(r, s)| r.len() == s.len());
+    if !same_shape {
+        return Err(EvalError::Undefined);
+    }
+    Ok(Lin::M(
+        a.iter()
+            .zip(&b)
+            .map(|(r, s)| r.iter().zip(s).map(|(x, y)| f(x, y)).collect())
+            .collect(),
+    ))
+}
+
+fn mat_mul(a: &[Vec<Num>], b: &[Vec<Num>]) -> EResult<Lin> {
+    let inner = b.len();
+    if a.iter().any(|r| r.len() != inner) || inner == 0 {
+        return Err(EvalError::Undefined);
+    }
+    let cols = b.first().map_or(0, Vec::len);
+    let mut out = Vec::with_capacity(a.len());
+    for row in a {
+        let mut out_row = Vec::with_capacity(cols);
+        for j in 0..cols {
+            let mut acc = Num::int(0);
+            for (k, x) in row.iter().enumerate() {
+                let y = b
+                    .get(k)
+                    .and_then(|r| r.get(j))
+                    .ok_or(EvalError::Undefined)?;
+                acc = acc.add(&x.mul(y));
+            }
+            out_row.push(acc);
+        }
+        out.push(out_row);
+    }
+    Ok(Lin::M(out))
+}
+
+/// Evaluates arithmetic over scalars and matrices: a scalar times a matrix scales it,
+/// matrices of one shape add, conforming matrices multiply.
+fn eval_lin(e: &Expr, env: &Env) -> EResult<Lin> {
+    if !has_matrix(e, env) {
+        return single(e, env).map(Lin::S);
+    }
+    match e {
+        Expr::Matrix(rows) => rows
+            .iter()
+            .map(|r| {
+                r.iter()
+                    .map(|c| single(c, env))
+                    .collect::<EResult<Vec<_>>>()
+            })
+            .collect::<EResult<Vec<_>>>()
+            .map(Lin::M),
+        Expr::Var(_) => {
+            let n = env.identity.ok_or(EvalError::UnknownVar)?;
+            if n == 0 || n > MAX_IDENTITY {
+                return Err(EvalError::TooComplex);
+            }
+            Ok(Lin::M(
+                (0..n)
+                    .map(|i| (0..n).map(|j| Num::int(i64::from(i == j))).collect())
+                    .collect(),
+            ))
+        }
+        Expr::Neg(a) => match eval_lin(a, env)? {
+            Lin::S(x) => Ok(Lin::S(x.neg())),
+            Lin::M(m) => map_matrix(m, |x| Ok(x.neg())),
+        },
+        Expr::Add(a, b) | Expr::Sub(a, b) => {
+            let sub = matches!(e, Expr::Sub(..));
+            match (eval_lin(a, env)?, eval_lin(b, env)?) {
+                (Lin::M(x), Lin::M(y)) => {
+                    zip_matrix(x, y, |p, q| if sub { p.sub(q) } else { p.add(q) })
+                }
+                _ => Err(EvalError::Undefined),
+            }
+        }
+        Expr::Mul(a, b) => match (eval_lin(a, env)?, eval_lin(b, env)?) {
+            (Lin::S(x), Lin::M(m)) | (Lin::M(m), Lin::S(x)) => map_matrix(m, |y| Ok(x.mul(y))),
+            (Lin::M(x), Lin::M(y)) => mat_mul(&x, &y),
+            (Lin::S(x), Lin::S(y)) => Ok(Lin::S(x.mul(&y))),
+        },
+        Expr::Div(a, b) => match (eval_lin(a, env)?, eval_lin(b, env)?) {
+            (Lin::M(m), Lin::S(x)) => map_matrix(m, |y| y.div(&x)),
+            _ => Err(EvalError::Undefined),
+        },
+        other => single(other, env).map(Lin::S),
     }
 }
 
@@ -460,15 +616,6 @@ pub(crate) fn eval_value(e: &Expr, env: &Env) -> EResult<Value> {
                 .map(|i| eval_value(i, env))
                 .collect::<EResult<_>>()?,
         ),
-        Expr::Matrix(rows) => Value::Matrix(
-            rows.iter()
-                .map(|r| {
-                    r.iter()
-                        .map(|c| single(c, env))
-                        .collect::<EResult<Vec<_>>>()
-                })
-                .collect::<EResult<_>>()?,
-        ),
         Expr::Relation(operands, ops) => Value::Relation(
             operands
                 .iter()
@@ -476,6 +623,10 @@ pub(crate) fn eval_value(e: &Expr, env: &Env) -> EResult<Value> {
                 .collect::<EResult<_>>()?,
             ops.clone(),
         ),
+        arithmetic if has_matrix(arithmetic, env) => match eval_lin(arithmetic, env)? {
+            Lin::S(x) => Value::Scalar(x),
+            Lin::M(m) => Value::Matrix(m),
+        },
         scalar => {
             let mut branches = eval_scalar(scalar, env)?;
             if branches.len() == 1 {

@@ -173,6 +173,9 @@ fn command_token(name: &str) -> Option<Vec<Tok>> {
         "ne" | "neq" => Tok::Ne,
         "vert" | "lvert" | "rvert" | "mid" => Tok::Pipe,
         "lbrace" => Tok::LSet,
+        // `\langle a, b \rangle`: a vector written as a tuple.
+        "langle" => Tok::LParen,
+        "rangle" => Tok::RParen,
         "rbrace" => Tok::RSet,
         "left" | "right" | "big" | "Big" | "bigg" | "Bigg" | "bigl" | "bigr" | "Bigl" | "Bigr"
         | "quad" | "qquad" | "displaystyle" | "textstyle" | "limits" | "nolimits" => {

@@ -23,7 +23,7 @@ mod parser;
 #[allow(clippy::indexing_slicing)]
 mod tests;
 
-pub(crate) use eval::{eval_value, Env, Num, Value};
+pub(crate) use eval::{eval_value, is_identity_name, square_size, Env, Num, Value, MAX_IDENTITY};
 
 use num_rational::BigRational;
 

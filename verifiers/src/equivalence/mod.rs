@@ -1,27 +1,58 @@
 //! Math equivalence of two answers, and grading a model's output against a gold answer.
 //!
-//! Two extracted answers are equivalent when (in order): their normalised strings are equal;
-//! or, when either is text rather than math, their normalised strings match ignoring case and
-//! spacing; or both parse as LaTeX and their values agree. Values agree exactly when both are
-//! rational (`0.5` ≡ `\frac{1}{2}`, `2^{10}` ≡ `1024`), otherwise within a relative tolerance of
-//! [`REL_TOL`] (`\sqrt{8}` ≡ `2\sqrt{2}`). Expressions with variables are compared at
-//! [`POINTS`] random points drawn from a fixed seed (`(x+1)^2` ≡ `x^2+2x+1`), the classic
-//! randomized identity test. Structure must match: tuples in order, sets and unions in any
-//! order, intervals with the same ends, matrices of one shape; a `±` answer is the set of its
-//! values. An answer written with `%` may also be read as hundredths and one written with a
-//! degree mark as degrees (`50\%` ≡ `0.5`, `30^\circ` ≡ `\frac{\pi}{6}`).
+//! Two extracted answers are equivalent when (in order): their units, where both have one,
+//! agree; their normalised strings are equal; a rule for a special form decides (a numeral in
+//! another base, a multiple-choice letter: `forms.rs`); or, when either is text rather than
+//! math, their normalised strings match ignoring case and spacing; or both parse as LaTeX and
+//! their values agree. Values agree exactly when both are rational (`0.5` ≡ `\frac{1}{2}`,
+//! `2^{10}` ≡ `1024`), otherwise within a relative tolerance of [`REL_TOL`] (`\sqrt{8}` ≡
+//! `2\sqrt{2}`). Expressions with variables are compared at [`POINTS`] random points drawn from
+//! a fixed seed (`(x+1)^2` ≡ `x^2+2x+1`), the classic randomized identity test. Structure must
+//! match: tuples in order, sets and unions in any order, intervals with the same ends, matrices
+//! of one shape; a `±` answer is the set of its values. An answer written with `%` may also be
+//! read as hundredths and one written with a degree mark as degrees (`50\%` ≡ `0.5`,
+//! `30^\circ` ≡ `\frac{\pi}{6}`).
+//!
+//! # MATH's conventions
+//!
+//! The MATH benchmark (Hendrycks et al. 2021) and AIME write one gold answer per problem, in the
+//! form the question asked for; the gold's form stands for the question:
+//!
+//! - **Base.** A gold `1011_2` or `3A_{16}` means the question asked for a base-`b` numeral: the
+//!   same digits with or without the subscript are right (`1011`, `3a`, `204_{\text{five}}`);
+//!   the decimal value (`11`) and the digits in another base (`1011_3`) are wrong. A gold in
+//!   base ten accepts a numeral in another base by the number it names (`1011_2` for `11`).
+//! - **Form.** An ordered pair or triple is a tuple: order matters, and named components count
+//!   in the order written (`m = 3, n = -4` ≡ `(3,-4)`; `n = -4, m = 3` is read as `(-4, 3)`); a
+//!   column or row vector equals the tuple of its entries (also `\langle…\rangle`, `[a, b]`);
+//!   a scalar times a vector or matrix is multiplied out (`2\begin{pmatrix}1\\3\end{pmatrix}`);
+//!   `I`, `-I`, `2I`, `I_n` against a square matrix are multiples of its identity. A list of
+//!   solutions of one unknown is a set (`x = -2, x = 1` ≡ `-2, 1`). An interval equals the
+//!   inequality describing it, an `or` of inequalities a union, an `and` an intersection, `x \ne
+//!   c` the line without `c`, `\mathbb{R}` the whole line ([`sets`]). A number in words is the
+//!   number (`twenty-one` ≡ `21`, `one half` ≡ `\frac12`). A multiple-choice gold `(B)` takes
+//!   `B`, `(B)`, `\text{(B) Parabola}`, `Option B`, and its label when the gold gives one.
+//!   AIME answers are integers 0–999 often written with three digits: `033` ≡ `33`.
+//! - **Units.** Units after a number are dropped (`5\text{ cm}` ≡ `5`), but two answers whose
+//!   units differ are not equal (`5 cm` ≢ `5 m`: no conversion is attempted).
 //!
 //! The design follows HuggingFace's math-verify (normalise, parse, compare symbolically then
 //! numerically) and the MATH benchmark's graders; the fixture in `tests/fixtures/` measures how
-//! close we are (see `tests/grader_acceptance.rs`).
+//! close we are (see `tests/grader_acceptance.rs` and `verifiers/LABELLING.md`).
 //!
-//! Invariants: total and symmetric — `equivalent(a, b) == equivalent(b, a)` — and reflexive on
-//! any non-empty answer; deterministic (fixed seed); bounded work (see [`crate::latex`]).
+//! Invariants: symmetric — `equivalent(a, b) == equivalent(b, a)` — except for base numerals,
+//! where the first argument is the gold (`equivalent("11", "1011_2")` but not
+//! `equivalent("1011_2", "11")`); reflexive on any non-empty answer; total; deterministic
+//! (fixed seed); bounded work (see [`crate::latex`]). No rule makes two different numbers equal.
 #![deny(clippy::indexing_slicing)]
 
+mod forms;
+mod sets;
+
 use crate::extract::extract_answer;
-use crate::latex::{self, eval_value, Env, Expr, Num, RelOp, Value};
+use crate::latex::{self, eval_value, square_size, Env, Expr, Num, RelOp, Value};
 use crate::normalize::{normalize, Normalized};
+use forms::text_key;
 use num_bigint::BigInt;
 use num_rational::BigRational;
 use num_traits::Zero;
@@ -48,7 +79,10 @@ impl Answer {
     /// Normalises and parses `answer` (an already-extracted answer, not a whole output).
     pub fn new(answer: &str) -> Self {
         let norm = normalize(answer);
-        let expr = latex::parse(&norm.text).ok().map(inequality_to_interval);
+        let expr = sets::all_reals(answer).or_else(|| match latex::parse(&norm.text) {
+            Ok(e) => Some(sets::described_set(e, &norm)),
+            Err(_) => forms::number_words(&norm.text).map(Expr::Number),
+        });
         Self { norm, expr }
     }
 
@@ -62,75 +96,37 @@ impl Answer {
         self.expr.as_ref()
     }
 
-    /// Whether the two answers are mathematically equivalent (see the module docs).
+    /// Whether `other` (a prediction) is mathematically equivalent to this answer (the gold;
+    /// see the module docs).
     pub fn is_equivalent(&self, other: &Answer) -> bool {
         let (a, b) = (&self.norm.text, &other.norm.text);
         if a.is_empty() || b.is_empty() {
             return false;
         }
+        let (ua, ub) = (&self.norm.units, &other.norm.units);
+        if !ua.is_empty() && !ub.is_empty() && ua != ub {
+            return false;
+        }
         if a == b {
             return true;
         }
-        match (&self.expr, &other.expr) {
+        let pred_value = match forms::base_verdict(a, b) {
+            forms::BaseVerdict::Decided(verdict) => return verdict,
+            forms::BaseVerdict::PredValue(v) => Some(Expr::Number(v)),
+            forms::BaseVerdict::NotBase => None,
+        };
+        if let Some(verdict) = forms::choice_verdict(a, b) {
+            return verdict;
+        }
+        match (&self.expr, pred_value.as_ref().or(other.expr.as_ref())) {
             (Some(x), Some(y)) => values_equivalent(x, &self.norm, y, &other.norm),
             _ => text_key(a) == text_key(b),
         }
     }
 }
 
-/// `x > 3` is the interval `(3, \infty)`, `-1 \le x < 2` is `[-1, 2)`: a comparison of one
-/// variable with constants is the set it describes.
-fn inequality_to_interval(e: Expr) -> Expr {
-    let Expr::Relation(operands, ops) = &e else {
-        return e;
-    };
-    let is_var = |x: &Expr| matches!(x, Expr::Var(_));
-    let constant = |x: &Expr| x.variables().is_empty();
-    let less = |op: &RelOp| matches!(op, RelOp::Lt | RelOp::Le);
-    let greater = |op: &RelOp| matches!(op, RelOp::Gt | RelOp::Ge);
-    let inf = || Expr::Const(latex::Constant::Infinity);
-    let neg_inf = || Expr::Neg(Box::new(inf()));
-    let interval = |lo: Expr, hi: Expr, lo_closed: bool, hi_closed: bool| {
-        if lo_closed || hi_closed {
-            Expr::Interval {
-                lo: Box::new(lo),
-                hi: Box::new(hi),
-                lo_closed,
-                hi_closed,
-            }
-        } else {
-            Expr::Tuple(vec![lo, hi])
-        }
-    };
-    match (operands.as_slice(), ops.as_slice()) {
-        // x < c, x > c, and the same with the sides swapped.
-        ([v, c], [op]) | ([c, v], [op]) if is_var(v) && constant(c) => {
-            let op = if operands.first().is_some_and(is_var) {
-                *op
-            } else {
-                op.mirrored()
-            };
-            match op {
-                RelOp::Lt | RelOp::Le => interval(neg_inf(), c.clone(), false, op == RelOp::Le),
-                RelOp::Gt | RelOp::Ge => interval(c.clone(), inf(), op == RelOp::Ge, false),
-                _ => e,
-            }
-        }
-        // a < x < b, and b > x > a.
-        ([a, v, b], [op1, op2]) if is_var(v) && constant(a) && constant(b) => {
-            if less(op1) && less(op2) {
-                interval(a.clone(), b.clone(), *op1 == RelOp::Le, *op2 == RelOp::Le)
-            } else if greater(op1) && greater(op2) {
-                interval(b.clone(), a.clone(), *op2 == RelOp::Ge, *op1 == RelOp::Ge)
-            } else {
-                e
-            }
-        }
-        _ => e,
-    }
-}
-
-/// Whether two extracted answers are mathematically equivalent.
+/// Whether two extracted answers are mathematically equivalent; `a` is the gold (it matters
+/// only for numerals in another base, see the module docs).
 ///
 /// ```
 /// use ponder_verifiers::equivalent;
@@ -142,6 +138,11 @@ fn inequality_to_interval(e: Expr) -> Expr {
 /// assert!(!equivalent("(1, 2)", "(2, 1)"));
 /// assert!(!equivalent("[1, 2)", "[1, 2]"));
 /// assert!(!equivalent(r"\pi", "3.14"));
+/// assert!(equivalent("1011_2", "1011") && !equivalent("1011_2", "11"));
+/// assert!(equivalent(r"\begin{pmatrix} 2 \\ 6 \end{pmatrix}", r"2\begin{pmatrix} 1 \\ 3 \end{pmatrix}"));
+/// assert!(equivalent(r"(-\infty, 2) \cup (5, \infty)", r"x < 2 \text{ or } x > 5"));
+/// assert!(equivalent(r"\text{(B)}", r"\text{(B) Parabola}") && !equivalent(r"\text{(B)}", "C"));
+/// assert!(!equivalent(r"5\text{ cm}", r"5\text{ m}"));
 /// ```
 pub fn equivalent(a: &str, b: &str) -> bool {
     Answer::new(a).is_equivalent(&Answer::new(b))
@@ -199,14 +200,6 @@ fn gold_answer(gold: &str) -> String {
     gold.trim().to_string()
 }
 
-/// Case- and space-insensitive key for text answers.
-fn text_key(s: &str) -> String {
-    s.chars()
-        .filter(|c| !c.is_whitespace() && !matches!(c, '{' | '}' | '\\' | '.'))
-        .flat_map(char::to_lowercase)
-        .collect()
-}
-
 /// Ways a value may be read: as written, as hundredths (percent), as degrees.
 fn readings(n: &Normalized) -> Vec<Num> {
     let mut out = vec![Num::Exact(BigRational::from_integer(BigInt::from(1)))];
@@ -250,10 +243,39 @@ fn points(vars: &std::collections::BTreeSet<String>) -> Vec<Env> {
         .collect()
 }
 
+/// `m = 3, n = -4` read as the tuple `(3, -4)` when the other answer is a tuple or a vector.
+fn as_tuple_against(e: &Expr, n: &Normalized, other: &Expr) -> Option<Expr> {
+    match (e, other) {
+        (Expr::Set(items), Expr::Tuple(_) | Expr::Matrix(_) | Expr::Interval { .. })
+            if n.named_tuple =>
+        {
+            Some(Expr::Tuple(items.clone()))
+        }
+        _ => None,
+    }
+}
+
 fn values_equivalent(a: &Expr, na: &Normalized, b: &Expr, nb: &Normalized) -> bool {
+    let a_tuple = as_tuple_against(a, na, b);
+    let b_tuple = as_tuple_against(b, nb, a);
+    let a = a_tuple.as_ref().unwrap_or(a);
+    let b = b_tuple.as_ref().unwrap_or(b);
     let mut vars = a.variables();
     vars.extend(b.variables());
-    let envs = points(&vars);
+    // `I`, `-I`, `2I`, `I_3` against a square matrix: `I` is the identity of that size.
+    let identity = square_size(a).or_else(|| square_size(b)).filter(|n| {
+        *n <= latex::MAX_IDENTITY && vars.iter().any(|v| latex::is_identity_name(v, *n))
+    });
+    if let Some(n) = identity {
+        vars.retain(|v| !latex::is_identity_name(v, n));
+    }
+    let envs: Vec<Env> = points(&vars)
+        .into_iter()
+        .map(|env| match identity {
+            Some(n) => env.with_identity(n),
+            None => env,
+        })
+        .collect();
     let evaluated: Vec<(Value, Value)> = envs
         .iter()
         .filter_map(|env| {
@@ -362,6 +384,35 @@ fn values_eq(a: &Value, b: &Value) -> bool {
         {
             x.first().is_some_and(|only| values_eq(only, other))
         }
+        // A column or row vector and the tuple of its entries, in order.
+        (Value::Matrix(m), Value::Tuple(t)) | (Value::Tuple(t), Value::Matrix(m)) => {
+            vector_entries(m).is_some_and(|v| {
+                v.len() == t.len()
+                    && v.iter()
+                        .zip(t)
+                        .all(|(x, y)| matches!(y, Value::Scalar(y) if num_eq(x, y)))
+            })
+        }
+        // `[a, b]` written for a two-entry vector.
+        (
+            Value::Matrix(m),
+            Value::Interval {
+                lo,
+                hi,
+                lo_closed: true,
+                hi_closed: true,
+            },
+        )
+        | (
+            Value::Interval {
+                lo,
+                hi,
+                lo_closed: true,
+                hi_closed: true,
+            },
+            Value::Matrix(m),
+        ) => vector_entries(m)
+            .is_some_and(|v| matches!(v.as_slice(), [x, y] if num_eq(x, lo) && num_eq(y, hi))),
         (Value::Matrix(x), Value::Matrix(y)) => {
             x.len() == y.len()
                 && x.iter()
@@ -378,6 +429,15 @@ fn values_eq(a: &Value, b: &Value) -> bool {
             forward || backward
         }
         _ => false,
+    }
+}
+
+/// The entries of a one-column or one-row matrix, in order.
+fn vector_entries(m: &[Vec<Num>]) -> Option<Vec<&Num>> {
+    match m {
+        [row] => Some(row.iter().collect()),
+        rows if rows.iter().all(|r| r.len() == 1) => Some(rows.iter().flatten().collect()),
+        _ => None,
     }
 }
 
@@ -463,6 +523,44 @@ mod tests {
         yes(r"\text{Monday}", "monday");
         no("Monday", "dynamo");
         yes(r"\text{(B)}", "B");
+    }
+
+    #[test]
+    fn math_forms() {
+        // Bases: the gold's form decides.
+        yes("1011_2", "1011_{2}");
+        assert!(equivalent("1011_2", "1011"));
+        assert!(!equivalent("1011_2", "11"));
+        assert!(equivalent("11", "1011_2"));
+        no("1011_2", "1011_3");
+        // Named components, vectors, matrices.
+        yes("(3,-4)", "m = 3, n = -4");
+        no("(3,-4)", "m = -4, n = 3");
+        yes("-2, 1", "x = 1, x = -2");
+        yes(r"\begin{pmatrix} 1 \\ 2 \end{pmatrix}", "(1, 2)");
+        no(r"\begin{pmatrix} 1 \\ 2 \end{pmatrix}", "(2, 1)");
+        yes(r"\begin{pmatrix} -1 & 0 \\ 0 & -1 \end{pmatrix}", "-I");
+        no(r"\begin{pmatrix} -1 & 0 \\ 0 & -1 \end{pmatrix}", "I");
+        no(r"\begin{pmatrix} 1 & 1 \\ 0 & 1 \end{pmatrix}", "I");
+        yes(
+            r"\begin{pmatrix} 2 & 4 \\ 6 & 8 \end{pmatrix}",
+            r"2\begin{pmatrix} 1 & 2 \\ 3 & 4 \end{pmatrix}",
+        );
+        // Words, inequalities, choices, units.
+        yes("21", r"\text{twenty-one}");
+        no("21", r"\text{twelve}");
+        yes("[-1, 4)", r"x \ge -1 \text{ and } x < 4");
+        yes(r"(-\infty, 3) \cup (3, \infty)", r"x \ne 3");
+        no(
+            r"(-\infty, 2) \cup (5, \infty)",
+            r"x < 2 \text{ and } x > 5",
+        );
+        yes(r"(-\infty, \infty)", r"\mathbb{R}");
+        yes(r"\text{(B) Parabola}", "parabola");
+        no(r"\text{(B) Parabola}", r"\text{(B) Circle}");
+        yes(r"5\text{ cm}", r"5 \text{ centimeters}");
+        no(r"5\text{ cm}", r"5\text{ m}");
+        yes("33", "033");
     }
 
     #[test]

@@ -9,6 +9,7 @@
 # - the kernels crate built with `--features cuda` (build.rs embeds the PTX) and its
 #   launcher/PTX consistency tests and GPU parity tests (which skip, saying so, without a GPU).
 # - the grader's labelled pairs cross-checked with a pinned math-verify release;
+# - the kernels' work-sharing protocol under the loom model checker;
 # - the HTTP API against clients written elsewhere: Python (openai, schemathesis), and a browser
 #   (headless Chromium + playwright-core; screenshots in target/artifacts/).
 set -euo pipefail
@@ -45,5 +46,11 @@ CHROMIUM="$(bash scripts/setup-browser.sh | tail -n 1)"
 node scripts/browser_test.mjs --ponder "${CARGO_TARGET_DIR:-target}/debug/ponder" --chromium "$CHROMIUM" \
   --playwright "${CARGO_TARGET_DIR:-target}/browser" --artifacts "${CARGO_TARGET_DIR:-target}/artifacts"
 cargo test -p ponder-kernels --features cuda --lib --test tests -- cuda:: gpu::
+# The kernels' work-sharing protocol (their only hand-made concurrency with `unsafe`) under the
+# loom model checker: a `--cfg loom` build in a target directory of its own, dependencies
+# unoptimised (the models are small; this keeps the extra build short).
+RUSTFLAGS="--cfg loom -C target-cpu=native" CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target}/loom" \
+  cargo test -p ponder-kernels --lib --config 'profile.dev.package."*".opt-level=0' \
+  work_sharing::loom_tests
 # The engine's `--device cuda` path compiles (it runs only where a GPU is: scripts/gpu-engine-check.sh).
 cargo check -p ponder --features cuda --bins --tests

@@ -3,8 +3,10 @@
 //! twice, a deadlock or a helper still inside the borrowed task function after the call returns
 //! fails here, however rarely it would happen on a real machine.
 //!
-//! Run with `RUSTFLAGS="--cfg loom" cargo test -p ponder-kernels --lib --release work_sharing`
-//! (scripts/test.sh does, in its own target directory).
+//! Run with `RUSTFLAGS="--cfg loom" cargo test -p ponder-kernels --lib work_sharing::loom_tests`
+//! in a target directory of its own (scripts/test.sh does). A mutant whose task claim is a load
+//! and a store instead of one `fetch_add` fails here (two threads run one task, and the caller
+//! returns while a helper still uses its borrows).
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize as StdAtomicUsize, Ordering as StdOrdering};

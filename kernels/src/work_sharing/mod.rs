@@ -157,11 +157,7 @@ pub(crate) fn run_tasks_prepared<P: Sync + 'static, S: 'static, R: Send + 'stati
             .collect(),
     });
     let guard = Guard(&shared);
-    let mut to_spawn = helpers.min(n_tasks - 1);
-    #[cfg(not(loom))]
-    if hot_helper::post(|| Arc::clone(&shared) as Arc<dyn hot_helper::Work>) {
-        to_spawn -= 1;
-    }
+    let to_spawn = helpers.min(n_tasks - 1) - usize::from(post_to_hot_helper(&shared));
     for _ in 0..to_spawn {
         let shared = Arc::clone(&shared);
         spawn_helper(move || help(&shared));
@@ -186,6 +182,20 @@ pub(crate) fn run_tasks_prepared<P: Sync + 'static, S: 'static, R: Send + 'stati
     }
     drop(guard);
     theirs
+}
+
+/// Hands the call to the calling thread's [`HotHelper`], if it has an idle one.
+#[cfg(not(loom))]
+fn post_to_hot_helper<P: Sync + 'static, S: 'static, R: Send + 'static>(
+    shared: &Arc<Shared<P, S, R>>,
+) -> bool {
+    hot_helper::post(|| Arc::clone(shared) as Arc<dyn hot_helper::Work>)
+}
+
+/// Under loom there is no hot helper: every helper is spawned.
+#[cfg(loom)]
+fn post_to_hot_helper<P, S, R>(_: &Arc<Shared<P, S, R>>) -> bool {
+    false
 }
 
 /// [`run_tasks`] for tasks whose results the caller wants in task order, whoever computed them:

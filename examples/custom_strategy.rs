@@ -109,6 +109,7 @@ fn main() -> anyhow::Result<()> {
         ponder::runtime::Runtime::start(&ponder::runtime::RuntimeOptions::default_model())?;
     let request = ponder::reason::ReasonRequest {
         problem,
+        history: Vec::new(),
         strategy: "confident_greedy".into(),
         params: serde_json::json!({"n": 3, "max_tokens": 256}),
         budget_tokens: 4096,

@@ -449,6 +449,7 @@ fn run_reason(args: ReasonArgs) -> anyhow::Result<()> {
         .with_context(|| format!("loading {}", opts.model.display()))?;
     let request = ponder::reason::ReasonRequest {
         problem: args.problem,
+        history: Vec::new(),
         strategy: args.strategy,
         params,
         budget_tokens: args.budget,

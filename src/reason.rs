@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ponder_strategies::{
-    run, Budget, Context, Generator, Outcome, Problem, Registry, StrategyError,
+    run, Budget, Context, Generator, Outcome, Problem, Registry, StrategyError, Turn,
 };
 use ponder_verifiers::Verifier;
 use tokio_util::sync::CancellationToken;
@@ -16,6 +16,9 @@ use tokio_util::sync::CancellationToken;
 pub struct ReasonRequest {
     /// The question.
     pub problem: String,
+    /// The conversation before the question: a system message (replacing
+    /// [`ponder_strategies::DEFAULT_SYSTEM_PROMPT`]) and earlier turns. Empty for a bare question.
+    pub history: Vec<Turn>,
     /// A registered strategy name.
     pub strategy: String,
     /// Its parameters (JSON object; `null` for defaults).
@@ -73,7 +76,7 @@ pub async fn reason_with_progress(
         tokens: req.budget_tokens as u64,
         deadline: req.deadline_ms.map(Duration::from_millis),
     };
-    let mut ctx = Context::new(generator, Problem::new(req.problem.clone()), budget)
+    let mut ctx = Context::new(generator, problem(req), budget)
         .with_seed(req.seed)
         .with_cancellation(cancel);
     if let Some(v) = verifier {
@@ -83,4 +86,55 @@ pub async fn reason_with_progress(
         ctx = ctx.with_progress(p);
     }
     run(strategy.as_ref(), ctx).await
+}
+
+/// The strategy's problem: the question, the conversation's first system message (else the
+/// default one) and every other earlier turn in order.
+pub fn problem(req: &ReasonRequest) -> Problem {
+    let mut problem = Problem::new(req.problem.clone());
+    let mut turns = req.history.iter().peekable();
+    if let Some(system) = turns.next_if(|t| t.role == "system") {
+        problem.system = Some(system.content.clone());
+    }
+    problem.history = turns.cloned().collect();
+    problem
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(history: Vec<Turn>) -> ReasonRequest {
+        ReasonRequest {
+            problem: "Q".into(),
+            history,
+            strategy: "best_of_n".into(),
+            params: serde_json::Value::Null,
+            budget_tokens: 100,
+            deadline_ms: None,
+            seed: 0,
+        }
+    }
+
+    #[test]
+    fn the_conversation_becomes_system_history_and_question() {
+        let p = problem(&request(vec![
+            Turn::new("system", "S"),
+            Turn::new("user", "U1"),
+            Turn::new("assistant", "A1"),
+        ]));
+        assert_eq!(p.system.as_deref(), Some("S"));
+        assert_eq!(
+            p.history,
+            vec![Turn::new("user", "U1"), Turn::new("assistant", "A1")]
+        );
+        assert_eq!(p.question, "Q");
+        // Without a system message the default one stays; nothing else is invented.
+        let p = problem(&request(vec![Turn::new("user", "U1")]));
+        assert_eq!(
+            p.system.as_deref(),
+            Some(ponder_strategies::DEFAULT_SYSTEM_PROMPT)
+        );
+        assert_eq!(p.history, vec![Turn::new("user", "U1")]);
+    }
 }

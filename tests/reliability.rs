@@ -123,6 +123,7 @@ fn a_backend_killed_and_restarted_under_load_gives_clean_errors_and_the_front_re
 fn best_of_n(seed: u64) -> ReasonRequest {
     ReasonRequest {
         problem: "Name three animals that live in the sea.".into(),
+        history: Vec::new(),
         strategy: "best_of_n".into(),
         params: json!({"n": 4, "max_tokens": 40}),
         budget_tokens: 100_000,

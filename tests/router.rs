@@ -257,6 +257,7 @@ fn run_auto(
     let registry = router::registry_with_auto(shipped());
     let req = ReasonRequest {
         problem: problem.into(),
+        history: Vec::new(),
         strategy: "auto".into(),
         params: serde_json::json!({"load": 0.0}),
         budget_tokens: budget,

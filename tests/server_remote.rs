@@ -89,6 +89,7 @@ fn pool(urls: Vec<String>) -> Arc<RemotePool> {
 fn problem(strategy: &str, seed: u64) -> ReasonRequest {
     ReasonRequest {
         problem: "What is 3 + 4?".into(),
+        history: Vec::new(),
         strategy: strategy.into(),
         params: json!({"n": 3, "max_tokens": 24}),
         budget_tokens: 4000,

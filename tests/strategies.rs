@@ -58,6 +58,7 @@ fn solve_on(
 ) -> Result<Outcome, StrategyError> {
     let req = ReasonRequest {
         problem: problem.into(),
+        history: Vec::new(),
         strategy: strategy.into(),
         params,
         budget_tokens: budget,

@@ -15,6 +15,7 @@ mod util;
 mod custom_strategy;
 
 mod auth;
+mod backend_engines;
 mod bad_input;
 mod cli;
 #[cfg(feature = "cuda")]

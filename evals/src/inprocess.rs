@@ -45,6 +45,7 @@ impl Backend for InProcessBackend {
     async fn solve(&self, item: &Item) -> Result<Attempt> {
         let req = ReasonRequest {
             problem: item.problem.problem.clone(),
+            history: Vec::new(),
             strategy: item.strategy.clone(),
             params: serde_json::Value::Null,
             budget_tokens: item.budget,

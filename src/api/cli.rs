@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{serve, shutdown_signal, ApiKeys, Limits, ServerBuilder};
-use crate::backends::{RemoteOptions, RemotePool};
+use crate::backends::{BackendFormat, BackendKeys, RemoteGenerator, RemoteOptions, RemotePool};
 use crate::runtime::{Runtime, RuntimeOptions};
 
 /// Arguments of `ponder serve`.
@@ -54,13 +54,29 @@ pub struct ServeArgs {
     /// Completion tokens when a request sets no `max_tokens`.
     #[arg(long, default_value_t = 256)]
     pub default_max_tokens: usize,
-    /// Run strategies on this OpenAI-compatible completion server (repeatable: several are
-    /// load-balanced with prefix affinity and failover). Plain decoding stays local.
+    /// Run every request on this OpenAI-compatible completion server — vLLM, SGLang,
+    /// llama.cpp's server, another Ponder (repeatable: several are load-balanced with prefix
+    /// affinity and failover). The local model is then not loaded.
     #[arg(long = "backend")]
     pub backends: Vec<String>,
     /// The `model` name sent to the backends.
     #[arg(long, default_value = "ponder")]
     pub backend_model: String,
+    /// The backend model's chat template and tokenizer: a .gguf, a tokenizer.json or a
+    /// tokenizer_config.json (the other file is read from beside it) [default: ChatML prompts,
+    /// token counts from the backend's /tokenize].
+    #[arg(long)]
+    pub backend_tokenizer: Option<PathBuf>,
+    /// The backend model's context length in tokens [default: from --backend-tokenizer's GGUF].
+    #[arg(long)]
+    pub backend_context: Option<usize>,
+    /// A file of backend API keys: lines `KEY` (every backend) or `URL KEY` (that backend);
+    /// also PONDER_BACKEND_KEYS (entries separated by commas). Never logged.
+    #[arg(long)]
+    pub backend_key_file: Option<PathBuf>,
+    /// A PEM file of CA certificates to trust for https:// backends (besides the Mozilla roots).
+    #[arg(long)]
+    pub backend_ca: Option<PathBuf>,
     /// What scores strategies' candidates and steps: none, llm-prm (the model judges its own
     /// steps), qwen-prm:DIR (a reward-head PRM checkpoint) or shepherd-prm:PATH (token-logit).
     #[arg(long, default_value = "none")]
@@ -107,6 +123,32 @@ fn router(args: &ServeArgs) -> Result<Option<crate::router::Router>, ServeError>
     }
 }
 
+/// The backend pool of `--backend` and its flags, if any backend is named.
+fn remote_pool(args: &ServeArgs) -> Result<Option<Arc<RemotePool>>, ServeError> {
+    if args.backends.is_empty() {
+        return Ok(None);
+    }
+    let mut keys = BackendKeys::parse(&std::env::var("PONDER_BACKEND_KEYS").unwrap_or_default());
+    if let Some(path) = &args.backend_key_file {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read --backend-key-file {}: {e}", path.display()))?;
+        keys = keys.merge(BackendKeys::parse(&text));
+    }
+    let format = match &args.backend_tokenizer {
+        Some(path) => Some(Arc::new(BackendFormat::load(path)?)),
+        None => None,
+    };
+    let opts = RemoteOptions {
+        model: args.backend_model.clone(),
+        keys,
+        ca: args.backend_ca.clone(),
+        format,
+        context: args.backend_context,
+        ..RemoteOptions::new(args.backends.clone())
+    };
+    Ok(Some(Arc::new(RemotePool::new(opts)?)))
+}
+
 /// Runs `ponder serve`.
 pub fn run(args: ServeArgs) -> Result<(), ServeError> {
     let keys = keys(&args)?;
@@ -121,14 +163,21 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
         .model
         .clone()
         .unwrap_or_else(crate::models::default_llm_path);
-    let opts = RuntimeOptions {
-        model: model.clone(),
-        kv_memory: args.kv_memory.as_u64(),
-        device: Some(args.device),
-        ..RuntimeOptions::default_model()
+    let remote = remote_pool(&args)?;
+    // With backends, every request runs there: the local model is not loaded.
+    let runtime = match &remote {
+        Some(_) => None,
+        None => {
+            let opts = RuntimeOptions {
+                model: model.clone(),
+                kv_memory: args.kv_memory.as_u64(),
+                device: Some(args.device),
+                ..RuntimeOptions::default_model()
+            };
+            tracing::info!(model = %model.display(), "loading the model");
+            Some(Arc::new(Runtime::start(&opts)?))
+        }
     };
-    tracing::info!(model = %model.display(), "loading the model");
-    let runtime = Arc::new(Runtime::start(&opts)?);
     let limits = Limits {
         max_body_bytes: args.max_body_bytes,
         max_n: args.max_n,
@@ -139,20 +188,27 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
         default_max_tokens: args.default_max_tokens,
         ..Limits::default()
     };
-    let model_id = model.file_stem().map_or_else(
-        || "ponder-local".to_string(),
-        |s| s.to_string_lossy().into_owned(),
-    );
-    let mut builder = ServerBuilder::new(Arc::clone(&runtime))
-        .limits(limits)
-        .api_keys(keys)
-        .model_id(model_id);
-    if !args.backends.is_empty() {
-        let opts = RemoteOptions {
-            model: args.backend_model.clone(),
-            ..RemoteOptions::new(args.backends.clone())
-        };
-        builder = builder.remote(Arc::new(RemotePool::new(opts)?));
+    let model_id = match &remote {
+        Some(_) => args.backend_model.clone(),
+        None => model.file_stem().map_or_else(
+            || "ponder-local".to_string(),
+            |s| s.to_string_lossy().into_owned(),
+        ),
+    };
+    let mut builder = match (&runtime, &remote) {
+        (Some(runtime), _) => ServerBuilder::new(Arc::clone(runtime)),
+        (None, Some(pool)) => ServerBuilder::remote_only(Arc::clone(pool)),
+        (None, None) => return Err("no model and no backend".into()),
+    }
+    .limits(limits)
+    .api_keys(keys)
+    .model_id(model_id);
+    if let Some(pool) = &remote {
+        tracing::info!(
+            backends = args.backends.len(),
+            "every request runs on the backends"
+        );
+        builder = builder.remote(Arc::clone(pool));
     }
     if let Some(router) = router(&args)? {
         builder = builder.register(|r| crate::router::register_auto(r, Arc::new(router)));
@@ -160,7 +216,12 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    let generator: Arc<dyn ponder_strategies::Generator> = runtime.generator();
+    // An LLM verifier (`llm-prm`) judges on the same engine the strategies run on.
+    let generator: Arc<dyn ponder_strategies::Generator> = match (&remote, &runtime) {
+        (Some(pool), _) => Arc::new(RemoteGenerator::new(Arc::clone(pool))),
+        (None, Some(runtime)) => runtime.generator(),
+        (None, None) => return Err("no model and no backend".into()),
+    };
     if let Some(verifier) = rt.block_on(args.verifier.build(generator))? {
         tracing::info!(verifier = %args.verifier, "strategies' candidates are scored by a verifier");
         builder = builder.verifier(verifier);

@@ -64,7 +64,7 @@ pub(crate) async fn reason(
     let req = validate::reason(&body, &state.limits, &state.registry)?;
     check_question_fits(&state, &req.problem)?;
     let slot = admit(&state).await?;
-    let search = Search::spawn(&state, req, None);
+    let search = Search::spawn(&state, req, None)?;
     let outcome = search.finish().await?;
     state
         .metrics
@@ -73,7 +73,7 @@ pub(crate) async fn reason(
     Ok(Json(outcome))
 }
 
-async fn admit(state: &Arc<AppState>) -> Result<Slot> {
+pub(super) async fn admit(state: &Arc<AppState>) -> Result<Slot> {
     if state.is_draining() {
         return Err(AppError::Draining);
     }
@@ -87,9 +87,19 @@ async fn generate(
     route: &'static str,
 ) -> Result<Response> {
     let start = Instant::now();
-    match valid.strategy.is_some() {
-        true => search(state, valid, flavor, route, start).await,
-        false => direct(state, valid, flavor, route, start).await,
+    if valid.strategy.is_some() {
+        return search(state, valid, flavor, route, start).await;
+    }
+    match (&state.remote, &state.runtime) {
+        (Some(pool), _) => {
+            let pool = Arc::clone(pool);
+            super::generate_remote::direct(state, pool, valid, flavor, route, start).await
+        }
+        (None, Some(runtime)) => {
+            let runtime = Arc::clone(runtime);
+            direct(state, runtime, valid, flavor, route, start).await
+        }
+        (None, None) => Err(AppError::Backend("no local model and no backend".into())),
     }
 }
 
@@ -173,12 +183,13 @@ fn finish_name(reason: SeqFinish) -> &'static str {
 
 async fn direct(
     state: Arc<AppState>,
+    runtime: Arc<crate::runtime::Runtime>,
     valid: ValidGeneration,
     flavor: Flavor,
     route: &'static str,
     start: Instant,
 ) -> Result<Response> {
-    let model = Arc::clone(&state.runtime.model);
+    let model = Arc::clone(&runtime.model);
     let text = match &valid.prompt {
         PromptIn::Chat(messages) => model.render_chat(messages)?,
         PromptIn::Text(t) => t.clone(),
@@ -216,7 +227,7 @@ async fn direct(
         priority: 0,
     };
     let slot = admit(&state).await?;
-    let handle = state.runtime.executor.submit(request).await?;
+    let handle = runtime.executor.submit(request).await?;
     let env = Envelope::new(flavor, &valid.model);
     let decoder = Decoder {
         model,
@@ -272,7 +283,7 @@ async fn direct(
     Ok(Json(body).into_response())
 }
 
-fn keep_alive(interval: &std::time::Duration) -> KeepAlive {
+pub(super) fn keep_alive(interval: &std::time::Duration) -> KeepAlive {
     KeepAlive::new().interval(*interval).text("keep-alive")
 }
 
@@ -424,19 +435,19 @@ impl Search {
         state: &Arc<AppState>,
         req: ReasonRequest,
         progress: Option<mpsc::UnboundedSender<Progress>>,
-    ) -> Self {
+    ) -> Result<Self> {
         let cancel = CancellationToken::new();
         let registry = Arc::clone(&state.registry);
-        let generator = state.generator();
+        let generator = state.generator()?;
         let verifier = state.verifier.clone();
         let token = cancel.clone();
         let task = tokio::spawn(async move {
             reason_with_progress(&registry, generator, verifier, &req, token, progress).await
         });
-        Self {
+        Ok(Self {
             task,
             _cancel: cancel.drop_guard(),
-        }
+        })
     }
 
     async fn finish(mut self) -> Result<Outcome> {
@@ -450,9 +461,14 @@ impl Search {
     }
 }
 
+/// Refuses a question longer than the local model's context before a slot is taken (over a
+/// backend, its generator checks the rendered prompt against the backend model's context).
 fn check_question_fits(state: &AppState, question: &str) -> Result<()> {
-    let tokens = state.runtime.model.tokenizer.encode(question)?.len();
-    let context = state.runtime.model.model.config().context_length;
+    let Some(runtime) = state.runtime.as_ref().filter(|_| state.remote.is_none()) else {
+        return Ok(());
+    };
+    let tokens = runtime.model.tokenizer.encode(question)?.len();
+    let context = runtime.model.model.config().context_length;
     if tokens >= context {
         return Err(ValidationError::ContextLength {
             prompt: tokens,
@@ -522,10 +538,11 @@ async fn search(
     let Some(strategy) = valid.strategy.clone() else {
         return Err(AppError::NotFound);
     };
-    let (question, _) = validate::problem_of(&valid.prompt);
+    let (question, history) = validate::problem_of(&valid.prompt);
     check_question_fits(&state, &question)?;
     let req = ReasonRequest {
         problem: question,
+        history,
         strategy: strategy.name.clone(),
         params: strategy.params.clone(),
         budget_tokens: strategy.budget_tokens as i64,
@@ -538,7 +555,7 @@ async fn search(
     let env = Envelope::new(flavor, &valid.model);
     if valid.stream {
         let (tx, rx) = mpsc::unbounded_channel();
-        let search = Search::spawn(&state, req, Some(tx));
+        let search = Search::spawn(&state, req, Some(tx))?;
         let interval = state.limits.keep_alive;
         let events = search_stream(
             state,
@@ -555,7 +572,7 @@ async fn search(
             .keep_alive(keep_alive(&interval))
             .into_response());
     }
-    let outcome = Search::spawn(&state, req, None).finish().await?;
+    let outcome = Search::spawn(&state, req, None)?.finish().await?;
     drop(slot);
     state.metrics.ttft(route, start.elapsed());
     state

@@ -36,7 +36,10 @@ pub(crate) async fn ready(State(state): State<Arc<AppState>>) -> Response {
                 .into_response();
         }
     }
-    match state.runtime.counters().await {
+    let Some(runtime) = &state.runtime else {
+        return Json(json!({"status": "ready", "model": state.model_id})).into_response();
+    };
+    match runtime.counters().await {
         Ok(_) => Json(json!({"status": "ready", "model": state.model_id})).into_response(),
         Err(e) => (
             StatusCode::SERVICE_UNAVAILABLE,
@@ -73,15 +76,24 @@ pub(crate) async fn strategies(State(state): State<Arc<AppState>>) -> Json<Value
 
 /// `GET /metrics`: Prometheus (OpenMetrics) text, engine gauges read fresh.
 pub(crate) async fn metrics(State(state): State<Arc<AppState>>) -> Response {
-    let counters = state.runtime.counters().await.ok();
-    let kv = state.runtime.executor.kv_stats().await.ok();
-    state.metrics.observe_engine(counters, kv);
+    if let Some(runtime) = &state.runtime {
+        let counters = runtime.counters().await.ok();
+        let kv = runtime.executor.kv_stats().await.ok();
+        state.metrics.observe_engine(counters, kv);
+    }
+    let mut text = state.metrics.encode();
+    // The backends' health and latency: their own block, before the final `# EOF`.
+    if let Some(pool) = &state.remote {
+        text = format!("{}\n", text.trim_end().trim_end_matches("# EOF").trim_end());
+        pool.encode_metrics(&mut text);
+        text.push_str("# EOF\n");
+    }
     (
         [(
             header::CONTENT_TYPE,
             "application/openmetrics-text; version=1.0.0; charset=utf-8",
         )],
-        state.metrics.encode(),
+        text,
     )
         .into_response()
 }

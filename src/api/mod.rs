@@ -13,6 +13,7 @@ pub mod cli;
 mod error;
 mod extract;
 mod generate;
+mod generate_remote;
 mod guard;
 mod handlers;
 #[cfg(test)]
@@ -53,7 +54,8 @@ use extract::BodyLimit;
 
 /// Everything a handler can reach.
 pub struct AppState {
-    runtime: Arc<Runtime>,
+    /// The local engine; `None` when every request runs on the backends.
+    runtime: Option<Arc<Runtime>>,
     remote: Option<Arc<RemotePool>>,
     registry: Arc<Registry>,
     verifier: Option<Arc<dyn Verifier>>,
@@ -78,10 +80,12 @@ impl std::fmt::Debug for AppState {
 
 impl AppState {
     /// A generator for one request: over the remote backends when there are any, else local.
-    fn generator(&self) -> Arc<dyn Generator> {
-        match &self.remote {
-            Some(pool) => Arc::new(RemoteGenerator::new(Arc::clone(pool))),
-            None => self.runtime.generator(),
+    /// (`ServerBuilder` only builds states with a runtime, a pool or both.)
+    fn generator(&self) -> Result<Arc<dyn Generator>, AppError> {
+        match (&self.remote, &self.runtime) {
+            (Some(pool), _) => Ok(Arc::new(RemoteGenerator::new(Arc::clone(pool)))),
+            (None, Some(runtime)) => Ok(runtime.generator()),
+            (None, None) => Err(AppError::Backend("no local model and no backend".into())),
         }
     }
 
@@ -103,7 +107,7 @@ impl AppState {
 
 /// Assembles the server's state: a runtime, the strategies it can run, its limits and keys.
 pub struct ServerBuilder {
-    runtime: Arc<Runtime>,
+    runtime: Option<Arc<Runtime>>,
     registry: Registry,
     verifier: Option<Arc<dyn Verifier>>,
     limits: Limits,
@@ -125,6 +129,16 @@ impl std::fmt::Debug for ServerBuilder {
 impl ServerBuilder {
     /// A server over `runtime` with the built-in strategies, default limits and no API keys.
     pub fn new(runtime: Arc<Runtime>) -> Self {
+        Self::with_engines(Some(runtime), None)
+    }
+
+    /// A server with no local model: every request — plain decoding, `n` choices, strategies,
+    /// an LLM verifier — runs on `pool`'s backends.
+    pub fn remote_only(pool: Arc<RemotePool>) -> Self {
+        Self::with_engines(None, Some(pool))
+    }
+
+    fn with_engines(runtime: Option<Arc<Runtime>>, remote: Option<Arc<RemotePool>>) -> Self {
         Self {
             runtime,
             registry: Registry::with_builtins(),
@@ -132,7 +146,7 @@ impl ServerBuilder {
             limits: Limits::default(),
             keys: ApiKeys::none(),
             model_id: "ponder-local".into(),
-            remote: None,
+            remote,
         }
     }
 
@@ -155,8 +169,8 @@ impl ServerBuilder {
         self
     }
 
-    /// Runs strategies on remote OpenAI-compatible servers instead of the local engine (plain
-    /// decoding without a strategy stays local).
+    /// Runs every request (plain decoding and strategies) on remote OpenAI-compatible servers
+    /// instead of the local engine.
     pub fn remote(mut self, pool: Arc<RemotePool>) -> Self {
         self.remote = Some(pool);
         self

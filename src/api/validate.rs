@@ -486,6 +486,7 @@ pub(crate) fn reason(
     };
     Ok(ReasonRequest {
         problem: body.problem.clone(),
+        history: Vec::new(),
         strategy,
         params: body.params.clone(),
         budget_tokens: budget as i64,
@@ -497,22 +498,27 @@ pub(crate) fn reason(
     })
 }
 
-/// The problem a strategy answers: the last user message (and the system prompt, if any).
-pub(crate) fn problem_of(prompt: &PromptIn) -> (String, Option<String>) {
+/// The problem a strategy answers: the last user message, and the whole conversation before it
+/// (system message and earlier turns, in order; see [`crate::reason::problem`]). Messages after
+/// the last user message (an assistant prefix) are not part of the question.
+pub(crate) fn problem_of(prompt: &PromptIn) -> (String, Vec<ponder_strategies::Turn>) {
     match prompt {
-        PromptIn::Text(t) => (t.clone(), None),
+        PromptIn::Text(t) => (t.clone(), Vec::new()),
         PromptIn::Chat(msgs) => {
+            let Some(last) = msgs.iter().rposition(|m| m.role == "user") else {
+                return (String::new(), Vec::new());
+            };
             let question = msgs
-                .iter()
-                .rev()
-                .find(|m| m.role == "user")
+                .get(last)
                 .map(|m| m.content.clone())
                 .unwrap_or_default();
-            let system = msgs
+            let history = msgs
+                .get(..last)
+                .unwrap_or_default()
                 .iter()
-                .find(|m| m.role == "system")
-                .map(|m| m.content.clone());
-            (question, system)
+                .map(|m| ponder_strategies::Turn::new(m.role.as_str(), m.content.as_str()))
+                .collect();
+            (question, history)
         }
     }
 }

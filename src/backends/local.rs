@@ -211,11 +211,10 @@ impl Generator for LocalGenerator {
                 "invalid prompt: the user message is empty".into(),
             ));
         }
-        let mut messages = Vec::new();
-        if let Some(system) = &prompt.system {
-            messages.push(ChatMessage::new("system", system));
-        }
-        messages.push(ChatMessage::new("user", &prompt.user));
+        let messages: Vec<ChatMessage> = prompt
+            .messages()
+            .map(|(role, content)| ChatMessage::new(role, content))
+            .collect();
         let text = self.model.render_chat(&messages).map_err(engine)?;
         let tokens = encode_prompt(&self.model, &text).map_err(engine)?;
         let len = tokens.len();

@@ -1,9 +1,12 @@
 //! Backends: implementations of the strategies' `Generator` port. [`LocalGenerator`] runs on
 //! this process's engine (the executor actor); [`RemoteGenerator`] runs on OpenAI-compatible
-//! completion servers through a [`RemotePool`] (prefix-affinity routing, failover).
+//! completion servers through a [`RemotePool`] (prefix-affinity routing, failover, TLS, keys).
 
 mod local;
 mod remote;
 
 pub use local::{LocalGenerator, StopStrings};
-pub use remote::{chatml, RemoteGenerator, RemoteOptions, RemotePool, UNAVAILABLE};
+pub use remote::{
+    affinity_key, chatml, BackendFormat, BackendKeys, FormatError, RemoteGenerator, RemoteOptions,
+    RemotePool, Secret, UNAVAILABLE,
+};

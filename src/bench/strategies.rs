@@ -149,6 +149,7 @@ pub fn beam_vs_best_of_n(
     let registry = Registry::with_builtins();
     let request = |strategy: &str, params: serde_json::Value| ReasonRequest {
         problem: problem.into(),
+        history: Vec::new(),
         strategy: strategy.into(),
         params,
         budget_tokens: 1_000_000,
@@ -262,6 +263,7 @@ pub fn strategy_table(
             for p in problems {
                 let req = ReasonRequest {
                     problem: p.problem.clone(),
+                    history: Vec::new(),
                     strategy: strategy.clone(),
                     params: serde_json::Value::Null,
                     budget_tokens: budget,

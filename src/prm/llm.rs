@@ -111,6 +111,7 @@ impl LlmPrm {
         let (root, _) = generator
             .open(&Prompt {
                 system: None,
+                history: Vec::new(),
                 user: config.instructions.clone(),
             })
             .await

@@ -79,6 +79,7 @@ impl Auto {
     async fn direct(&self, ctx: &Context, max_tokens: usize) -> Result<Selection> {
         let prompt = Prompt {
             system: Some(DIRECT_SYSTEM_PROMPT.into()),
+            history: ctx.problem().history.clone(),
             user: ctx.problem().question.clone(),
         };
         let root = ctx.open_with(&prompt).await?;

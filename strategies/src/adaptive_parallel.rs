@@ -214,6 +214,7 @@ impl AdaptiveParallel {
         );
         let prompt = Prompt {
             system: ctx.problem().system.clone(),
+            history: ctx.problem().history.clone(),
             user,
         };
         let judge = ctx.open_with(&prompt).await?;

@@ -276,6 +276,7 @@ impl Context {
     pub async fn open(&self) -> Result<Branch> {
         let prompt = Prompt {
             system: self.problem.system.clone(),
+            history: self.problem.history.clone(),
             user: self.problem.question.clone(),
         };
         self.open_with(&prompt).await

@@ -286,7 +286,18 @@ fn parse_sum(prompt: &str) -> Option<i64> {
 #[async_trait]
 impl Generator for FakeGenerator {
     async fn open(&self, prompt: &Prompt) -> Result<(SeqHandle, usize)> {
-        let rendered = format!("{} {}", prompt.system.as_deref().unwrap_or(""), prompt.user);
+        // The whole conversation counts towards the prompt, as a chat template renders it.
+        let turns: Vec<&str> = prompt
+            .history
+            .iter()
+            .map(|t| t.content.as_str())
+            .chain(std::iter::once(prompt.user.as_str()))
+            .collect();
+        let rendered = format!(
+            "{} {}",
+            prompt.system.as_deref().unwrap_or(""),
+            turns.join(" ")
+        );
         let seq = FakeSeq {
             prompt: prompt.user.as_str().into(),
             rendered: rendered.as_str().into(),

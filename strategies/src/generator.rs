@@ -17,13 +17,52 @@ use crate::error::Result;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct SeqHandle(pub u64);
 
-/// The question as the generator renders it (with its own chat template).
+/// One earlier message of a conversation (`user` or `assistant`; `system` where a caller put one
+/// mid-conversation).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Turn {
+    /// Who said it: `user`, `assistant` or `system`.
+    pub role: String,
+    /// What was said.
+    pub content: String,
+}
+
+impl Turn {
+    /// A turn by `role`.
+    pub fn new(role: impl Into<String>, content: impl Into<String>) -> Self {
+        Self {
+            role: role.into(),
+            content: content.into(),
+        }
+    }
+}
+
+/// The conversation as the generator renders it (with its own chat template): the system
+/// message, the earlier turns in order, then the user's message the reply answers.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Prompt {
     /// Optional system message.
     pub system: Option<String>,
+    /// Earlier turns, oldest first, before `user`.
+    #[serde(default)]
+    pub history: Vec<Turn>,
     /// The user's message.
     pub user: String,
+}
+
+impl Prompt {
+    /// Every message in order as (role, content): system, history, the user's message.
+    pub fn messages(&self) -> impl Iterator<Item = (&str, &str)> {
+        let system = self.system.as_deref().map(|s| ("system", s));
+        system
+            .into_iter()
+            .chain(
+                self.history
+                    .iter()
+                    .map(|t| (t.role.as_str(), t.content.as_str())),
+            )
+            .chain(std::iter::once(("user", self.user.as_str())))
+    }
 }
 
 /// How to sample one continuation.

@@ -26,6 +26,9 @@ pub struct Problem {
     pub question: String,
     /// The system prompt (defaults to [`DEFAULT_SYSTEM_PROMPT`]).
     pub system: Option<String>,
+    /// The conversation before the question, oldest first (a chat request's earlier turns).
+    #[serde(default)]
+    pub history: Vec<crate::generator::Turn>,
 }
 
 impl Problem {
@@ -34,6 +37,7 @@ impl Problem {
         Self {
             question: question.into(),
             system: Some(DEFAULT_SYSTEM_PROMPT.to_string()),
+            history: Vec::new(),
         }
     }
 }

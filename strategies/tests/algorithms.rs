@@ -698,6 +698,7 @@ fn generator_prompt_tokens() -> u64 {
     let g = FakeGenerator::arithmetic();
     let p = ponder_strategies::Prompt {
         system: Problem::new("What is 2+3?").system,
+        history: Vec::new(),
         user: "What is 2+3?".into(),
     };
     block_on(ponder_strategies::Generator::open(&g, &p))

@@ -1,0 +1,316 @@
+//! [`RemoteGenerator`]: the strategies' `Generator` port over OpenAI-compatible completion
+//! servers (vLLM, SGLang, llama.cpp's server, llama-cpp-python's server, or another
+//! `ponder serve`), so Ponder can run as a stateless orchestrator in front of engines it does
+//! not own.
+//!
+//! A sequence is text: the rendered conversation — in the backend model's own chat format when
+//! `--backend-tokenizer` names it ([`format`]), else ChatML — plus everything generated or
+//! appended since. `extend` sends one `/v1/completions` request per branch (prompt
+//! continuation, `max_tokens`, `stop`, `seed`, `logprobs`) — fanned out rather than `n > 1`,
+//! because each branch has its own seed and many servers reject or ignore per-choice seeds —
+//! and all branches of a call run concurrently. Each engine's way of saying which stop string
+//! ended a step is read by [`response`].
+//!
+//! Accounting is in the backend's tokens: generated tokens are its `usage.completion_tokens`;
+//! a prompt's length is counted by the backend tokenizer (`--backend-tokenizer`, else the
+//! backend's `/tokenize`; only where neither exists is it bounded by bytes until the first
+//! response reports `usage.prompt_tokens`). Prefill is charged as the local generator charges
+//! it — as if this search ran alone on an engine with a prefix cache: the tokens of a sequence
+//! this search has not sent before (a new prompt once, however many branches share it in one
+//! call; then what was appended or generated since), the rest counted as reused. The
+//! reservation for the next call ([`Generator::prefill_bound`]) is that same figure.
+//!
+//! Routing, failover, credentials and TLS are [`RemotePool`]'s ([`pool`]).
+#![deny(clippy::indexing_slicing)]
+
+mod format;
+mod pool;
+mod response;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use ponder_strategies::{
+    Cost, ExtendRequest, Extension, Generator, Prompt, Result, SeqHandle, StopKind, StrategyError,
+};
+use serde_json::json;
+
+use crate::engine::ChatMessage;
+
+pub use format::{chatml, BackendFormat, FormatError};
+pub use pool::{affinity_key, BackendKeys, RemoteOptions, RemotePool, Secret, UNAVAILABLE};
+
+#[derive(Debug, Clone)]
+struct RemoteSeq {
+    text: String,
+    affinity: u64,
+    /// Tokens in `text` (exact when counted by a tokenizer or the backend's usage; an upper
+    /// bound while only bytes are known).
+    tokens: usize,
+    /// Tokens at the end of `text` this search has not sent to a backend yet (what the next
+    /// extend computes as prefill).
+    uncached: usize,
+}
+
+/// The `Generator` port over a [`RemotePool`]; one per request (it owns that request's
+/// sequences), all sharing the pool.
+#[derive(Debug)]
+pub struct RemoteGenerator {
+    pool: Arc<RemotePool>,
+    seqs: Mutex<HashMap<u64, RemoteSeq>>,
+    next: AtomicU64,
+}
+
+impl RemoteGenerator {
+    /// A generator for one request over `pool`.
+    pub fn new(pool: Arc<RemotePool>) -> Self {
+        Self {
+            pool,
+            seqs: Mutex::new(HashMap::new()),
+            next: AtomicU64::new(1),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, RemoteSeq>> {
+        self.seqs.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn get(&self, seq: SeqHandle) -> Result<RemoteSeq> {
+        self.lock()
+            .get(&seq.0)
+            .cloned()
+            .ok_or_else(|| StrategyError::Generator(format!("unknown sequence {}", seq.0)))
+    }
+
+    fn insert(&self, seq: RemoteSeq) -> SeqHandle {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        self.lock().insert(id, seq);
+        SeqHandle(id)
+    }
+
+    /// The text of `prompt` as the backend model is prompted.
+    pub fn render(&self, prompt: &Prompt) -> Result<String> {
+        self.render_messages(&format::messages_of(prompt))
+    }
+
+    /// `messages` as the backend model is prompted (chat format, ending where it replies).
+    pub fn render_messages(&self, messages: &[ChatMessage]) -> Result<String> {
+        match &self.pool.opts.format {
+            Some(f) => f
+                .render_messages(messages)
+                .map_err(StrategyError::Generator),
+            None => Ok(format::chatml_messages(messages)),
+        }
+    }
+
+    /// Opens a sequence on already rendered text (a chat rendered by [`Self::render_messages`],
+    /// or a raw completion prompt); returns it and its length in the backend's tokens.
+    pub async fn open_text(&self, text: String) -> Result<(SeqHandle, usize)> {
+        if text.trim().is_empty() {
+            return Err(StrategyError::Generator(
+                "invalid prompt: the prompt is empty".into(),
+            ));
+        }
+        let affinity = affinity_key(&text);
+        let tokens = self.count_prompt(affinity, &text).await;
+        if let Some(context) = self.pool.context() {
+            if tokens >= context {
+                return Err(StrategyError::Generator(format!(
+                    "invalid prompt: {tokens} tokens do not fit the backend model's context of {context}"
+                )));
+            }
+        }
+        Ok((
+            self.insert(RemoteSeq {
+                affinity,
+                tokens,
+                uncached: tokens,
+                text,
+            }),
+            tokens,
+        ))
+    }
+
+    /// The pool this generator runs on.
+    pub fn pool(&self) -> &Arc<RemotePool> {
+        &self.pool
+    }
+
+    /// Tokens of a whole prompt: the backend tokenizer's count, the backend's `/tokenize`, else
+    /// the bytes (an upper bound).
+    async fn count_prompt(&self, key: u64, text: &str) -> usize {
+        if let Some(n) = self.pool.opts.format.as_ref().and_then(|f| f.count(text)) {
+            return n;
+        }
+        match self.pool.tokenize(key, text).await {
+            Some(n) => n,
+            None => text.len(),
+        }
+    }
+
+    async fn extend_one(&self, req: &ExtendRequest, charged: bool) -> Result<Extension> {
+        let seq = self.get(req.seq)?;
+        let s = &req.sampling;
+        let mut max_tokens = req.max_tokens;
+        if let Some(context) = self.pool.context() {
+            max_tokens = max_tokens.min(context.saturating_sub(seq.tokens + 1));
+        }
+        if max_tokens == 0 {
+            return Ok(Extension {
+                text: String::new(),
+                tokens: Vec::new(),
+                stop: StopKind::Length,
+                cost: Cost::default(),
+            });
+        }
+        let stops: Vec<String> = req.stop.iter().filter(|x| !x.is_empty()).cloned().collect();
+        let mut body = json!({
+            "model": self.pool.opts.model,
+            "prompt": seq.text,
+            "max_tokens": max_tokens,
+            "temperature": s.temperature,
+            "top_p": s.top_p,
+            "seed": s.seed,
+            "logprobs": s.top_logprobs,
+            // Explicit, so servers with other defaults (llama-cpp-python: min_p 0.05,
+            // repeat_penalty 1.1) sample as asked; servers ignore names they do not know.
+            "min_p": s.min_p,
+            "repeat_penalty": 1.0,
+        });
+        if let Some(fields) = body.as_object_mut() {
+            // Only when set: "off" is 0 on some servers and -1 on others (llama-cpp-python's
+            // server then keeps its top_k of 40).
+            if s.top_k > 0 {
+                fields.insert("top_k".into(), json!(s.top_k));
+            }
+            if !stops.is_empty() {
+                fields.insert("stop".into(), json!(stops));
+            }
+        }
+        let v = self
+            .pool
+            .post_json(seq.affinity, "/v1/completions", &body)
+            .await
+            .map_err(StrategyError::Generator)?;
+        let c = response::parse(&v, &stops).map_err(StrategyError::Generator)?;
+        let prompt_tokens = c.prompt_tokens.unwrap_or(seq.tokens as u64);
+        let generated = match c.completion_tokens {
+            Some(n) => n,
+            None => match self
+                .pool
+                .opts
+                .format
+                .as_ref()
+                .and_then(|f| f.count_appended(&c.text))
+            {
+                Some(n) => n as u64,
+                None => c.tokens.len() as u64,
+            },
+        };
+        // Prefill as this search alone would compute it with a prefix cache (module doc).
+        let computed = if charged {
+            (seq.uncached as u64).min(prompt_tokens)
+        } else {
+            0
+        };
+        {
+            let mut seqs = self.lock();
+            if let Some(x) = seqs.get_mut(&req.seq.0) {
+                x.text.push_str(&c.text);
+                x.tokens = (prompt_tokens + generated) as usize;
+                x.uncached = generated as usize;
+            }
+        }
+        Ok(Extension {
+            text: c.text,
+            tokens: c.tokens,
+            stop: c.stop,
+            cost: Cost {
+                generated,
+                prefill_computed: computed,
+                prefill_reused: prompt_tokens - computed,
+            },
+        })
+    }
+}
+
+#[async_trait]
+impl Generator for RemoteGenerator {
+    async fn open(&self, prompt: &Prompt) -> Result<(SeqHandle, usize)> {
+        if prompt.user.trim().is_empty() {
+            return Err(StrategyError::Generator(
+                "invalid prompt: the user message is empty".into(),
+            ));
+        }
+        let text = self.render(prompt)?;
+        self.open_text(text).await
+    }
+
+    fn fork(&self, seq: SeqHandle) -> Result<SeqHandle> {
+        let copy = self.get(seq)?;
+        Ok(self.insert(copy))
+    }
+
+    fn append(&self, seq: SeqHandle, text: &str) -> Result<usize> {
+        // Exact with a backend tokenizer; else the bytes bound it (`append` cannot wait on the
+        // backend) until the next response's usage replaces it.
+        let n = self
+            .pool
+            .opts
+            .format
+            .as_ref()
+            .and_then(|f| f.count_appended(text))
+            .unwrap_or(text.len());
+        let mut seqs = self.lock();
+        let s = seqs
+            .get_mut(&seq.0)
+            .ok_or_else(|| StrategyError::Generator(format!("unknown sequence {}", seq.0)))?;
+        s.text.push_str(text);
+        s.tokens += n;
+        s.uncached += n;
+        Ok(n)
+    }
+
+    fn prefill_bound(&self, seq: SeqHandle) -> Result<usize> {
+        Ok(self.get(seq)?.uncached)
+    }
+
+    fn prefill_bound_batch(&self, seqs: &[SeqHandle]) -> Result<usize> {
+        // Branches of one call continuing the same text are charged once (see `extend`).
+        let mut distinct: Vec<RemoteSeq> = Vec::new();
+        for seq in seqs {
+            let s = self.get(*seq)?;
+            if !distinct.iter().any(|d| d.text == s.text) {
+                distinct.push(s);
+            }
+        }
+        Ok(distinct.iter().map(|s| s.uncached).sum())
+    }
+
+    async fn extend(&self, batch: &[ExtendRequest]) -> Result<Vec<Extension>> {
+        // The first request continuing each distinct text carries its prefill charge.
+        let mut seen: Vec<String> = Vec::new();
+        let mut charged = Vec::with_capacity(batch.len());
+        for req in batch {
+            let text = self.get(req.seq)?.text;
+            charged.push(!seen.contains(&text));
+            if !seen.contains(&text) {
+                seen.push(text);
+            }
+        }
+        let results = futures_util::future::join_all(
+            batch
+                .iter()
+                .zip(charged)
+                .map(|(r, charged)| self.extend_one(r, charged)),
+        )
+        .await;
+        results.into_iter().collect()
+    }
+
+    fn release(&self, seq: SeqHandle) {
+        self.lock().remove(&seq.0);
+    }
+}

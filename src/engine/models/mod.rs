@@ -17,6 +17,7 @@
 
 mod llama;
 mod qwen2;
+mod qwen3;
 
 use super::config::RopeStyle;
 
@@ -26,6 +27,7 @@ pub(crate) const REGISTRY: &[(&str, &Architecture)] = &[
     ("llama", &llama::LLAMA),
     ("mistral", &llama::LLAMA),
     ("qwen2", &qwen2::QWEN2),
+    ("qwen3", &qwen3::QWEN3),
 ];
 
 /// One decoder architecture: how its checkpoints name their tensors and how its layers differ

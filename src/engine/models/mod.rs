@@ -14,6 +14,34 @@
 //!
 //! Invariants: names in [`REGISTRY`] are unique; every architecture uses the SiLU-gated MLP,
 //! RMSNorm and RoPE of the llama family, varying only in what [`LayerOptions`] says.
+//!
+//! # Adding an architecture
+//!
+//! Qwen3 is the worked example; its commit touched exactly three places.
+//!
+//! 1. **`models/qwen3.rs`** (new): one `static QWEN3: Architecture`. Its [`LayerOptions`] say
+//!    what differs from the plain llama block: `qkv_bias: false`, `qk_norm: true` (an RMSNorm
+//!    on each query and key head, before RoPE), `activation: Activation::Silu`. Its tensor
+//!    names are the shared tables: [`TensorNames::LLAMA_CPP`] for GGUF (`blk.N.attn_q_norm`)
+//!    and [`TensorNames::TRANSFORMERS`] for safetensors (`model.layers.N.self_attn.q_norm`).
+//!    Its [`GgufLayout`] says llama.cpp stores its q/k rows unpermuted (RoPE pairs halves,
+//!    [`RopeStyle::Halves`]) and that a file without `qwen3.rope.freq_base` means 1 000 000.
+//!    Everything else (head dimension from `head_dim` / `qwen3.attention.key_length`, GQA,
+//!    tied embeddings) the loaders read from the file as for every architecture.
+//! 2. **This file**: `mod qwen3;` and the registry line `("qwen3", &qwen3::QWEN3),` — the name
+//!    GGUF `general.architecture` and HF `model_type` give.
+//! 3. **`tests/qwen3_parity.rs`**: a tiny random checkpoint written by the test as safetensors
+//!    and as GGUF, whose logits must match candle-transformers' `qwen3` and `quantized_qwen3`
+//!    within 1e-3 at every step of a greedy decode (`util::assert_tracks_reference`), plus a
+//!    missing-tensor case.
+//!
+//! The forward pass did not change in that commit: the per-head q/k norm had been added
+//! before as [`LayerOptions::qk_norm`] — a field here, its tensors read in
+//! `weights::read_layer`, applied in `cpu.rs` and `cuda/forward.rs` — off for every
+//! architecture. Do the same for what yours needs and the options lack (another activation,
+//! biases elsewhere, a norm with an offset): add the option, off everywhere, in a commit of its
+//! own; the architecture's commit then only turns it on. Tensor names that differ from the
+//! shared tables are a struct update: `TensorNames { q: "attn.wq", ..TensorNames::LLAMA_CPP }`.
 
 mod llama;
 mod qwen2;

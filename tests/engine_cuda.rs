@@ -234,7 +234,7 @@ fn cuda_greedy_branches_match_cpu_tokens_and_logprobs() {
 /// A Llama-ish 1B shape (Llama 3.2 1B's blocks, a 32k vocabulary to keep host sampling small).
 fn one_b_config() -> ModelConfig {
     ModelConfig {
-        architecture: Architecture::Llama,
+        architecture: Architecture::from_name("llama").expect("llama is registered"),
         vocab_size: 32_000,
         hidden_size: 2048,
         intermediate_size: 8192,

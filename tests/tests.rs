@@ -32,6 +32,7 @@ mod prm_fixture;
 mod prm_llm;
 mod prm_reward_head;
 mod qwen2_parity;
+mod qwen3_parity;
 mod reliability;
 mod router;
 mod server;

@@ -1,34 +1,10 @@
 //! Model hyper-parameters, independent of the file format they were read from.
 //!
 //! Both loaders (GGUF and safetensors) produce a [`ModelConfig`]; the forward pass reads only
-//! this. Architectures: llama (SmolLM2, Llama 3) and qwen2 (Qwen2.5, R1-Distill-Qwen), which
-//! differ in q/k/v biases and RoPE defaults.
+//! this. The architecture's layer options come with it (a description from `models/`); the
+//! shape and RoPE parameters are the file's.
 
-/// The decoder architectures the engine implements.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Architecture {
-    /// Llama family: no attention biases.
-    Llama,
-    /// Qwen2 family: biases on the q, k and v projections.
-    Qwen2,
-}
-
-impl Architecture {
-    /// Parses the name used by GGUF `general.architecture` or HF `model_type`.
-    pub fn from_name(name: &str) -> Option<Self> {
-        match name {
-            "llama" | "mistral" => Some(Self::Llama),
-            "qwen2" => Some(Self::Qwen2),
-            _ => None,
-        }
-    }
-
-    /// Whether the q/k/v projections carry a bias.
-    pub fn has_qkv_bias(self) -> bool {
-        matches!(self, Self::Qwen2)
-    }
-}
+use super::models::Architecture;
 
 /// How rotary embeddings pair the dimensions of a head.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -42,8 +18,8 @@ pub enum RopeStyle {
 /// Everything the forward pass needs to know about a model's shape.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ModelConfig {
-    /// Which decoder architecture.
-    pub architecture: Architecture,
+    /// Which decoder architecture (its layer options; registered in `models/`).
+    pub architecture: &'static Architecture,
     /// Vocabulary size (rows of the embedding).
     pub vocab_size: usize,
     /// Width of the residual stream.

@@ -3,11 +3,24 @@
 //! Parsing never depends on the build: `cuda` parses everywhere, and only opening it
 //! ([`ComputeDevice::check_built`]) fails, with an error naming the `cuda` feature, in a build
 //! without it. The CPU stays the default.
+//!
+//! This is also the one place the build picks the CUDA backend: module `cuda` is `cuda/` with
+//! feature `cuda` and `cuda_stub.rs` (the same names, uninhabited) without it, so no other file
+//! of the engine needs a feature gate (candle's dummy-backend split). The
+//! model chooses its backend when it loads (`model.rs`).
 
 use std::fmt;
 use std::str::FromStr;
 
 use super::error::EngineError;
+
+#[cfg(feature = "cuda")]
+#[path = "cuda/mod.rs"]
+pub(crate) mod cuda;
+
+#[cfg(not(feature = "cuda"))]
+#[path = "cuda_stub.rs"]
+pub(crate) mod cuda;
 
 /// The device a model's forward pass runs on.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

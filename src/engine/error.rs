@@ -25,12 +25,14 @@ pub enum EngineError {
         reason: String,
     },
     /// The model's architecture is not one the engine implements.
-    #[error("unsupported model architecture {arch:?} in {path} (supported: llama, qwen2)")]
+    #[error("unsupported model architecture {arch:?} in {path} (supported: {supported})")]
     UnsupportedArchitecture {
         /// The architecture named by the model.
         arch: String,
         /// The model file.
         path: PathBuf,
+        /// The names the engine knows, comma-separated (`models/`' registry).
+        supported: String,
     },
     /// A tensor uses a storage type the engine cannot compute with.
     #[error("unsupported tensor type in {path}: {detail}")]

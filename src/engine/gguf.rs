@@ -1,8 +1,10 @@
 //! Reading a GGUF file: header, hyper-parameters, quantized tensors and the tokenizer metadata.
 //!
-//! Follows llama.cpp's key names (`{arch}.block_count`, `blk.N.attn_q.weight`, …). Owns every
-//! check that turns a bad file into a clear [`EngineError`]: missing file, corrupt or truncated
-//! data, unsupported architecture, unsupported tensor type. It does not run the model.
+//! Follows llama.cpp's metadata keys (`{arch}.block_count`, …); tensor names and the
+//! architecture's defaults come from its description in `models/` (`general.architecture` is
+//! looked up in the registry). Owns every check that turns a bad file into a clear
+//! [`EngineError`]: missing file, corrupt or truncated data, unsupported architecture,
+//! unsupported tensor type. It does not run the model.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -13,10 +15,11 @@ use candle_core::quantized::gguf_file::{Content, Value};
 use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
 use candle_core::Device;
 
-use super::config::{Architecture, ModelConfig, RopeStyle};
+use super::config::ModelConfig;
 use super::error::{EngineError, Result};
 use super::loader::MatmulImpl;
-use super::weights::{LayerWeights, Linear, ModelWeights, Projection};
+use super::models::Architecture;
+use super::weights::{read_weights, ModelWeights, Projection, TensorSource};
 use ponder_kernels::{QuantFormat, QuantMatrix};
 
 /// Tensor storage types the engine computes with.
@@ -41,7 +44,9 @@ const SUPPORTED_TYPES: &[GgmlDType] = &[
 pub struct GgufFile {
     path: PathBuf,
     content: Content,
-    architecture: Architecture,
+    architecture: &'static Architecture,
+    /// `general.architecture`: the prefix of the hyper-parameter keys.
+    arch_key: String,
 }
 
 impl GgufFile {
@@ -93,8 +98,9 @@ impl GgufFile {
         };
         let architecture = Architecture::from_name(&arch_name).ok_or_else(|| {
             EngineError::UnsupportedArchitecture {
-                arch: arch_name,
+                arch: arch_name.clone(),
                 path: path.to_path_buf(),
+                supported: Architecture::supported(),
             }
         })?;
         let mut names: Vec<&String> = content.tensor_infos.keys().collect();
@@ -115,6 +121,7 @@ impl GgufFile {
             path: path.to_path_buf(),
             content,
             architecture,
+            arch_key: arch_name,
         })
     }
 
@@ -143,11 +150,8 @@ impl GgufFile {
         }
     }
 
-    fn arch_key(&self) -> &'static str {
-        match self.architecture {
-            Architecture::Llama => "llama",
-            Architecture::Qwen2 => "qwen2",
-        }
+    fn arch_key(&self) -> &str {
+        &self.arch_key
     }
 
     fn usize_key(&self, suffix: &str) -> Result<Option<usize>> {
@@ -184,18 +188,19 @@ impl GgufFile {
         let num_kv_heads = self
             .usize_key("attention.head_count_kv")?
             .unwrap_or(num_heads);
+        let embed = format!("{}.weight", self.architecture.gguf.names.embed);
         let vocab_size = self
             .content
             .tensor_infos
-            .get("token_embd.weight")
-            .ok_or_else(|| self.missing("tensor token_embd.weight"))?
+            .get(&embed)
+            .ok_or_else(|| self.missing(&format!("tensor {embed}")))?
             .shape
             .dims()
             .first()
             .copied()
             .ok_or_else(|| EngineError::CorruptModel {
                 path: self.path.clone(),
-                reason: "tensor token_embd.weight has no dimensions".into(),
+                reason: format!("tensor {embed} has no dimensions"),
             })?;
         let head_dim = self
             .usize_key("attention.key_length")?
@@ -211,15 +216,8 @@ impl GgufFile {
             head_dim,
             rope_theta: self
                 .f64_key("rope.freq_base")
-                .unwrap_or(match self.architecture {
-                    Architecture::Llama => 10_000.0,
-                    Architecture::Qwen2 => 1_000_000.0,
-                }),
-            // llama.cpp permutes llama q/k rows for interleaved RoPE; qwen2 is stored as-is.
-            rope_style: match self.architecture {
-                Architecture::Llama => RopeStyle::Interleaved,
-                Architecture::Qwen2 => RopeStyle::Halves,
-            },
+                .unwrap_or(self.architecture.gguf.rope_theta),
+            rope_style: self.architecture.gguf.rope_style,
             rms_norm_eps: self
                 .f64_key("attention.layer_norm_rms_epsilon")
                 .unwrap_or(1e-5),
@@ -234,7 +232,8 @@ impl GgufFile {
         Ok(config)
     }
 
-    /// Reads every tensor of the decoder onto `device`.
+    /// Reads every tensor of the decoder onto `device`; without an `output` tensor the head is
+    /// the (quantized) embedding table.
     pub(crate) fn weights(
         &self,
         config: &ModelConfig,
@@ -245,68 +244,62 @@ impl GgufFile {
             path: self.path.clone(),
             source,
         })?;
-        let mut reader = BufReader::new(file);
-        let mut tensor = |name: &str| -> Result<QTensor> {
-            if !self.content.tensor_infos.contains_key(name) {
-                return Err(self.missing(&format!("tensor {name}")));
-            }
-            self.content
-                .tensor(&mut reader, name, device)
-                .map_err(|e| EngineError::CorruptModel {
-                    path: self.path.clone(),
-                    reason: format!("tensor {name}: {e} (is the file truncated?)"),
-                })
-        };
-        let embed_q = tensor("token_embd.weight")?;
-        let embed = embed_q.dequantize(device)?;
-        let final_norm = tensor("output_norm.weight")?.dequantize(device)?;
-        let lm_head = if self.content.tensor_infos.contains_key("output.weight") {
-            tensor("output.weight")?
+        let names = &config.architecture.gguf.names;
+        let head = if self
+            .content
+            .tensor_infos
+            .contains_key(&format!("{}.weight", names.lm_head))
+        {
+            names.lm_head
         } else {
-            embed_q // tied embeddings
+            names.embed // tied embeddings
         };
-        let mut layers = Vec::with_capacity(config.num_layers);
-        for i in 0..config.num_layers {
-            let mut linear = |name: &str, with_bias: bool| -> Result<Linear> {
-                let weight = projection(tensor(&format!("blk.{i}.{name}.weight"))?, matmul)?;
-                let bias = if with_bias {
-                    Some(tensor(&format!("blk.{i}.{name}.bias"))?.dequantize(device)?)
-                } else {
-                    None
-                };
-                Ok(Linear::new(weight, bias))
-            };
-            let qkv_bias = config.architecture.has_qkv_bias();
-            let q_proj = linear("attn_q", qkv_bias)?;
-            let k_proj = linear("attn_k", qkv_bias)?;
-            let v_proj = linear("attn_v", qkv_bias)?;
-            let o_proj = linear("attn_output", false)?;
-            let gate_proj = linear("ffn_gate", false)?;
-            let up_proj = linear("ffn_up", false)?;
-            let down_proj = linear("ffn_down", false)?;
-            layers.push(
-                LayerWeights {
-                    attn_norm: tensor(&format!("blk.{i}.attn_norm.weight"))?.dequantize(device)?,
-                    ffn_norm: tensor(&format!("blk.{i}.ffn_norm.weight"))?.dequantize(device)?,
-                    q_proj,
-                    k_proj,
-                    v_proj,
-                    o_proj,
-                    gate_proj,
-                    up_proj,
-                    down_proj,
-                    qkv: None,
-                    gate_up: None,
-                }
-                .with_stacks(),
-            );
+        let mut reader = GgufTensors {
+            file: self,
+            reader: BufReader::new(file),
+            device,
+            matmul,
+        };
+        read_weights(
+            &mut reader,
+            config.architecture,
+            names,
+            config.num_layers,
+            Some(head),
+        )
+    }
+}
+
+/// The tensors of an open GGUF file, read one at a time from its data section.
+struct GgufTensors<'a> {
+    file: &'a GgufFile,
+    reader: BufReader<File>,
+    device: &'a Device,
+    matmul: MatmulImpl,
+}
+
+impl GgufTensors<'_> {
+    fn tensor(&mut self, name: &str) -> Result<QTensor> {
+        let file = self.file;
+        if !file.content.tensor_infos.contains_key(name) {
+            return Err(file.missing(&format!("tensor {name}")));
         }
-        Ok(ModelWeights {
-            embed,
-            layers,
-            final_norm,
-            lm_head: Some(Linear::new(projection(lm_head, matmul)?, None)),
-        })
+        file.content
+            .tensor(&mut self.reader, name, self.device)
+            .map_err(|e| EngineError::CorruptModel {
+                path: file.path.clone(),
+                reason: format!("tensor {name}: {e} (is the file truncated?)"),
+            })
+    }
+}
+
+impl TensorSource for GgufTensors<'_> {
+    fn dense(&mut self, name: &str) -> Result<candle_core::Tensor> {
+        Ok(self.tensor(name)?.dequantize(self.device)?)
+    }
+
+    fn projection(&mut self, name: &str) -> Result<Projection> {
+        projection(self.tensor(name)?, self.matmul)
     }
 }
 

@@ -13,6 +13,7 @@ use std::collections::HashMap;
 use candle_core::Tensor;
 
 use super::attention::{contiguous_attention, AttentionShape};
+use super::cuda::DeviceSlice;
 use super::error::{EngineError, Result};
 use super::model::SeqChunk;
 
@@ -69,15 +70,15 @@ pub trait KvStore {
     /// [`KvStore::attend`] on a CUDA device: stores `k` and `v` (`[tokens, num_kv_heads,
     /// head_dim]`, f32, the step's tokens in batch order) for `layer` and writes every token's
     /// attention output into `out` (`[tokens, num_heads, head_dim]`). Provided: an error, for
-    /// stores whose memory is on the host.
-    #[cfg(feature = "cuda")]
+    /// stores whose memory is on the host. In a build without feature `cuda` the buffer type
+    /// is uninhabited, so this cannot be called.
     fn attend_cuda(
         &mut self,
         layer: usize,
-        q: &cudarc::driver::CudaSlice<f32>,
-        k: &cudarc::driver::CudaSlice<f32>,
-        v: &cudarc::driver::CudaSlice<f32>,
-        out: &mut cudarc::driver::CudaSlice<f32>,
+        q: &DeviceSlice,
+        k: &DeviceSlice,
+        v: &DeviceSlice,
+        out: &mut DeviceSlice,
     ) -> Result<()> {
         let _ = (layer, q, k, v, out);
         Err(EngineError::Kv("this KV store keeps its memory on the host; a CUDA model needs PagedKvStore::for_model".into()))

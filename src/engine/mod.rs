@@ -1,9 +1,10 @@
 //! The model runtime: loading (GGUF, safetensors), tokenizer and chat template, our own batched
 //! forward pass over an external KV store, sampling, and the single-sequence generation loop.
 //!
-//! The forward pass runs on the CPU (the default) or, in a build with feature `cuda`, on a CUDA
-//! device (`cuda/`: weights, activations and KV blocks in device memory, our attention and KV
-//! kernels, cuBLAS projections); the bookkeeping, scheduling and sampling are shared.
+//! The forward pass runs on the CPU (the default, `cpu.rs`) or, in a build with feature `cuda`,
+//! on a CUDA device (`cuda/`: weights, activations and KV blocks in device memory, our attention
+//! and KV kernels, cuBLAS projections), chosen when the model loads; the bookkeeping,
+//! scheduling and sampling are shared. Architectures are data (`models/`, one file each).
 //!
 //! It knows nothing of HTTP or strategies; the scheduler drives the forward pass for many
 //! requests at once through the paged KV store — sampling for generation, and reading chosen
@@ -12,8 +13,7 @@
 mod attention;
 mod chat_template;
 mod config;
-#[cfg(feature = "cuda")]
-mod cuda;
+mod cpu;
 mod device;
 mod error;
 mod executor;
@@ -22,6 +22,7 @@ mod gguf;
 mod kv;
 mod loader;
 mod model;
+mod models;
 mod paged_kv;
 mod rope;
 mod rows;
@@ -31,9 +32,12 @@ mod scheduler;
 mod tokenizer;
 mod weights;
 
+/// The CUDA backend, or its stub in a build without feature `cuda` (chosen in `device.rs`).
+use device::cuda;
+
 pub use attention::AttentionShape;
 pub use chat_template::{ChatMessage, ChatTemplate};
-pub use config::{Architecture, ModelConfig, RopeStyle};
+pub use config::{ModelConfig, RopeStyle};
 pub use device::{ComputeDevice, WeightDtype};
 pub use error::{EngineError, Result};
 pub use executor::{Executor, GroupHandle, ScoreHandle};
@@ -42,6 +46,7 @@ pub use gguf::GgufFile;
 pub use kv::{ContiguousKvStore, KvStore, LayerChunk, SeqId};
 pub use loader::{load_model, LoadOptions, LoadedModel, MatmulImpl};
 pub use model::{LogitsFor, Model, Readout, SeqChunk};
+pub use models::{Activation, Architecture, GgufLayout, LayerOptions, TensorNames};
 pub use paged_kv::{bytes_per_block, PagedKvStore};
 pub use safetensors::SafetensorsModel;
 pub use sampling::{argmax, log_softmax, SampledToken, Sampler, SamplingParams, MAX_TOP_LOGPROBS};

@@ -1,36 +1,32 @@
-//! Our own decoder forward pass over a batch of sequences of different lengths.
+//! A loaded decoder: validation, rollback and read-outs of a batched forward pass, dispatched to
+//! the backend chosen when the model loads ([`ComputeDevice`]): the CPU (`cpu.rs`) or a CUDA
+//! device (`cuda::CudaModel`; in a build without feature `cuda`, an uninhabited stub, so this
+//! file needs no `#[cfg]`).
 //!
 //! Unlike candle-transformers' `ModelWeights` (one sequence, KV cache inside the model), a
-//! [`Model`] is immutable and shared: the tokens of every sequence in a batch are packed into
-//! one `[tokens, hidden]` matrix for the projections and the MLP (one matmul per weight for the
-//! whole batch), and only attention runs per sequence, against keys and values held by an
-//! external [`KvStore`]. That is the shape continuous batching and shared-prefix KV need.
+//! [`Model`] is immutable and shared: the tokens of every sequence in a batch are packed
+//! together, and attention runs per sequence against keys and values held by an external
+//! [`KvStore`]. That is the shape continuous batching and shared-prefix KV need.
 //!
 //! Besides logits for decoding ([`Model::forward`]), a pass can read chosen rows of chosen
 //! chunks ([`Model::forward_readouts`]): final-normed hidden states for a reward head, or
-//! logits at step tags, which is how process reward models are scored inside the batch.
-//!
-//! On a CUDA device (feature `cuda`) the same passes run in `cuda::CudaModel`: same
-//! validation, same rollback on error, same outputs (read-out rows copied to the host).
-//!
-//! Numerics follow llama.cpp / candle-transformers: RMSNorm, RoPE (interleaved for llama GGUF,
-//! halves otherwise), grouped-query attention with a causal mask, SiLU-gated MLP, f32 activations.
+//! logits at step tags, which is how process reward models are scored inside the batch. Both
+//! backends validate the same way, roll back the same way on error, and return the same
+//! outputs (a CUDA model copies its read-out rows to the host).
+
+use std::sync::Arc;
 
 use candle_core::{Device, Tensor};
 
 use super::attention::AttentionShape;
 use super::config::ModelConfig;
-#[cfg(feature = "cuda")]
-use super::cuda::CudaModel;
+use super::cpu::CpuModel;
+use super::cuda::{CudaModel, Gpu};
 use super::device::ComputeDevice;
 use super::error::{EngineError, Result};
-use super::kv::{KvStore, LayerChunk, SeqId};
-use super::rope::Rope;
-use super::rows;
-use super::weights::{LayerWeights, Linear, ModelWeights};
+use super::kv::{KvStore, SeqId};
+use super::weights::ModelWeights;
 use super::WeightDtype;
-#[cfg(feature = "cuda")]
-use std::sync::Arc;
 
 /// New tokens of one sequence, to be appended at `start_pos` (which must equal what the KV store
 /// already holds for `seq`).
@@ -72,24 +68,26 @@ pub enum Readout {
 #[derive(Debug, Clone)]
 pub struct Model {
     config: ModelConfig,
-    /// The CPU weights; empty for a model on a CUDA device.
-    weights: ModelWeights,
-    rope: Rope,
+    /// The device of the tensors the model returns (the CPU for a CUDA model too).
     device: Device,
-    /// The weights on a CUDA device, when the model runs there.
-    #[cfg(feature = "cuda")]
-    cuda: Option<Arc<CudaModel>>,
+    backend: Backend,
+}
+
+/// Where the forward pass runs, chosen when the model loads.
+#[derive(Debug, Clone)]
+enum Backend {
+    /// Host weights, our CPU kernels.
+    Cpu(Arc<CpuModel>),
+    /// Device weights; uninhabited in a build without feature `cuda`.
+    Cuda(Arc<CudaModel>),
 }
 
 impl Model {
     pub(crate) fn new(config: ModelConfig, weights: ModelWeights, device: Device) -> Result<Self> {
         Ok(Self {
-            rope: Rope::new(&config),
+            backend: Backend::Cpu(Arc::new(CpuModel::new(&config, weights, device.clone()))),
             config,
-            weights,
             device,
-            #[cfg(feature = "cuda")]
-            cuda: None,
         })
     }
 
@@ -103,28 +101,19 @@ impl Model {
     ) -> Result<Self> {
         device.check_built()?;
         match device {
-            ComputeDevice::Cpu => {
-                let _ = dtype;
-                Self::new(config, weights, Device::Cpu)
-            }
-            #[cfg(feature = "cuda")]
+            ComputeDevice::Cpu => Self::new(config, weights, Device::Cpu),
             ComputeDevice::Cuda(ordinal) => {
-                let gpu = super::cuda::Gpu::open(ordinal)?;
-                let cuda = CudaModel::upload(gpu, &config, &weights, dtype)?;
+                let cuda = CudaModel::upload(Gpu::open(ordinal)?, &config, &weights, dtype)?;
                 drop(weights);
-                Self::with_cuda(config, cuda)
+                Ok(Self::with_cuda(config, cuda))
             }
-            #[cfg(not(feature = "cuda"))]
-            ComputeDevice::Cuda(_) => Err(EngineError::CudaNotBuilt {
-                device: device.to_string(),
-            }),
         }
     }
 
     /// A model of `config`'s shape with random weights generated on CUDA device `ordinal`
     /// (for benchmarks: nothing is read from disk). Matrices are uniform in `±1/sqrt(in)`,
-    /// norms one, no biases; the same `seed` gives the same weights.
-    #[cfg(feature = "cuda")]
+    /// norms one, no biases; the same `seed` gives the same weights. Without feature `cuda`:
+    /// [`EngineError::CudaNotBuilt`].
     pub fn random_on_cuda(
         config: ModelConfig,
         ordinal: usize,
@@ -137,42 +126,32 @@ impl Model {
                 field: "config",
                 reason,
             })?;
-        let gpu = super::cuda::Gpu::open(ordinal)?;
-        let cuda = CudaModel::random(gpu, &config, dtype, seed)?;
-        Self::with_cuda(config, cuda)
+        let cuda = CudaModel::random(Gpu::open(ordinal)?, &config, dtype, seed)?;
+        Ok(Self::with_cuda(config, cuda))
     }
 
-    #[cfg(feature = "cuda")]
-    fn with_cuda(config: ModelConfig, cuda: CudaModel) -> Result<Self> {
-        let empty = Tensor::zeros(0, candle_core::DType::F32, &Device::Cpu)?;
-        let weights = ModelWeights {
-            embed: empty.clone(),
-            layers: Vec::new(),
-            final_norm: empty,
-            lm_head: None,
-        };
-        Ok(Self {
-            rope: Rope::new(&config),
+    fn with_cuda(config: ModelConfig, cuda: CudaModel) -> Self {
+        Self {
             config,
-            weights,
             device: Device::Cpu,
-            cuda: Some(Arc::new(cuda)),
-        })
+            backend: Backend::Cuda(Arc::new(cuda)),
+        }
     }
 
     /// The model's CUDA weights, when it runs on a CUDA device.
-    #[cfg(feature = "cuda")]
     pub(crate) fn cuda_model(&self) -> Option<&Arc<CudaModel>> {
-        self.cuda.as_ref()
+        match &self.backend {
+            Backend::Cuda(cuda) => Some(cuda),
+            Backend::Cpu(_) => None,
+        }
     }
 
     /// Where the forward pass runs.
     pub fn compute_device(&self) -> ComputeDevice {
-        #[cfg(feature = "cuda")]
-        if let Some(c) = &self.cuda {
-            return ComputeDevice::Cuda(c.gpu().ordinal());
+        match self.cuda_model() {
+            Some(cuda) => ComputeDevice::Cuda(cuda.gpu().ordinal()),
+            None => ComputeDevice::Cpu,
         }
-        ComputeDevice::Cpu
     }
 
     /// The model's hyper-parameters.
@@ -197,7 +176,26 @@ impl Model {
         which: LogitsFor,
     ) -> Result<Vec<Tensor>> {
         self.validate(batch, kv)?;
-        let result = self.forward_unchecked(batch, kv, which);
+        if !self.has_lm_head() {
+            return Err(no_lm_head());
+        }
+        let result = match &self.backend {
+            Backend::Cpu(cpu) => cpu.forward(batch, kv, which),
+            Backend::Cuda(cuda) => {
+                let readouts: Vec<Readout> = batch
+                    .iter()
+                    .map(|c| match which {
+                        LogitsFor::LastPosition => Readout::LastLogits,
+                        LogitsFor::AllPositions => Readout::Logits((0..c.tokens.len()).collect()),
+                    })
+                    .collect();
+                cuda.forward_readouts(batch, kv, &readouts).and_then(|out| {
+                    out.into_iter()
+                        .map(|t| t.ok_or_else(|| EngineError::Kv("logits missing".into())))
+                        .collect()
+                })
+            }
+        };
         if result.is_err() {
             for chunk in batch {
                 kv.truncate(chunk.seq, chunk.start_pos)?;
@@ -258,65 +256,6 @@ impl Model {
         Ok(())
     }
 
-    fn forward_unchecked(
-        &self,
-        batch: &[SeqChunk<'_>],
-        kv: &mut dyn KvStore,
-        which: LogitsFor,
-    ) -> Result<Vec<Tensor>> {
-        #[cfg(feature = "cuda")]
-        if let Some(cuda) = &self.cuda {
-            if !cuda.has_lm_head() {
-                self.lm_head()?;
-            }
-            let readouts: Vec<Readout> = batch
-                .iter()
-                .map(|c| match which {
-                    LogitsFor::LastPosition => Readout::LastLogits,
-                    LogitsFor::AllPositions => Readout::Logits((0..c.tokens.len()).collect()),
-                })
-                .collect();
-            return cuda
-                .forward_readouts(batch, kv, &readouts)?
-                .into_iter()
-                .map(|t| t.ok_or_else(|| EngineError::Kv("logits missing".into())))
-                .collect();
-        }
-        let lm_head = self.lm_head()?;
-        let x = self.residual(batch, kv)?;
-        let offsets = Self::offsets(batch);
-        let eps = self.config.rms_norm_eps as f32;
-        match which {
-            LogitsFor::LastPosition => {
-                let rows: Vec<u32> = batch
-                    .iter()
-                    .zip(&offsets)
-                    .map(|(c, o)| (o + c.tokens.len() - 1) as u32)
-                    .collect();
-                let rows = Tensor::new(rows.as_slice(), &self.device)?;
-                let last = x.index_select(&rows, 0)?;
-                let logits = lm_head.forward(&candle_nn::ops::rms_norm(
-                    &last,
-                    &self.weights.final_norm,
-                    eps,
-                )?)?;
-                (0..batch.len()).map(|i| Ok(logits.get(i)?)).collect()
-            }
-            LogitsFor::AllPositions => {
-                let logits = lm_head.forward(&candle_nn::ops::rms_norm(
-                    &x,
-                    &self.weights.final_norm,
-                    eps,
-                )?)?;
-                batch
-                    .iter()
-                    .zip(&offsets)
-                    .map(|(c, &o)| Ok(logits.narrow(0, o, c.tokens.len())?))
-                    .collect()
-            }
-        }
-    }
-
     /// Runs one forward pass over every chunk in `batch` together, like [`Model::forward`], and
     /// returns for each chunk what its [`Readout`] asks for (`None` for [`Readout::Nothing`]).
     ///
@@ -369,7 +308,7 @@ impl Model {
             .any(|r| matches!(r, Readout::LastLogits | Readout::Logits(_)))
             && !self.has_lm_head()
         {
-            self.lm_head()?;
+            return Err(no_lm_head());
         }
         Ok(())
     }
@@ -380,159 +319,18 @@ impl Model {
         kv: &mut dyn KvStore,
         readouts: &[Readout],
     ) -> Result<Vec<Option<Tensor>>> {
-        #[cfg(feature = "cuda")]
-        if let Some(cuda) = &self.cuda {
-            return cuda.forward_readouts(batch, kv, readouts);
+        match &self.backend {
+            Backend::Cpu(cpu) => cpu.forward_readouts(batch, kv, readouts),
+            Backend::Cuda(cuda) => cuda.forward_readouts(batch, kv, readouts),
         }
-        // One helper stays hot across the pass's ~150 kernel calls (no wake-up per call).
-        let _hot_helper = ponder_kernels::HotHelper::start();
-        let x = self.residual(batch, kv)?;
-        let eps = self.config.rms_norm_eps as f32;
-        read_out(batch, readouts, |rows, logits| {
-            let rows = Tensor::new(rows, &self.device)?;
-            let normed = candle_nn::ops::rms_norm(
-                &x.index_select(&rows, 0)?,
-                &self.weights.final_norm,
-                eps,
-            )?;
-            if logits {
-                Ok(self.lm_head()?.forward(&normed)?)
-            } else {
-                Ok(normed)
-            }
-        })
     }
 
     /// Whether the model has a language-model head (a reward model may have only a score head).
     pub fn has_lm_head(&self) -> bool {
-        #[cfg(feature = "cuda")]
-        if let Some(cuda) = &self.cuda {
-            return cuda.has_lm_head();
+        match &self.backend {
+            Backend::Cpu(cpu) => cpu.has_lm_head(),
+            Backend::Cuda(cuda) => cuda.has_lm_head(),
         }
-        self.weights.lm_head.is_some()
-    }
-
-    fn lm_head(&self) -> Result<&Linear> {
-        self.weights
-            .lm_head
-            .as_ref()
-            .ok_or_else(|| EngineError::InvalidInput {
-                field: "readouts",
-                reason:
-                    "the model has no language-model head (a reward model); ask for hidden states"
-                        .into(),
-            })
-    }
-
-    fn offsets(batch: &[SeqChunk<'_>]) -> Vec<usize> {
-        let mut offsets = Vec::with_capacity(batch.len());
-        let mut offset = 0;
-        for chunk in batch {
-            offsets.push(offset);
-            offset += chunk.tokens.len();
-        }
-        offsets
-    }
-
-    /// The residual stream after the last block, `[tokens, hidden]` (before the final norm).
-    ///
-    /// The stream stays a plain row-major vector between the kernel calls: the residual adds,
-    /// the norms and the gate run on it in place (`rows`, candle's bits, split across the
-    /// hot helper), and only the projections' inputs become tensors (moved, not copied).
-    fn residual(&self, batch: &[SeqChunk<'_>], kv: &mut dyn KvStore) -> Result<Tensor> {
-        kv.begin_step(batch)?;
-        let ids: Vec<u32> = batch
-            .iter()
-            .flat_map(|c| c.tokens.iter().copied())
-            .collect();
-        let ids = Tensor::new(ids.as_slice(), &self.device)?;
-        let embedded = self.weights.embed.index_select(&ids, 0)?;
-        let (rows, hidden) = embedded.dims2()?;
-        let mut x: Vec<f32> = embedded.flatten_all()?.to_vec1()?;
-        let eps = self.config.rms_norm_eps as f32;
-        // The output of the previous block, added to the stream before the next norm.
-        let mut delta: Option<Vec<f32>> = None;
-        for (layer_idx, layer) in self.weights.layers.iter().enumerate() {
-            let mut h = vec![0f32; x.len()];
-            rows::add_and_norm(
-                &mut x,
-                delta.as_deref(),
-                &layer.attn_norm.to_vec1()?,
-                eps,
-                &mut h,
-            );
-            let h = Tensor::from_vec(h, (rows, hidden), &self.device)?;
-            let attn = self.attention(layer_idx, layer, &h, batch, kv)?;
-            let mut h = vec![0f32; x.len()];
-            rows::add_and_norm(&mut x, Some(&attn), &layer.ffn_norm.to_vec1()?, eps, &mut h);
-            let h = Tensor::from_vec(h, (rows, hidden), &self.device)?;
-            let [mut gate, up] = match &layer.gate_up {
-                Some(stacked) => stacked.forward(&h)?,
-                None => [
-                    layer.gate_proj.forward_vec(&h)?,
-                    layer.up_proj.forward_vec(&h)?,
-                ],
-            };
-            rows::silu_mul_rows(&mut gate, &up, rows);
-            let width = gate.len() / rows.max(1);
-            let gated = Tensor::from_vec(gate, (rows, width), &self.device)?;
-            delta = Some(layer.down_proj.forward_vec(&gated)?);
-        }
-        if let Some(delta) = delta {
-            for (x, d) in x.iter_mut().zip(delta) {
-                *x += d;
-            }
-        }
-        Ok(Tensor::from_vec(x, (rows, hidden), &self.device)?)
-    }
-
-    /// Self-attention for every sequence of the batch; `h` is the normed `[tokens, hidden]`.
-    ///
-    /// Queries, keys and values stay token-major (`[tokens, heads, head_dim]`, the projections'
-    /// own layout) from the projection to the store: one RoPE pass rotates every sequence at
-    /// its own positions, and each chunk is a slice, not a reshaped copy.
-    fn attention(
-        &self,
-        layer_idx: usize,
-        layer: &LayerWeights,
-        h: &Tensor,
-        batch: &[SeqChunk<'_>],
-        kv: &mut dyn KvStore,
-    ) -> Result<Vec<f32>> {
-        let shape = self.attention_shape();
-        let (nh, nkv, d) = (shape.num_heads, shape.num_kv_heads, shape.head_dim);
-        let positions: Vec<usize> = batch
-            .iter()
-            .flat_map(|c| c.start_pos..c.start_pos + c.tokens.len())
-            .collect();
-        let [mut q, mut k, v] = match &layer.qkv {
-            Some(stacked) => stacked.forward(h)?,
-            None => [
-                layer.q_proj.forward_vec(h)?,
-                layer.k_proj.forward_vec(h)?,
-                layer.v_proj.forward_vec(h)?,
-            ],
-        };
-        self.rope.apply(&mut q, nh, &positions);
-        self.rope.apply(&mut k, nkv, &positions);
-        let mut chunks = Vec::with_capacity(batch.len());
-        let mut offset = 0;
-        for c in batch {
-            let len = c.tokens.len();
-            let (qs, ks) = (offset * nh * d, offset * nkv * d);
-            chunks.push(LayerChunk {
-                seq: c.seq,
-                start_pos: c.start_pos,
-                len,
-                q: &q[qs..qs + len * nh * d],
-                k: &k[ks..ks + len * nkv * d],
-                v: &v[ks..ks + len * nkv * d],
-            });
-            offset += len;
-        }
-        let y = kv.attend(layer_idx, &chunks, &shape)?;
-        let y = Tensor::from_vec(y, (positions.len(), nh * d), &self.device)?;
-        layer.o_proj.forward_vec(&y)
     }
 
     /// Heads and head size, as the KV store needs them.
@@ -545,6 +343,26 @@ impl Model {
     }
 }
 
+/// The error for logits asked of a model without a language-model head.
+pub(crate) fn no_lm_head() -> EngineError {
+    EngineError::InvalidInput {
+        field: "readouts",
+        reason: "the model has no language-model head (a reward model); ask for hidden states"
+            .into(),
+    }
+}
+
+/// Where each chunk of `batch` starts in the packed `[tokens, …]` rows.
+pub(crate) fn offsets(batch: &[SeqChunk<'_>]) -> Vec<usize> {
+    let mut offsets = Vec::with_capacity(batch.len());
+    let mut offset = 0;
+    for chunk in batch {
+        offsets.push(offset);
+        offset += chunk.tokens.len();
+    }
+    offsets
+}
+
 /// Each chunk's [`Readout`] from the final residual stream, the same on every device: the
 /// last-position rows of every [`Readout::LastLogits`] chunk go through the head in one call (as
 /// [`LogitsFor::LastPosition`] computes them), rows read for scoring in a call of their own.
@@ -555,7 +373,7 @@ pub(crate) fn read_out(
     readouts: &[Readout],
     mut head_rows: impl FnMut(&[u32], bool) -> Result<Tensor>,
 ) -> Result<Vec<Option<Tensor>>> {
-    let offsets = Model::offsets(batch);
+    let offsets = offsets(batch);
     let last: Vec<u32> = batch
         .iter()
         .zip(&offsets)

@@ -1,5 +1,5 @@
 //! Row-wise arithmetic of the CPU forward pass between the kernel calls: the residual add, the
-//! RMSNorm after it, and the SwiGLU gate, on plain `[rows, width]` row-major slices.
+//! RMSNorm after it (also per head, for q/k norms), and the SwiGLU gate, on plain `[rows, width]` row-major slices.
 //!
 //! Each computes candle's bits (the add is an element-wise `f32` add; the norm is
 //! `candle_nn::ops::rms_norm`: a sequential `f32` sum of squares, `m = sqrt(sum / n + eps)`,
@@ -60,8 +60,15 @@ pub(crate) fn add_and_norm(
             }
             norm_rows(x, alpha, eps, out);
         }),
-        None => split_rows(out, x, rows, &|out, x| norm_rows(x, alpha, eps, out)),
+        None => norm(x, alpha, eps, out),
     }
+}
+
+/// `out = rms_norm(x) * alpha` row by row (`alpha.len()` floats per row), as candle computes
+/// it: [`add_and_norm`] without the add.
+pub(crate) fn norm(x: &[f32], alpha: &[f32], eps: f32, out: &mut [f32]) {
+    let rows = x.len() / alpha.len().max(1);
+    split_rows(out, x, rows, &|out, x| norm_rows(x, alpha, eps, out));
 }
 
 /// Rows whose sums of squares run side by side in [`norm_rows`].

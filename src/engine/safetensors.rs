@@ -1,7 +1,8 @@
 //! Loading a Hugging Face checkpoint directory: `config.json` plus one or more `*.safetensors`.
 //!
 //! Weights may be f32, f16 or bf16 on disk; they are converted to f32 for the CPU forward pass.
-//! Tensor names follow transformers' `LlamaForCausalLM` / `Qwen2ForCausalLM`; a reward model
+//! Tensor names come from the architecture's description in `models/` (`model_type` is looked
+//! up in the registry); a reward model
 //! (`Qwen2ForProcessRewardModel`) loads without an `lm_head` and hands its extra tensors (the
 //! score head) to the caller. This module reads
 //! files only; it never fetches from a hub.
@@ -13,9 +14,10 @@ use candle_core::quantized::QMatMul;
 use candle_core::{DType, Device, Tensor};
 use serde::Deserialize;
 
-use super::config::{Architecture, ModelConfig, RopeStyle};
+use super::config::{ModelConfig, RopeStyle};
 use super::error::{EngineError, Result};
-use super::weights::{LayerWeights, Linear, ModelWeights, Projection};
+use super::models::Architecture;
+use super::weights::{read_weights, ModelWeights, Projection, TensorSource};
 
 /// The subset of `config.json` the engine reads.
 #[derive(Debug, Deserialize)]
@@ -82,6 +84,7 @@ impl SafetensorsModel {
             EngineError::UnsupportedArchitecture {
                 arch: hf.model_type.clone(),
                 path: config_path.clone(),
+                supported: Architecture::supported(),
             }
         })?;
         let num_kv_heads = hf.num_key_value_heads.unwrap_or(hf.num_attention_heads);
@@ -187,69 +190,55 @@ impl SafetensorsModel {
     }
 
     fn decoder_weights(&self, tensors: &mut HashMap<String, Tensor>) -> Result<ModelWeights> {
-        let headless = self.scoring_model && !tensors.contains_key("lm_head.weight");
-        let mut take = |name: &str| -> Result<Tensor> {
-            let t = tensors
-                .remove(name)
-                .ok_or_else(|| EngineError::MissingField {
-                    path: self.dir.clone(),
-                    what: format!("tensor {name}"),
-                })?;
-            self.to_f32(name, t)
-        };
-        let embed = take("model.embed_tokens.weight")?;
-        let final_norm = take("model.norm.weight")?;
-        let lm_head = if self.tie_word_embeddings {
-            Some(embed.clone())
-        } else if headless {
+        let arch = self.config.architecture;
+        let names = &arch.hf;
+        let own_head = format!("{}.weight", names.lm_head);
+        let head = if self.tie_word_embeddings {
+            Some(names.embed)
+        } else if self.scoring_model && !tensors.contains_key(&own_head) {
             None
         } else {
-            Some(take("lm_head.weight")?)
+            Some(names.lm_head)
         };
-        let qkv_bias = self.config.architecture.has_qkv_bias();
-        let mut layers = Vec::with_capacity(self.config.num_layers);
-        for i in 0..self.config.num_layers {
-            let p = format!("model.layers.{i}");
-            let mut linear = |name: &str, with_bias: bool| -> Result<Linear> {
-                let weight =
-                    Projection::Candle(QMatMul::Tensor(take(&format!("{p}.{name}.weight"))?));
-                let bias = if with_bias {
-                    Some(take(&format!("{p}.{name}.bias"))?)
-                } else {
-                    None
-                };
-                Ok(Linear::new(weight, bias))
-            };
-            let q_proj = linear("self_attn.q_proj", qkv_bias)?;
-            let k_proj = linear("self_attn.k_proj", qkv_bias)?;
-            let v_proj = linear("self_attn.v_proj", qkv_bias)?;
-            let o_proj = linear("self_attn.o_proj", false)?;
-            let gate_proj = linear("mlp.gate_proj", false)?;
-            let up_proj = linear("mlp.up_proj", false)?;
-            let down_proj = linear("mlp.down_proj", false)?;
-            layers.push(
-                LayerWeights {
-                    attn_norm: take(&format!("{p}.input_layernorm.weight"))?,
-                    ffn_norm: take(&format!("{p}.post_attention_layernorm.weight"))?,
-                    q_proj,
-                    k_proj,
-                    v_proj,
-                    o_proj,
-                    gate_proj,
-                    up_proj,
-                    down_proj,
-                    qkv: None,
-                    gate_up: None,
-                }
-                .with_stacks(),
-            );
+        let mut source = CheckpointTensors {
+            model: self,
+            tensors,
+            read: HashMap::new(),
+        };
+        let weights = read_weights(&mut source, arch, names, self.config.num_layers, head)?;
+        for name in source.read.keys() {
+            tensors.remove(name);
         }
-        let lm_head = lm_head.map(|w| Linear::new(Projection::Candle(QMatMul::Tensor(w)), None));
-        Ok(ModelWeights {
-            embed,
-            layers,
-            final_norm,
-            lm_head,
-        })
+        Ok(weights)
+    }
+}
+
+/// A checkpoint's tensors, read by name. Remembers what it read (as f32), so a tensor read
+/// twice (a tied head) is converted once and shared, and the rest can be handed out as extras.
+struct CheckpointTensors<'a> {
+    model: &'a SafetensorsModel,
+    tensors: &'a HashMap<String, Tensor>,
+    read: HashMap<String, Tensor>,
+}
+
+impl TensorSource for CheckpointTensors<'_> {
+    fn dense(&mut self, name: &str) -> Result<Tensor> {
+        if let Some(t) = self.read.get(name) {
+            return Ok(t.clone());
+        }
+        let t = self
+            .tensors
+            .get(name)
+            .ok_or_else(|| EngineError::MissingField {
+                path: self.model.dir.clone(),
+                what: format!("tensor {name}"),
+            })?;
+        let t = self.model.to_f32(name, t.clone())?;
+        self.read.insert(name.to_string(), t.clone());
+        Ok(t)
+    }
+
+    fn projection(&mut self, name: &str) -> Result<Projection> {
+        Ok(Projection::Candle(QMatMul::Tensor(self.dense(name)?)))
     }
 }

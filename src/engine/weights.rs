@@ -1,4 +1,6 @@
-//! The tensors of a decoder, whatever file they came from.
+//! The tensors of a decoder, whatever file they came from, and their assembly: a loader
+//! implements [`TensorSource`] (read one tensor by name) and [`read_weights`] asks the
+//! architecture (`models/`) which names make up the decoder, once for every format.
 //!
 //! Projections stay in their file's format. On CPU, Q4_1 and Q8_0 GGUF matrices run on our own
 //! batch-invariant SIMD kernel ([`QuantMatrix`]: bitwise equal to candle's generic Q4_1 path,
@@ -11,6 +13,7 @@ use candle_core::{CpuStorage, Module, Storage, Tensor};
 use ponder_kernels::{KernelError, QuantMatrix};
 
 use super::error::Result;
+use super::models::{Architecture, LayerOptions, TensorNames};
 
 /// The weight of a projection.
 #[derive(Debug, Clone)]
@@ -152,6 +155,8 @@ pub(crate) struct LayerWeights {
     pub(crate) q_proj: Linear,
     pub(crate) k_proj: Linear,
     pub(crate) v_proj: Linear,
+    /// Per-head query and key norms, `[head_dim]` each ([`LayerOptions::qk_norm`]).
+    pub(crate) qk_norm: Option<(Tensor, Tensor)>,
     pub(crate) o_proj: Linear,
     pub(crate) ffn_norm: Tensor,
     pub(crate) gate_proj: Linear,
@@ -181,4 +186,90 @@ pub(crate) struct ModelWeights {
     pub(crate) final_norm: Tensor,
     /// `None` for a model with only a score head (a process reward model).
     pub(crate) lm_head: Option<Linear>,
+}
+
+/// A file's tensors by name, as the forward pass stores them: what a loader implements so that
+/// [`read_weights`] can assemble a decoder from any format.
+pub(crate) trait TensorSource {
+    /// A dense f32 tensor (a norm, a bias, the embedding table).
+    fn dense(&mut self, name: &str) -> Result<Tensor>;
+
+    /// A projection weight `[out, in]`, in the format the file (and the loader's options) give.
+    fn projection(&mut self, name: &str) -> Result<Projection>;
+}
+
+/// Reads a decoder of `num_layers` blocks of `arch` whose tensors are named by `names`, and its
+/// language-model head from tensor `lm_head` (`None`: a model with only a score head). Every
+/// name is `names`' field plus `.weight` or `.bias`.
+pub(crate) fn read_weights(
+    src: &mut dyn TensorSource,
+    arch: &Architecture,
+    names: &TensorNames,
+    num_layers: usize,
+    lm_head: Option<&str>,
+) -> Result<ModelWeights> {
+    let embed = src.dense(&format!("{}.weight", names.embed))?;
+    let final_norm = src.dense(&format!("{}.weight", names.final_norm))?;
+    let lm_head = match lm_head {
+        Some(name) => Some(Linear::new(
+            src.projection(&format!("{name}.weight"))?,
+            None,
+        )),
+        None => None,
+    };
+    let layers = (0..num_layers)
+        .map(|i| read_layer(src, &arch.layer, names, i))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(ModelWeights {
+        embed,
+        layers,
+        final_norm,
+        lm_head,
+    })
+}
+
+fn read_layer(
+    src: &mut dyn TensorSource,
+    options: &LayerOptions,
+    names: &TensorNames,
+    i: usize,
+) -> Result<LayerWeights> {
+    let mut linear = |name: &str, with_bias: bool| -> Result<Linear> {
+        let name = names.layer(i, name);
+        let weight = src.projection(&format!("{name}.weight"))?;
+        let bias = if with_bias {
+            Some(src.dense(&format!("{name}.bias"))?)
+        } else {
+            None
+        };
+        Ok(Linear::new(weight, bias))
+    };
+    let q_proj = linear(names.q, options.qkv_bias)?;
+    let k_proj = linear(names.k, options.qkv_bias)?;
+    let v_proj = linear(names.v, options.qkv_bias)?;
+    let o_proj = linear(names.o, false)?;
+    let gate_proj = linear(names.gate, false)?;
+    let up_proj = linear(names.up, false)?;
+    let down_proj = linear(names.down, false)?;
+    let mut norm = |name: &str| src.dense(&format!("{}.weight", names.layer(i, name)));
+    let qk_norm = if options.qk_norm {
+        Some((norm(names.q_norm)?, norm(names.k_norm)?))
+    } else {
+        None
+    };
+    Ok(LayerWeights {
+        attn_norm: norm(names.attn_norm)?,
+        ffn_norm: norm(names.ffn_norm)?,
+        q_proj,
+        k_proj,
+        v_proj,
+        qk_norm,
+        o_proj,
+        gate_proj,
+        up_proj,
+        down_proj,
+        qkv: None,
+        gate_up: None,
+    }
+    .with_stacks())
 }

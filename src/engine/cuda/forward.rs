@@ -4,6 +4,9 @@
 //! to the device; only the read-out rows (logits or hidden states) come back, as CPU tensors,
 //! so the scheduler, sampling and scoring code is the same for both devices.
 //!
+//! Architecture options (q/k/v biases, per-head q/k norms) are read from the config's
+//! description, as on the CPU.
+//!
 //! Numerics: f32 activations, f32 accumulation in every product, RMSNorm / RoPE / SiLU as the
 //! CPU computes them (the RoPE angle table is the CPU's own, uploaded), no fused multiply-add
 //! in the elementwise kernels; cuBLAS and attention sum in a different order than the CPU, so
@@ -148,6 +151,12 @@ impl CudaModel {
         );
         let (mut g, mut u) = (self.alloc(t * inter)?, self.alloc(t * inter)?);
         let mut scratch: Option<CudaSlice<bf16>> = None;
+        // Per-head q/k norms write here, then swap with `q` / `k`.
+        let mut qk_normed = if c.architecture.layer.qk_norm {
+            Some((self.alloc(t * nh * d)?, self.alloc(t * nkv * d)?))
+        } else {
+            None
+        };
         let eps = c.rms_norm_eps as f32;
         let interleaved = c.rope_style == RopeStyle::Interleaved;
         for (layer_idx, l) in self.weights.layers.iter().enumerate() {
@@ -156,6 +165,12 @@ impl CudaModel {
             gpu.linear(&l.q, &h, t, &mut q, 0.0, &mut scratch)?;
             gpu.linear(&l.k, &h, t, &mut k, 0.0, &mut scratch)?;
             gpu.linear(&l.v, &h, t, &mut v, 0.0, &mut scratch)?;
+            if let (Some((q_norm, k_norm)), Some((qn, kn))) = (&l.qk_norm, qk_normed.as_mut()) {
+                gpu.rms_norm(&q, q_norm, qn, t * nh, d, eps)?;
+                gpu.rms_norm(&k, k_norm, kn, t * nkv, d, eps)?;
+                std::mem::swap(&mut q, qn);
+                std::mem::swap(&mut k, kn);
+            }
             gpu.rope(
                 &mut q,
                 &pos_d,

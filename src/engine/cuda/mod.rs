@@ -1,4 +1,4 @@
-//! The engine on a CUDA GPU (feature `cuda`): [`Gpu`] (one device: our attention/KV kernels,
+//! The engine on a CUDA GPU (feature `cuda`; `device.rs` swaps in `cuda_stub.rs` without it): [`Gpu`] (one device: our attention/KV kernels,
 //! cuBLAS, and the small elementwise kernels of `ops_src.cu`, all queued on one stream), the
 //! device weights (`weights.rs`), the device KV memory behind `PagedKvStore` (`kv.rs`) and the
 //! forward pass over them (`forward.rs`).
@@ -38,7 +38,11 @@ pub(crate) use kv::{DeviceKv, KvDtype, StepSeq};
 pub(crate) use ops::Ops;
 pub(crate) use weights::WeightDtype;
 
-use super::error::{EngineError, Result};
+use crate::engine::error::{EngineError, Result};
+
+/// A device buffer of `f32` (what `KvStore::attend_cuda` takes; `cuda_stub.rs` names the same
+/// type in a build without the feature).
+pub(crate) type DeviceSlice = cudarc::driver::CudaSlice<f32>;
 
 /// One CUDA device with everything the forward pass launches; every launch goes to one stream.
 #[derive(Debug)]

@@ -37,6 +37,8 @@ pub(crate) struct DeviceLayer {
     pub(crate) q: DeviceLinear,
     pub(crate) k: DeviceLinear,
     pub(crate) v: DeviceLinear,
+    /// Per-head query and key norms, `[head_dim]` each (the architecture's `qk_norm`).
+    pub(crate) qk_norm: Option<(CudaSlice<f32>, CudaSlice<f32>)>,
     pub(crate) o: DeviceLinear,
     pub(crate) ffn_norm: CudaSlice<f32>,
     pub(crate) gate: DeviceLinear,
@@ -121,6 +123,13 @@ impl CudaWeights {
                 q: upload_linear(gpu, &l.q_proj, dtype)?,
                 k: upload_linear(gpu, &l.k_proj, dtype)?,
                 v: upload_linear(gpu, &l.v_proj, dtype)?,
+                qk_norm: match &l.qk_norm {
+                    Some((q, k)) => Some((
+                        upload_f32(gpu, &host_f32(q)?)?,
+                        upload_f32(gpu, &host_f32(k)?)?,
+                    )),
+                    None => None,
+                },
                 o: upload_linear(gpu, &l.o_proj, dtype)?,
                 ffn_norm: upload_f32(gpu, &host_f32(&l.ffn_norm)?)?,
                 gate: upload_linear(gpu, &l.gate_proj, dtype)?,
@@ -141,7 +150,7 @@ impl CudaWeights {
     }
 
     /// A model of `config`'s shape with uniform random matrices (scaled by `1/sqrt(in)`), unit
-    /// norms and no biases, generated on the device from `seed` (for benchmarks: nothing is
+    /// norms (q/k norms too, where the architecture has them) and no biases, generated on the device from `seed` (for benchmarks: nothing is
     /// read from disk or copied from the host).
     pub(crate) fn random(
         gpu: &Gpu,
@@ -187,6 +196,11 @@ impl CudaWeights {
                 q: matrix(q, h)?,
                 k: matrix(kv, h)?,
                 v: matrix(kv, h)?,
+                qk_norm: if config.architecture.layer.qk_norm {
+                    Some((ones(config.head_dim)?, ones(config.head_dim)?))
+                } else {
+                    None
+                },
                 o: matrix(h, q)?,
                 ffn_norm: ones(h)?,
                 gate: matrix(i, h)?,

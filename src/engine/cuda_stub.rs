@@ -1,0 +1,80 @@
+//! The CUDA backend in a build without feature `cuda`: the names the engine calls (`Gpu`,
+//! `CudaModel`, the device buffer type of `KvStore::attend_cuda`), with no way to make one.
+//!
+//! Following candle's dummy CUDA backend, this keeps the engine's call sites free of feature
+//! gates: they match on `Backend::Cuda(model)` as in a CUDA build, and the
+//! compiler knows the arm cannot run. [`Gpu::open`] is the only entry, and it returns
+//! [`EngineError::CudaNotBuilt`]; every other method takes an uninhabited value.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use candle_core::Tensor;
+
+use crate::engine::config::ModelConfig;
+use crate::engine::device::WeightDtype;
+use crate::engine::error::{EngineError, Result};
+use crate::engine::kv::KvStore;
+use crate::engine::model::{Readout, SeqChunk};
+use crate::engine::weights::ModelWeights;
+
+/// A device buffer of `f32` (cudarc's `CudaSlice<f32>` in a CUDA build): uninhabited here.
+pub(crate) type DeviceSlice = Infallible;
+
+/// A CUDA device: none can be opened in this build.
+#[derive(Debug)]
+pub(crate) enum Gpu {}
+
+impl Gpu {
+    /// Always [`EngineError::CudaNotBuilt`].
+    pub(crate) fn open(ordinal: usize) -> Result<Arc<Self>> {
+        Err(EngineError::CudaNotBuilt {
+            device: format!("cuda:{ordinal}"),
+        })
+    }
+
+    pub(crate) fn ordinal(&self) -> usize {
+        match *self {}
+    }
+}
+
+/// A model on a CUDA device: none exists in this build.
+#[derive(Debug)]
+pub(crate) enum CudaModel {}
+
+impl CudaModel {
+    pub(crate) fn upload(
+        gpu: Arc<Gpu>,
+        _config: &ModelConfig,
+        _weights: &ModelWeights,
+        _dtype: WeightDtype,
+    ) -> Result<Self> {
+        match *gpu {}
+    }
+
+    pub(crate) fn random(
+        gpu: Arc<Gpu>,
+        _config: &ModelConfig,
+        _dtype: WeightDtype,
+        _seed: u64,
+    ) -> Result<Self> {
+        match *gpu {}
+    }
+
+    pub(crate) fn gpu(&self) -> &Arc<Gpu> {
+        match *self {}
+    }
+
+    pub(crate) fn has_lm_head(&self) -> bool {
+        match *self {}
+    }
+
+    pub(crate) fn forward_readouts(
+        &self,
+        _batch: &[SeqChunk<'_>],
+        _kv: &mut dyn KvStore,
+        _readouts: &[Readout],
+    ) -> Result<Vec<Option<Tensor>>> {
+        match *self {}
+    }
+}

@@ -160,10 +160,9 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    let generator: Arc<dyn ponder_strategies::Generator> = runtime.generator();
-    if let Some(verifier) = rt.block_on(args.verifier.build(generator))? {
+    if let Some(verifier) = args.verifier.search_verifier()? {
         tracing::info!(verifier = %args.verifier, "strategies' candidates are scored by a verifier");
-        builder = builder.verifier(verifier);
+        builder = builder.search_verifier(verifier);
     }
     let state = builder.build();
     rt.block_on(async move {

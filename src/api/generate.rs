@@ -214,6 +214,8 @@ async fn direct(
         stop_tokens: model.tokenizer.eos().to_vec(),
         stop_condition,
         priority: 0,
+        keep: false,
+        resume: None,
     };
     let slot = admit(&state).await?;
     let handle = state.runtime.executor.submit(request).await?;
@@ -429,8 +431,18 @@ impl Search {
         let registry = Arc::clone(&state.registry);
         let generator = state.generator();
         let verifier = state.verifier.clone();
+        // The LLM-as-PRM judges on the local engine with a generator of this search's own.
+        let judge: Arc<dyn ponder_strategies::Generator> = state.runtime.generator();
         let token = cancel.clone();
         let task = tokio::spawn(async move {
+            let verifier = match verifier {
+                Some(v) => Some(
+                    v.for_search(judge)
+                        .await
+                        .map_err(StrategyError::Generator)?,
+                ),
+                None => None,
+            };
             reason_with_progress(&registry, generator, verifier, &req, token, progress).await
         });
         Self {

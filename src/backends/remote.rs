@@ -339,6 +339,9 @@ impl RemoteGenerator {
             generated: completion + u64::from(stop == StopKind::Eos),
             prefill_computed: prompt_tokens - cached,
             prefill_reused: cached,
+            // The server's cache is not visible: what it computed counts as new.
+            recomputed: 0,
+            tree: prompt_tokens - cached + completion,
         };
         Ok((
             text.clone(),

@@ -89,6 +89,9 @@ enum Workload {
     Beam,
     /// Accuracy and tokens per strategy and budget on a problem set (Markdown with --markdown).
     Strategies,
+    /// Every strategy's generated tokens/s relative to best-of-N at the same N and steps,
+    /// without a verifier and with the LLM-as-PRM.
+    Search,
     /// Concurrent clients against a running server (`--url`): statuses, latency, RSS, gauges.
     Load,
 }
@@ -142,6 +145,15 @@ struct BenchArgs {
     /// `strategies`: run only the first N problems.
     #[arg(long)]
     limit: Option<usize>,
+    /// `search`: most tokens per step (whole solutions get `--step-tokens` x `--steps`).
+    #[arg(long, default_value_t = 64)]
+    step_tokens: usize,
+    /// `search`: most steps per solution.
+    #[arg(long, default_value_t = 4)]
+    steps: usize,
+    /// `search`: the token budget of every search.
+    #[arg(long, default_value_t = 20_000)]
+    budget_tokens: i64,
     /// `strategies`: print a Markdown table instead of JSON.
     #[arg(long)]
     markdown: bool,
@@ -294,6 +306,8 @@ fn run_generate(args: GenerateArgs) -> anyhow::Result<()> {
         stop_tokens: model.tokenizer.eos().to_vec(),
         stop_condition: None,
         priority: 0,
+        keep: false,
+        resume: None,
     })?;
     let mut stdout = std::io::stdout().lock();
     let mut stream = TextStream::default();
@@ -362,7 +376,10 @@ fn run_bench(args: BenchArgs) -> anyhow::Result<()> {
         .model
         .clone()
         .unwrap_or_else(ponder::models::default_llm_path);
-    if matches!(args.workload, Workload::Beam | Workload::Strategies) {
+    if matches!(
+        args.workload,
+        Workload::Beam | Workload::Strategies | Workload::Search
+    ) {
         return run_strategy_bench(args, model_path);
     }
     let model = LoadedModel::load(&LoadOptions::cpu(model_path.clone()))
@@ -402,6 +419,19 @@ fn run_strategy_bench(args: BenchArgs, model: PathBuf) -> anyhow::Result<()> {
             args.width,
             args.new_tokens,
         )?;
+        println!("{}", serde_json::to_string_pretty(&report)?);
+        return Ok(());
+    }
+    if matches!(args.workload, Workload::Search) {
+        let opts = ponder::bench::SearchBenchOptions {
+            problem: args.problem.clone(),
+            n: args.n,
+            max_step_tokens: args.step_tokens,
+            max_steps: args.steps,
+            budget_tokens: args.budget_tokens,
+            seed: 7,
+        };
+        let report = ponder::bench::search_bench(&runtime, &opts)?;
         println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(());
     }
@@ -477,12 +507,14 @@ fn run_reason(args: ReasonArgs) -> anyhow::Result<()> {
     println!("answer: {}", outcome.answer.as_deref().unwrap_or("(none)"));
     let u = &outcome.usage;
     println!(
-        "usage: generated={} prefill_computed={} prefill_reused={} verifier_calls={} probe_tokens={} spent={}/{} wall_ms={} finish={:?}",
+        "usage: generated={} prefill_computed={} prefill_reused={} verifier_calls={} probe_tokens={} tree_tokens={} recomputed_tokens={} spent={}/{} wall_ms={} finish={:?}",
         u.generated_tokens,
         u.prefill_tokens_computed,
         u.prefill_tokens_reused,
         u.verifier_calls,
         u.probe_tokens,
+        u.tree_tokens,
+        u.recomputed_tokens,
         u.spent(),
         request.budget_tokens,
         u.wall_ms,

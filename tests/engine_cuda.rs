@@ -149,6 +149,8 @@ fn run_group(
             stop_tokens: vec![],
             stop_condition: None,
             priority: 0,
+            keep: false,
+            resume: None,
         })
         .expect("submit");
     let mut out = vec![Vec::new(); n];
@@ -289,6 +291,8 @@ fn cuda_decode_throughput_one_vs_sixteen_branches_over_a_2k_prompt() {
             stop_tokens: vec![],
             stop_condition: None,
             priority: 0,
+            keep: false,
+            resume: None,
         })
         .expect("submit");
         let started = Instant::now();

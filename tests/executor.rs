@@ -51,6 +51,8 @@ fn group(prompt: &[u32], samples: Vec<SamplingParams>, max_new_tokens: usize) ->
         stop_tokens: Vec::new(),
         stop_condition: None,
         priority: 0,
+        keep: false,
+        resume: None,
     }
 }
 
@@ -389,4 +391,114 @@ fn the_actor_batches_concurrent_groups_and_streams_their_events() {
             c.forward_passes
         );
     });
+}
+
+/// Ids a `keep` group's events report as kept: its branches and its prompt.
+fn kept_ids(events: &[Event]) -> Vec<u64> {
+    let mut ids = Vec::new();
+    for e in events {
+        match e {
+            Event::Prefill {
+                kept_prompt: Some(p),
+                ..
+            } => ids.push(*p),
+            Event::Finished { seq, .. } => ids.push(*seq),
+            _ => {}
+        }
+    }
+    ids
+}
+
+#[test]
+fn a_kept_branch_resumes_without_recompute_and_its_release_returns_every_block() {
+    let p = prompt("Count from one to ten.");
+    let mut s = scheduler(256, 512);
+    let idle = s.store().stats();
+    let kept = |prompt: &[u32], seed: u64, resume: Option<u64>| GroupRequest {
+        keep: true,
+        resume,
+        ..group(prompt, vec![sample(seed)], 5)
+    };
+    let mut all = Vec::new();
+    let first = s.submit(kept(&p, 1, None)).expect("submit")[0];
+    let events = s.run_to_completion().expect("run");
+    all.extend(kept_ids(&events));
+    let toks = tokens_by_seq(&events)[&first].clone();
+    assert_eq!(toks.len(), 5);
+    assert_eq!(s.counters().kept_branches, 2, "the branch and the prompt");
+    // The next step: everything so far, plus forced text. Only the last sampled token (never
+    // fed back) and the forced text are new; the partial last block is not recomputed.
+    let mut next = p.clone();
+    next.extend(&toks);
+    next.extend(&p[..3]);
+    let before = s.counters();
+    let second = s.submit(kept(&next, 2, Some(first))).expect("submit")[0];
+    let events = s.run_to_completion().expect("run");
+    all.extend(kept_ids(&events));
+    let computed = s.counters().prefill_tokens_computed - before.prefill_tokens_computed;
+    assert_eq!(computed, 1 + 3, "only the new positions are computed");
+    let next_prompt = events
+        .iter()
+        .find_map(|e| match e {
+            Event::Prefill {
+                seq,
+                computed: 4,
+                kept_prompt,
+                ..
+            } if *seq == second => *kept_prompt,
+            _ => None,
+        })
+        .expect("the second prompt is kept");
+    // The same prompt again (a node expanded a second time) computes nothing: its logits were
+    // kept with it.
+    let before = s.counters();
+    let again = s.submit(kept(&next, 3, Some(next_prompt))).expect("submit")[0];
+    let events = s.run_to_completion().expect("run");
+    all.extend(kept_ids(&events));
+    assert_eq!(
+        s.counters().prefill_tokens_computed,
+        before.prefill_tokens_computed
+    );
+    assert_eq!(tokens_by_seq(&events)[&again].len(), 5);
+    // Resuming a sequence that was never kept (or is gone) falls back to the prefix index.
+    let _ = s.submit(kept(&next, 4, Some(999))).expect("submit");
+    let events = s.run_to_completion().expect("run");
+    all.extend(kept_ids(&events));
+    assert_eq!(s.counters().kept_branches as usize, all.len());
+    for &id in &all {
+        s.release_kept(id);
+    }
+    s.release_kept(first); // twice: a no-op
+    let after = s.store().stats();
+    assert_eq!(s.counters().kept_branches, 0);
+    assert_eq!(
+        after.used_blocks, 0,
+        "released sequences hold nothing: {after:?}"
+    );
+    assert_eq!(after.free_blocks + after.cached_blocks, idle.free_blocks);
+}
+
+#[test]
+fn kept_branches_give_way_before_anything_is_preempted_or_refused() {
+    // Different prompts share no block: each kept branch holds a pool's worth.
+    let prompts: Vec<Vec<u32>> = (0..6)
+        .map(|i| prompt(&format!("Name colour number {i}.")))
+        .collect();
+    let per_group = prompts
+        .iter()
+        .map(|p| p.len().div_ceil(BLOCK) + 1)
+        .max()
+        .unwrap_or(1);
+    let mut s = scheduler(per_group + 1, 512);
+    for (seed, p) in prompts.iter().enumerate() {
+        let req = GroupRequest {
+            keep: true,
+            ..group(p, vec![sample(seed as u64)], 4)
+        };
+        let id = s.submit(req).expect("submit")[0];
+        let toks = tokens_by_seq(&s.run_to_completion().expect("run"));
+        assert_eq!(toks.get(&id).map(Vec::len), Some(4), "group {seed}");
+    }
+    assert!(s.counters().kept_branches >= 1);
+    assert_eq!(s.counters().preemptions, 0);
 }

@@ -214,3 +214,65 @@ fn a_search_scored_by_a_prm_charges_its_tokens_and_survives_answerless_solutions
         outcome.candidates
     );
 }
+
+/// Regression (issue 32): `ponder serve` held one LLM-as-PRM for every request, so its step
+/// cache (and its generator's paid prefixes) were global — a search's charges depended on what
+/// ran before it, and the state grew with every request. Given per search, 1,000 identical
+/// verifier-scored searches are charged identically and each one's PRM state dies with it.
+#[test]
+fn per_search_prm_state_lives_and_dies_with_the_search() {
+    use ponder::prm::VerifierChoice;
+    use ponder::reason::{reason, ReasonRequest};
+    use ponder_strategies::{Generator, Registry};
+
+    let rt = rt();
+    let source = VerifierChoice::LlmPrm
+        .search_verifier()
+        .expect("llm-prm")
+        .expect("a verifier");
+    let registry = Registry::with_builtins();
+    let req = ReasonRequest {
+        problem: "What is 2+3?".into(),
+        strategy: "best_of_n".into(),
+        params: serde_json::json!({"n": 2, "max_tokens": 64}),
+        budget_tokens: 5_000,
+        deadline_ms: None,
+        seed: 7,
+    };
+    let mut first = None;
+    for i in 0..1000 {
+        // As the server does: the search's generator, and a fresh one for the judge.
+        let generator = Arc::new(FakeGenerator::arithmetic());
+        let judge = Arc::new(FakeGenerator::arithmetic());
+        let verifier = rt
+            .block_on(source.for_search(Arc::clone(&judge) as Arc<dyn Generator>))
+            .expect("verifier");
+        let state = Arc::downgrade(&verifier);
+        let out = rt
+            .block_on(reason(
+                &registry,
+                generator,
+                Some(verifier),
+                &req,
+                tokio_util::sync::CancellationToken::new(),
+            ))
+            .expect("search");
+        let mut usage = out.usage;
+        usage.wall_ms = 0;
+        assert!(
+            usage.verifier_calls > 0 && usage.verifier_tokens > 0,
+            "{usage:?}"
+        );
+        assert_eq!(
+            *first.get_or_insert(usage),
+            usage,
+            "search {i}: charges drifted"
+        );
+        assert!(state.upgrade().is_none(), "search {i}: its PRM outlived it");
+        assert_eq!(
+            judge.counters().live,
+            0,
+            "search {i}: the judge leaked sequences"
+        );
+    }
+}

@@ -42,6 +42,8 @@ fn generation(prompt: Vec<u32>, max_new_tokens: usize) -> GroupRequest {
         stop_tokens: Vec::new(),
         stop_condition: None,
         priority: 0,
+        keep: false,
+        resume: None,
     }
 }
 

@@ -280,3 +280,38 @@ fn bad_requests_get_named_errors() {
     let tiny = err("best_of_n", json!({}), 10);
     assert!(tiny.contains("too small"), "{tiny}");
 }
+
+/// Issue 32: every branch keeps its KV across a strategy's calls (its partial last block
+/// included), so on a fresh engine a search computes each position of its tree exactly once —
+/// before, every step re-prefilled each branch's trailing partial block — and once the search
+/// ends its kept branches are released: no KV block stays held.
+#[test]
+fn a_search_computes_each_tree_position_once_and_then_holds_no_block() {
+    for name in [
+        "beam_search",
+        "dvts",
+        "a_star",
+        "mcts",
+        "ab_mcts",
+        "answer_convergence",
+        "deepconf",
+    ] {
+        let rt = start();
+        let out = solve_on(&rt, "What is 12 + 7?", name, small_params(name), 1500, 1)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let u = out.usage;
+        assert_eq!(u.recomputed_tokens, 0, "{name}: {u:?}");
+        assert!(
+            u.tree_tokens > u.prompt_tokens
+                && u.tree_tokens <= u.prefill_tokens_computed + u.generated_tokens,
+            "{name}: {u:?}"
+        );
+        let counters = block_on(rt.counters()).expect("counters");
+        let kv = block_on(rt.executor.kv_stats()).expect("kv stats");
+        assert_eq!(
+            counters.kept_branches, 0,
+            "{name}: kept branches outlived the search"
+        );
+        assert_eq!(kv.used_blocks, 0, "{name}: blocks still held: {kv:?}");
+    }
+}

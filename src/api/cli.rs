@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{serve, shutdown_signal, ApiKeys, Limits, ServerBuilder};
-use crate::backends::{BackendFormat, BackendKeys, RemoteGenerator, RemoteOptions, RemotePool};
+use crate::backends::{BackendFormat, BackendKeys, RemoteOptions, RemotePool};
 use crate::runtime::{Runtime, RuntimeOptions};
 
 /// Arguments of `ponder serve`.
@@ -216,15 +216,9 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    // An LLM verifier (`llm-prm`) judges on the same engine the strategies run on.
-    let generator: Arc<dyn ponder_strategies::Generator> = match (&remote, &runtime) {
-        (Some(pool), _) => Arc::new(RemoteGenerator::new(Arc::clone(pool))),
-        (None, Some(runtime)) => runtime.generator(),
-        (None, None) => return Err("no model and no backend".into()),
-    };
-    if let Some(verifier) = rt.block_on(args.verifier.build(generator))? {
+    if let Some(verifier) = args.verifier.search_verifier()? {
         tracing::info!(verifier = %args.verifier, "strategies' candidates are scored by a verifier");
-        builder = builder.verifier(verifier);
+        builder = builder.search_verifier(verifier);
     }
     let state = builder.build();
     rt.block_on(async move {

@@ -225,6 +225,8 @@ async fn direct(
         stop_tokens: model.tokenizer.eos().to_vec(),
         stop_condition,
         priority: 0,
+        keep: false,
+        resume: None,
     };
     let slot = admit(&state).await?;
     let handle = runtime.executor.submit(request).await?;
@@ -440,8 +442,19 @@ impl Search {
         let registry = Arc::clone(&state.registry);
         let generator = state.generator()?;
         let verifier = state.verifier.clone();
+        // The LLM-as-PRM judges with a generator of this search's own, on the engine the search
+        // runs on (the backends when configured, else the local model).
+        let judge = state.generator()?;
         let token = cancel.clone();
         let task = tokio::spawn(async move {
+            let verifier = match verifier {
+                Some(v) => Some(
+                    v.for_search(judge)
+                        .await
+                        .map_err(StrategyError::Generator)?,
+                ),
+                None => None,
+            };
             reason_with_progress(&registry, generator, verifier, &req, token, progress).await
         });
         Ok(Self {

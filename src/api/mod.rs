@@ -49,6 +49,7 @@ pub use metrics::Metrics;
 pub use validate::{check_body, Limits};
 
 use crate::backends::{RemoteGenerator, RemotePool};
+use crate::prm::SearchVerifier;
 use crate::runtime::Runtime;
 use extract::BodyLimit;
 
@@ -58,7 +59,7 @@ pub struct AppState {
     runtime: Option<Arc<Runtime>>,
     remote: Option<Arc<RemotePool>>,
     registry: Arc<Registry>,
-    verifier: Option<Arc<dyn Verifier>>,
+    verifier: Option<SearchVerifier>,
     limits: Limits,
     keys: ApiKeys,
     metrics: Arc<Metrics>,
@@ -109,7 +110,7 @@ impl AppState {
 pub struct ServerBuilder {
     runtime: Option<Arc<Runtime>>,
     registry: Registry,
-    verifier: Option<Arc<dyn Verifier>>,
+    verifier: Option<SearchVerifier>,
     limits: Limits,
     keys: ApiKeys,
     model_id: String,
@@ -163,8 +164,15 @@ impl ServerBuilder {
         self
     }
 
-    /// Scores strategies' candidates with `verifier`.
+    /// Scores strategies' candidates with `verifier`, shared by every search.
     pub fn verifier(mut self, verifier: Arc<dyn Verifier>) -> Self {
+        self.verifier = Some(SearchVerifier::Shared(verifier));
+        self
+    }
+
+    /// Scores strategies' candidates with a verifier given to each search by `verifier` (the
+    /// LLM-as-PRM is built per search, so its state dies with the search).
+    pub fn search_verifier(mut self, verifier: SearchVerifier) -> Self {
         self.verifier = Some(verifier);
         self
     }

@@ -1,37 +1,43 @@
 //! [`LocalGenerator`]: the strategies' `Generator` port over the local executor.
 //!
-//! Sequences are token lists kept here; the KV lives in the executor's paged store. Forking
-//! copies the token list only: when a fork is extended, the executor's radix prefix index
-//! finds every full block its parent (or sibling) already computed, so only the tokens after
-//! the last shared full block are prefilled — prefill is computed once per distinct prefix
-//! (SGLang's RadixAttention shape, on our executor). Requests of one `extend` call whose
+//! Sequences are token lists kept here; the KV lives in the executor's paged store. Every branch
+//! is submitted with [`GroupRequest::keep`]: when it finishes, the executor keeps its KV —
+//! partial last block included — under the branch's engine id, held here by a [`Kept`] handle
+//! shared by every fork of the sequence. The next `extend` of the sequence (or of a fork, a
+//! probe) resumes from that kept branch and computes only the tokens after it, so a search
+//! computes each position of its tree once; the last handle dropped (branches released)
+//! releases the engine's blocks. Without a kept branch (given up under memory pressure) the
+//! radix prefix index still serves every full block. Requests of one `extend` call whose
 //! sequences hold identical tokens go to the executor as one group (prompt prefilled once,
-//! branches forked copy-on-write); all groups of a call are submitted before any is awaited,
-//! so they share forward passes. Stop strings are checked inside the scheduler after every
-//! token ([`StopStrings`]), so a step ends exactly at its delimiter whatever the timing.
+//! branches forked copy-on-write); all groups of a call are submitted before any is awaited, so
+//! they share forward passes. Stop strings are checked inside the scheduler after every token
+//! ([`StopStrings`]), so a step ends exactly at its delimiter whatever the timing.
 //!
 //! Accounting: prefill is *charged* as if this generator's search ran alone — the tokens after
-//! the longest run of full blocks that any sequence of this generator computed before
-//! ([`PaidPrefixes`]), once per distinct token list (exactly [`Generator::prefill_bound_batch`]). Blocks another request happened to leave in the cache
-//! still save the engine the work (its counters and `/metrics` show it), but not the search its
-//! budget: otherwise the same request with the same seed could spend, and so answer,
-//! differently depending on what else ran before it or whether it was preempted.
+//! the longest prefix any sequence of this generator computed before ([`TokenTree`], token
+//! granularity), once per distinct token list (exactly [`Generator::prefill_bound_batch`]).
+//! On a quiet engine that is exactly what the engine computes. Blocks another request left in
+//! the cache still save the engine the work, but not the search its budget; KV the engine lost
+//! (evicted, preempted) is recomputed but not charged, and reported as
+//! [`Cost::recomputed`]: otherwise the same request with the same seed could spend, and so
+//! answer, differently depending on what else ran. A call dropped midway (cancelled, past its
+//! deadline) is charged what the engine computed, through [`Generator::extend_tallied`].
 #![deny(clippy::indexing_slicing)]
 
 use std::collections::{HashMap, HashSet};
-use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use ponder_strategies::{
-    Cost, ExtendRequest, Extension, Generator, Prompt, Result, SeqHandle, StopKind, StrategyError,
-    TokenInfo,
+    Cost, CostTally, ExtendRequest, Extension, Generator, Prompt, Result, SeqHandle, StopKind,
+    StrategyError, TokenInfo,
 };
 
+use super::token_tree::TokenTree;
 use crate::engine::{
-    encode_prompt, ChatMessage, EngineError, Event, Executor, FinishReason, GroupRequest,
-    LoadedModel, SamplingParams, SeqFinish, StopCondition,
+    encode_prompt, ChatMessage, EngineError, Event, Executor, FinishReason, GroupHandle,
+    GroupRequest, LoadedModel, SamplingParams, SeqFinish, SeqId, StopCondition,
 };
 
 /// Stops a branch once its generated text contains one of the stop strings.
@@ -71,45 +77,42 @@ impl StopCondition for StopStrings {
     }
 }
 
-/// The full-block prefixes this generator has computed, as a chain of hashes (hash of block
-/// k = hash(hash of block k-1, its tokens)): a token list's leading blocks found here were
-/// paid for by this search, whichever of its sequences computed them.
-#[derive(Debug, Default)]
-struct PaidPrefixes {
-    blocks: HashSet<u64>,
+/// A branch the executor keeps (see [`GroupRequest::keep`]); dropping the last handle on it
+/// releases its KV blocks.
+#[derive(Debug)]
+struct Kept {
+    id: SeqId,
+    executor: Arc<Executor>,
 }
 
-impl PaidPrefixes {
-    fn chain(tokens: &[u32], block_size: usize) -> impl Iterator<Item = u64> + '_ {
-        tokens.chunks_exact(block_size).scan(0u64, |prev, block| {
-            let mut h = std::collections::hash_map::DefaultHasher::new();
-            (*prev, block).hash(&mut h);
-            *prev = h.finish();
-            Some(*prev)
-        })
+impl Drop for Kept {
+    fn drop(&mut self) {
+        self.executor.release_kept(self.id);
     }
+}
 
-    /// Leading positions of `tokens` (whole blocks) already paid for.
-    fn paid(&self, tokens: &[u32], block_size: usize) -> usize {
-        Self::chain(tokens, block_size)
-            .take_while(|h| self.blocks.contains(h))
-            .count()
-            * block_size
-    }
+/// Engine branches of a call not yet handed to a [`Kept`]: released if the call is dropped
+/// (cancelled, past its deadline) or fails before it sees them finish.
+struct Unclaimed {
+    executor: Arc<Executor>,
+    ids: HashSet<SeqId>,
+}
 
-    /// Records that the first `computed` positions of `tokens` have been computed.
-    fn pay(&mut self, tokens: &[u32], computed: usize, block_size: usize) {
-        // `computed` may run past the end: then all of `tokens`.
-        let prefix = tokens.get(..computed).unwrap_or(tokens);
-        self.blocks.extend(Self::chain(prefix, block_size));
+impl Drop for Unclaimed {
+    fn drop(&mut self) {
+        for &id in &self.ids {
+            self.executor.release_kept(id);
+        }
     }
 }
 
 #[derive(Debug, Clone)]
 struct LocalSeq {
     tokens: Vec<u32>,
-    /// Positions whose KV the executor has computed (its radix index holds their full blocks).
+    /// Positions whose KV the executor has computed for this sequence.
     computed: usize,
+    /// The engine branch holding those positions, while the executor keeps it.
+    kept: Option<Arc<Kept>>,
 }
 
 /// The `Generator` port over the local executor.
@@ -119,7 +122,7 @@ pub struct LocalGenerator {
     executor: Arc<Executor>,
     block_size: usize,
     seqs: Mutex<HashMap<u64, LocalSeq>>,
-    paid: Mutex<PaidPrefixes>,
+    tree: Mutex<TokenTree>,
     next: AtomicU64,
     priority: i32,
 }
@@ -139,7 +142,7 @@ impl LocalGenerator {
             executor,
             block_size: block_size.max(1),
             seqs: Mutex::new(HashMap::new()),
-            paid: Mutex::default(),
+            tree: Mutex::default(),
             next: AtomicU64::new(1),
             priority: 0,
         }
@@ -155,12 +158,23 @@ impl LocalGenerator {
         self.seqs.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Leading positions of `tokens` this search has paid for (whole blocks).
+    fn tree(&self) -> std::sync::MutexGuard<'_, TokenTree> {
+        self.tree.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Leading positions of `tokens` this search has computed (charged nothing again).
     fn paid(&self, tokens: &[u32]) -> usize {
-        self.paid
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .paid(tokens, self.block_size)
+        self.tree().known(tokens)
+    }
+
+    /// Tokens per KV block of the executor (charges are per token, whatever its block size).
+    pub fn block_size(&self) -> usize {
+        self.block_size
+    }
+
+    /// Positions of this search's token tree computed so far (each counted once).
+    pub fn tree_positions(&self) -> usize {
+        self.tree().len()
     }
 
     fn get(&self, seq: SeqHandle) -> Result<LocalSeq> {
@@ -191,16 +205,350 @@ impl LocalGenerator {
     fn token_text(&self, id: u32) -> String {
         self.model.tokenizer.decode(&[id]).unwrap_or_default()
     }
+
+    /// Groups `batch`'s requests that continue identical tokens with identical limits; each
+    /// group resumes from the kept branch covering most of its tokens.
+    fn groups(&self, batch: &[ExtendRequest]) -> Result<Vec<Group>> {
+        let context = self.model.model.config().context_length;
+        let mut groups: Vec<Group> = Vec::new();
+        for (i, req) in batch.iter().enumerate() {
+            let seq = self.get(req.seq)?;
+            let room = context.saturating_sub(seq.tokens.len() + 1);
+            let max_tokens = req.max_tokens.min(room);
+            let found = groups.iter().position(|g| {
+                g.tokens == seq.tokens && g.max_tokens == max_tokens && g.stop == req.stop
+            });
+            let at = match found {
+                Some(at) => at,
+                None => {
+                    groups.push(Group {
+                        cached: self.paid(&seq.tokens),
+                        tokens: seq.tokens.clone(),
+                        members: Vec::new(),
+                        max_tokens,
+                        stop: req.stop.clone(),
+                        resume: None,
+                        prefix: (0, 0),
+                    });
+                    groups.len() - 1
+                }
+            };
+            let Some(g) = groups.get_mut(at) else {
+                continue;
+            };
+            g.members.push(i);
+            // Members hold identical tokens; resume from the one whose kept sequence covers
+            // most (a kept prompt covers all).
+            if let Some(kept) = seq.kept {
+                if g.resume.as_ref().is_none_or(|(_, c)| seq.computed > *c) {
+                    g.resume = Some((kept, seq.computed));
+                }
+            }
+        }
+        Ok(groups)
+    }
+
+    /// Every live sequence whose tokens are exactly `tokens` now continues from `kept`, which
+    /// holds all of them.
+    fn adopt(&self, tokens: &[u32], kept: &Arc<Kept>) {
+        for s in self.lock().values_mut() {
+            if s.tokens == tokens {
+                s.kept = Some(Arc::clone(kept));
+                s.computed = tokens.len();
+            }
+        }
+    }
+
+    /// A group whose tokens extend a live sequence ending in a token not yet computed (a probe
+    /// or other forced text appended to a fork of it) would compute that token in its own
+    /// context, and the sequence would compute it again when it continues. So that sequence's
+    /// tokens are computed and kept first (one prompt-only group each, all submitted together);
+    /// the sequence and the group both continue from there.
+    async fn complete_prefixes(
+        &self,
+        groups: &mut [Group],
+        tally: &CostTally,
+        unclaimed: &mut Unclaimed,
+    ) -> Result<()> {
+        let mut pending: Vec<(Vec<u32>, Vec<usize>, GroupHandle)> = Vec::new();
+        for (gi, g) in groups.iter().enumerate() {
+            let Some((resume, _)) = &g.resume else {
+                continue;
+            };
+            if let Some(p) = pending.iter_mut().find(|p| g.tokens.starts_with(&p.0)) {
+                p.1.push(gi);
+                continue;
+            }
+            let prefix = self.lock().values().find_map(|s| {
+                let on = s.kept.as_ref().is_some_and(|k| Arc::ptr_eq(k, resume));
+                (on && s.computed + 1 == s.tokens.len()
+                    && s.tokens.len() < g.tokens.len()
+                    && g.tokens.starts_with(&s.tokens))
+                .then(|| s.tokens.clone())
+            });
+            let Some(prefix) = prefix else { continue };
+            let req = GroupRequest {
+                prompt: prefix.clone(),
+                samples: Vec::new(),
+                max_new_tokens: 1,
+                stop_tokens: Vec::new(),
+                stop_condition: None,
+                priority: self.priority,
+                keep: true,
+                resume: Some(resume.id),
+            };
+            let handle = self.executor.submit(req).await.map_err(engine)?;
+            unclaimed.ids.extend(handle.seqs.iter().copied());
+            pending.push((prefix, vec![gi], handle));
+        }
+        for (prefix, members, mut handle) in pending {
+            let (mut read, mut recomputed, mut kept) = (0, 0, None);
+            while let Some(event) = handle.events.recv().await {
+                match event {
+                    Event::Prefill {
+                        computed, reused, ..
+                    } => {
+                        tally.add(Cost {
+                            prefill_computed: computed,
+                            prefill_reused: reused,
+                            ..Cost::default()
+                        });
+                        let from = prefix.len().saturating_sub(computed as usize);
+                        recomputed += self.tree().record(&prefix, from);
+                        read += computed + reused;
+                    }
+                    Event::Finished { seq, reason } => {
+                        unclaimed.ids.remove(&seq);
+                        if reason == SeqFinish::Cancelled {
+                            return Err(StrategyError::Generator(
+                                "the executor cancelled a sequence".into(),
+                            ));
+                        }
+                        kept = Some(Arc::new(Kept {
+                            id: seq,
+                            executor: Arc::clone(&self.executor),
+                        }));
+                        break;
+                    }
+                    Event::Token { .. } => {}
+                }
+            }
+            let Some(kept) = kept else {
+                return Err(StrategyError::Generator("the executor stopped".into()));
+            };
+            self.adopt(&prefix, &kept);
+            for (j, gi) in members.into_iter().enumerate() {
+                if let Some(g) = groups.get_mut(gi) {
+                    // The prefix's own reads are reported once, with the first group.
+                    g.prefix = if j == 0 { (read, recomputed) } else { (0, 0) };
+                    g.resume = Some((Arc::clone(&kept), prefix.len()));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn group_request(&self, g: &Group, batch: &[ExtendRequest]) -> GroupRequest {
+        let stops: Vec<String> = g.stop.iter().filter(|s| !s.is_empty()).cloned().collect();
+        let stop_condition: Option<Arc<dyn StopCondition>> = (!stops.is_empty()).then(|| {
+            Arc::new(StopStrings {
+                model: Arc::clone(&self.model),
+                stops,
+            }) as Arc<dyn StopCondition>
+        });
+        GroupRequest {
+            prompt: g.tokens.clone(),
+            samples: g
+                .members
+                .iter()
+                .filter_map(|&i| batch.get(i))
+                .map(Self::sampling)
+                .collect(),
+            max_new_tokens: g.max_tokens,
+            stop_tokens: self.model.tokenizer.eos().to_vec(),
+            stop_condition,
+            priority: self.priority,
+            keep: true,
+            resume: g.resume.as_ref().map(|(k, _)| k.id),
+        }
+    }
+
+    /// Reads group `g`'s events to the end: fills its members' results, hands each finished
+    /// branch to a [`Kept`] on its sequence, records computed positions in the token tree and
+    /// tallies the engine's work as it happens.
+    async fn collect(
+        &self,
+        g: &Group,
+        mut handle: GroupHandle,
+        batch: &[ExtendRequest],
+        tally: &CostTally,
+        unclaimed: &mut Unclaimed,
+        results: &mut [Option<Extension>],
+    ) -> Result<()> {
+        let index: HashMap<_, _> = handle
+            .seqs
+            .iter()
+            .copied()
+            .zip(g.members.iter().copied())
+            .collect();
+        let mut tokens: HashMap<usize, (Vec<u32>, Vec<TokenInfo>)> = HashMap::new();
+        // Context positions the engine computed again for this search.
+        let mut recomputed = g.prefix.1;
+        let mut prompt_kept: Option<Arc<Kept>> = None;
+        let mut open = handle.seqs.len();
+        while open > 0 {
+            let Some(event) = handle.events.recv().await else {
+                return Err(StrategyError::Generator("the executor stopped".into()));
+            };
+            match event {
+                Event::Token { seq, token } => {
+                    tally.add(Cost {
+                        generated: 1,
+                        ..Cost::default()
+                    });
+                    let Some(&i) = index.get(&seq) else { continue };
+                    let entry = tokens.entry(i).or_default();
+                    entry.0.push(token.token);
+                    let top = token
+                        .top_logprobs
+                        .iter()
+                        .map(|(id, lp)| (self.token_text(*id), *lp))
+                        .collect();
+                    entry.1.push(TokenInfo {
+                        logprob: token.logprob,
+                        top,
+                    });
+                }
+                Event::Prefill {
+                    seq,
+                    computed,
+                    reused,
+                    kept_prompt,
+                } => {
+                    if let Some(id) = kept_prompt {
+                        prompt_kept = Some(Arc::new(Kept {
+                            id,
+                            executor: Arc::clone(&self.executor),
+                        }));
+                    }
+                    tally.add(Cost {
+                        prefill_computed: computed,
+                        prefill_reused: reused,
+                        ..Cost::default()
+                    });
+                    // The branch's context so far: the group's tokens, then what it sampled
+                    // (a preempted branch recomputes those too).
+                    let mut context = g.tokens.clone();
+                    if let Some((ids, _)) = index.get(&seq).and_then(|i| tokens.get(i)) {
+                        context.extend_from_slice(ids);
+                    }
+                    let from = context.len().saturating_sub(computed as usize);
+                    recomputed += self.tree().record(&context, from);
+                }
+                Event::Finished { seq, reason } => {
+                    open -= 1;
+                    unclaimed.ids.remove(&seq);
+                    let Some(&i) = index.get(&seq) else { continue };
+                    let (ids, infos) = tokens.remove(&i).unwrap_or_default();
+                    let text = self.model.tokenizer.decode(&ids).map_err(engine)?;
+                    let stop = match reason {
+                        SeqFinish::Done(FinishReason::Length) => StopKind::Length,
+                        SeqFinish::Done(_)
+                            if g.stop
+                                .iter()
+                                .any(|s| !s.is_empty() && text.contains(s.as_str())) =>
+                        {
+                            StopKind::Stop
+                        }
+                        SeqFinish::Done(_) => StopKind::Eos,
+                        SeqFinish::Cancelled => {
+                            return Err(StrategyError::Generator(
+                                "the executor cancelled a sequence".into(),
+                            ))
+                        }
+                    };
+                    // An end-of-sequence token was sampled (a decode step) but is not text.
+                    let eos = u64::from(stop == StopKind::Eos);
+                    tally.add(Cost {
+                        generated: eos,
+                        ..Cost::default()
+                    });
+                    let kept = Arc::new(Kept {
+                        id: seq,
+                        executor: Arc::clone(&self.executor),
+                    });
+                    // Every sampled token but the last was fed back to the model; after an
+                    // end-of-sequence token, the last one was too.
+                    let fed = if eos == 1 {
+                        ids.len()
+                    } else {
+                        ids.len().saturating_sub(1)
+                    };
+                    let mut path = g.tokens.clone();
+                    path.extend_from_slice(ids.get(..fed).unwrap_or_default());
+                    self.tree().record(&path, g.tokens.len());
+                    if let Some(req) = batch.get(i) {
+                        // A sequence released meanwhile drops `kept`, which frees the branch.
+                        if let Some(s) = self.lock().get_mut(&req.seq.0) {
+                            s.tokens = g.tokens.clone();
+                            s.tokens.extend_from_slice(&ids);
+                            s.computed = path.len();
+                            s.kept = Some(kept);
+                        }
+                    }
+                    if let Some(result) = results.get_mut(i) {
+                        *result = Some(Extension {
+                            text,
+                            tokens: infos,
+                            stop,
+                            cost: Cost {
+                                generated: ids.len() as u64 + eos,
+                                tree: fed as u64,
+                                ..Cost::default()
+                            },
+                        });
+                    }
+                }
+            }
+        }
+        // The group's prefill is charged once, on its first member, as this search alone
+        // would have computed it (see the module doc).
+        let charged = (g.tokens.len() - g.cached) as u64;
+        tracing::trace!(charged, recomputed, "group prefill");
+        if let Some(first) = g
+            .members
+            .first()
+            .and_then(|&i| results.get_mut(i)?.as_mut())
+        {
+            first.cost.prefill_computed += charged;
+            // The prefix completed first was read once more by the group.
+            first.cost.prefill_reused += g.cached as u64 + g.prefix.0;
+            first.cost.tree += charged;
+            first.cost.recomputed += recomputed;
+        }
+        // Sequences holding exactly the prompt (the node the members were forked from) continue
+        // from the kept prompt: their next extension computes nothing.
+        if let Some(kept) = prompt_kept {
+            self.adopt(&g.tokens, &kept);
+        }
+        Ok(())
+    }
 }
 
 /// One executor group: requests (by index) that continue the same tokens.
 struct Group {
     tokens: Vec<u32>,
-    /// Leading positions this search has already paid for (full blocks), charged nothing.
+    /// Leading positions this search has already computed, charged nothing.
     cached: usize,
     members: Vec<usize>,
     max_tokens: usize,
     stop: Vec<String>,
+    /// The kept engine sequence the group's prompt continues (held for the call), and how
+    /// many leading positions of the tokens it covers.
+    resume: Option<(Arc<Kept>, usize)>,
+    /// Positions read (computed, reused) and recomputed by a prefix completed for this group
+    /// first (see [`LocalGenerator::complete_prefixes`]).
+    prefix: (u64, u64),
 }
 
 #[async_trait]
@@ -222,6 +570,7 @@ impl Generator for LocalGenerator {
             self.insert(LocalSeq {
                 tokens,
                 computed: 0,
+                kept: None,
             }),
             len,
         ))
@@ -265,30 +614,22 @@ impl Generator for LocalGenerator {
     }
 
     async fn extend(&self, batch: &[ExtendRequest]) -> Result<Vec<Extension>> {
-        let context = self.model.model.config().context_length;
-        // Group requests continuing identical tokens with identical limits.
-        let mut groups: Vec<Group> = Vec::new();
-        for (i, req) in batch.iter().enumerate() {
-            let seq = self.get(req.seq)?;
-            let room = context.saturating_sub(seq.tokens.len() + 1);
-            let max_tokens = req.max_tokens.min(room);
-            match groups.iter_mut().find(|g| {
-                g.tokens == seq.tokens && g.max_tokens == max_tokens && g.stop == req.stop
-            }) {
-                Some(g) => g.members.push(i),
-                None => {
-                    let cached = self.paid(&seq.tokens);
-                    groups.push(Group {
-                        tokens: seq.tokens,
-                        cached,
-                        members: vec![i],
-                        max_tokens,
-                        stop: req.stop.clone(),
-                    });
-                }
-            }
-        }
+        self.extend_tallied(batch, &CostTally::default()).await
+    }
+
+    async fn extend_tallied(
+        &self,
+        batch: &[ExtendRequest],
+        tally: &CostTally,
+    ) -> Result<Vec<Extension>> {
+        let mut groups = self.groups(batch)?;
         let mut results: Vec<Option<Extension>> = vec![None; batch.len()];
+        let mut unclaimed = Unclaimed {
+            executor: Arc::clone(&self.executor),
+            ids: HashSet::new(),
+        };
+        self.complete_prefixes(&mut groups, tally, &mut unclaimed)
+            .await?;
         let mut handles = Vec::new();
         for g in &groups {
             if g.max_tokens == 0 {
@@ -304,131 +645,17 @@ impl Generator for LocalGenerator {
                 }
                 continue;
             }
-            let stops: Vec<String> = g.stop.iter().filter(|s| !s.is_empty()).cloned().collect();
-            let stop_condition: Option<Arc<dyn StopCondition>> = (!stops.is_empty()).then(|| {
-                Arc::new(StopStrings {
-                    model: Arc::clone(&self.model),
-                    stops,
-                }) as Arc<dyn StopCondition>
-            });
-            let req = GroupRequest {
-                prompt: g.tokens.clone(),
-                samples: g
-                    .members
-                    .iter()
-                    .filter_map(|&i| batch.get(i))
-                    .map(Self::sampling)
-                    .collect(),
-                max_new_tokens: g.max_tokens,
-                stop_tokens: self.model.tokenizer.eos().to_vec(),
-                stop_condition,
-                priority: self.priority,
-            };
-            handles.push((g, self.executor.submit(req).await.map_err(engine)?));
+            let handle = self
+                .executor
+                .submit(self.group_request(g, batch))
+                .await
+                .map_err(engine)?;
+            unclaimed.ids.extend(handle.seqs.iter().copied());
+            handles.push((g, handle));
         }
-        for (g, mut handle) in handles {
-            let index: HashMap<_, _> = handle
-                .seqs
-                .iter()
-                .copied()
-                .zip(g.members.iter().copied())
-                .collect();
-            let mut tokens: HashMap<usize, (Vec<u32>, Vec<TokenInfo>)> = HashMap::new();
-            // What the engine really computed and reused (it may beat the charge below).
-            let mut engine_cost = Cost::default();
-            let mut open = handle.seqs.len();
-            while open > 0 {
-                let Some(event) = handle.events.recv().await else {
-                    return Err(StrategyError::Generator("the executor stopped".into()));
-                };
-                match event {
-                    Event::Token { seq, token } => {
-                        let Some(&i) = index.get(&seq) else { continue };
-                        let entry = tokens.entry(i).or_default();
-                        entry.0.push(token.token);
-                        let top = token
-                            .top_logprobs
-                            .iter()
-                            .map(|(id, lp)| (self.token_text(*id), *lp))
-                            .collect();
-                        entry.1.push(TokenInfo {
-                            logprob: token.logprob,
-                            top,
-                        });
-                    }
-                    Event::Prefill {
-                        computed, reused, ..
-                    } => {
-                        engine_cost.prefill_computed += computed;
-                        engine_cost.prefill_reused += reused;
-                    }
-                    Event::Finished { seq, reason } => {
-                        open -= 1;
-                        let Some(&i) = index.get(&seq) else { continue };
-                        let (ids, infos) = tokens.remove(&i).unwrap_or_default();
-                        let text = self.model.tokenizer.decode(&ids).map_err(engine)?;
-                        let stop = match reason {
-                            SeqFinish::Done(FinishReason::Length) => StopKind::Length,
-                            SeqFinish::Done(_)
-                                if g.stop
-                                    .iter()
-                                    .any(|s| !s.is_empty() && text.contains(s.as_str())) =>
-                            {
-                                StopKind::Stop
-                            }
-                            SeqFinish::Done(_) => StopKind::Eos,
-                            SeqFinish::Cancelled => {
-                                return Err(StrategyError::Generator(
-                                    "the executor cancelled a sequence".into(),
-                                ))
-                            }
-                        };
-                        // An end-of-sequence token was sampled (a decode step) but is not text.
-                        let generated = ids.len() as u64 + u64::from(stop == StopKind::Eos);
-                        {
-                            let mut seqs = self.lock();
-                            if let Some(s) = batch.get(i).and_then(|req| seqs.get_mut(&req.seq.0)) {
-                                // The last sampled token's KV is computed by the next call.
-                                s.computed = s.tokens.len() + ids.len().saturating_sub(1);
-                                s.tokens.extend_from_slice(&ids);
-                                self.paid.lock().unwrap_or_else(|p| p.into_inner()).pay(
-                                    &s.tokens,
-                                    s.computed,
-                                    self.block_size,
-                                );
-                            }
-                        }
-                        if let Some(result) = results.get_mut(i) {
-                            *result = Some(Extension {
-                                text,
-                                tokens: infos,
-                                stop,
-                                cost: Cost {
-                                    generated,
-                                    ..Cost::default()
-                                },
-                            });
-                        }
-                    }
-                }
-            }
-            // The group's prefill is charged once, on its first member, as this search alone
-            // would have computed it (see the module doc).
-            let charged = (g.tokens.len() - g.cached) as u64;
-            tracing::trace!(
-                charged,
-                computed = engine_cost.prefill_computed,
-                reused = engine_cost.prefill_reused,
-                "group prefill"
-            );
-            if let Some(first) = g
-                .members
-                .first()
-                .and_then(|&i| results.get_mut(i)?.as_mut())
-            {
-                first.cost.prefill_computed += charged;
-                first.cost.prefill_reused += g.cached as u64;
-            }
+        for (g, handle) in handles {
+            self.collect(g, handle, batch, tally, &mut unclaimed, &mut results)
+                .await?;
         }
         results
             .into_iter()
@@ -442,32 +669,5 @@ impl Generator for LocalGenerator {
 
     fn release(&self, seq: SeqHandle) {
         self.lock().remove(&seq.0);
-    }
-}
-
-#[cfg(test)]
-#[allow(clippy::indexing_slicing)]
-mod tests {
-    use super::PaidPrefixes;
-
-    #[test]
-    fn only_whole_blocks_of_paid_prefixes_are_free() {
-        let mut paid = PaidPrefixes::default();
-        let a: Vec<u32> = (0..40).collect();
-        assert_eq!(paid.paid(&a, 16), 0);
-        paid.pay(&a, 39, 16);
-        assert_eq!(
-            paid.paid(&a, 16),
-            32,
-            "two whole blocks; the partial third is recomputed"
-        );
-        // A sibling sharing the first 20 tokens gets the first block free, not the second.
-        let mut b = a[..20].to_vec();
-        b.extend(100..130);
-        assert_eq!(paid.paid(&b, 16), 16);
-        // The same block contents after a different first block are a different prefix.
-        let mut c: Vec<u32> = (1000..1016).collect();
-        c.extend(16..32);
-        assert_eq!(paid.paid(&c, 16), 0);
     }
 }

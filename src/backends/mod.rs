@@ -4,6 +4,7 @@
 
 mod local;
 mod remote;
+mod token_tree;
 
 pub use local::{LocalGenerator, StopStrings};
 pub use remote::{

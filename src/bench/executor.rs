@@ -171,6 +171,8 @@ pub fn nsample(loaded: &LoadedModel, opts: &BenchOptions) -> Result<NSampleRepor
         stop_tokens: Vec::new(),
         stop_condition: None, // every sample generates exactly new_tokens
         priority: 0,
+        keep: false,
+        resume: None,
     };
     let repeat = opts.repeat.max(1);
     // `ceil(n / ceil(n / repeat)) <= repeat` shares: the loop below takes every one of them.
@@ -358,6 +360,8 @@ pub fn prefix_reuse(loaded: &LoadedModel, opts: &BenchOptions) -> Result<PrefixR
         stop_tokens: Vec::new(),
         stop_condition: None,
         priority: 0,
+        keep: false,
+        resume: None,
     };
     sched.submit(one(&first))?;
     sched.run_to_completion()?;

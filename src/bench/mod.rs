@@ -5,16 +5,20 @@
 //! - `beam` ([`strategies`]): a step-level beam search's cost vs best-of-N at the same N.
 //! - `strategies` ([`strategies`]): accuracy and tokens spent per strategy and budget on a
 //!   problem set (the README's results table).
+//! - `search` ([`search`]): every strategy's generated tokens per second relative to best-of-N
+//!   at the same N and step settings, without a verifier and with the LLM-as-PRM.
 //! - `load` ([`load`]): concurrent clients against a running server; status counts, latency
 //!   percentiles, RSS growth and the gauges back at idle.
 
 mod executor;
 pub mod load;
+mod search;
 mod strategies;
 
 pub use executor::{
     nsample, prefix_reuse, BatchedRun, BenchOptions, NSampleReport, PrefixReuseReport,
 };
+pub use search::{search_bench, SearchBenchOptions, SearchReport, SearchRow};
 pub use strategies::{
     beam_vs_best_of_n, load_problems, markdown_table, strategy_table, BeamReport, BenchProblem,
     RunCost, TableOptions, TableRow,

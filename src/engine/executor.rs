@@ -35,6 +35,7 @@ enum Command {
         reply: ScoreReply,
     },
     Cancel(SeqId),
+    ReleaseKept(SeqId),
     Counters(oneshot::Sender<SchedulerCounters>),
     KvStats(oneshot::Sender<KvCacheStats>),
     Shutdown,
@@ -94,6 +95,7 @@ impl std::fmt::Debug for Command {
             Self::Submit { .. } => "Submit",
             Self::Score { .. } => "Score",
             Self::Cancel(_) => "Cancel",
+            Self::ReleaseKept(_) => "ReleaseKept",
             Self::Counters(_) => "Counters",
             Self::KvStats(_) => "KvStats",
             Self::Shutdown => "Shutdown",
@@ -141,6 +143,12 @@ impl Executor {
             .send(Command::Score { req, reply })
             .map_err(|_| stopped())?;
         Ok(ScoreHandle { answer })
+    }
+
+    /// Releases a branch kept by a [`GroupRequest::keep`] group (a no-op if it is not kept);
+    /// callable from `Drop`.
+    pub fn release_kept(&self, seq: SeqId) {
+        let _ = self.commands.send(Command::ReleaseKept(seq));
     }
 
     /// The scheduler's counters.
@@ -279,6 +287,7 @@ fn handle(scheduler: &mut Scheduler, routes: &mut Routes, cmd: Command) {
             let _ = reply.send(result);
         }
         Command::Cancel(seq) => scheduler.cancel(seq),
+        Command::ReleaseKept(seq) => scheduler.release_kept(seq),
         Command::Counters(reply) => {
             let _ = reply.send(scheduler.counters());
         }

@@ -2,6 +2,11 @@
 //! --verifier …`, `ponder serve --verifier …`): none, the generator judging its own steps
 //! ([`LlmPrm`]), or a PRM checkpoint run by an executor of its own ([`ModelPrm`]).
 //!
+//! [`SearchVerifier`] is how a server holds the choice: a checkpoint PRM is started once and
+//! shared, while the LLM-as-PRM is built per search on that search's own generator, so its
+//! paid prefixes and step-score cache live and die with the search — a search's charges never
+//! depend on other requests, and a long-running server's memory stays flat.
+//!
 //! This module only parses the choice and builds the verifier; it must not know about requests
 //! or strategies.
 
@@ -78,26 +83,69 @@ impl fmt::Display for VerifierChoice {
 }
 
 impl VerifierChoice {
-    /// Builds the verifier; `generator` is the one the LLM-as-PRM judges with. A checkpoint
-    /// PRM loads its model and starts its own executor here (an error names the path).
+    /// Builds the verifier of one search; `generator` is the one the LLM-as-PRM judges with.
+    /// A checkpoint PRM loads its model and starts its own executor here (an error names the
+    /// path).
     pub async fn build(
         &self,
         generator: Arc<dyn Generator>,
     ) -> Result<Option<Arc<dyn Verifier>>, String> {
+        match self.search_verifier()? {
+            Some(v) => v.for_search(generator).await.map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// What a server holds to give each search its verifier (see [`SearchVerifier`]). A
+    /// checkpoint PRM is started here.
+    pub fn search_verifier(&self) -> Result<Option<SearchVerifier>, String> {
         let checkpoint = |opts: PrmOptions| {
             let path = opts.model.display().to_string();
             ModelPrm::start(&opts)
-                .map(|p| Some(Arc::new(p) as Arc<dyn Verifier>))
+                .map(|p| Some(SearchVerifier::Shared(Arc::new(p))))
                 .map_err(|e| format!("--verifier {self}: cannot start the PRM at {path}: {e}"))
         };
         match self {
             Self::None => Ok(None),
-            Self::LlmPrm => LlmPrm::new(generator, LlmPrmConfig::default())
-                .await
-                .map(|p| Some(Arc::new(p) as Arc<dyn Verifier>))
-                .map_err(|e| format!("--verifier llm-prm: {e}")),
+            Self::LlmPrm => Ok(Some(SearchVerifier::LlmPrm(LlmPrmConfig::default()))),
             Self::QwenPrm(path) => checkpoint(PrmOptions::qwen_math_prm(path.clone())),
             Self::ShepherdPrm(path) => checkpoint(PrmOptions::math_shepherd(path.clone())),
+        }
+    }
+}
+
+/// Where each search gets its verifier.
+#[derive(Clone)]
+pub enum SearchVerifier {
+    /// One verifier shared by every search (a checkpoint PRM with its own executor).
+    Shared(Arc<dyn Verifier>),
+    /// An [`LlmPrm`] built per search on the generator it is given, its state (paid prefixes,
+    /// step cache) dropped with the search.
+    LlmPrm(LlmPrmConfig),
+}
+
+impl fmt::Debug for SearchVerifier {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Shared(v) => f.debug_tuple("Shared").field(&v.name()).finish(),
+            Self::LlmPrm(c) => f.debug_tuple("LlmPrm").field(c).finish(),
+        }
+    }
+}
+
+impl SearchVerifier {
+    /// The verifier of one search; an LLM-as-PRM judges with `generator`, which should be that
+    /// search's own (a fresh one per search).
+    pub async fn for_search(
+        &self,
+        generator: Arc<dyn Generator>,
+    ) -> Result<Arc<dyn Verifier>, String> {
+        match self {
+            Self::Shared(v) => Ok(Arc::clone(v)),
+            Self::LlmPrm(config) => LlmPrm::new(generator, config.clone())
+                .await
+                .map(|p| Arc::new(p) as Arc<dyn Verifier>)
+                .map_err(|e| format!("--verifier llm-prm: {e}")),
         }
     }
 }

@@ -21,7 +21,7 @@ mod layout;
 mod llm;
 mod model_prm;
 
-pub use choice::VerifierChoice;
+pub use choice::{SearchVerifier, VerifierChoice};
 pub use head::{PrmHead, RewardHead};
 pub use llm::{LlmPrm, LlmPrmConfig, UNSURE_SCORE};
 pub use model_prm::{token_head, ModelPrm, PrmKind, PrmOptions};

@@ -3,10 +3,11 @@
 //! it runs.
 //!
 //! Calls reserve their worst case first (tokens they may generate plus context they may have to
-//! compute), run, then settle what they actually cost and release the rest. So `spent() ≤
-//! budget` holds at every moment, also with concurrent calls, as long as generators report
-//! bounds they keep (see [`crate::Generator::prefill_bound`]). Cache hits are free and counted
-//! apart. A deadline, if set, is checked before every call.
+//! compute), run, then settle what they actually cost and release the rest. A settlement never
+//! charges more than its reservation (a generator or verifier that computed past the bound it
+//! gave is charged its bound), so `spent() ≤ budget` holds at every moment, also with concurrent
+//! calls. Cache hits are free and counted apart. A deadline, if set, is checked before every
+//! call and interrupts a call in flight ([`Meter::deadline_passed`]).
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -52,6 +53,12 @@ pub struct Usage {
     pub verifier_tokens: u64,
     /// Tokens spent on answer probes (already included in the counts above).
     pub probe_tokens: u64,
+    /// Positions of the search's token tree the engine computed (prompt, appended text, and
+    /// every sampled token fed back), each counted once.
+    pub tree_tokens: u64,
+    /// Positions the engine computed more than once for this search (KV lost between calls:
+    /// evicted or preempted under memory pressure). Not charged; 0 on a quiet engine.
+    pub recomputed_tokens: u64,
     /// Wall time of the search in milliseconds.
     pub wall_ms: u64,
 }
@@ -135,6 +142,20 @@ impl Meter {
         }
     }
 
+    /// Resolves once the deadline has passed (never, without one): a call in flight races it
+    /// and is dropped (its engine work cancelled) when it loses.
+    pub async fn deadline_passed(&self) -> StrategyError {
+        match self.budget.deadline {
+            Some(d) => {
+                tokio::time::sleep_until(tokio::time::Instant::from_std(self.start + d)).await;
+                StrategyError::DeadlineExceeded {
+                    deadline_ms: d.as_millis() as u64,
+                }
+            }
+            None => std::future::pending().await,
+        }
+    }
+
     /// Tokens neither spent nor reserved.
     pub fn available(&self) -> u64 {
         let s = self.lock();
@@ -157,21 +178,28 @@ impl Meter {
         Ok(Reservation { tokens })
     }
 
-    /// Releases a reservation and charges what the call actually cost.
-    pub fn settle(&self, reservation: Reservation, cost: Cost, kind: Charge) {
+    /// Releases a reservation and charges what the call actually cost, never more than was
+    /// reserved: sampled tokens first, then computed context, each cut to what is left of the
+    /// reservation. Returns the tokens charged.
+    pub fn settle(&self, reservation: Reservation, cost: Cost, kind: Charge) -> u64 {
         let mut s = self.lock();
         s.reserved -= reservation.tokens;
+        let generated = cost.generated.min(reservation.tokens);
+        let prefill = cost.prefill_computed.min(reservation.tokens - generated);
         s.usage.prefill_tokens_reused += cost.prefill_reused;
+        s.usage.tree_tokens += cost.tree;
+        s.usage.recomputed_tokens += cost.recomputed;
         match kind {
             Charge::Generation | Charge::Probe => {
-                s.usage.generated_tokens += cost.generated;
-                s.usage.prefill_tokens_computed += cost.prefill_computed;
+                s.usage.generated_tokens += generated;
+                s.usage.prefill_tokens_computed += prefill;
                 if kind == Charge::Probe {
-                    s.usage.probe_tokens += cost.generated + cost.prefill_computed;
+                    s.usage.probe_tokens += generated + prefill;
                 }
             }
-            Charge::Verifier => s.usage.verifier_tokens += cost.generated + cost.prefill_computed,
+            Charge::Verifier => s.usage.verifier_tokens += generated + prefill,
         }
+        generated + prefill
     }
 
     /// Counts one verifier call.
@@ -201,6 +229,88 @@ pub enum Charge {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    /// One call of a search: a kind, what it reserves, what it reports having computed (a
+    /// verifier may compute past its bound; a generator may recharge whole blocks it recomputed).
+    fn call() -> impl Strategy<Value = (u8, u64, u64, u64, u64)> {
+        (0u8..3, 0u64..300, 0u64..400, 0u64..400, 0u64..64)
+    }
+
+    proptest! {
+        #[test]
+        fn settle_never_exceeds_its_reservation_nor_the_cap(
+            cap in 0u64..2000,
+            calls in proptest::collection::vec(call(), 1..40),
+            overlap in 1usize..4,
+        ) {
+            let m = Meter::new(Budget::tokens(cap));
+            let mut open: Vec<(Reservation, Cost, Charge)> = Vec::new();
+            for (kind, reserve, generated, prefill, block_recharge) in calls {
+                let kind = [Charge::Generation, Charge::Probe, Charge::Verifier][kind as usize];
+                if let Ok(r) = m.reserve(reserve) {
+                    let cost = Cost {
+                        generated,
+                        // A block recomputed and charged again on top of the context.
+                        prefill_computed: prefill + block_recharge,
+                        ..Cost::default()
+                    };
+                    open.push((r, cost, kind));
+                }
+                // Up to `overlap` calls are in flight at once; settle the oldest.
+                while open.len() >= overlap {
+                    let (r, cost, kind) = open.remove(0);
+                    let reserved = r.tokens();
+                    let before = m.usage().spent();
+                    let charged = m.settle(r, cost, kind);
+                    prop_assert!(charged <= reserved);
+                    prop_assert_eq!(m.usage().spent() - before, charged);
+                    prop_assert!(m.usage().spent() <= cap);
+                }
+            }
+            for (r, cost, kind) in open {
+                let reserved = r.tokens();
+                prop_assert!(m.settle(r, cost, kind) <= reserved);
+            }
+            prop_assert!(m.usage().spent() <= cap);
+            prop_assert_eq!(m.available(), cap - m.usage().spent());
+        }
+    }
+
+    #[test]
+    fn a_verifier_past_its_bound_is_charged_its_bound() -> Result<()> {
+        let m = Meter::new(Budget::tokens(100));
+        let r = m.reserve(10)?;
+        let charged = m.settle(
+            r,
+            Cost {
+                generated: 1,
+                prefill_computed: 50,
+                ..Cost::default()
+            },
+            Charge::Verifier,
+        );
+        assert_eq!(charged, 10);
+        assert_eq!(m.usage().verifier_tokens, 10);
+        assert_eq!(m.available(), 90);
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn the_deadline_future_fires_and_none_never_does() {
+        let m = Meter::new(Budget {
+            tokens: 10,
+            deadline: Some(Duration::from_millis(5)),
+        });
+        let e = m.deadline_passed().await;
+        assert!(matches!(
+            e,
+            StrategyError::DeadlineExceeded { deadline_ms: 5 }
+        ));
+        let none = Meter::new(Budget::tokens(10));
+        let raced = tokio::time::timeout(Duration::from_millis(20), none.deadline_passed()).await;
+        assert!(raced.is_err(), "no deadline: never fires");
+    }
 
     #[test]
     fn refuses_past_the_cap_and_releases_unused_reservations() -> Result<()> {
@@ -216,6 +326,7 @@ mod tests {
                 generated: 30,
                 prefill_computed: 10,
                 prefill_reused: 500,
+                ..Cost::default()
             },
             Charge::Generation,
         );

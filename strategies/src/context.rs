@@ -19,9 +19,9 @@ use tokio_util::sync::CancellationToken;
 use crate::budget::{Budget, Charge, Meter, Usage};
 use crate::error::{Result, StrategyError};
 use crate::generator::{
-    ExtendRequest, Extension, Generator, Prompt, Sampling, SeqHandle, StopKind,
+    CostTally, ExtendRequest, Extension, Generator, Prompt, Sampling, SeqHandle, StopKind,
 };
-use crate::outcome::Candidate;
+use crate::outcome::{Candidate, FinishReason};
 use crate::params::ScoreBy;
 use crate::progress::{Progress, ProgressSender};
 use crate::strategy::Problem;
@@ -96,6 +96,9 @@ pub struct Context {
     prompt_tokens: Mutex<u64>,
     router: Mutex<Option<serde_json::Value>>,
     progress: Option<ProgressSender>,
+    /// The first deadline or cancellation a call of this search ran into, even if the
+    /// strategy caught the error and returned normally.
+    interruption: Mutex<Option<FinishReason>>,
 }
 
 impl std::fmt::Debug for Context {
@@ -135,6 +138,7 @@ impl Context {
             prompt_tokens: Mutex::new(0),
             router: Mutex::new(None),
             progress: None,
+            interruption: Mutex::new(None),
         }
     }
 
@@ -252,9 +256,27 @@ impl Context {
     /// Fails if the search was cancelled or its deadline passed.
     pub fn check(&self) -> Result<()> {
         if self.cancel.is_cancelled() {
-            return Err(StrategyError::Cancelled);
+            return Err(self.interrupted(StrategyError::Cancelled));
         }
-        self.meter.check_deadline()
+        self.meter.check_deadline().map_err(|e| self.interrupted(e))
+    }
+
+    /// Records `e` if it is the search's first deadline or cancellation; returns it.
+    fn interrupted(&self, e: StrategyError) -> StrategyError {
+        let reason = match e {
+            StrategyError::Cancelled => FinishReason::Cancelled,
+            StrategyError::DeadlineExceeded { .. } => FinishReason::Deadline,
+            _ => return e,
+        };
+        lock(&self.interruption).get_or_insert(reason);
+        e
+    }
+
+    /// The deadline or cancellation that interrupted a call of this search, if any: [`crate::run`]
+    /// reports it as the finish reason even when the strategy caught the error and returned its
+    /// answer so far.
+    pub fn interruption(&self) -> Option<FinishReason> {
+        *lock(&self.interruption)
     }
 
     /// Runs `f` on the tree.
@@ -386,15 +408,19 @@ impl Context {
                 },
             })
             .collect();
+        // The call races cancellation and the deadline; the loser is dropped (the engine then
+        // cancels its sequences) and charged what the engine computed until then.
+        let tally = CostTally::default();
         let result = tokio::select! {
-            r = self.generator.extend(&requests) => r,
+            r = self.generator.extend_tallied(&requests, &tally) => r,
             _ = self.cancel.cancelled() => Err(StrategyError::Cancelled),
+            e = self.meter.deadline_passed() => Err(e),
         };
         let extensions = match result {
             Ok(e) => e,
             Err(e) => {
-                self.meter.settle(reservation, Default::default(), charge);
-                return Err(e);
+                self.meter.settle(reservation, tally.get(), charge);
+                return Err(self.interrupted(e));
             }
         };
         let mut total = crate::generator::Cost::default();
@@ -496,7 +522,9 @@ impl Context {
                 let result = tokio::select! {
                     r = v.score(solution) => r.map_err(StrategyError::from),
                     _ = self.cancel.cancelled() => Err(StrategyError::Cancelled),
+                    e = self.meter.deadline_passed() => Err(e),
                 };
+                let result = result.map_err(|e| self.interrupted(e));
                 let cost = result.as_ref().map_or(0, |s| s.cost);
                 self.meter.settle(
                     reservation,

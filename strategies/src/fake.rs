@@ -251,6 +251,9 @@ impl FakeGenerator {
             generated: tokens.len() as u64,
             prefill_computed,
             prefill_reused,
+            // The fake's prefix cache is exact: nothing is computed twice.
+            recomputed: 0,
+            tree: prefill_computed + tokens.len() as u64,
         };
         Extension {
             text,

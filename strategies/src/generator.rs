@@ -4,7 +4,8 @@
 //! shares the parent's KV blocks; nothing is computed); `append` adds forced text (a probe
 //! suffix) that is computed lazily with the next `extend`; `extend` samples continuations for a
 //! whole batch of sequences in one call, so the engine batches them together. Every call reports
-//! what it cost, which the budget meter in [`crate::Context`] charges. Implementations: the
+//! what it cost, which the budget meter in [`crate::Context`] charges; a call given up midway
+//! (cancelled, past its deadline) is charged what its [`CostTally`] saw computed. Implementations: the
 //! engine's `LocalGenerator` in the service crate, and [`crate::fake::FakeGenerator`] for
 //! algorithm tests.
 
@@ -143,6 +144,14 @@ pub struct Cost {
     pub prefill_computed: u64,
     /// Context tokens served from the KV cache.
     pub prefill_reused: u64,
+    /// Positions the engine computed that this search had computed before (its KV was lost:
+    /// evicted, preempted, or never kept). Not charged; 0 on a quiet engine is the contract.
+    #[serde(default)]
+    pub recomputed: u64,
+    /// Positions of the search's token tree computed for the first time by this call (new
+    /// context plus every sampled token fed back to the model).
+    #[serde(default)]
+    pub tree: u64,
 }
 
 impl std::ops::AddAssign for Cost {
@@ -150,6 +159,25 @@ impl std::ops::AddAssign for Cost {
         self.generated += o.generated;
         self.prefill_computed += o.prefill_computed;
         self.prefill_reused += o.prefill_reused;
+        self.recomputed += o.recomputed;
+        self.tree += o.tree;
+    }
+}
+
+/// What a call has had the engine compute so far, updated while it runs, so that a caller who
+/// gives up on the call (cancellation, deadline) can charge the work already done.
+#[derive(Debug, Default)]
+pub struct CostTally(std::sync::Mutex<Cost>);
+
+impl CostTally {
+    /// Adds `cost` to the tally.
+    pub fn add(&self, cost: Cost) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) += cost;
+    }
+
+    /// The work tallied so far.
+    pub fn get(&self) -> Cost {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
@@ -201,6 +229,21 @@ pub trait Generator: Send + Sync {
     }
     /// Continues every request's sequence, all in one batch; results in request order.
     async fn extend(&self, batch: &[ExtendRequest]) -> Result<Vec<Extension>>;
+    /// [`Generator::extend`], adding to `tally` what the engine computes as the call runs, so
+    /// that a caller who drops the call midway can charge the work done until then. Provided:
+    /// tallies the results' costs once the call returns (a generator that cannot be stopped
+    /// midway); the engine overrides it to tally every token and prefill as it happens.
+    async fn extend_tallied(
+        &self,
+        batch: &[ExtendRequest],
+        tally: &CostTally,
+    ) -> Result<Vec<Extension>> {
+        let out = self.extend(batch).await?;
+        for e in &out {
+            tally.add(e.cost);
+        }
+        Ok(out)
+    }
     /// Forgets a sequence (its KV stays cached for reuse until evicted).
     fn release(&self, seq: SeqHandle);
 }

@@ -45,8 +45,8 @@ pub use deepconf::{percentile, DeepConf, DeepConfParams};
 pub use error::{Result, StrategyError};
 pub use first_finish::{FirstFinish, FirstFinishParams, ShortMofKParams};
 pub use generator::{
-    Cost, ExtendRequest, Extension, Generator, Prompt, Sampling, SeqHandle, StopKind, TokenInfo,
-    Turn,
+    Cost, CostTally, ExtendRequest, Extension, Generator, Prompt, Sampling, SeqHandle, StopKind,
+    TokenInfo, Turn,
 };
 pub use mcts::{puct, Mcts, MctsParams};
 pub use outcome::{Candidate, FinishReason, Outcome, Selection};

@@ -103,7 +103,11 @@ pub async fn run(strategy: &dyn Strategy, ctx: Context) -> Result<Outcome> {
     ctx.release_all();
     let candidates = ctx.candidates();
     let (selection, finish_reason) = match result {
-        Ok(selection) => (selection, FinishReason::Completed),
+        // A strategy that caught a deadline or cancellation still ended because of it.
+        Ok(selection) => (
+            selection,
+            ctx.interruption().unwrap_or(FinishReason::Completed),
+        ),
         Err(e) if e.is_interruption() => {
             let reason = match e {
                 StrategyError::DeadlineExceeded { .. } => FinishReason::Deadline,

@@ -231,6 +231,9 @@ impl RemoteGenerator {
                 generated,
                 prefill_computed: computed,
                 prefill_reused: prompt_tokens - computed,
+                // The server's cache is not visible: what it computed counts as new.
+                recomputed: 0,
+                tree: computed + generated,
             },
         })
     }

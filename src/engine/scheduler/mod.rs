@@ -15,6 +15,11 @@
 //! prefilled (reusing cached blocks) and read at chosen positions, with no sampling. A scored
 //! sequence is then parked, its KV kept, so that a later request extending its tokens (the next
 //! step of the same solution) computes only the new tokens.
+//!
+//! Generation groups may ask to *keep* their branches ([`GroupRequest::keep`], see `keep.rs`):
+//! a finished branch's KV, partial last block included, stays held under its id until the
+//! caller releases it, and a later group that continues it ([`GroupRequest::resume`]) forks it
+//! copy-on-write and computes only its new tokens — a search's tree is computed once.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
@@ -38,6 +43,9 @@ pub struct SchedulerConfig {
     /// Scored sequences kept parked (KV held) for requests that extend them; the oldest is
     /// released past this, and every parked one before anything is preempted.
     pub max_parked: usize,
+    /// Finished branches kept for their callers (see [`GroupRequest::keep`]); the oldest is
+    /// released past this, and every kept one before anything is preempted.
+    pub max_kept: usize,
 }
 
 impl Default for SchedulerConfig {
@@ -46,6 +54,7 @@ impl Default for SchedulerConfig {
             max_step_tokens: 512,
             max_running: 256,
             max_parked: 32,
+            max_kept: 512,
         }
     }
 }
@@ -73,6 +82,15 @@ pub struct GroupRequest {
     pub stop_condition: Option<Arc<dyn StopCondition>>,
     /// Higher runs first and is preempted last.
     pub priority: i32,
+    /// Keep each branch's KV when it finishes, under its id, and the prompt's (with the logits
+    /// after it) under the id reported by its `Prefill` event, until released
+    /// ([`Scheduler::release_kept`]) or given up under memory pressure. A kept group may have
+    /// no samples: it only computes and keeps its prompt (its id is then the only one returned,
+    /// and it reports `Prefill` and `Finished`).
+    pub keep: bool,
+    /// A kept branch whose tokens begin `prompt`: the prompt continues it and only the tokens
+    /// after it are computed (ignored if it was released or does not match).
+    pub resume: Option<SeqId>,
 }
 
 /// What a step produced.
@@ -94,6 +112,9 @@ pub enum Event {
         computed: u64,
         /// Tokens served from cached blocks.
         reused: u64,
+        /// For a [`GroupRequest::keep`] group: its prompt, kept under this id with the logits
+        /// after it, so that a later group with exactly these tokens computes nothing.
+        kept_prompt: Option<SeqId>,
     },
     /// A branch finished.
     Finished {
@@ -136,6 +157,8 @@ pub struct SchedulerCounters {
     /// Tokens of scoring requests served from cache or a parked sequence (also counted in
     /// `prefill_tokens_reused`).
     pub score_tokens_reused: u64,
+    /// Finished branches whose KV is kept now (a gauge, not a total).
+    pub kept_branches: u64,
 }
 
 #[derive(Debug)]
@@ -172,6 +195,15 @@ struct Sequence {
     cancelled: bool,
     /// `Some` for a scoring request: what to read, and what was read so far.
     score: Option<ScoreState>,
+    /// Keep this branch's KV when it finishes.
+    keep: bool,
+    /// A kept branch this prompt continues.
+    resume: Option<SeqId>,
+    /// A kept group without samples: computes and keeps its prompt only.
+    prompt_only: bool,
+    /// Set at admission when a kept prompt with its logits covered every token: the branches
+    /// are forked from these logits with nothing computed.
+    ready: Option<Arc<[f32]>>,
 }
 
 /// The continuous-batching loop's state.
@@ -191,6 +223,9 @@ pub struct Scheduler {
     parked: VecDeque<(SeqId, Vec<u32>)>,
     /// Finished scoring requests not yet taken.
     scored: Vec<(SeqId, Scored)>,
+    /// Finished branches and prompts whose KV is kept for their callers, least recently used
+    /// first.
+    kept: VecDeque<keep::KeptSeq>,
 }
 
 impl Scheduler {
@@ -208,12 +243,16 @@ impl Scheduler {
             pending: Vec::new(),
             parked: VecDeque::new(),
             scored: Vec::new(),
+            kept: VecDeque::new(),
         }
     }
 
     /// Counters so far.
     pub fn counters(&self) -> SchedulerCounters {
-        self.counters
+        SchedulerCounters {
+            kept_branches: self.kept.len() as u64,
+            ..self.counters
+        }
     }
 
     /// The KV store (for its block statistics).
@@ -237,7 +276,7 @@ impl Scheduler {
                 reason: "is empty".into(),
             });
         }
-        if req.samples.is_empty() || req.max_new_tokens == 0 {
+        if (req.samples.is_empty() && !req.keep) || req.max_new_tokens == 0 {
             return Err(EngineError::InvalidInput {
                 field: "samples",
                 reason: "need at least one sample of at least one token".into(),
@@ -273,7 +312,12 @@ impl Scheduler {
         let parent = self.alloc_id();
         let branches: Vec<(SeqId, Sampler)> =
             samplers.into_iter().map(|s| (self.alloc_id(), s)).collect();
-        let ids = branches.iter().map(|b| b.0).collect();
+        let prompt_only = branches.is_empty();
+        let ids = if prompt_only {
+            vec![parent]
+        } else {
+            branches.iter().map(|b| b.0).collect()
+        };
         let arrival = self.arrivals;
         self.arrivals += 1;
         let prompt_len = req.prompt.len();
@@ -296,6 +340,10 @@ impl Scheduler {
                 running: false,
                 cancelled: false,
                 score: None,
+                keep: req.keep,
+                resume: req.resume,
+                prompt_only,
+                ready: None,
             },
         );
         self.waiting.push_back(parent);
@@ -327,6 +375,7 @@ impl Scheduler {
     }
 }
 
+mod keep;
 mod score;
 mod step;
 

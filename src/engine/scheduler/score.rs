@@ -134,6 +134,10 @@ impl Scheduler {
                     output: req.output,
                     values: Vec::new(),
                 }),
+                keep: false,
+                resume: None,
+                prompt_only: false,
+                ready: None,
             },
         );
         self.waiting.push_back(id);
@@ -220,10 +224,12 @@ impl Scheduler {
         self.parked.len()
     }
 
-    /// Releases parked sequences, oldest first, until `blocks` are available or none is left.
+    /// Releases parked sequences, then kept branches, oldest first, until `blocks` are
+    /// available or none is left.
     pub(super) fn unpark_until(&mut self, blocks: usize) {
         while self.store.available_blocks() < blocks {
-            let Some((id, _)) = self.parked.pop_front() else {
+            let parked = self.parked.pop_front().map(|(id, _)| id);
+            let Some(id) = parked.or_else(|| self.kept.pop_front().map(|k| k.id)) else {
                 break;
             };
             self.store.release(id);

@@ -26,6 +26,15 @@ impl Scheduler {
             .then(ponder_kernels::HotHelper::start);
         self.retire_cancelled(&mut events);
         self.admit();
+        // Groups whose whole prompt a kept prompt covered: fork their branches from its logits.
+        let ready: Vec<(SeqId, Arc<[f32]>)> = self
+            .seqs
+            .iter_mut()
+            .filter_map(|(id, s)| s.ready.take().map(|l| (*id, l)))
+            .collect();
+        for (id, logits) in ready {
+            self.fork_branches(id, &logits, &mut events)?;
+        }
         let plan = self.plan()?;
         if plan.is_empty() {
             return Ok(events);
@@ -87,6 +96,7 @@ impl Scheduler {
                         seq: p.seq,
                         computed,
                         reused,
+                        kept_prompt: None,
                     });
                 }
                 s.phase = Phase::Decode;
@@ -149,7 +159,11 @@ impl Scheduler {
             .seqs
             .iter()
             .filter(|(_, s)| {
-                s.cancelled || (s.sampler.is_none() && s.branches.is_empty() && s.score.is_none())
+                s.cancelled
+                    || (s.sampler.is_none()
+                        && s.branches.is_empty()
+                        && s.score.is_none()
+                        && !s.prompt_only)
             })
             .map(|(id, _)| *id)
             .collect();
@@ -197,7 +211,8 @@ impl Scheduler {
             let opened = self
                 .store
                 .open(id, &s.tokens)
-                .and_then(|reused| self.resume_score(id, reused));
+                .and_then(|reused| self.resume_score(id, reused))
+                .and_then(|reused| self.resume_kept(id, reused));
             match opened {
                 Ok(reused) => {
                     let Some(s) = self.seqs.get_mut(&id) else {
@@ -272,7 +287,7 @@ impl Scheduler {
             if needed <= self.store.available_blocks() {
                 return Ok(plan);
             }
-            if !self.parked.is_empty() {
+            if !self.parked.is_empty() || !self.kept.is_empty() {
                 self.unpark_until(needed);
                 continue;
             }
@@ -347,8 +362,10 @@ impl Scheduler {
             }
         };
         if let Some(reason) = finish {
-            self.seqs.remove(&seq);
-            self.store.release(seq);
+            match self.seqs.remove(&seq) {
+                Some(s) if s.keep => self.keep_finished(seq, s.tokens),
+                _ => self.store.release(seq),
+            }
             events.push(Event::Finished {
                 seq,
                 reason: SeqFinish::Done(reason),
@@ -366,12 +383,19 @@ impl Scheduler {
         let Some(mut p) = self.seqs.remove(&parent) else {
             return Ok(());
         };
-        if let Some((first, _)) = p.branches.first() {
+        let report_on = match p.branches.first() {
+            Some((first, _)) => Some(*first),
+            None => p.prompt_only.then_some(parent),
+        };
+        // A kept prompt is reported to its caller, who releases it; unreported, it is not kept.
+        let keep_prompt = p.keep && report_on.is_some();
+        if let Some(seq) = report_on {
             let (computed, reused) = std::mem::take(&mut p.prefill);
             events.push(Event::Prefill {
-                seq: *first,
+                seq,
                 computed,
                 reused,
+                kept_prompt: keep_prompt.then_some(parent),
             });
         }
         for (child, sampler) in std::mem::take(&mut p.branches) {
@@ -395,11 +419,25 @@ impl Scheduler {
                     running: true,
                     cancelled: false,
                     score: None,
+                    keep: p.keep,
+                    resume: None,
+                    prompt_only: false,
+                    ready: None,
                 },
             );
             self.sample_into(child, logits, events)?;
         }
-        self.store.release(parent);
+        if keep_prompt {
+            self.keep_prompt(parent, p.tokens, logits);
+        } else {
+            self.store.release(parent);
+        }
+        if p.prompt_only {
+            events.push(Event::Finished {
+                seq: parent,
+                reason: SeqFinish::Done(FinishReason::Length),
+            });
+        }
         Ok(())
     }
 }

@@ -1,0 +1,202 @@
+//! `ponder bench search`: every built-in strategy at the same N and step settings on one
+//! problem, its generated tokens per second relative to `best_of_n` measured in the same run —
+//! once without a verifier and once with the LLM-as-PRM. A tree search that overlaps its work
+//! and never recomputes its tree should keep best-of-N's pace (issue 32 sets ≥ 0.8×); the
+//! rows also carry `recomputed_tokens`, which should be 0 on this quiet engine.
+//!
+//! Every search runs to its own end under one generous budget, so strategies generate
+//! different amounts; the ratio compares rates, not totals. Wall time includes the verifier.
+
+use std::time::Instant;
+
+use ponder_strategies::{Generator, Registry};
+use serde::Serialize;
+use serde_json::{json, Value};
+use tokio_util::sync::CancellationToken;
+
+use crate::prm::VerifierChoice;
+use crate::reason::{reason, ReasonRequest};
+use crate::runtime::Runtime;
+
+/// What the `search` workload runs.
+#[derive(Debug, Clone)]
+pub struct SearchBenchOptions {
+    /// The problem.
+    pub problem: String,
+    /// Samples, beams, children per expansion: each strategy's N.
+    pub n: usize,
+    /// Most tokens per step (and per chunk for the streaming strategies).
+    pub max_step_tokens: usize,
+    /// Most steps; whole-solution strategies get `max_step_tokens * max_steps` tokens.
+    pub max_steps: usize,
+    /// Token budget of every search.
+    pub budget_tokens: i64,
+    /// Seed of every search.
+    pub seed: u64,
+}
+
+/// One strategy with one verifier.
+#[derive(Debug, Clone, Serialize)]
+pub struct SearchRow {
+    /// Strategy.
+    pub strategy: String,
+    /// `none` or `llm-prm`.
+    pub verifier: String,
+    /// Wall time of the search.
+    pub wall_s: f64,
+    /// Tokens sampled.
+    pub generated_tokens: u64,
+    /// `generated_tokens / wall_s`.
+    pub tokens_per_s: f64,
+    /// `tokens_per_s` over best-of-N's with the same verifier.
+    pub vs_best_of_n: f64,
+    /// Tokens the verifier computed.
+    pub verifier_tokens: u64,
+    /// Positions computed more than once (0 is the contract).
+    pub recomputed_tokens: u64,
+    /// Positions of the search's token tree.
+    pub tree_tokens: u64,
+    /// Why the search ended, or the error it failed with.
+    pub finish: String,
+}
+
+/// The `search` report.
+#[derive(Debug, Serialize)]
+pub struct SearchReport {
+    /// Workload name.
+    pub workload: &'static str,
+    /// The problem.
+    pub problem: String,
+    /// Each strategy's N.
+    pub n: usize,
+    /// Most tokens per step.
+    pub max_step_tokens: usize,
+    /// Most steps.
+    pub max_steps: usize,
+    /// Every strategy, without a verifier then with the LLM-as-PRM.
+    pub rows: Vec<SearchRow>,
+    /// The lowest `vs_best_of_n` per verifier (`none`, `llm-prm`).
+    pub min_vs_best_of_n: Vec<(String, String, f64)>,
+}
+
+/// Each strategy's parameters at N and the step settings (its other settings at defaults).
+fn params(strategy: &str, o: &SearchBenchOptions) -> Value {
+    let steps = json!({"max_step_tokens": o.max_step_tokens, "max_steps": o.max_steps});
+    let max_tokens = o.max_step_tokens * o.max_steps;
+    let chunk_tokens = o.max_step_tokens;
+    match strategy {
+        "best_of_n" | "weighted_best_of_n" | "self_consistency" => {
+            json!({"n": o.n, "max_tokens": max_tokens})
+        }
+        "beam_search" | "dvts" => json!({"n": o.n, "steps": steps}),
+        "a_star" | "mcts" => json!({"expansions": o.n, "steps": steps}),
+        "ab_mcts" | "answer_convergence" => json!({"steps": steps}),
+        "deepconf" => json!({"n": o.n, "max_tokens": max_tokens, "chunk_tokens": chunk_tokens}),
+        "first_finish" | "short_m_of_k" => {
+            json!({"k": o.n, "max_tokens": max_tokens, "chunk_tokens": chunk_tokens})
+        }
+        "adaptive_parallel" => {
+            json!({"max_n": o.n, "max_tokens": max_tokens, "chunk_tokens": chunk_tokens})
+        }
+        _ => json!({}),
+    }
+}
+
+fn block_on<F: std::future::Future>(f: F) -> anyhow::Result<F::Output> {
+    Ok(tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?
+        .block_on(f))
+}
+
+fn run_one(
+    runtime: &Runtime,
+    registry: &Registry,
+    verifier: &VerifierChoice,
+    req: &ReasonRequest,
+) -> anyhow::Result<SearchRow> {
+    let generator = runtime.generator();
+    let start = Instant::now();
+    let result = block_on(async {
+        let judge: std::sync::Arc<dyn Generator> = generator.clone();
+        let v = verifier.build(judge).await.map_err(anyhow::Error::msg)?;
+        anyhow::Ok(reason(registry, generator, v, req, CancellationToken::new()).await)
+    })??;
+    let wall_s = start.elapsed().as_secs_f64();
+    let mut row = SearchRow {
+        strategy: req.strategy.clone(),
+        verifier: verifier.to_string(),
+        wall_s,
+        generated_tokens: 0,
+        tokens_per_s: 0.0,
+        vs_best_of_n: 0.0,
+        verifier_tokens: 0,
+        recomputed_tokens: 0,
+        tree_tokens: 0,
+        finish: String::new(),
+    };
+    match result {
+        Ok(out) => {
+            let u = out.usage;
+            row.generated_tokens = u.generated_tokens;
+            row.tokens_per_s = u.generated_tokens as f64 / wall_s.max(1e-9);
+            row.verifier_tokens = u.verifier_tokens;
+            row.recomputed_tokens = u.recomputed_tokens;
+            row.tree_tokens = u.tree_tokens;
+            row.finish = serde_json::to_value(out.finish_reason)?
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+        }
+        Err(e) => row.finish = format!("error: {e}"),
+    }
+    Ok(row)
+}
+
+/// Runs every built-in strategy (but `auto`, which delegates to one of them) without a verifier
+/// and with the LLM-as-PRM, best-of-N first each time.
+pub fn search_bench(runtime: &Runtime, o: &SearchBenchOptions) -> anyhow::Result<SearchReport> {
+    let registry = Registry::with_builtins();
+    let mut names: Vec<String> = registry
+        .names()
+        .into_iter()
+        .filter(|n| n != "auto" && n != "best_of_n")
+        .collect();
+    names.insert(0, "best_of_n".into());
+    let mut rows = Vec::new();
+    let mut min_vs_best_of_n = Vec::new();
+    for verifier in [VerifierChoice::None, VerifierChoice::LlmPrm] {
+        let mut baseline = None;
+        let mut lowest: Option<(String, f64)> = None;
+        for name in &names {
+            let req = ReasonRequest {
+                problem: o.problem.clone(),
+                strategy: name.clone(),
+                params: params(name, o),
+                budget_tokens: o.budget_tokens,
+                deadline_ms: None,
+                seed: o.seed,
+            };
+            let mut row = run_one(runtime, &registry, &verifier, &req)?;
+            let base = *baseline.get_or_insert(row.tokens_per_s);
+            row.vs_best_of_n = row.tokens_per_s / base.max(1e-9);
+            if lowest.as_ref().is_none_or(|(_, r)| row.vs_best_of_n < *r) {
+                lowest = Some((name.clone(), row.vs_best_of_n));
+            }
+            tracing::info!(strategy = %name, verifier = %verifier, ratio = row.vs_best_of_n, "search bench");
+            rows.push(row);
+        }
+        if let Some((name, ratio)) = lowest {
+            min_vs_best_of_n.push((verifier.to_string(), name, ratio));
+        }
+    }
+    Ok(SearchReport {
+        workload: "search",
+        problem: o.problem.clone(),
+        n: o.n,
+        max_step_tokens: o.max_step_tokens,
+        max_steps: o.max_steps,
+        rows,
+        min_vs_best_of_n,
+    })
+}

@@ -167,6 +167,17 @@ impl LocalGenerator {
         self.tree().known(tokens)
     }
 
+    /// Leading positions of `tokens` the next extension is not charged for, continuing from a
+    /// kept branch that holds `kept` of them (`None`: no kept branch). Without one, the engine
+    /// finds only whole blocks in its prefix index and computes the trailing partial block
+    /// again, so the charge starts at the last whole block this search computed: charges
+    /// never fall below what the engine computes for the search.
+    fn charged_from(&self, tokens: &[u32], kept: Option<usize>) -> usize {
+        let known = self.paid(tokens);
+        let whole = known / self.block_size.max(1) * self.block_size.max(1);
+        kept.map_or(whole, |computed| whole.max(known.min(computed)))
+    }
+
     /// Tokens per KV block of the executor (charges are per token, whatever its block size).
     pub fn block_size(&self) -> usize {
         self.block_size
@@ -222,7 +233,7 @@ impl LocalGenerator {
                 Some(at) => at,
                 None => {
                     groups.push(Group {
-                        cached: self.paid(&seq.tokens),
+                        cached: 0, // set below, once the group's kept branch is known
                         tokens: seq.tokens.clone(),
                         members: Vec::new(),
                         max_tokens,
@@ -244,6 +255,9 @@ impl LocalGenerator {
                     g.resume = Some((kept, seq.computed));
                 }
             }
+        }
+        for g in &mut groups {
+            g.cached = self.charged_from(&g.tokens, g.resume.as_ref().map(|(_, c)| *c));
         }
         Ok(groups)
     }
@@ -594,22 +608,25 @@ impl Generator for LocalGenerator {
     fn prefill_bound(&self, seq: SeqHandle) -> Result<usize> {
         let s = self.get(seq)?;
         // What this search computed before is free; the rest is charged.
-        Ok(s.tokens.len() - self.paid(&s.tokens))
+        let kept = s.kept.as_ref().map(|_| s.computed);
+        Ok(s.tokens.len() - self.charged_from(&s.tokens, kept))
     }
 
     fn prefill_bound_batch(&self, seqs: &[SeqHandle]) -> Result<usize> {
         // `extend` sends sequences with identical tokens as one group: their context is
-        // computed once.
-        let mut distinct: Vec<LocalSeq> = Vec::new();
+        // computed once, continuing from the kept branch that covers most of it.
+        let mut distinct: Vec<(Vec<u32>, Option<usize>)> = Vec::new();
         for seq in seqs {
             let s = self.get(*seq)?;
-            if !distinct.iter().any(|d| d.tokens == s.tokens) {
-                distinct.push(s);
+            let kept = s.kept.as_ref().map(|_| s.computed);
+            match distinct.iter_mut().find(|(t, _)| *t == s.tokens) {
+                Some((_, k)) => *k = (*k).max(kept),
+                None => distinct.push((s.tokens, kept)),
             }
         }
         Ok(distinct
             .iter()
-            .map(|s| s.tokens.len() - self.paid(&s.tokens))
+            .map(|(tokens, kept)| tokens.len() - self.charged_from(tokens, *kept))
             .sum())
     }
 

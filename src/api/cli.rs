@@ -61,8 +61,9 @@ pub struct ServeArgs {
     /// The `model` name sent to the backends.
     #[arg(long, default_value = "ponder")]
     pub backend_model: String,
-    /// What scores strategies' candidates and steps: none, llm-prm (the model judges its own
-    /// steps), qwen-prm:DIR (a reward-head PRM checkpoint) or shepherd-prm:PATH (token-logit).
+    /// What scores strategies' candidates and steps: none, calc (the exact calculation check),
+    /// llm-prm (the model judges its own steps), qwen-prm:DIR (a reward-head PRM checkpoint) or
+    /// shepherd-prm:PATH (token-logit).
     #[arg(long, default_value = "none")]
     pub verifier: crate::prm::VerifierChoice,
     /// The semantic router file that makes `strategy: "auto"` available [default: the shipped

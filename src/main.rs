@@ -64,8 +64,9 @@ struct ReasonArgs {
     /// Print the whole Outcome as one JSON object.
     #[arg(long)]
     json: bool,
-    /// What scores candidates and steps: none, llm-prm (the model judges its own steps),
-    /// qwen-prm:DIR (a reward-head PRM checkpoint) or shepherd-prm:PATH (a token-logit PRM).
+    /// What scores candidates and steps: none, calc (the exact calculation check), llm-prm
+    /// (the model judges its own steps), qwen-prm:DIR (a reward-head PRM checkpoint) or
+    /// shepherd-prm:PATH (a token-logit PRM).
     #[arg(long, default_value = "none")]
     verifier: ponder::prm::VerifierChoice,
     /// KV cache memory, e.g. 512MiB.

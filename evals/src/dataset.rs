@@ -1,6 +1,7 @@
 //! Datasets from local files: JSONL or a JSON array, with configurable field names and presets
 //! for the standard files (MATH / MATH-500, AIME, GSM8K, and Ponder's own set), filters by
-//! level and subject, a seeded shuffle and a limit.
+//! level and subject, the train / held-out split ([`crate::split`]), a seeded shuffle and a
+//! limit (filters first, so `--split held-out --limit 200` is 200 held-out problems).
 //!
 //! A record that cannot be read (bad JSON, a missing field) is reported with its line number
 //! and skipped — or, with `strict`, stops the load. Nothing is ever guessed silently: a record
@@ -14,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::error::{EvalError, Result};
+use crate::split::{split_of, Split};
 
 /// One problem of an evaluation.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -120,6 +122,8 @@ pub struct LoadOptions {
     pub limit: Option<usize>,
     /// Stop at the first bad record instead of skipping it.
     pub strict: bool,
+    /// Keep only this part of the train / held-out split ([`crate::split`]); `None`: all.
+    pub split: Option<Split>,
 }
 
 impl Default for LoadOptions {
@@ -131,6 +135,7 @@ impl Default for LoadOptions {
             shuffle_seed: None,
             limit: None,
             strict: false,
+            split: None,
         }
     }
 }
@@ -249,6 +254,9 @@ pub fn parse(body: &str, opts: &LoadOptions) -> Result<Dataset> {
                 .as_deref()
                 .is_some_and(|s| opts.subjects.iter().any(|w| w.eq_ignore_ascii_case(s)))
     });
+    if let Some(split) = opts.split {
+        problems.retain(|p| split_of(&p.id) == split);
+    }
     if let Some(seed) = opts.shuffle_seed {
         problems.shuffle(&mut rand_chacha::ChaCha8Rng::seed_from_u64(seed));
     }

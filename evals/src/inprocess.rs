@@ -1,22 +1,38 @@
 //! The in-process backend: the embedded runtime (the default model unless told otherwise)
-//! running each item through `ponder::reason`, exactly as the server would.
+//! running each item through `ponder::reason`, exactly as the server would, with the verifier
+//! chosen on the command line (`--verifier`).
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use async_trait::async_trait;
+use ponder::prm::VerifierChoice;
 use ponder::reason::{reason, ReasonRequest};
 use ponder::runtime::{Runtime, RuntimeOptions};
 use ponder_strategies::{Registry, StrategyError};
+use ponder_verifiers::Verifier;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{EvalError, Result};
 use crate::runner::{Attempt, Backend, Item, Solved};
 
 /// Searches on a runtime in this process.
-#[derive(Debug)]
 pub struct InProcessBackend {
     runtime: Runtime,
     registry: Registry,
+    verifier: Option<Arc<dyn Verifier>>,
+}
+
+impl std::fmt::Debug for InProcessBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InProcessBackend")
+            .field("registry", &self.registry)
+            .field(
+                "verifier",
+                &self.verifier.as_ref().map(|v| v.name().to_string()),
+            )
+            .finish_non_exhaustive()
+    }
 }
 
 impl InProcessBackend {
@@ -31,7 +47,18 @@ impl InProcessBackend {
         Ok(Self {
             runtime,
             registry: Registry::with_builtins(),
+            verifier: None,
         })
+    }
+
+    /// Scores candidates with `choice` (built on this runtime's generator, as `ponder serve
+    /// --verifier` does).
+    pub async fn use_verifier(&mut self, choice: &VerifierChoice) -> Result<()> {
+        self.verifier = choice
+            .build(self.runtime.generator())
+            .await
+            .map_err(EvalError::Backend)?;
+        Ok(())
     }
 
     /// The strategies this backend knows.
@@ -47,7 +74,7 @@ impl Backend for InProcessBackend {
             problem: item.problem.problem.clone(),
             history: Vec::new(),
             strategy: item.strategy.clone(),
-            params: serde_json::Value::Null,
+            params: item.params.clone(),
             budget_tokens: item.budget,
             deadline_ms: None,
             seed: item.seed,
@@ -55,7 +82,7 @@ impl Backend for InProcessBackend {
         match reason(
             &self.registry,
             self.runtime.generator(),
-            None,
+            self.verifier.clone(),
             &req,
             CancellationToken::new(),
         )

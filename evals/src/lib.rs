@@ -8,16 +8,20 @@
 //! - [`results`]: the append-only results file.
 //! - [`report`], [`plot`], [`stats`], [`calibrate`]: what a run measured.
 //! - [`grade`]: `ponder-eval grade`, auditing the grader on anyone's pairs.
+//! - [`gsm_gen`]: the seeded grade-school problem generator (`evals/data/gsm_gen.jsonl`).
+//! - [`split`]: the fixed train / held-out split by a hash of the problem id.
 
 pub mod calibrate;
 pub mod dataset;
 pub mod error;
 pub mod grade;
+pub mod gsm_gen;
 pub mod inprocess;
 pub mod plot;
 pub mod report;
 pub mod results;
 pub mod runner;
+pub mod split;
 pub mod stats;
 
 pub use calibrate::{calibrate, CalibrationRow, CalibrationTable};
@@ -28,3 +32,4 @@ pub use inprocess::InProcessBackend;
 pub use report::{markdown, summarize, CellReport};
 pub use results::{read_rows, ResultRow, ResultsFile};
 pub use runner::{grid, run_grid, Backend, HttpBackend, Item, RunSummary};
+pub use split::{split_of, Split};

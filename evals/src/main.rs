@@ -32,6 +32,19 @@ enum Command {
         #[arg(long, default_value = "calibration.json")]
         out: PathBuf,
     },
+    /// Write the seeded grade-school problem set (`evals/data/gsm_gen.jsonl` is `--seed 0 --count
+    /// 1200`); the same arguments always write the same bytes.
+    GenProblems {
+        /// Generator seed.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// How many problems.
+        #[arg(long, default_value_t = 1200)]
+        count: usize,
+        /// Where to write the JSONL (`-`: stdout).
+        #[arg(long, default_value = "-")]
+        out: PathBuf,
+    },
     /// Grade `{"gold": …, "pred": …}` JSONL lines: each line comes back on stdout with
     /// `equivalent`, `extracted`, `normalized_gold` and `normalized_pred` added.
     Grade {
@@ -63,6 +76,9 @@ struct RunArgs {
     /// Keep only these subjects.
     #[arg(long, value_delimiter = ',')]
     subject: Vec<String>,
+    /// Keep only this part of the fixed train / held-out split (by a hash of the problem id).
+    #[arg(long, value_enum)]
+    split: Option<ponder_evals::Split>,
     /// Shuffle the problems with this seed (before --limit).
     #[arg(long)]
     shuffle_seed: Option<u64>,
@@ -78,6 +94,17 @@ struct RunArgs {
     /// In-process: the model (default: the installed SmolLM2).
     #[arg(long)]
     model: Option<PathBuf>,
+    /// What scores the candidates in-process: none, calc, llm-prm, qwen-prm:DIR,
+    /// shepherd-prm:PATH. Over --url the server's own --verifier applies (leave this off).
+    #[arg(long)]
+    verifier: Option<ponder::prm::VerifierChoice>,
+    /// Strategy parameters per strategy, as JSON: '{"weighted_best_of_n": {"n": 8}}'.
+    #[arg(long)]
+    params: Option<String>,
+    /// Let `auto` shrink with the measured load instead of pinning it at 0 (results then
+    /// depend on what else runs; the load is recorded in each row either way).
+    #[arg(long)]
+    live_load: bool,
     /// Items in flight at once.
     #[arg(long, default_value_t = 1)]
     concurrency: usize,
@@ -95,6 +122,17 @@ fn main() -> anyhow::Result<()> {
         .init();
     match Cli::parse().command {
         Command::Grade { file } => grade(&file),
+        Command::GenProblems { seed, count, out } => {
+            let text =
+                ponder_evals::gsm_gen::to_jsonl(&ponder_evals::gsm_gen::generate(seed, count))?;
+            if out.as_os_str() == "-" {
+                std::io::stdout().write_all(text.as_bytes())?;
+            } else {
+                std::fs::write(&out, text).with_context(|| format!("writing {}", out.display()))?;
+                eprintln!("wrote {count} problems (seed {seed}) to {}", out.display());
+            }
+            Ok(())
+        }
         Command::Run(args) => run(*args),
         Command::Report { dir } => report(&dir),
         Command::Calibrate { dir, out } => {
@@ -113,6 +151,7 @@ fn main() -> anyhow::Result<()> {
 }
 
 fn run(args: RunArgs) -> anyhow::Result<()> {
+    let setup = setup(&args)?;
     let opts = ponder_evals::LoadOptions {
         fields: args.preset.fields(),
         levels: args.level,
@@ -120,6 +159,7 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
         shuffle_seed: args.shuffle_seed,
         limit: args.limit,
         strict: args.strict,
+        split: args.split,
     };
     let dataset = ponder_evals::load(&args.dataset, &opts)?;
     for s in &dataset.skipped {
@@ -135,8 +175,19 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
         "{}: no problems selected",
         args.dataset.display()
     );
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
     let backend: std::sync::Arc<dyn ponder_evals::Backend> = match &args.url {
-        Some(url) => std::sync::Arc::new(ponder_evals::HttpBackend::new(url)),
+        Some(url) => {
+            anyhow::ensure!(
+                args.verifier.is_none(),
+                "--verifier applies in-process only; over --url start the server with \
+                 `ponder serve --verifier …`"
+            );
+            std::sync::Arc::new(ponder_evals::HttpBackend::new(url))
+        }
         None => {
             let mut backend = ponder_evals::InProcessBackend::start(args.model.clone())?;
             // `auto` needs the router (encoder + router file), loaded only when asked for.
@@ -144,6 +195,9 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
                 let router = ponder::router::Router::load_default()?;
                 *backend.registry_mut() =
                     ponder::router::registry_with_auto(std::sync::Arc::new(router));
+            }
+            if let Some(choice) = &args.verifier {
+                rt.block_on(backend.use_verifier(choice))?;
             }
             std::sync::Arc::new(backend)
         }
@@ -153,6 +207,7 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
         &args.strategies,
         &args.budgets,
         &args.seeds,
+        &setup,
     );
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -173,6 +228,43 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
         args.out.join(ponder_evals::results::RESULTS_FILE).display()
     );
     Ok(())
+}
+
+/// The grid's setup from the command line: `--params` must be an object keyed by strategies
+/// of `--strategies`, each value an object (or null).
+fn setup(args: &RunArgs) -> anyhow::Result<ponder_evals::runner::Setup> {
+    let params = match &args.params {
+        None => serde_json::Map::new(),
+        Some(text) => {
+            let value: serde_json::Value =
+                serde_json::from_str(text).context("--params: not valid JSON")?;
+            let serde_json::Value::Object(map) = value else {
+                anyhow::bail!("--params: expected an object keyed by strategy name");
+            };
+            for (name, p) in &map {
+                anyhow::ensure!(
+                    args.strategies.contains(name),
+                    "--params: `{name}` is not one of --strategies ({})",
+                    args.strategies.join(", ")
+                );
+                anyhow::ensure!(
+                    p.is_object() || p.is_null(),
+                    "--params: the parameters of `{name}` must be an object"
+                );
+            }
+            map
+        }
+    };
+    let verifier = match (&args.url, &args.verifier) {
+        (Some(_), _) => "server".to_string(),
+        (None, Some(choice)) => choice.to_string(),
+        (None, None) => "none".to_string(),
+    };
+    Ok(ponder_evals::runner::Setup {
+        params,
+        verifier,
+        pin_load: !args.live_load,
+    })
 }
 
 fn report(dir: &std::path::Path) -> anyhow::Result<()> {

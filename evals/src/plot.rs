@@ -49,11 +49,19 @@ fn draw<DB: DrawingBackend>(
         .label_style(("sans-serif", 14))
         .draw()
         .map_err(|e| e.to_string())?;
-    let mut strategies: Vec<&str> = cells.iter().map(|c| c.strategy.as_str()).collect();
+    // One line per (strategy, verifier): `weighted_best_of_n` or `weighted_best_of_n + calc`.
+    let label = |c: &CellReport| {
+        if c.verifier == "none" {
+            c.strategy.clone()
+        } else {
+            format!("{} + {}", c.strategy, c.verifier)
+        }
+    };
+    let mut strategies: Vec<String> = cells.iter().map(label).collect();
     strategies.dedup();
     for (i, s) in strategies.iter().enumerate() {
         let color = Palette99::pick(i).to_rgba();
-        let mut pts: Vec<&CellReport> = cells.iter().filter(|c| c.strategy == *s).collect();
+        let mut pts: Vec<&CellReport> = cells.iter().filter(|c| label(c) == *s).collect();
         pts.sort_by(|a, b| a.mean_spent.total_cmp(&b.mean_spent));
         chart
             .draw_series(LineSeries::new(

@@ -1,19 +1,25 @@
-//! `ponder-eval report`: per (strategy, budget), accuracy with a bootstrap 95% CI, pass@k
-//! (unbiased), maj@k over the candidates, tokens by kind, latency and verifier calls — as a
-//! Markdown table, a JSON summary, and plots of accuracy against spend (see [`crate::plot`]).
+//! `ponder-eval report`: per (strategy, verifier, budget), accuracy with a bootstrap 95% CI,
+//! pass@k (unbiased), and — over the same candidates — the majority vote (maj@k), the
+//! verifier-weighted vote (each candidate's answer weighted by its score), the oracle (some
+//! candidate right: pass@N), the AUROC of candidates' scores separating right from wrong
+//! answers, and a paired bootstrap CI of (selection − majority); tokens by kind, latency and
+//! verifier calls — as a Markdown table, a JSON summary, and plots of accuracy against spend
+//! (see [`crate::plot`]).
 
 use std::collections::BTreeMap;
 
 use serde::Serialize;
 
 use crate::results::ResultRow;
-use crate::stats::{bootstrap_ci, mean, pass_at_k, quantile};
+use crate::stats::{auroc, bootstrap_ci, mean, pass_at_k, quantile};
 
 /// One (strategy, budget) cell.
 #[derive(Debug, Clone, Serialize)]
 pub struct CellReport {
     /// Strategy.
     pub strategy: String,
+    /// Verifier.
+    pub verifier: String,
     /// Budget.
     pub budget: i64,
     /// Items (problems × seeds).
@@ -26,6 +32,21 @@ pub struct CellReport {
     pub pass_at_k: BTreeMap<usize, f64>,
     /// Majority vote over all candidates' answers, graded.
     pub maj_at_k: f64,
+    /// 95% bootstrap CI of `maj_at_k`.
+    pub maj_ci95: (f64, f64),
+    /// Vote over the candidates weighted by their scores, graded; `None` when no candidate
+    /// has a score.
+    pub weighted_at_k: Option<f64>,
+    /// The oracle: some candidate is right (pass@N).
+    pub oracle: f64,
+    /// 95% bootstrap CI of `oracle`.
+    pub oracle_ci95: (f64, f64),
+    /// AUROC of the candidates' scores for right vs wrong answers (pooled over the cell);
+    /// `None` without scores or without both right and wrong candidates.
+    pub auroc: Option<f64>,
+    /// Mean of (selected answer right − majority right) per item, with its paired 95%
+    /// bootstrap CI.
+    pub selection_minus_majority: (f64, (f64, f64)),
     /// Mean tokens charged.
     pub mean_spent: f64,
     /// Mean tokens generated.
@@ -52,18 +73,56 @@ fn maj_correct(row: &ResultRow) -> bool {
         .is_some_and(|v| ponder_verifiers::equivalent(&row.gold, &v.answer))
 }
 
-/// Aggregates rows per (strategy, budget), sorted by strategy then budget.
+/// Whether the score-weighted vote over the row's candidates is right; `None` when no
+/// candidate has a score (an unscored candidate among scored ones weighs 0).
+fn weighted_correct(row: &ResultRow) -> Option<bool> {
+    if row.candidate_scores.iter().all(Option::is_none) {
+        return None;
+    }
+    let votes = row
+        .candidate_answers
+        .iter()
+        .zip(&row.candidate_scores)
+        .filter_map(|(a, s)| Some((a.as_deref()?, f64::from(s.unwrap_or(0.0)))));
+    Some(
+        ponder_verifiers::weighted_vote(votes)
+            .is_some_and(|v| ponder_verifiers::equivalent(&row.gold, &v.answer)),
+    )
+}
+
+/// Every scored candidate of the rows: (score, right?).
+fn scored_candidates(rows: &[&ResultRow]) -> Vec<(f64, bool)> {
+    rows.iter()
+        .flat_map(|r| {
+            r.candidate_answers
+                .iter()
+                .zip(&r.candidate_scores)
+                .filter_map(|(a, s)| {
+                    let right = a
+                        .as_deref()
+                        .is_some_and(|a| ponder_verifiers::equivalent(&r.gold, a));
+                    s.map(|s| (f64::from(s), right))
+                })
+        })
+        .collect()
+}
+
+fn bits(xs: impl Iterator<Item = bool>) -> Vec<f64> {
+    xs.map(|b| f64::from(u8::from(b))).collect()
+}
+
+/// Aggregates rows per (strategy, verifier, budget), sorted in that order.
 pub fn summarize(rows: &[ResultRow]) -> Vec<CellReport> {
-    let mut cells: BTreeMap<(String, i64), Vec<&ResultRow>> = BTreeMap::new();
+    let mut cells: BTreeMap<(String, String, i64), Vec<&ResultRow>> = BTreeMap::new();
     for r in rows {
         cells
-            .entry((r.strategy.clone(), r.budget))
+            .entry((r.strategy.clone(), r.verifier.clone(), r.budget))
             .or_default()
             .push(r);
     }
     cells
         .into_iter()
-        .map(|((strategy, budget), rs)| {
+        .map(|((strategy, verifier, budget), rs)| {
             let correct: Vec<f64> = rs.iter().map(|r| f64::from(u8::from(r.correct))).collect();
             let min_candidates = rs
                 .iter()
@@ -84,16 +143,25 @@ pub fn summarize(rows: &[ResultRow]) -> Vec<CellReport> {
             lat.sort_by(f64::total_cmp);
             let m =
                 |f: &dyn Fn(&ResultRow) -> f64| mean(&rs.iter().map(|r| f(r)).collect::<Vec<_>>());
+            let maj = bits(rs.iter().map(|r| maj_correct(r)));
+            let weighted: Vec<Option<bool>> = rs.iter().map(|r| weighted_correct(r)).collect();
+            let oracle = bits(rs.iter().map(|r| r.candidates_correct > 0));
+            let diff: Vec<f64> = correct.iter().zip(&maj).map(|(c, m)| c - m).collect();
             CellReport {
                 n: rs.len(),
                 accuracy: mean(&correct),
                 ci95: bootstrap_ci(&correct, 0.95, 2000, 0x5eed),
                 pass_at_k: pass,
-                maj_at_k: mean(
-                    &rs.iter()
-                        .map(|r| f64::from(u8::from(maj_correct(r))))
-                        .collect::<Vec<_>>(),
-                ),
+                maj_at_k: mean(&maj),
+                maj_ci95: bootstrap_ci(&maj, 0.95, 2000, 0x5eed),
+                weighted_at_k: weighted
+                    .iter()
+                    .any(Option::is_some)
+                    .then(|| mean(&bits(weighted.iter().map(|w| w.unwrap_or(false))))),
+                oracle: mean(&oracle),
+                oracle_ci95: bootstrap_ci(&oracle, 0.95, 2000, 0x5eed),
+                auroc: auroc(&scored_candidates(&rs)),
+                selection_minus_majority: (mean(&diff), bootstrap_ci(&diff, 0.95, 2000, 0x5eed)),
                 mean_spent: m(&|r| r.spend.spent as f64),
                 mean_generated: m(&|r| r.spend.generated_tokens as f64),
                 mean_prefill_computed: m(&|r| r.spend.prefill_tokens_computed as f64),
@@ -107,19 +175,21 @@ pub fn summarize(rows: &[ResultRow]) -> Vec<CellReport> {
                     .count(),
                 errors: rs.iter().filter(|r| r.error.is_some()).count(),
                 strategy,
+                verifier,
                 budget,
             }
         })
         .collect()
 }
 
-/// The cells as a Markdown table.
+/// The cells as two Markdown tables: accuracy and spend, then selection against the majority
+/// vote and the oracle over the same candidates.
 pub fn markdown(cells: &[CellReport]) -> String {
     let mut out = String::from(
-        "| strategy | budget | n | accuracy | 95% CI | pass@1 | maj@k | tokens spent | generated | prefill computed | prefill reused | verifier calls | p50 ms | p90 ms | budget stops | errors |\n",
+        "| strategy | verifier | budget | n | accuracy | 95% CI | pass@1 | maj@k | tokens spent | generated | prefill computed | prefill reused | verifier calls | p50 ms | p90 ms | budget stops | errors |\n",
     );
     out.push_str(
-        "|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        "|---|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for c in cells {
         let pass1 = c
@@ -127,8 +197,9 @@ pub fn markdown(cells: &[CellReport]) -> String {
             .get(&1)
             .map_or("–".to_string(), |p| format!("{p:.2}"));
         out.push_str(&format!(
-            "| `{}` | {} | {} | {:.2} | {:.2}–{:.2} | {} | {:.2} | {:.0} | {:.0} | {:.0} | {:.0} | {:.1} | {:.0} | {:.0} | {} | {} |\n",
+            "| `{}` | {} | {} | {} | {:.2} | {:.2}–{:.2} | {} | {:.2} | {:.0} | {:.0} | {:.0} | {:.0} | {:.1} | {:.0} | {:.0} | {} | {} |\n",
             c.strategy,
+            c.verifier,
             c.budget,
             c.n,
             c.accuracy,
@@ -147,5 +218,89 @@ pub fn markdown(cells: &[CellReport]) -> String {
             c.errors
         ));
     }
+    out.push_str(
+        "\n| strategy | verifier | budget | selection (95% CI) | majority (95% CI) | weighted vote | oracle (95% CI) | selection − majority (paired 95% CI) | AUROC |\n",
+    );
+    out.push_str("|---|---|---:|---|---|---:|---|---|---:|\n");
+    let opt = |x: Option<f64>| x.map_or("–".to_string(), |x| format!("{x:.3}"));
+    for c in cells {
+        let (d, (dlo, dhi)) = c.selection_minus_majority;
+        out.push_str(&format!(
+            "| `{}` | {} | {} | {:.3} ({:.3}–{:.3}) | {:.3} ({:.3}–{:.3}) | {} | {:.3} ({:.3}–{:.3}) | {:+.3} ({:+.3}–{:+.3}) | {} |\n",
+            c.strategy,
+            c.verifier,
+            c.budget,
+            c.accuracy,
+            c.ci95.0,
+            c.ci95.1,
+            c.maj_at_k,
+            c.maj_ci95.0,
+            c.maj_ci95.1,
+            opt(c.weighted_at_k),
+            c.oracle,
+            c.oracle_ci95.0,
+            c.oracle_ci95.1,
+            d,
+            dlo,
+            dhi,
+            opt(c.auroc),
+        ));
+    }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::results::Spend;
+
+    fn row(id: &str, answers: &[&str], scores: &[f32], picked: &str) -> ResultRow {
+        let gold = "12";
+        let is = |a: &str| ponder_verifiers::equivalent(gold, a);
+        ResultRow {
+            problem_id: id.into(),
+            strategy: "weighted_best_of_n".into(),
+            budget: 100,
+            seed: 0,
+            level: None,
+            verifier: "calc".into(),
+            params: serde_json::Value::Null,
+            load: None,
+            gold: gold.into(),
+            answer: Some(picked.into()),
+            correct: is(picked),
+            candidate_answers: answers.iter().map(|a| Some(a.to_string())).collect(),
+            candidate_scores: scores.iter().map(|s| Some(*s)).collect(),
+            candidates_correct: answers.iter().filter(|a| is(a)).count(),
+            finish_reason: Some("completed".into()),
+            error: None,
+            spend: Spend::default(),
+            wall_ms: 1,
+        }
+    }
+
+    #[test]
+    fn selection_majority_weighted_oracle_and_auroc_from_the_same_candidates() {
+        // p1: majority wrong (13 ×2), the verifier favours 12 → weighted right.
+        // p2: nobody right. p3: everyone right.
+        let rows = vec![
+            row("p1", &["13", "13", "12"], &[0.25, 0.25, 1.0], "12"),
+            row("p2", &["7", "8", "7"], &[0.5, 1.0, 0.5], "7"),
+            row("p3", &["12", "12", "12"], &[1.0, 1.0, 1.0], "12"),
+        ];
+        let cells = summarize(&rows);
+        assert_eq!(cells.len(), 1);
+        let c = &cells[0];
+        assert!((c.accuracy - 2.0 / 3.0).abs() < 1e-12);
+        assert!((c.maj_at_k - 1.0 / 3.0).abs() < 1e-12);
+        assert_eq!(c.weighted_at_k.map(|w| (w * 3.0).round()), Some(2.0));
+        assert!((c.oracle - 2.0 / 3.0).abs() < 1e-12);
+        assert!((c.selection_minus_majority.0 - 1.0 / 3.0).abs() < 1e-12);
+        // Right candidates: 1.0 ×4; wrong: 0.25, 0.25, 0.5, 1.0, 0.5.
+        // Each right one beats 4 wrong and ties 1: (4 × 4.5) / (4 × 5).
+        assert!((c.auroc.unwrap_or(0.0) - 0.9).abs() < 1e-12);
+        let md = markdown(&cells);
+        assert!(md.contains("| `weighted_best_of_n` | calc | 100 |"), "{md}");
+        assert!(md.contains("0.900"), "{md}");
+    }
 }

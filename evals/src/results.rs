@@ -42,6 +42,15 @@ pub struct ResultRow {
     pub seed: u64,
     /// Problem level, if the dataset has levels.
     pub level: Option<u32>,
+    /// The verifier that scored the candidates (`none`; `server` over `--url`).
+    #[serde(default = "no_verifier")]
+    pub verifier: String,
+    /// The strategy's parameters (`null`: defaults).
+    #[serde(default)]
+    pub params: serde_json::Value,
+    /// The load `auto`'s router ran under (pinned at 0 by default), if `auto` ran.
+    #[serde(default)]
+    pub load: Option<f64>,
     /// Gold answer.
     pub gold: String,
     /// The strategy's answer.
@@ -50,6 +59,9 @@ pub struct ResultRow {
     pub correct: bool,
     /// Every candidate's answer, in the order found (for pass@k and maj@k).
     pub candidate_answers: Vec<Option<String>>,
+    /// Every candidate's score, in the same order (for AUROC and weighted votes).
+    #[serde(default)]
+    pub candidate_scores: Vec<Option<f32>>,
     /// How many candidates were correct.
     pub candidates_correct: usize,
     /// `completed`, `budget`, `deadline`, `cancelled`; `None` on error.
@@ -62,6 +74,10 @@ pub struct ResultRow {
     pub wall_ms: u64,
 }
 
+fn no_verifier() -> String {
+    "none".into()
+}
+
 impl ResultRow {
     /// The item key.
     pub fn key(&self) -> ItemKey {
@@ -70,6 +86,7 @@ impl ResultRow {
             strategy: self.strategy.clone(),
             budget: self.budget,
             seed: self.seed,
+            verifier: self.verifier.clone(),
         }
     }
 }
@@ -85,6 +102,8 @@ pub struct ItemKey {
     pub budget: i64,
     /// Seed.
     pub seed: u64,
+    /// Verifier.
+    pub verifier: String,
 }
 
 /// The results file of a run directory, open for appending.
@@ -189,10 +208,14 @@ mod tests {
             budget: 10,
             seed: 0,
             level: None,
+            verifier: "none".into(),
+            params: serde_json::Value::Null,
+            load: None,
             gold: "1".into(),
             answer: Some("1".into()),
             correct: true,
             candidate_answers: vec![Some("1".into())],
+            candidate_scores: vec![None],
             candidates_correct: 1,
             finish_reason: Some("completed".into()),
             error: None,

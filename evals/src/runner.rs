@@ -1,5 +1,8 @@
 //! Running a grid of strategies × budgets × seeds over a dataset, against a running server
-//! (`--url`, the native `/v1/reason` endpoint) or in-process (the embedded default model).
+//! (`--url`, the native `/v1/reason` endpoint) or in-process (the embedded default model), with
+//! each strategy's parameters and the verifier recorded in every row ([`Setup`]). `auto`'s
+//! load-dependent shrinking is pinned at load 0 by default, so a seeded eval replays however
+//! many items run at once; the router's load is recorded in each row.
 //!
 //! Items run with bounded concurrency but are written in grid order (a reorder buffer), so two
 //! runs with the same seeds write identical files apart from timings. Items already in the
@@ -30,6 +33,55 @@ pub struct Item {
     pub budget: i64,
     /// Seed.
     pub seed: u64,
+    /// The strategy's parameters (`null`: its defaults).
+    pub params: serde_json::Value,
+    /// The verifier the backend scores with, as named on the command line (`none` when none;
+    /// over `--url`, whatever the server was started with, recorded as `server`).
+    pub verifier: String,
+}
+
+/// How the grid's items are configured beyond strategy × budget × seed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Setup {
+    /// Per strategy name, its parameters (`{"weighted_best_of_n": {"n": 8}}`); a strategy not
+    /// named runs with its defaults.
+    pub params: serde_json::Map<String, serde_json::Value>,
+    /// The verifier's name, recorded in every row.
+    pub verifier: String,
+    /// Pin `auto`'s load-dependent shrinking at load 0 (unless its params set `load`), so that
+    /// a seeded eval replays whatever else runs on the server. On by default in the harness.
+    pub pin_load: bool,
+}
+
+impl Default for Setup {
+    fn default() -> Self {
+        Self {
+            params: serde_json::Map::new(),
+            verifier: "none".into(),
+            pin_load: true,
+        }
+    }
+}
+
+impl Setup {
+    /// The parameters `strategy` runs with: as given, with `auto`'s load pinned at 0 when
+    /// [`Setup::pin_load`] is on and the parameters do not set one.
+    pub fn params_for(&self, strategy: &str) -> serde_json::Value {
+        let mut params = self
+            .params
+            .get(strategy)
+            .cloned()
+            .unwrap_or(serde_json::Value::Null);
+        if strategy == "auto" && self.pin_load {
+            if params.is_null() {
+                params = serde_json::Value::Object(serde_json::Map::new());
+            }
+            if let Some(obj) = params.as_object_mut() {
+                obj.entry("load").or_insert(serde_json::json!(0.0));
+            }
+        }
+        params
+    }
 }
 
 /// The part of an `Outcome` the harness reads (from `/v1/reason` JSON or in-process).
@@ -46,6 +98,9 @@ pub struct Solved {
     /// Finish reason.
     #[serde(default)]
     pub finish_reason: Option<String>,
+    /// What `auto`'s router decided (its `load` among it).
+    #[serde(default)]
+    pub router: Option<serde_json::Value>,
 }
 
 /// A candidate's answer.
@@ -53,6 +108,9 @@ pub struct Solved {
 pub struct SolvedCandidate {
     /// Its extracted answer.
     pub answer: Option<String>,
+    /// Its score (verifier or confidence), if the strategy scored it.
+    #[serde(default)]
+    pub score: Option<f32>,
 }
 
 /// Usage fields the harness reports.
@@ -112,6 +170,7 @@ impl Backend for HttpBackend {
             "strategy": item.strategy,
             "budget_tokens": item.budget,
             "seed": item.seed,
+            "params": item.params,
         });
         let resp = self
             .client
@@ -150,10 +209,14 @@ pub fn grade(item: &Item, attempt: Attempt, wall_ms: u64) -> ResultRow {
         budget: item.budget,
         seed: item.seed,
         level: item.problem.level,
+        verifier: item.verifier.clone(),
+        params: item.params.clone(),
+        load: None,
         gold: gold.clone(),
         answer: None,
         correct: false,
         candidate_answers: Vec::new(),
+        candidate_scores: Vec::new(),
         candidates_correct: 0,
         finish_reason: None,
         error: None,
@@ -170,14 +233,22 @@ pub fn grade(item: &Item, attempt: Attempt, wall_ms: u64) -> ResultRow {
                 a.as_deref()
                     .is_some_and(|a| ponder_verifiers::equivalent(&gold, a))
             };
+            let candidate_scores: Vec<Option<f32>> = s.candidates.iter().map(|c| c.score).collect();
             let candidate_answers: Vec<Option<String>> =
                 s.candidates.into_iter().map(|c| c.answer).collect();
+            let load = s
+                .router
+                .as_ref()
+                .and_then(|r| r.get("load"))
+                .and_then(serde_json::Value::as_f64);
             let u = s.usage;
             ResultRow {
                 correct: is(&s.answer),
                 candidates_correct: candidate_answers.iter().filter(|a| is(a)).count(),
                 answer: s.answer,
                 candidate_answers,
+                candidate_scores,
+                load,
                 finish_reason: s.finish_reason,
                 spend: Spend {
                     generated_tokens: u.generated_tokens,
@@ -192,12 +263,14 @@ pub fn grade(item: &Item, attempt: Attempt, wall_ms: u64) -> ResultRow {
     }
 }
 
-/// The grid: every problem × strategy × budget × seed, in that nesting order.
+/// The grid: every problem × strategy × budget × seed, in that nesting order, each item with
+/// its strategy's parameters and the verifier from `setup`.
 pub fn grid(
     problems: &[Problem],
     strategies: &[String],
     budgets: &[i64],
     seeds: &[u64],
+    setup: &Setup,
 ) -> Vec<Item> {
     let mut items = Vec::new();
     for strategy in strategies {
@@ -209,6 +282,8 @@ pub fn grid(
                         strategy: strategy.clone(),
                         budget,
                         seed,
+                        params: setup.params_for(strategy),
+                        verifier: setup.verifier.clone(),
                     });
                 }
             }
@@ -247,6 +322,7 @@ pub async fn run_grid(
                 strategy: i.strategy.clone(),
                 budget: i.budget,
                 seed: i.seed,
+                verifier: i.verifier.clone(),
             })
         })
         .collect();

@@ -20,6 +20,35 @@ pub fn pass_at_k(n: usize, c: usize, k: usize) -> Option<f64> {
     Some(1.0 - fail)
 }
 
+/// The area under the ROC curve of `scores` separating `positives` from the rest: the
+/// probability that a random positive scores above a random negative, ties counting half
+/// (the Mann–Whitney U statistic over P·N). `None` without both a positive and a negative.
+/// Non-finite scores count as the lowest.
+pub fn auroc(scored: &[(f64, bool)]) -> Option<f64> {
+    let clean = |s: f64| if s.is_finite() { s } else { f64::NEG_INFINITY };
+    let mut xs: Vec<(f64, bool)> = scored.iter().map(|&(s, p)| (clean(s), p)).collect();
+    xs.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let positives = xs.iter().filter(|x| x.1).count();
+    let negatives = xs.len() - positives;
+    if positives == 0 || negatives == 0 {
+        return None;
+    }
+    // Midranks over tied groups, then U = (sum of positive ranks) − P(P+1)/2.
+    let mut rank_sum = 0.0;
+    let mut i = 0;
+    while i < xs.len() {
+        let mut j = i;
+        while j < xs.len() && xs[j].0 == xs[i].0 {
+            j += 1;
+        }
+        let midrank = (i + 1 + j) as f64 / 2.0;
+        rank_sum += midrank * xs[i..j].iter().filter(|x| x.1).count() as f64;
+        i = j;
+    }
+    let p = positives as f64;
+    Some((rank_sum - p * (p + 1.0) / 2.0) / (p * negatives as f64))
+}
+
 /// Mean of `xs` (0 for none).
 pub fn mean(xs: &[f64]) -> f64 {
     if xs.is_empty() {
@@ -76,6 +105,28 @@ mod tests {
         assert_eq!(pass_at_k(4, 3, 2), Some(1.0));
         assert_eq!(pass_at_k(3, 1, 4), None);
         assert_eq!(pass_at_k(3, 1, 0), None);
+    }
+
+    #[test]
+    fn auroc_counts_ordered_pairs_and_half_ties() {
+        // Perfect separation, perfect inversion, all tied.
+        let perfect = [(0.9, true), (0.8, true), (0.1, false)];
+        assert_eq!(auroc(&perfect), Some(1.0));
+        let inverted = [(0.1, true), (0.8, false), (0.9, false)];
+        assert_eq!(auroc(&inverted), Some(0.0));
+        assert_eq!(auroc(&[(0.5, true), (0.5, false)]), Some(0.5));
+        // Hand count: positives {0.7, 0.4}, negatives {0.5, 0.4, 0.1}:
+        // 0.7 beats 3; 0.4 beats 0.1, ties 0.4 → 1.5; (3 + 1.5) / 6.
+        let mixed = [
+            (0.7, true),
+            (0.4, true),
+            (0.5, false),
+            (0.4, false),
+            (0.1, false),
+        ];
+        assert!((auroc(&mixed).unwrap_or(0.0) - 4.5 / 6.0).abs() < 1e-12);
+        assert_eq!(auroc(&[(0.5, true)]), None);
+        assert_eq!(auroc(&[(f64::NAN, true), (0.0, false)]), Some(0.0));
     }
 
     #[test]

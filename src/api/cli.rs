@@ -77,8 +77,9 @@ pub struct ServeArgs {
     /// A PEM file of CA certificates to trust for https:// backends (besides the Mozilla roots).
     #[arg(long)]
     pub backend_ca: Option<PathBuf>,
-    /// What scores strategies' candidates and steps: none, llm-prm (the model judges its own
-    /// steps), qwen-prm:DIR (a reward-head PRM checkpoint) or shepherd-prm:PATH (token-logit).
+    /// What scores strategies' candidates and steps: none, calc (the exact calculation check),
+    /// llm-prm (the model judges its own steps), qwen-prm:DIR (a reward-head PRM checkpoint) or
+    /// shepherd-prm:PATH (token-logit).
     #[arg(long, default_value = "none")]
     pub verifier: crate::prm::VerifierChoice,
     /// The semantic router file that makes `strategy: "auto"` available [default: the shipped

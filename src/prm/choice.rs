@@ -26,6 +26,7 @@ use super::{LlmPrm, LlmPrmConfig, ModelPrm, PrmOptions};
 /// use ponder::prm::VerifierChoice;
 ///
 /// assert_eq!("none".parse::<VerifierChoice>(), Ok(VerifierChoice::None));
+/// assert_eq!("calc".parse::<VerifierChoice>(), Ok(VerifierChoice::Calc));
 /// assert_eq!("llm-prm".parse::<VerifierChoice>(), Ok(VerifierChoice::LlmPrm));
 /// assert_eq!(
 ///     "qwen-prm:/models/Qwen2.5-Math-PRM-7B".parse::<VerifierChoice>(),
@@ -38,6 +39,8 @@ pub enum VerifierChoice {
     /// No verifier: strategies select by votes and confidence.
     #[default]
     None,
+    /// The exact calculation check: the equalities each step writes, evaluated (no model).
+    Calc,
     /// The generator asked whether each step is correct (P("Yes")), sharing its executor.
     LlmPrm,
     /// A Qwen2.5-Math-PRM-style reward-head checkpoint (safetensors directory).
@@ -46,7 +49,7 @@ pub enum VerifierChoice {
     ShepherdPrm(PathBuf),
 }
 
-const FORMS: &str = "none, llm-prm, qwen-prm:DIR, shepherd-prm:PATH";
+const FORMS: &str = "none, calc, llm-prm, qwen-prm:DIR, shepherd-prm:PATH";
 
 impl FromStr for VerifierChoice {
     type Err = String;
@@ -63,6 +66,7 @@ impl FromStr for VerifierChoice {
         };
         match s.split_once(':') {
             None if s == "none" => Ok(Self::None),
+            None if s == "calc" => Ok(Self::Calc),
             None if s == "llm-prm" => Ok(Self::LlmPrm),
             Some(("qwen-prm", p)) => path(p, "qwen-prm").map(Self::QwenPrm),
             Some(("shepherd-prm", p)) => path(p, "shepherd-prm").map(Self::ShepherdPrm),
@@ -75,6 +79,7 @@ impl fmt::Display for VerifierChoice {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::None => f.write_str("none"),
+            Self::Calc => f.write_str("calc"),
             Self::LlmPrm => f.write_str("llm-prm"),
             Self::QwenPrm(p) => write!(f, "qwen-prm:{}", p.display()),
             Self::ShepherdPrm(p) => write!(f, "shepherd-prm:{}", p.display()),
@@ -107,6 +112,9 @@ impl VerifierChoice {
         };
         match self {
             Self::None => Ok(None),
+            Self::Calc => Ok(Some(SearchVerifier::Shared(Arc::new(
+                ponder_verifiers::CalcCheck::default(),
+            )))),
             Self::LlmPrm => Ok(Some(SearchVerifier::LlmPrm(LlmPrmConfig::default()))),
             Self::QwenPrm(path) => checkpoint(PrmOptions::qwen_math_prm(path.clone())),
             Self::ShepherdPrm(path) => checkpoint(PrmOptions::math_shepherd(path.clone())),
@@ -156,7 +164,13 @@ mod tests {
 
     #[test]
     fn every_form_round_trips_and_bad_forms_name_the_valid_ones() {
-        for s in ["none", "llm-prm", "qwen-prm:/a/b", "shepherd-prm:x.gguf"] {
+        for s in [
+            "none",
+            "calc",
+            "llm-prm",
+            "qwen-prm:/a/b",
+            "shepherd-prm:x.gguf",
+        ] {
             let c: VerifierChoice = s.parse().expect(s);
             assert_eq!(c.to_string(), s);
         }

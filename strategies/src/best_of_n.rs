@@ -13,12 +13,13 @@
 //!
 //! **Budget.** The prompt is prefilled once and the N branches fork from it; one batched call
 //! generates all N. If the budget cannot cover N × `max_tokens`, each branch gets an equal share
-//! (the context divides it). Each solution costs one verifier call.
+//! (the context divides it). Each solution costs one verifier call, and one short answer probe
+//! when it marks no final answer ([`Context::add_candidate_forced`]).
 //!
 //! **How a strategy is written** (the shape every built-in follows):
 //! 1. a params struct (`Default`, serde, `deny_unknown_fields`) with a `validate` method;
 //! 2. a struct implementing [`Strategy`]: open the prompt, fork, extend (batched), score, record
-//!    candidates with [`Context::add_candidate`], select;
+//!    candidates with [`Context::add_candidate`] (or [`Context::add_candidate_forced`]), select;
 //! 3. a registration line in `builtins.rs`.
 
 use async_trait::async_trait;
@@ -103,7 +104,7 @@ impl Strategy for BestOfN {
             .await?;
         for branch in &done {
             let score = ctx.score(branch, self.params.score_by).await?;
-            ctx.add_candidate(branch, Some(score));
+            ctx.add_candidate_forced(branch, Some(score)).await;
             ctx.release(branch);
         }
         Ok(self.select(&ctx.candidates()))

@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use ponder_verifiers::extract_answer;
 use ponder_verifiers::token_confidence;
+use ponder_verifiers::{canonical_answer, has_clear_answer};
 use ponder_verifiers::{Solution, Verifier};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -31,6 +32,9 @@ use crate::tree::{NodeId, NodeStatus, SearchTree};
 /// "probe-in-the-middle").
 pub const ANSWER_PROBE: &str =
     "\n\n... Oh, I suddenly got the answer to the whole problem. **Final Answer**: \\boxed{";
+
+/// Most tokens [`Context::add_candidate_forced`] decodes for a forced answer.
+pub const FORCED_ANSWER_TOKENS: usize = 16;
 
 /// A sequence being searched, and where it stands in the tree.
 #[derive(Debug, Clone, PartialEq)]
@@ -552,7 +556,30 @@ impl Context {
     /// text; returns its index.
     pub fn add_candidate(&self, branch: &Branch, score: Option<f32>) -> usize {
         let text = self.with_tree(|t| t.text(branch.node));
-        let answer = extract_answer(&text);
+        let answer = extract_answer(&text).map(|a| canonical_answer(&a));
+        self.push_candidate(branch, score, text, answer)
+    }
+
+    /// Records the solution ending at `branch` as a candidate with one canonical answer: the one
+    /// its text marks as final ([`has_clear_answer`]) or, when it marks none, the one the model
+    /// gives when asked ([`Context::probe_answer`], at most [`FORCED_ANSWER_TOKENS`] greedy
+    /// tokens, charged as probe tokens). Either way the answer is put in canonical form
+    /// ([`canonical_answer`]: `45 minutes` → `45`). If the probe is refused (budget, deadline)
+    /// or reads nothing, the answer is extracted from the text as [`Context::add_candidate`]
+    /// does. `branch` must not have been released.
+    pub async fn add_candidate_forced(&self, branch: &Branch, score: Option<f32>) -> usize {
+        let text = self.with_tree(|t| t.text(branch.node));
+        let forced = if has_clear_answer(&text) {
+            None
+        } else {
+            self.probe_answer(branch, FORCED_ANSWER_TOKENS)
+                .await
+                .ok()
+                .flatten()
+        };
+        let answer = forced
+            .or_else(|| extract_answer(&text))
+            .map(|a| canonical_answer(&a));
         self.push_candidate(branch, score, text, answer)
     }
 

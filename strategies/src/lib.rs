@@ -40,7 +40,7 @@ pub use answer_convergence::{AnswerConvergence, AnswerConvergenceParams};
 pub use beam_search::{BeamParams, BeamSearch, ConfidenceStop, DvtsParams};
 pub use best_of_n::{BestOfN, BestOfNParams};
 pub use budget::{Budget, Charge, Meter, Reservation, Usage};
-pub use context::{Branch, Context, StepSpec, ANSWER_PROBE};
+pub use context::{Branch, Context, StepSpec, ANSWER_PROBE, FORCED_ANSWER_TOKENS};
 pub use deepconf::{percentile, DeepConf, DeepConfParams};
 pub use error::{Result, StrategyError};
 pub use first_finish::{FirstFinish, FirstFinishParams, ShortMofKParams};

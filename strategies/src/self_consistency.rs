@@ -5,7 +5,8 @@
 //!
 //! **Parameters**: `n` (default 8), `max_tokens` per solution (1024), `decoding`.
 //! **Budget**: like best-of-N — one prefill, N forks, one batched call, equal shares when the
-//! budget is short; no verifier calls.
+//! budget is short; no verifier calls. A solution that marks no final answer is asked for one
+//! (a short greedy probe, charged as probe tokens), so every vote is one canonical answer.
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -74,7 +75,7 @@ impl Strategy for SelfConsistency {
             )
             .await?
         {
-            ctx.add_candidate(&branch, None);
+            ctx.add_candidate_forced(&branch, None).await;
             ctx.release(&branch);
         }
         Ok(select_by_vote(&ctx.candidates(), false))

@@ -4,6 +4,9 @@
 //! Pure logic: no model runtime, no HTTP. Model-based verifiers (PRMs) reach the engine through
 //! a port the service implements.
 //!
+//! - [`calc_check`]: [`CalcCheck`], the exact check of the arithmetic a solution writes.
+//! - [`canonical`]: [`canonical_answer`] (one number per numeric answer, units dropped) and
+//!   [`has_clear_answer`].
 //! - [`verifier`]: the [`Verifier`] trait, [`FnVerifier`], step-score [`Aggregation`].
 //! - [`math_verifier`]: [`MathAnswerVerifier`], the rule-based grader as a verifier.
 //! - [`extract`]: [`extract_answer`] from a model's output.
@@ -14,6 +17,8 @@
 //!   probabilities, [`AnswerState`] (when a solution scores as "no answer").
 //! - [`confidence`]: DeepConf token/group/tail confidence, entropy, self-certainty.
 
+pub mod calc_check;
+pub mod canonical;
 pub mod confidence;
 pub mod equivalence;
 mod error;
@@ -25,6 +30,8 @@ pub mod prm;
 pub mod verifier;
 pub mod vote;
 
+pub use calc_check::CalcCheck;
+pub use canonical::{canonical_answer, has_clear_answer};
 pub use confidence::{
     bottom_percent_confidence, entropy, group_confidences, lowest_group_confidence, mean_logprob,
     self_certainty, step_confidences, tail_confidence, token_confidence, token_self_certainty,

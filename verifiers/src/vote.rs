@@ -2,7 +2,8 @@
 //! verifier's score or a confidence, as in weighted best-of-N and DeepConf's confidence-weighted
 //! voting).
 //!
-//! Answers are grouped by math equivalence ([`Answer::is_equivalent`]): each answer joins the
+//! Answers are grouped by math equivalence ([`Answer::is_equivalent`]) of their canonical forms
+//! ([`canonical_answer`]: `45 minutes` votes with `45`): each answer joins the
 //! first group whose representative — the group's first member — it is equivalent to, or starts
 //! a new group. Ties go to the group that appeared first, so a vote is deterministic.
 //!
@@ -10,6 +11,7 @@
 //! are negative or not finite count as 0; `support ≤ total`, `0 ≤ margin ≤ 1`.
 #![deny(clippy::indexing_slicing)]
 
+use crate::canonical::canonical_answer;
 use crate::equivalence::Answer;
 
 /// The outcome of a vote.
@@ -63,7 +65,7 @@ pub fn weighted_vote<'a>(answers: impl IntoIterator<Item = (&'a str, f64)>) -> O
         } else {
             0.0
         };
-        let answer = Answer::new(raw);
+        let answer = Answer::new(&canonical_answer(raw));
         if answer.normalized().is_empty() {
             continue;
         }

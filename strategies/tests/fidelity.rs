@@ -305,8 +305,13 @@ fn dvts_subtrees_share_each_call_and_probes_go_with_the_next_step() -> Result<()
 #[test]
 fn the_answer_probe_reads_a_balanced_box() -> Result<(), StrategyError> {
     let generator = Arc::new(FakeGenerator::new(|s: FakeState<'_>| {
-        if s.text.ends_with("\\boxed{") {
-            return FakeChunk::last("\\frac{1}{2}} and more", -0.01);
+        // The probe's answer, continued from wherever the last decode stopped. Word tokens:
+        // the `}` that closes the numerator ends a token of its own.
+        let full = "\\frac{ 1 }{ 2 }} and more";
+        if let Some(at) = s.text.rfind("\\boxed{") {
+            let written = &s.text[at + "\\boxed{".len()..];
+            let rest = full.strip_prefix(written).unwrap_or("");
+            return FakeChunk::last(rest, -0.01);
         }
         let d = s.text.matches("\n\n").count();
         FakeChunk::step(format!("step {d}\n\n"), -0.1)
@@ -318,7 +323,11 @@ fn the_answer_probe_reads_a_balanced_box() -> Result<(), StrategyError> {
         None,
         0,
     )?;
-    assert_eq!(out.answer.as_deref(), Some("\\frac{1}{2}"));
+    let answer = out.answer.unwrap_or_default().replace(' ', "");
+    assert_eq!(
+        answer, "\\frac{1}{2}",
+        "the probe read past the numerator's brace"
+    );
     Ok(())
 }
 

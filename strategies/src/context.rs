@@ -4,7 +4,10 @@
 //! Strategies never call the [`Generator`] directly: every call goes through the context, which
 //! reserves budget first, checks the deadline and cancellation, records each generated step in
 //! the tree and settles the cost. A strategy works with [`Branch`]es (a sequence plus the tree
-//! node it ends at); forking a branch is free, extending a batch of branches is one engine call.
+//! node it ends at); forking a branch is free, extending a batch of branches is one engine call,
+//! and scoring a batch of branches is one verifier submission ([`Context::score_batch`]). A
+//! probe can be split ([`Context::probe_fork`], [`Context::probe_read`]) so it is submitted
+//! together with the branch's next step.
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, MutexGuard};

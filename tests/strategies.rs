@@ -90,11 +90,11 @@ fn small_params(name: &str) -> serde_json::Value {
     match name {
         "best_of_n" | "weighted_best_of_n" => json!({"n": 3, "max_tokens": 64}),
         "self_consistency" => json!({"n": 3, "max_tokens": 64}),
-        "beam_search" => json!({"n": 4, "width": 2, "steps": steps}),
-        "dvts" => json!({"n": 4, "width": 2, "steps": steps}),
+        "beam_search" => json!({"n": 4, "width": 2, "steps": steps, "rollout_tokens": 64}),
+        "dvts" => json!({"n": 4, "width": 2, "steps": steps, "rollout_tokens": 64}),
         "a_star" => json!({"expansions": 2, "max_expansions": 3, "steps": steps}),
         "mcts" => json!({"iterations": 2, "expansions": 2, "steps": steps}),
-        "ab_mcts" => json!({"iterations": 4, "steps": steps}),
+        "ab_mcts" => json!({"iterations": 2, "batch": 2, "max_tokens": 64}),
         "answer_convergence" => {
             json!({"patience": 2, "steps": {"max_step_tokens": 40, "max_steps": 4}})
         }

@@ -1,46 +1,76 @@
-//! AB-MCTS: adaptive-branching tree search that decides, at every node, whether to go *wider*
-//! (sample a new child) or *deeper* (refine an existing child) by Thompson sampling.
+//! AB-MCTS: adaptive-branching tree search over complete answers, deciding at every node by
+//! Thompson sampling whether to go *wider* (a new answer) or *deeper* (refine an existing one).
 //!
-//! **Method** (after Inoue et al. 2025, "Wider or Deeper? Scaling LLM Inference-Time Compute
-//! with Adaptive Branching Tree Search", AB-MCTS-A): each node has two arms. GEN's posterior is
-//! `Beta(1 + Σr, 1 + Σ(1−r))` over the scores `r ∈ [0, 1]` of the children generated at that
-//! node; CONT's posterior is the same over the scores found below its children by going deeper.
-//! Each iteration walks from the root: sample both posteriors; if GEN's draw wins (or there is
-//! no child to continue), generate one new child here; otherwise pick a child by Thompson
-//! sampling over the children's own subtree posteriors and repeat there. The new node's PRM
-//! score updates GEN at its parent and CONT at every ancestor above. So high scores from fresh
-//! samples widen the tree, and high scores from refinements deepen it.
+//! **Method** (Inoue et al. 2025, "Wider or Deeper? Scaling LLM Inference-Time Compute with
+//! Adaptive Branching Tree Search", AB-MCTS-A as Sakana's TreeQuest implements it): a node of
+//! the search is a *complete answer* with its score `r ∈ [0, 1]` (the verifier's, or the
+//! model's confidence without one); the root is the bare question. Generating at a node (GEN)
+//! makes a new child of it: at the root, a fresh answer sampled from the question; at an
+//! answer, a *refinement* — the model is shown the question, that answer and its score and
+//! asked for an improved solution. Each node has two arms: GEN, whose evidence is the scores of
+//! the answers generated at the node, and CONT, whose evidence is the scores of everything
+//! generated below its children. A selection walks from the root: it draws from both arms'
+//! posteriors; if GEN wins (or the node has no child) it generates here (*wider*), otherwise it
+//! picks a child by Thompson sampling over each child's subtree evidence and repeats there
+//! (*deeper*). Posteriors (`posterior`): `beta` — `Beta(1 + Σr, 1 + Σ(1−r))`; `gaussian` — a
+//! normal with unknown mean and variance under a Normal-Gamma prior (mean 0.5, κ 1, α 1, β 0.1),
+//! whose mean is drawn via its precision. A new answer's score joins GEN at its parent, CONT at
+//! every ancestor above, and the subtree evidence of its parent and every ancestor.
 //!
-//! **Parameters** ([`AbMctsParams`]): `iterations` (12), `steps`, `score_by` (`prm_last`),
-//! `decoding`. Random draws use the context's seeded RNG, so a seed replays the same tree.
+//! Each iteration makes `batch` independent selections (TreeQuest's `ask_batch`), generates
+//! all their answers in one engine call and scores them in one verifier submission (a
+//! finished answer is cut into steps at `step_delimiter` for a PRM). Every answer is a
+//! candidate; the answer is the best-scored finished one.
 //!
-//! **Budget.** One step (one engine call, one verifier call) per iteration, forked from the
-//! chosen node's cached prefix.
+//! **Parameters** ([`AbMctsParams`]): `iterations` (4), `batch` (2 answers per iteration),
+//! `posterior` (`beta` | `gaussian`), `max_tokens` per answer (1024), `step_delimiter`
+//! (`"\n\n"`), `score_by` (`prm_last`), `decoding`. Random draws use the context's seeded RNG,
+//! so a seed replays the same tree.
+//!
+//! **Budget.** A fresh answer forks the question's cached prefix; a refinement is a new prompt
+//! (question + previous answer), prefilled and charged. One engine call and one verifier
+//! submission per iteration.
 
 use std::collections::HashMap;
 
 use async_trait::async_trait;
 use rand::Rng;
-use rand_distr::{Beta, Distribution};
+use rand_distr::{Beta, Distribution, Gamma, Normal};
 use serde::{Deserialize, Serialize};
 
 use crate::context::{Branch, Context};
-use crate::error::{Result, StrategyError};
-use crate::generator::StopKind;
+use crate::error::Result;
+use crate::generator::Prompt;
 use crate::outcome::{Candidate, Selection};
-use crate::params::{positive, Decoding, ScoreBy, Steps};
-use crate::select::select_best_score;
+use crate::params::{positive, Decoding, ScoreBy};
+use crate::select::{select_among, select_best_score};
 use crate::strategy::Strategy;
 use crate::tree::{NodeId, SearchTree};
+
+/// The posterior family of the Thompson draws.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Posterior {
+    /// Beta over scores in [0, 1].
+    Beta,
+    /// Normal with unknown mean and variance (Normal-Gamma prior).
+    Gaussian,
+}
 
 /// Parameters of `ab_mcts`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct AbMctsParams {
-    /// Nodes generated (one per iteration).
+    /// Rounds of `batch` expansions.
     pub iterations: usize,
-    /// Step settings.
-    pub steps: Steps,
+    /// Answers generated per iteration.
+    pub batch: usize,
+    /// Posterior family.
+    pub posterior: Posterior,
+    /// Most tokens per answer.
+    pub max_tokens: usize,
+    /// Where an answer is cut into the steps a PRM scores.
+    pub step_delimiter: String,
     /// Score source.
     pub score_by: ScoreBy,
     /// Sampling.
@@ -50,43 +80,77 @@ pub struct AbMctsParams {
 impl Default for AbMctsParams {
     fn default() -> Self {
         Self {
-            iterations: 12,
-            steps: Steps::default(),
+            iterations: 4,
+            batch: 2,
+            posterior: Posterior::Beta,
+            max_tokens: 1024,
+            step_delimiter: "\n\n".into(),
             score_by: ScoreBy::PrmLast,
             decoding: Decoding::default(),
         }
     }
 }
 
-/// Evidence gathered at one node: sums of `r` and `1 − r`.
-#[derive(Debug, Clone, Copy, Default)]
-struct Evidence {
-    good: f64,
-    bad: f64,
-}
+/// Scores seen by one arm.
+#[derive(Debug, Clone, Default)]
+struct Evidence(Vec<f64>);
 
 impl Evidence {
     fn add(&mut self, r: f64) {
-        let r = r.clamp(0.0, 1.0);
-        self.good += r;
-        self.bad += 1.0 - r;
+        self.0.push(r.clamp(0.0, 1.0));
     }
 
-    fn draw(&self, rng: &mut impl Rng) -> f64 {
-        Beta::new(1.0 + self.good, 1.0 + self.bad)
-            .map(|b| b.sample(rng))
-            .unwrap_or(0.5)
+    /// One Thompson draw of the arm's mean score.
+    fn draw(&self, posterior: Posterior, rng: &mut impl Rng) -> f64 {
+        match posterior {
+            Posterior::Beta => {
+                let good: f64 = self.0.iter().sum();
+                let bad = self.0.len() as f64 - good;
+                Beta::new(1.0 + good, 1.0 + bad)
+                    .map(|b| b.sample(rng))
+                    .unwrap_or(0.5)
+            }
+            Posterior::Gaussian => {
+                let (mu0, k0, a0, b0) = (0.5, 1.0, 1.0, 0.1);
+                let n = self.0.len() as f64;
+                let mean = if n > 0.0 {
+                    self.0.iter().sum::<f64>() / n
+                } else {
+                    0.0
+                };
+                let ss: f64 = self.0.iter().map(|x| (x - mean).powi(2)).sum();
+                let kn = k0 + n;
+                let mun = (k0 * mu0 + n * mean) / kn;
+                let an = a0 + n / 2.0;
+                let bn = b0 + ss / 2.0 + k0 * n * (mean - mu0).powi(2) / (2.0 * kn);
+                let tau = Gamma::new(an, 1.0 / bn)
+                    .map(|g| g.sample(rng))
+                    .unwrap_or(1.0)
+                    .max(1e-9);
+                Normal::new(mun, (1.0 / (kn * tau)).sqrt())
+                    .map(|d| d.sample(rng))
+                    .unwrap_or(mun)
+            }
+        }
     }
 }
 
-#[derive(Debug, Default)]
+/// One node of the search: the root (the question) or an answer.
+#[derive(Debug, Clone, Default)]
 struct AbNode {
-    generated: Evidence,
-    deeper: Evidence,
-    subtree: Evidence,
-    children: Vec<NodeId>,
-    terminal: bool,
+    /// The answer's text (empty at the root).
+    text: String,
+    /// Its score.
+    score: f64,
     depth: usize,
+    children: Vec<NodeId>,
+    /// GEN: scores of the answers generated here.
+    generated: Evidence,
+    /// CONT: scores of everything generated below the children.
+    deeper: Evidence,
+    /// This node's score and everything below it.
+    subtree: Evidence,
+    parent: Option<NodeId>,
 }
 
 /// Adaptive-branching MCTS.
@@ -99,9 +163,48 @@ impl AbMcts {
     /// Validates `params`.
     pub fn new(params: AbMctsParams) -> Result<Self> {
         positive("ab_mcts", "iterations", params.iterations)?;
-        params.steps.validate("ab_mcts")?;
+        positive("ab_mcts", "batch", params.batch)?;
+        positive("ab_mcts", "max_tokens", params.max_tokens)?;
         params.decoding.validate("ab_mcts")?;
         Ok(Self { params })
+    }
+
+    /// One selection: the node to generate at, walking down while CONT wins.
+    fn choose(&self, nodes: &HashMap<NodeId, AbNode>, rng: &mut impl Rng) -> NodeId {
+        let post = self.params.posterior;
+        let mut cur = SearchTree::ROOT;
+        while let Some(node) = nodes.get(&cur) {
+            if node.children.is_empty()
+                || node.generated.draw(post, rng) >= node.deeper.draw(post, rng)
+            {
+                break;
+            }
+            let mut best = (f64::NEG_INFINITY, cur);
+            for c in &node.children {
+                let draw = nodes.get(c).map_or(0.0, |n| n.subtree.draw(post, rng));
+                if draw > best.0 {
+                    best = (draw, *c);
+                }
+            }
+            if best.1 == cur {
+                break;
+            }
+            cur = best.1;
+        }
+        cur
+    }
+
+    /// The prompt that asks the model to refine `node`'s answer, shown with its score.
+    fn refine_prompt(&self, ctx: &Context, node: &AbNode) -> Prompt {
+        Prompt {
+            system: ctx.problem().system.clone(),
+            user: format!(
+                "{}\n\nHere is a previous attempt at this problem. A verifier scored it {:.2} out of 1.\n\n--- previous attempt ---\n{}\n--- end of previous attempt ---\n\nFind any mistake in it and write an improved solution step by step, separating the steps with a blank line, with the final answer in \\boxed{{}}.",
+                ctx.problem().question,
+                node.score,
+                node.text.trim()
+            ),
+        }
     }
 }
 
@@ -112,112 +215,82 @@ impl Strategy for AbMcts {
     }
 
     async fn search(&self, ctx: &Context) -> Result<Selection> {
+        let p = &self.params;
         let root = ctx.open().await?;
-        let spec = self.params.steps.spec(&self.params.decoding);
+        let spec = p.decoding.whole(p.max_tokens);
         let mut rng = ctx.rng(0xAB);
         let mut nodes: HashMap<NodeId, AbNode> = HashMap::new();
-        let mut branches: HashMap<NodeId, Branch> = HashMap::new();
         nodes.insert(SearchTree::ROOT, AbNode::default());
-        branches.insert(SearchTree::ROOT, root);
-        let (mut wider, mut deeper) = (0u32, 0u32);
-        for _ in 0..self.params.iterations {
-            let mut path = vec![SearchTree::ROOT];
-            let mut cur = SearchTree::ROOT;
-            loop {
-                let node = nodes
-                    .get(&cur)
-                    .ok_or_else(|| StrategyError::Generator("ab_mcts lost a node".into()))?;
-                let open: Vec<NodeId> = node
-                    .children
-                    .iter()
-                    .copied()
-                    .filter(|c| {
-                        nodes
-                            .get(c)
-                            .is_some_and(|n| !n.terminal && n.depth < self.params.steps.max_steps)
-                    })
-                    .collect();
-                let go_wider =
-                    open.is_empty() || node.generated.draw(&mut rng) >= node.deeper.draw(&mut rng);
-                if go_wider {
-                    wider += 1;
-                    break;
-                }
-                deeper += 1;
-                let mut best = (f64::NEG_INFINITY, open[0]);
-                for c in open {
-                    let draw = nodes[&c].subtree.draw(&mut rng);
-                    if draw > best.0 {
-                        best = (draw, c);
+        let (mut wider, mut deeper, mut draws) = (0u32, 0u32, 0u64);
+        for _ in 0..p.iterations {
+            let picks: Vec<NodeId> = (0..p.batch)
+                .map(|_| self.choose(&nodes, &mut rng))
+                .collect();
+            let mut requests: Vec<(Branch, u64)> = Vec::with_capacity(picks.len());
+            for at in &picks {
+                let branch = match nodes.get(at) {
+                    Some(node) if *at != SearchTree::ROOT => {
+                        deeper += 1;
+                        ctx.open_with(&self.refine_prompt(ctx, node)).await?
                     }
-                }
-                cur = best.1;
-                path.push(cur);
+                    _ => {
+                        wider += 1;
+                        ctx.fork(&root)?
+                    }
+                };
+                requests.push((branch, draws));
+                draws += 1;
             }
-            let Some(parent) = branches.get(&cur) else {
-                break;
-            };
-            let child = ctx.fork(parent)?;
-            let seed_draw = nodes.get(&cur).map_or(0, |n| n.children.len() as u64);
-            let Some(child) = ctx.extend(vec![(child, seed_draw)], &spec).await?.pop() else {
-                break;
-            };
-            let r = ctx.score(&child, self.params.score_by).await? as f64;
-            let terminal = child.finished || child.last_stop != Some(StopKind::Stop);
-            let depth = nodes.get(&cur).map_or(0, |n| n.depth) + 1;
-            if terminal {
-                ctx.add_candidate(&child, Some(r as f32));
-            }
-            let mut fresh = AbNode {
-                terminal,
-                depth,
-                ..AbNode::default()
-            };
-            fresh.subtree.add(r);
-            nodes.insert(child.node, fresh);
-            if let Some(n) = nodes.get_mut(&cur) {
-                n.children.push(child.node);
-                n.generated.add(r);
-                n.subtree.add(r);
-            }
-            // Every ancestor above `cur` reached it by going deeper.
-            for &a in &path[..path.len() - 1] {
-                if let Some(n) = nodes.get_mut(&a) {
-                    n.deeper.add(r);
+            let answers = ctx.extend(requests, &spec).await?;
+            let scores = ctx
+                .score_split(&answers, p.score_by, &p.step_delimiter)
+                .await?;
+            for ((answer, r), at) in answers.iter().zip(scores).zip(picks) {
+                let r = r as f64;
+                let depth = nodes.get(&at).map_or(0, |n| n.depth) + 1;
+                ctx.with_tree(|t| {
+                    t.note(answer.node, "ab_depth", depth);
+                    if at != SearchTree::ROOT {
+                        t.note(answer.node, "refines", at);
+                    }
+                });
+                ctx.add_candidate(answer, Some(r as f32));
+                ctx.release(answer);
+                let text = ctx.with_tree(|t| t.text(answer.node));
+                let mut fresh = AbNode {
+                    text,
+                    score: r,
+                    depth,
+                    parent: Some(at),
+                    ..AbNode::default()
+                };
+                fresh.subtree.add(r);
+                nodes.insert(answer.node, fresh);
+                if let Some(n) = nodes.get_mut(&at) {
+                    n.children.push(answer.node);
+                    n.generated.add(r);
                     n.subtree.add(r);
                 }
+                let mut up = nodes.get(&at).and_then(|n| n.parent);
+                while let Some(a) = up {
+                    up = nodes.get_mut(&a).and_then(|n| {
+                        n.deeper.add(r);
+                        n.subtree.add(r);
+                        n.parent
+                    });
+                }
             }
-            branches.insert(child.node, child);
         }
+        ctx.release(&root);
         ctx.with_tree(|t| {
             t.note(SearchTree::ROOT, "wider", wider);
             t.note(SearchTree::ROOT, "deeper", deeper);
         });
-        if ctx.candidates().is_empty() {
-            // No finished solution: the best-scored node becomes the candidate.
-            let best = ctx.with_tree(|t| {
-                branches
-                    .keys()
-                    .copied()
-                    .filter(|n| *n != SearchTree::ROOT)
-                    .max_by(|a, b| {
-                        let sa = t.get(*a).and_then(|n| n.score).unwrap_or(0.0);
-                        let sb = t.get(*b).and_then(|n| n.score).unwrap_or(0.0);
-                        sa.total_cmp(&sb).then(b.cmp(a))
-                    })
-            });
-            if let Some(b) = best.and_then(|n| branches.get(&n)) {
-                let score = ctx.with_tree(|t| t.get(b.node).and_then(|n| n.score));
-                ctx.add_candidate(b, score);
-            }
-        }
-        for b in branches.values() {
-            ctx.release(b);
-        }
         Ok(self.select(&ctx.candidates()))
     }
 
+    /// The best-scored finished answer (unfinished ones only when nothing finished).
     fn select(&self, candidates: &[Candidate]) -> Selection {
-        select_best_score(candidates)
+        select_among(candidates, |c| c.finished, select_best_score)
     }
 }

@@ -1,16 +1,21 @@
 //! Answer convergence: stop thinking once the answer has stopped changing.
 //!
 //! **Method** (after Fu et al. 2025, Dynasor-CoT "probe-in-the-middle", and Liu et al. 2025 on
-//! answer convergence): one solution is generated step by step; at every step end a cheap probe
-//! forks the sequence, appends "…the final answer is \boxed{", decodes greedily to the closing
-//! brace and throws the fork away (its KV is shared, so a probe costs its own few tokens). When
-//! `patience` consecutive probes give equivalent answers, generation stops and that answer is
-//! returned; otherwise the solution runs to its end and its own answer counts.
+//! answer convergence): one solution is generated step by step; at every step end (from
+//! `min_steps` on) a cheap probe forks the sequence, appends "…**Final Answer**: \boxed{",
+//! decodes greedily until the box's braces balance (so `\frac{1}{2}` is read whole) and throws
+//! the fork away (its KV is shared, so a probe costs its own few tokens). The probe of step
+//! `k` is submitted together with step `k + 1`, so the two run in the same engine batches.
+//! When `patience` consecutive probes give equivalent answers, generation stops and that
+//! answer is returned (the step generated alongside the last probe is kept in the tree but
+//! not used). A step cut at `max_step_tokens` is only a step: generation goes on. The solution
+//! ends early only when the model ends it (its own `\boxed{}` answer counts); out of steps, a
+//! last probe is read and the latest probe answer is returned.
 //!
 //! **Parameters** ([`AnswerConvergenceParams`]): `patience` (3), `probe_tokens` (12),
-//! `min_steps` before probing (1), `steps`, `decoding`.
+//! `min_steps` before probing (1), `steps` (`max_steps` 24), `decoding`.
 //!
-//! **Budget.** One step call plus one probe per step; probes are counted in
+//! **Budget.** One step call plus one probe per step, overlapped; probes are counted in
 //! `usage.probe_tokens`. Saves the rest of a long solution once the answer has settled.
 
 use async_trait::async_trait;
@@ -79,18 +84,47 @@ impl Strategy for AnswerConvergence {
     }
 
     async fn search(&self, ctx: &Context) -> Result<Selection> {
+        let p = &self.params;
         let mut branch = ctx.open().await?;
-        let spec = self.params.steps.spec(&self.params.decoding);
+        let spec = p.steps.spec(&p.decoding);
         let mut streak: Option<(String, usize)> = None;
-        for step in 0..self.params.steps.max_steps {
-            branch = ctx
-                .extend(vec![(branch, 0)], &spec)
-                .await?
-                .pop()
-                .ok_or_else(|| {
-                    crate::error::StrategyError::Generator("extend returned nothing".into())
-                })?;
-            if branch.finished || branch.last_stop != Some(crate::generator::StopKind::Stop) {
+        for step in 0..p.steps.max_steps {
+            // Probe where the branch stands now, submitted with its next step.
+            let probe = if step >= p.min_steps {
+                Some(ctx.probe_fork(&branch)?)
+            } else {
+                None
+            };
+            let before = branch.clone();
+            let (next, probed) = tokio::join!(ctx.extend(vec![(branch, 0)], &spec), async {
+                match probe {
+                    Some(fork) => ctx.probe_read(fork, p.probe_tokens).await.map(Some),
+                    None => Ok(None),
+                }
+            });
+            if let Some(answer) = probed? {
+                if let Some(done) = self.observe(ctx, &before, answer, &mut streak) {
+                    for b in next.iter().flatten() {
+                        ctx.release(b);
+                    }
+                    return Ok(done);
+                }
+            }
+            let next = match next {
+                Ok(next) => next,
+                Err(e) => {
+                    // Interrupted: what the probes said so far is the anytime answer.
+                    if before.node != crate::tree::SearchTree::ROOT {
+                        let answer = streak.as_ref().map(|(a, _)| a.clone());
+                        ctx.add_candidate_with_answer(&before, None, answer);
+                    }
+                    return Err(e);
+                }
+            };
+            branch = next.into_iter().next().ok_or_else(|| {
+                crate::error::StrategyError::Generator("extend returned nothing".into())
+            })?;
+            if branch.finished {
                 let i = ctx.add_candidate(&branch, None);
                 return Ok(Selection {
                     answer: ctx.candidates()[i].answer.clone(),
@@ -98,34 +132,46 @@ impl Strategy for AnswerConvergence {
                     support: None,
                 });
             }
-            if step + 1 < self.params.min_steps {
-                continue;
-            }
-            let probe = ctx.probe_answer(&branch, self.params.probe_tokens).await?;
-            ctx.with_tree(|t| t.note(branch.node, "probe", probe.clone().unwrap_or_default()));
-            streak = match (streak, probe) {
-                (Some((a, n)), Some(p)) if equivalent(&a, &p) => Some((a, n + 1)),
-                (_, Some(p)) => Some((p, 1)),
-                (_, None) => None,
-            };
-            if let Some((answer, n)) = &streak {
-                if *n >= self.params.patience {
-                    ctx.with_tree(|t| t.note(branch.node, "converged", true));
-                    let i = ctx.add_candidate_with_answer(&branch, None, Some(answer.clone()));
-                    ctx.with_tree(|t| t.set_status(branch.node, NodeStatus::Finished));
-                    return Ok(Selection {
-                        answer: Some(answer.clone()),
-                        candidate: Some(i),
-                        support: None,
-                    });
-                }
-            }
         }
-        // Out of steps: the last probe (if any) is the answer.
+        // Out of steps: a last probe, and the latest probe answer is the answer.
+        let answer = ctx.probe_answer(&branch, p.probe_tokens).await?;
+        if let Some(done) = self.observe(ctx, &branch, answer, &mut streak) {
+            return Ok(done);
+        }
         let answer = streak.map(|(a, _)| a);
         let i = ctx.add_candidate_with_answer(&branch, None, answer.clone());
         Ok(Selection {
             answer,
+            candidate: Some(i),
+            support: None,
+        })
+    }
+}
+
+impl AnswerConvergence {
+    /// Records the probe of `at`; once `patience` probes agree, `at` is the converged answer.
+    fn observe(
+        &self,
+        ctx: &Context,
+        at: &crate::context::Branch,
+        probe: Option<String>,
+        streak: &mut Option<(String, usize)>,
+    ) -> Option<Selection> {
+        ctx.with_tree(|t| t.note(at.node, "probe", probe.clone().unwrap_or_default()));
+        *streak = match (streak.take(), probe) {
+            (Some((a, n)), Some(p)) if equivalent(&a, &p) => Some((a, n + 1)),
+            (_, Some(p)) => Some((p, 1)),
+            (_, None) => None,
+        };
+        let (answer, n) = streak.as_ref()?;
+        if *n < self.params.patience {
+            return None;
+        }
+        ctx.with_tree(|t| t.note(at.node, "converged", true));
+        let i = ctx.add_candidate_with_answer(at, None, Some(answer.clone()));
+        ctx.with_tree(|t| t.set_status(at.node, NodeStatus::Finished));
+        Some(Selection {
+            answer: Some(answer.clone()),
             candidate: Some(i),
             support: None,
         })

@@ -1,25 +1,39 @@
-//! Step-level beam search and DVTS (diverse verifier tree search), PRM-guided.
+//! Step-level beam search and DVTS (diverse verifier tree search), PRM-guided, as the HF
+//! search-and-learn recipe runs them.
 //!
 //! **Method.** Solutions grow one step at a time (a step ends at the delimiter, `"\n\n"` by
-//! default). *Beam search* (Snell et al. 2024, "Scaling LLM Test-Time Compute Optimally…";
-//! HF search-and-learn): keep the `width` (M) best partial solutions by PRM score and expand each
-//! into `n / width` sampled next steps, so every step scores N candidates. *DVTS* (Beeching et
-//! al. 2024): split N into `n / width` independent subtrees; each expands its single beam into
-//! `width` children and keeps only the best — greedy per subtree, diverse across subtrees.
-//! Both are one algorithm here with (groups, keep, expand) = (1, M, N/M) or (N/M, 1, M).
+//! default, or at `max_step_tokens`). *Beam search* (Snell et al. 2024, "Scaling LLM Test-Time
+//! Compute Optimally…"; Beeching et al. 2024, search-and-learn): every step samples N next
+//! steps spread over the live beams (`N / beams` each, the first `N % beams` beams one more),
+//! scores all N in one verifier submission, and keeps the `width` (M) best partial solutions
+//! whose texts differ (a duplicate beam is pruned, the next best distinct one kept). A child
+//! the model ended (end-of-sequence) is a complete solution; a step cut at `max_step_tokens` is
+//! not — it stays a partial beam and competes like any other. The search stops once N
+//! solutions are complete. *DVTS*: N is split into `N / width` independent subtrees (the first
+//! `N % width` subtrees expand one child more, so every step still scores N); each subtree
+//! expands its single beam into `width` children and keeps the best, and ends as soon as its
+//! best child has finished. The subtrees advance together: each step is one engine call and
+//! one verifier submission for every live subtree (the engine runs them in the same batches;
+//! an ended subtree drops out), so a seed replays the same tree, node numbers included.
+//!
+//! The last of `max_steps` iterations is the *roll-out*: the survivors' children are generated
+//! to the end of the solution (no delimiter, up to `rollout_tokens`), so the candidates are
+//! finished solutions rather than truncated partial ones. Every finished child is a candidate;
+//! a roll-out cut by its token cap is an unfinished one (chosen only when nothing finished).
 //!
 //! **Composition.** With `early_stop` set, DeepConf's online rule runs *inside* the search: a
 //! beam whose lowest sliding-window group confidence falls below the threshold is pruned before
 //! it is scored or kept (strategies share one tree and one stop rule, not black-box calls).
 //!
 //! **Parameters** ([`BeamParams`]): `n` (8), `width` (M: beam width, or DVTS's expansion per
-//! subtree; 2 / 4), `steps` (delimiter, `max_step_tokens`, `max_steps`), `score_by`
-//! (`prm_last`), `weighted_vote` (false for beam, true for DVTS), `early_stop`, `decoding`.
+//! subtree; 2 / 4), `steps` (delimiter, `max_step_tokens` 192, `max_steps` 10),
+//! `rollout_tokens` (512), `score_by` (`prm_last`), `weighted_vote` (false for beam, true for
+//! DVTS), `early_stop` (off), `decoding`.
 //!
-//! **Budget.** Each step is one batched engine call for every beam of every subtree: the beams'
-//! shared prefixes are cached, so a step costs only its new tokens plus one PRM call per
-//! candidate. A short budget gives each candidate an equal share of what is left; when it runs
-//! out, the best finished (or, failing that, best partial) solution is the answer.
+//! **Budget.** Each step is one batched engine call for every beam of every live subtree,
+//! forked from the beams' cached prefixes, plus one verifier submission for all the children.
+//! A short budget gives each child an equal share of what is left; when it runs out, the best
+//! finished (or, failing that, best partial) solution is the answer.
 
 use async_trait::async_trait;
 use ponder_verifiers::lowest_group_confidence;
@@ -31,7 +45,6 @@ use crate::outcome::{Candidate, Selection};
 use crate::params::{in_range, positive, Decoding, ScoreBy, Steps};
 use crate::select::{select_among, select_best_score, select_by_vote};
 use crate::strategy::Strategy;
-use crate::tree::NodeStatus;
 
 /// DeepConf-style online stop rule used inside a search.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -80,6 +93,8 @@ pub struct BeamParams {
     pub width: usize,
     /// Step settings.
     pub steps: Steps,
+    /// Most tokens of the final roll-out to the end of the solution.
+    pub rollout_tokens: usize,
     /// What to rank partial solutions by.
     pub score_by: ScoreBy,
     /// Choose the final answer by score-weighted vote rather than the single best score.
@@ -96,6 +111,7 @@ impl Default for BeamParams {
             n: 8,
             width: 2,
             steps: Steps::default(),
+            rollout_tokens: 512,
             score_by: ScoreBy::PrmLast,
             weighted_vote: false,
             early_stop: None,
@@ -124,9 +140,10 @@ impl Default for DvtsParams {
 pub struct BeamSearch {
     params: BeamParams,
     name: &'static str,
+    /// Independent subtrees (1 for beam search).
     groups: usize,
+    /// Beams kept per subtree.
     keep: usize,
-    expand: usize,
 }
 
 impl BeamSearch {
@@ -140,6 +157,7 @@ impl BeamSearch {
                 format!("must be at most n ({}), got {}", params.n, params.width),
             ));
         }
+        positive(name, "rollout_tokens", params.rollout_tokens)?;
         params.steps.validate(name)?;
         params.decoding.validate(name)?;
         if let Some(stop) = &params.early_stop {
@@ -148,31 +166,35 @@ impl BeamSearch {
         Ok(())
     }
 
-    /// Beam search keeping `width` beams, each expanded `n / width` times per step.
+    /// Beam search keeping `width` beams; every step samples `n` children spread over them.
     pub fn beam(params: BeamParams) -> Result<Self> {
         Self::validate(&params, "beam_search")?;
-        let (keep, expand) = (params.width, params.n / params.width);
+        let keep = params.width;
         Ok(Self {
             params,
             name: "beam_search",
             groups: 1,
             keep,
-            expand,
         })
     }
 
-    /// DVTS: `n / width` subtrees, each expanding `width` children and keeping the best.
+    /// DVTS: `n / width` subtrees, each expanding `width` children (the first `n % width`
+    /// one more) and keeping the best.
     pub fn dvts(params: DvtsParams) -> Result<Self> {
         let params = params.0;
         Self::validate(&params, "dvts")?;
-        let (groups, expand) = (params.n / params.width, params.width);
+        let groups = params.n / params.width;
         Ok(Self {
             params,
             name: "dvts",
             groups,
             keep: 1,
-            expand,
         })
+    }
+
+    /// Children subtree `g` samples per step: `n` spread evenly over the subtrees.
+    fn children_of(&self, g: usize) -> usize {
+        self.params.n / self.groups + usize::from(g < self.params.n % self.groups)
     }
 }
 
@@ -183,58 +205,92 @@ impl Strategy for BeamSearch {
     }
 
     async fn search(&self, ctx: &Context) -> Result<Selection> {
+        let p = &self.params;
         let root = ctx.open().await?;
-        let spec = self.params.steps.spec(&self.params.decoding);
-        // Every subtree starts with `keep` copies of the prompt.
-        let mut active: Vec<(usize, Branch)> = Vec::new();
-        for g in 0..self.groups {
-            for _ in 0..self.keep {
-                active.push((g, ctx.fork(&root)?));
-            }
-        }
+        let step = p.steps.spec(&p.decoding);
+        let rollout = p.decoding.whole(p.rollout_tokens);
+        // Every subtree starts from a fork of the prompt; an empty subtree has ended.
+        let mut groups = (0..self.groups)
+            .map(|_| Ok(vec![ctx.fork(&root)?]))
+            .collect::<Result<Vec<Vec<Branch>>>>()?;
         ctx.release(&root);
-        for _ in 0..self.params.steps.max_steps {
-            if active.is_empty() {
+        let mut complete = 0usize;
+        for depth in 0..p.steps.max_steps {
+            // Beam search stops once N solutions are complete (DVTS subtrees end on their own).
+            if groups.iter().all(Vec::is_empty) || (self.groups == 1 && complete >= p.n) {
                 break;
             }
-            let mut requests = Vec::with_capacity(active.len() * self.expand);
-            let mut groups = Vec::with_capacity(active.len() * self.expand);
-            for (i, (g, beam)) in active.iter().enumerate() {
-                for e in 0..self.expand {
-                    requests.push((ctx.fork(beam)?, (i * self.expand + e) as u64));
-                    groups.push(*g);
-                }
-                ctx.release(beam);
-            }
-            let children = ctx.extend(requests, &spec).await?;
-            let mut scored: Vec<(usize, f32, Branch)> = Vec::with_capacity(children.len());
-            for (g, child) in groups.into_iter().zip(children) {
-                ctx.with_tree(|t| t.note(child.node, "group", g));
-                if self
-                    .params
-                    .early_stop
-                    .is_some_and(|s| s.should_stop(&child))
-                {
-                    ctx.prune(&child);
+            let last = depth + 1 == p.steps.max_steps;
+            let mut requests = Vec::with_capacity(p.n);
+            let mut owner = Vec::with_capacity(p.n);
+            for (g, beams) in groups.iter().enumerate() {
+                if beams.is_empty() {
                     continue;
                 }
-                let score = ctx.score(&child, self.params.score_by).await?;
-                let stuck = child.last_stop != Some(crate::generator::StopKind::Stop);
-                if child.finished || stuck {
-                    // Ended by the model, or by the step cap with no delimiter: a solution.
-                    ctx.add_candidate(&child, Some(score));
-                    ctx.release(&child);
-                } else {
-                    scored.push((g, score, child));
+                let children = self.children_of(g);
+                let (per, extra) = (children / beams.len(), children % beams.len());
+                for (i, beam) in beams.iter().enumerate() {
+                    for e in 0..per + usize::from(i < extra) {
+                        // Distinct draws per (subtree, child): no two openings alike.
+                        requests.push((ctx.fork(beam)?, ((g as u64) << 32) | e as u64));
+                        owner.push(g);
+                    }
+                    ctx.release(beam);
                 }
             }
-            active = self.keep_best(ctx, scored);
+            let spec = if last { &rollout } else { &step };
+            let mut kids = Vec::with_capacity(requests.len());
+            let mut kid_group = Vec::with_capacity(requests.len());
+            for (child, g) in ctx.extend(requests, spec).await?.into_iter().zip(owner) {
+                ctx.with_tree(|t| t.note(child.node, "group", g));
+                if p.early_stop.is_some_and(|s| s.should_stop(&child)) {
+                    ctx.prune(&child);
+                } else {
+                    kids.push(child);
+                    kid_group.push(g);
+                }
+            }
+            let scores = ctx.score_batch(&kids, p.score_by).await?;
+            let mut ranked: Vec<(usize, f32, Branch)> = kid_group
+                .into_iter()
+                .zip(scores)
+                .zip(kids)
+                .map(|((g, s), b)| (g, s, b))
+                .collect();
+            ranked.sort_by(|a, b| {
+                a.0.cmp(&b.0)
+                    .then(b.1.total_cmp(&a.1))
+                    .then(a.2.node.cmp(&b.2.node))
+            });
+            for (g, beams) in groups.iter_mut().enumerate() {
+                let mine: Vec<(f32, Branch)> = ranked
+                    .iter()
+                    .filter(|(o, _, _)| *o == g)
+                    .map(|(_, s, b)| (*s, b.clone()))
+                    .collect();
+                // DVTS: the subtree ends when its best child has finished.
+                let best_finished = mine.first().is_some_and(|(_, b)| b.finished);
+                let mut partial = Vec::new();
+                for (score, child) in mine {
+                    if child.finished || last {
+                        complete += usize::from(child.finished);
+                        ctx.add_candidate(&child, Some(score));
+                        ctx.release(&child);
+                    } else {
+                        partial.push(child);
+                    }
+                }
+                if self.keep == 1 && best_finished {
+                    for b in &partial {
+                        ctx.prune(b);
+                    }
+                    partial.clear();
+                }
+                *beams = self.keep_best(ctx, partial);
+            }
         }
-        for (_, beam) in &active {
-            ctx.with_tree(|t| t.set_status(beam.node, NodeStatus::Truncated));
-            let score = ctx.with_tree(|t| t.get(beam.node).and_then(|n| n.score));
-            ctx.add_candidate(beam, score);
-            ctx.release(beam);
+        for b in groups.iter().flatten() {
+            ctx.prune(b);
         }
         Ok(self.select(&ctx.candidates()))
     }
@@ -257,24 +313,20 @@ impl Strategy for BeamSearch {
 }
 
 impl BeamSearch {
-    /// Keeps the `keep` best-scored beams of each subtree (ties: earlier node), prunes the rest.
-    fn keep_best(
-        &self,
-        ctx: &Context,
-        mut scored: Vec<(usize, f32, Branch)>,
-    ) -> Vec<(usize, Branch)> {
-        scored.sort_by(|a, b| {
-            a.0.cmp(&b.0)
-                .then(b.1.total_cmp(&a.1))
-                .then(a.2.node.cmp(&b.2.node))
-        });
-        let mut kept = Vec::new();
-        let mut per_group = vec![0usize; self.groups];
-        for (g, _, branch) in scored {
-            if per_group[g] < self.keep {
-                per_group[g] += 1;
-                kept.push((g, branch));
+    /// Keeps the `keep` best partial solutions (given best first) whose texts differ; prunes
+    /// the rest, duplicates included.
+    fn keep_best(&self, ctx: &Context, ranked: Vec<Branch>) -> Vec<Branch> {
+        let mut kept: Vec<Branch> = Vec::new();
+        let mut texts: Vec<String> = Vec::new();
+        for branch in ranked {
+            let text = ctx.with_tree(|t| t.text(branch.node));
+            if kept.len() < self.keep && !texts.contains(&text) {
+                texts.push(text);
+                kept.push(branch);
             } else {
+                if texts.contains(&text) {
+                    ctx.with_tree(|t| t.note(branch.node, "duplicate", true));
+                }
                 ctx.prune(&branch);
             }
         }

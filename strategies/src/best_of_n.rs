@@ -9,12 +9,14 @@
 //!
 //! **Parameters** ([`BestOfNParams`]): `n` (default 4), `max_tokens` per solution (1024),
 //! `score_by` (`prm_last` | `prm_min` | `prm_prod` | `orm` | `confidence`; default `prm_last`,
-//! which falls back to confidence without a verifier), `decoding`.
+//! which falls back to confidence without a verifier), `step_delimiter` (`"\n\n"`: a
+//! finished solution is cut into steps there, so a PRM scores it step by step and the three
+//! PRM aggregations differ, as in the papers), `decoding`.
 //!
 //! **Budget.** The prompt is prefilled once and the N branches fork from it; one batched call
 //! generates all N. If the budget cannot cover N × `max_tokens`, each branch gets an equal share
-//! (the context divides it). Each solution costs one verifier call, and one short answer probe
-//! when it marks no final answer ([`Context::add_candidate_forced`]).
+//! (the context divides it). All N solutions are scored in one verifier submission, and each
+//! costs one short answer probe when it marks no final answer ([`Context::add_candidate_forced`]).
 //!
 //! **How a strategy is written** (the shape every built-in follows):
 //! 1. a params struct (`Default`, serde, `deny_unknown_fields`) with a `validate` method;
@@ -42,6 +44,8 @@ pub struct BestOfNParams {
     pub max_tokens: usize,
     /// What to rank solutions by.
     pub score_by: ScoreBy,
+    /// Where a finished solution is cut into the steps a PRM scores.
+    pub step_delimiter: String,
     /// Sampling.
     pub decoding: Decoding,
 }
@@ -52,6 +56,7 @@ impl Default for BestOfNParams {
             n: 4,
             max_tokens: 1024,
             score_by: ScoreBy::PrmLast,
+            step_delimiter: "\n\n".into(),
             decoding: Decoding::default(),
         }
     }
@@ -102,8 +107,10 @@ impl Strategy for BestOfN {
                 &self.params.decoding.whole(self.params.max_tokens),
             )
             .await?;
-        for branch in &done {
-            let score = ctx.score(branch, self.params.score_by).await?;
+        let scores = ctx
+            .score_split(&done, self.params.score_by, &self.params.step_delimiter)
+            .await?;
+        for (branch, score) in done.iter().zip(scores) {
             ctx.add_candidate_forced(branch, Some(score)).await;
             ctx.release(branch);
         }

@@ -4,7 +4,10 @@
 //! Strategies never call the [`Generator`] directly: every call goes through the context, which
 //! reserves budget first, checks the deadline and cancellation, records each generated step in
 //! the tree and settles the cost. A strategy works with [`Branch`]es (a sequence plus the tree
-//! node it ends at); forking a branch is free, extending a batch of branches is one engine call.
+//! node it ends at); forking a branch is free, extending a batch of branches is one engine call,
+//! and scoring a batch of branches is one verifier submission ([`Context::score_batch`]). A
+//! probe can be split ([`Context::probe_fork`], [`Context::probe_read`]) so it is submitted
+//! together with the branch's next step.
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -478,58 +481,138 @@ impl Context {
         Ok(out)
     }
 
-    /// Asks the model for its answer so far: forks `branch`, appends [`ANSWER_PROBE`], decodes
-    /// greedily up to the closing brace, releases the fork. Charged as probe tokens.
+    /// Asks the model for its answer so far: [`Context::probe_fork`] then
+    /// [`Context::probe_read`]. Charged as probe tokens.
     pub async fn probe_answer(&self, branch: &Branch, max_tokens: usize) -> Result<Option<String>> {
+        let probe = self.probe_fork(branch)?;
+        self.probe_read(probe, max_tokens).await
+    }
+
+    /// The first half of a probe, done at once: forks `branch` and appends [`ANSWER_PROBE`].
+    /// A strategy that submits the probe together with the branch's next step forks first
+    /// (so the probe reads the branch as it is now), then awaits [`Context::probe_read`] and
+    /// the step together.
+    pub fn probe_fork(&self, branch: &Branch) -> Result<Branch> {
         let probe = self.fork(branch)?;
-        let appended = self.generator.append(probe.seq, ANSWER_PROBE);
-        let result = match appended {
-            Ok(_) => {
+        if let Err(e) = self.generator.append(probe.seq, ANSWER_PROBE) {
+            self.release(&probe);
+            return Err(e);
+        }
+        Ok(probe)
+    }
+
+    /// The second half of a probe: decodes the fork made by [`Context::probe_fork`] greedily
+    /// until the `\boxed{` it ends in is closed — braces balanced, so `\frac{1}{2}` is read
+    /// whole — or `max_tokens` are spent, then releases the fork. Each decode stops at a `}`;
+    /// an inner brace closes a group, not the box, so decoding resumes from there. Charged as
+    /// probe tokens.
+    pub async fn probe_read(&self, probe: Branch, max_tokens: usize) -> Result<Option<String>> {
+        let mut text = String::new();
+        let mut left = max_tokens;
+        let mut current = probe.clone();
+        let result: Result<()> = async {
+            while left > 0 {
                 let spec = StepSpec {
-                    max_tokens,
+                    max_tokens: left,
                     stop: vec!["}".into()],
                     sampling: Sampling::greedy(0),
                 };
-                self.extend_as(vec![(probe.clone(), 0)], &spec, Charge::Probe)
-                    .await
+                let (next, ext) = self
+                    .extend_as(vec![(current.clone(), 0)], &spec, Charge::Probe)
+                    .await?
+                    .into_iter()
+                    .next()
+                    .ok_or_else(|| StrategyError::Generator("probe returned nothing".into()))?;
+                text.push_str(&ext.text);
+                left = left.saturating_sub(ext.tokens.len());
+                current = next;
+                if ext.stop != StopKind::Stop || ext.tokens.is_empty() || box_closed(&text) {
+                    break;
+                }
             }
-            Err(e) => Err(e),
-        };
+            Ok(())
+        }
+        .await;
         self.release(&probe);
-        let (_, ext) = result?
-            .into_iter()
-            .next()
-            .ok_or_else(|| StrategyError::Generator("probe returned nothing".into()))?;
-        let answer = extract_answer(&format!("\\boxed{{{}", ext.text));
-        Ok(answer)
+        result?;
+        Ok(extract_answer(&format!("\\boxed{{{text}")))
     }
 
-    /// Scores the solution ending at `branch`: with the verifier, aggregating its step scores
-    /// as `by` says; by confidence (`exp` of the mean token logprob along the path) when `by`
-    /// is [`ScoreBy::Confidence`] or no verifier is configured.
-    ///
-    /// A model-backed verifier's worst case ([`Verifier::cost_bound`]) is reserved before the
-    /// call and what it computed ([`ponder_verifiers::Scores::cost`]) is charged as verifier
-    /// tokens after it, so scoring can never take the search past its budget.
+    /// Scores the solution ending at `branch`: [`Context::score_batch`] of one.
     pub async fn score(&self, branch: &Branch, by: ScoreBy) -> Result<f32> {
+        let scores = self.score_batch(std::slice::from_ref(branch), by).await?;
+        scores
+            .into_iter()
+            .next()
+            .ok_or_else(|| StrategyError::Generator("verifier returned no score".into()))
+    }
+
+    /// Scores the solutions ending at `branches`, each step being a node of the tree: with the
+    /// verifier, all of them in one submission ([`Verifier::score_batch`], which a PRM runs as
+    /// one engine batch), each aggregated as `by` says; by confidence (`exp` of the mean token
+    /// logprob along the path) when `by` is [`ScoreBy::Confidence`] or no verifier is
+    /// configured. Every branch's node gets its score.
+    ///
+    /// A model-backed verifier's worst case ([`Verifier::cost_bound`], summed over the batch) is
+    /// reserved before the call and what it computed ([`ponder_verifiers::Scores::cost`]) is
+    /// charged as verifier tokens after it, so scoring can never take the search past its
+    /// budget. `usage.verifier_calls` counts solutions scored.
+    pub async fn score_batch(&self, branches: &[Branch], by: ScoreBy) -> Result<Vec<f32>> {
+        let steps = self.with_tree(|t| branches.iter().map(|b| t.steps(b.node)).collect());
+        self.score_steps(branches, steps, by).await
+    }
+
+    /// Like [`Context::score_batch`], for solutions generated whole (one tree node holding
+    /// many steps): each solution's text is cut at every `delimiter` into the steps a
+    /// PRM scores one by one ([`ponder_verifiers::split_steps`]), so `prm_min`, `prm_prod`
+    /// and `prm_last` see every step.
+    pub async fn score_split(
+        &self,
+        branches: &[Branch],
+        by: ScoreBy,
+        delimiter: &str,
+    ) -> Result<Vec<f32>> {
+        let steps = self.with_tree(|t| {
+            branches
+                .iter()
+                .map(|b| ponder_verifiers::split_steps(&t.text(b.node), delimiter))
+                .collect()
+        });
+        self.score_steps(branches, steps, by).await
+    }
+
+    async fn score_steps(
+        &self,
+        branches: &[Branch],
+        steps: Vec<Vec<String>>,
+        by: ScoreBy,
+    ) -> Result<Vec<f32>> {
         self.check()?;
-        let score = match &self.verifier {
-            Some(v) if by != ScoreBy::Confidence => {
-                let steps = self.with_tree(|t| t.steps(branch.node));
-                let solution = Solution {
-                    problem: &self.problem.question,
-                    steps: &steps,
-                    complete: branch.finished,
-                };
-                let reservation = self.meter.reserve(v.cost_bound(&solution))?;
-                self.meter.count_verifier_call();
+        let scores: Vec<f32> = match &self.verifier {
+            Some(v) if by != ScoreBy::Confidence && !branches.is_empty() => {
+                let solutions: Vec<Solution<'_>> = branches
+                    .iter()
+                    .zip(&steps)
+                    .map(|(b, s)| Solution {
+                        problem: &self.problem.question,
+                        steps: s,
+                        complete: b.finished,
+                    })
+                    .collect();
+                let bound: u64 = solutions.iter().map(|s| v.cost_bound(s)).sum();
+                let reservation = self.meter.reserve(bound)?;
+                for _ in &solutions {
+                    self.meter.count_verifier_call();
+                }
                 let result = tokio::select! {
-                    r = v.score(solution) => r.map_err(StrategyError::from),
+                    r = v.score_batch(&solutions) => r.map_err(StrategyError::from),
                     _ = self.cancel.cancelled() => Err(StrategyError::Cancelled),
                     e = self.meter.deadline_passed() => Err(e),
                 };
                 let result = result.map_err(|e| self.interrupted(e));
-                let cost = result.as_ref().map_or(0, |s| s.cost);
+                let cost = result
+                    .as_ref()
+                    .map_or(0, |s| s.iter().map(|x| x.cost).sum());
                 self.meter.settle(
                     reservation,
                     crate::generator::Cost {
@@ -538,18 +621,34 @@ impl Context {
                     },
                     Charge::Verifier,
                 );
-                let scores = result?;
-                by.aggregation()
-                    .and_then(|agg| agg.apply(&scores.steps))
-                    .unwrap_or(scores.overall)
+                let all = result?;
+                if all.len() != branches.len() {
+                    return Err(StrategyError::Generator(format!(
+                        "verifier returned {} scores for {} solutions",
+                        all.len(),
+                        branches.len()
+                    )));
+                }
+                all.into_iter()
+                    .map(|scores| {
+                        by.aggregation()
+                            .and_then(|agg| agg.apply(&scores.steps))
+                            .unwrap_or(scores.overall)
+                    })
+                    .collect()
             }
-            _ => branch.mean_logprob().exp() as f32,
+            _ => branches
+                .iter()
+                .map(|b| b.mean_logprob().exp() as f32)
+                .collect(),
         };
         self.with_tree(|t| {
-            t.set_score(branch.node, score);
-            self.report_node(t, branch.node);
+            for (b, s) in branches.iter().zip(&scores) {
+                t.set_score(b.node, *s);
+                self.report_node(t, b.node);
+            }
         });
-        Ok(score)
+        Ok(scores)
     }
 
     /// Records the solution ending at `branch` as a candidate, its answer extracted from its
@@ -652,5 +751,36 @@ impl Context {
             self.report_node(t, branch.node);
         });
         self.release(branch);
+    }
+}
+
+/// Whether the text after an opening `\boxed{` closes it: braces balanced back to depth 0.
+fn box_closed(text: &str) -> bool {
+    let mut depth = 1i32;
+    for c in text.chars() {
+        match c {
+            '{' => depth += 1,
+            '}' => {
+                depth -= 1;
+                if depth == 0 {
+                    return true;
+                }
+            }
+            _ => {}
+        }
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_box_closes_when_its_braces_balance() {
+        assert!(!box_closed("\\frac{1}"));
+        assert!(box_closed("\\frac{1}{2}}"));
+        assert!(box_closed("7}"));
+        assert!(!box_closed("7"));
     }
 }

@@ -1,24 +1,45 @@
-//! DeepConf: confidence-filtered parallel thinking with online early stopping.
+//! DeepConf: confidence-filtered parallel thinking, online (early stopping with a consensus
+//! stop) or offline (filter all traces, then vote).
 //!
-//! **Method** (Fu et al. 2025, "Deep Think with Confidence", online mode): a token's confidence
-//! is the negative mean logprob of its top-k alternatives; a trace's *group confidence* is the
-//! mean over a sliding window of tokens, and its quality is its lowest group confidence.
-//! 1. Warm-up: `warmup` traces run to the end; the stop threshold `s` is the
+//! **Method** (Fu et al. 2025, "Deep Think with Confidence"): a token's confidence is the
+//! negative mean logprob of its top-k alternatives; a *group confidence* is the mean over a
+//! sliding window of `window` tokens. A trace's confidence (`measure`) is its lowest group
+//! confidence (`lowest_group`), the mean of its last `tail` tokens (`tail`), the mean of its
+//! bottom 10% of groups (`bottom_10`) or its mean token confidence (`mean`).
+//!
+//! *Online* (`mode: online`, default):
+//! 1. Warm-up: `warmup` traces run to the end in one batch; the stop threshold `s` is the
 //!    `(100 − keep_percent)`-th percentile of their lowest group confidences (DeepConf-high
 //!    keeps 90%, DeepConf-low 10%).
-//! 2. Online: the remaining traces advance in lockstep chunks; a trace whose lowest group
-//!    confidence falls below `s` is stopped at once (its remaining tokens are saved).
-//! 3. Vote: the surviving traces (and warm-up traces above `s`) vote, each weighted by its
-//!    confidence.
+//! 2. The other `n − warmup` traces advance in lockstep chunks; a trace whose lowest group
+//!    confidence (over full windows) falls below `s` is stopped at once.
+//! 3. Consensus stop: after the warm-up and after every chunk, the traces at or above `s`
+//!    vote, each weighted by its confidence; once the leader's share of the weight is at
+//!    least `consensus` (τ), the traces still running are stopped and the leader is the answer
+//!    (`consensus: null` turns the stop off).
 //!
-//! **Parameters** ([`DeepConfParams`]): `n` total traces (8), `warmup` (3), `window` (32 tokens),
-//! `keep_percent` (90), `chunk_tokens` (32), `max_tokens` (1024), `decoding`.
+//! *Offline* (`mode: offline`): all `n` traces run to the end in one batch; the top
+//! `keep_percent` of them by `measure` (at least one) vote, each weighted by its confidence.
 //!
-//! **Budget.** Warm-up is one batched call; then one call per chunk for every live trace. The
-//! shared prompt is prefilled once; stopped traces free their share for the others.
+//! **Defaults, scaled from the paper's.** The paper runs up to 512 traces of ~10k tokens with
+//! 16 warm-up traces, a 2,048-token window, η ∈ {10%, 90%} and τ = 0.95. Here a search affords
+//! a few traces of a few hundred tokens: `n` 8, `warmup` 3, `window` 32 and `tail` 64 (about the
+//! same fraction of a trace as the paper's 2,048 of ~10k–15k), `keep_percent` 90 (DeepConf-high,
+//! the paper's safe setting), `consensus` 0.95 (the paper's τ), `measure` `lowest_group` (the
+//! online rule's own; the paper finds `tail` and `bottom_10` as good offline), `chunk_tokens`
+//! 32, `max_tokens` 1024.
+//!
+//! **Parameters** ([`DeepConfParams`]): `mode`, `n`, `warmup`, `window`, `tail`, `measure`,
+//! `keep_percent`, `consensus`, `chunk_tokens`, `max_tokens`, `decoding`. Every trace has its
+//! own draw id, so no two traces open alike.
+//!
+//! **Budget.** Warm-up (or offline: everything) is one batched call; then one call per chunk
+//! for every live trace. The shared prompt is prefilled once; stopped traces free their share.
 
 use async_trait::async_trait;
-use ponder_verifiers::lowest_group_confidence;
+use ponder_verifiers::{
+    bottom_percent_confidence, lowest_group_confidence, tail_confidence, weighted_vote,
+};
 use serde::{Deserialize, Serialize};
 
 use crate::beam_search::lowest_window;
@@ -29,19 +50,53 @@ use crate::outcome::{Candidate, Selection};
 use crate::params::{in_range, positive, Decoding};
 use crate::select::{select_among, select_by_vote};
 use crate::strategy::Strategy;
+use crate::tree::SearchTree;
+
+/// Online (early stopping) or offline (filter, then vote).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeepConfMode {
+    /// Warm-up, threshold, early stopping, consensus stop.
+    Online,
+    /// All traces, keep the most confident, weighted vote.
+    Offline,
+}
+
+/// How a trace's confidence is measured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ConfidenceMeasure {
+    /// Lowest sliding-window group confidence.
+    LowestGroup,
+    /// Mean confidence of the last `tail` tokens.
+    Tail,
+    /// Mean of the lowest 10% of group confidences.
+    #[serde(rename = "bottom_10")]
+    Bottom10,
+    /// Mean token confidence.
+    Mean,
+}
 
 /// Parameters of `deepconf`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct DeepConfParams {
+    /// Online or offline.
+    pub mode: DeepConfMode,
     /// Traces in total (warm-up included).
     pub n: usize,
-    /// Warm-up traces that set the threshold.
+    /// Warm-up traces that set the threshold (online).
     pub warmup: usize,
     /// Sliding window, in tokens.
     pub window: usize,
-    /// Percent of warm-up traces that would pass the threshold.
+    /// Tokens of the tail measure.
+    pub tail: usize,
+    /// Trace confidence used for filtering and vote weights.
+    pub measure: ConfidenceMeasure,
+    /// Percent of traces kept (offline) or of warm-up traces that would pass (online).
     pub keep_percent: f64,
+    /// Stop once the leader holds this share of the weighted vote (online; `null`: never).
+    pub consensus: Option<f64>,
     /// Tokens per lockstep chunk.
     pub chunk_tokens: usize,
     /// Most tokens per trace.
@@ -53,10 +108,14 @@ pub struct DeepConfParams {
 impl Default for DeepConfParams {
     fn default() -> Self {
         Self {
+            mode: DeepConfMode::Online,
             n: 8,
             warmup: 3,
             window: 32,
+            tail: 64,
+            measure: ConfidenceMeasure::LowestGroup,
             keep_percent: 90.0,
+            consensus: Some(0.95),
             chunk_tokens: 32,
             max_tokens: 1024,
             decoding: Decoding::default(),
@@ -64,7 +123,7 @@ impl Default for DeepConfParams {
     }
 }
 
-/// DeepConf online.
+/// DeepConf, online or offline.
 #[derive(Debug, Clone)]
 pub struct DeepConf {
     params: DeepConfParams,
@@ -96,16 +155,144 @@ impl DeepConf {
             ));
         }
         positive("deepconf", "window", params.window)?;
+        positive("deepconf", "tail", params.tail)?;
         positive("deepconf", "chunk_tokens", params.chunk_tokens)?;
         positive("deepconf", "max_tokens", params.max_tokens)?;
         in_range("deepconf", "keep_percent", params.keep_percent, 1.0, 100.0)?;
+        if let Some(tau) = params.consensus {
+            in_range("deepconf", "consensus", tau, 0.5, 1.0)?;
+        }
         params.decoding.validate("deepconf")?;
         Ok(Self { params })
     }
 
-    /// A trace's quality: its lowest window confidence (its mean if shorter than a window).
-    fn quality(&self, b: &Branch) -> f32 {
+    /// A trace's lowest group confidence (its mean if shorter than a window): the online
+    /// rule's threshold measure.
+    fn lowest(&self, b: &Branch) -> f32 {
         lowest_group_confidence(&b.confidences, self.params.window).unwrap_or(0.0)
+    }
+
+    /// A trace's confidence by `measure`.
+    fn confidence(&self, b: &Branch) -> f32 {
+        let c = &b.confidences;
+        let w = self.params.window;
+        match self.params.measure {
+            ConfidenceMeasure::LowestGroup => lowest_group_confidence(c, w),
+            ConfidenceMeasure::Tail => tail_confidence(c, self.params.tail),
+            ConfidenceMeasure::Bottom10 => bottom_percent_confidence(c, w, 10.0),
+            ConfidenceMeasure::Mean => (!c.is_empty()).then(|| b.mean_confidence()),
+        }
+        .unwrap_or(0.0)
+    }
+
+    /// Records a finished trace: its confidence as the candidate's score, and whether it
+    /// passed the threshold.
+    fn record(&self, ctx: &Context, b: &Branch, passed: bool) {
+        ctx.with_tree(|t| t.note(b.node, "kept", passed));
+        ctx.add_candidate(b, Some(self.confidence(b)));
+        ctx.release(b);
+    }
+
+    /// The leader's share of the confidence-weighted vote of the kept traces.
+    fn leader_share(candidates: &[Candidate], kept: &[bool]) -> Option<f64> {
+        let vote = weighted_vote(
+            candidates
+                .iter()
+                .zip(kept)
+                .filter(|(_, k)| **k)
+                .filter_map(|(c, _)| Some((c.answer.as_deref()?, c.score? as f64))),
+        )?;
+        let total: f64 = vote.groups.iter().map(|g| g.1).sum();
+        let top = vote.groups.iter().map(|g| g.1).fold(0.0, f64::max);
+        (total > 0.0).then(|| top / total)
+    }
+
+    async fn online(&self, ctx: &Context, root: &Branch) -> Result<Selection> {
+        let p = &self.params;
+        let warm = (0..p.warmup)
+            .map(|k| Ok((ctx.fork(root)?, k as u64)))
+            .collect::<Result<Vec<_>>>()?;
+        let warm = ctx.extend(warm, &p.decoding.whole(p.max_tokens)).await?;
+        let lows: Vec<f32> = warm.iter().map(|b| self.lowest(b)).collect();
+        let threshold = percentile(&lows, 100.0 - p.keep_percent).unwrap_or(0.0);
+        ctx.with_tree(|t| t.note(SearchTree::ROOT, "threshold", threshold as f64));
+        let mut kept = Vec::new();
+        for (b, low) in warm.iter().zip(&lows) {
+            self.record(ctx, b, *low >= threshold);
+            kept.push(*low >= threshold);
+        }
+        let mut active = (p.warmup..p.n)
+            .map(|k| Ok((k as u64, ctx.fork(root)?)))
+            .collect::<Result<Vec<_>>>()?;
+        let chunk = StepSpec {
+            max_tokens: p.chunk_tokens,
+            ..p.decoding.whole(p.chunk_tokens)
+        };
+        loop {
+            let share = Self::leader_share(&ctx.candidates(), &kept);
+            if let (Some(share), Some(tau)) = (share, p.consensus) {
+                if share >= tau {
+                    ctx.with_tree(|t| t.note(SearchTree::ROOT, "consensus", share));
+                    for (_, b) in &active {
+                        ctx.with_tree(|t| t.note(b.node, "stopped_consensus", true));
+                        ctx.prune(b);
+                    }
+                    break;
+                }
+            }
+            if active.is_empty() {
+                break;
+            }
+            let mut next = Vec::new();
+            for (id, b, done) in advance(ctx, active, &chunk, p.max_tokens).await? {
+                if lowest_window(&b.confidences, p.window).is_some_and(|c| c < threshold) {
+                    ctx.with_tree(|t| t.note(b.node, "stopped_low_confidence", true));
+                    ctx.prune(&b);
+                } else if done {
+                    self.record(ctx, &b, true);
+                    kept.push(true);
+                } else {
+                    next.push((id, b));
+                }
+            }
+            active = next;
+        }
+        Ok(Self::vote(&ctx.candidates(), &kept))
+    }
+
+    async fn offline(&self, ctx: &Context, root: &Branch) -> Result<Selection> {
+        let p = &self.params;
+        let all = (0..p.n)
+            .map(|k| Ok((ctx.fork(root)?, k as u64)))
+            .collect::<Result<Vec<_>>>()?;
+        let traces = ctx.extend(all, &p.decoding.whole(p.max_tokens)).await?;
+        let confs: Vec<f32> = traces.iter().map(|b| self.confidence(b)).collect();
+        let keep = ((p.keep_percent / 100.0 * p.n as f64).ceil() as usize).clamp(1, p.n);
+        let mut order: Vec<usize> = (0..traces.len()).collect();
+        order.sort_by(|a, b| confs[*b].total_cmp(&confs[*a]).then(a.cmp(b)));
+        let mut kept = vec![false; traces.len()];
+        for i in order.into_iter().take(keep) {
+            kept[i] = true;
+        }
+        for (b, k) in traces.iter().zip(&kept) {
+            self.record(ctx, b, *k);
+        }
+        Ok(Self::vote(&ctx.candidates(), &kept))
+    }
+
+    /// Confidence-weighted vote over the kept traces (all, if none was kept).
+    fn vote(candidates: &[Candidate], kept: &[bool]) -> Selection {
+        let nodes: Vec<usize> = candidates
+            .iter()
+            .zip(kept)
+            .filter(|(_, k)| **k)
+            .map(|(c, _)| c.node)
+            .collect();
+        select_among(
+            candidates,
+            |c| nodes.contains(&c.node),
+            |pool| select_by_vote(pool, true),
+        )
     }
 }
 
@@ -116,58 +303,16 @@ impl Strategy for DeepConf {
     }
 
     async fn search(&self, ctx: &Context) -> Result<Selection> {
-        let p = &self.params;
         let root = ctx.open().await?;
-        let warm = (0..p.warmup)
-            .map(|k| Ok((ctx.fork(&root)?, k as u64)))
-            .collect::<Result<Vec<_>>>()?;
-        let mut qualities = Vec::new();
-        for b in ctx.extend(warm, &p.decoding.whole(p.max_tokens)).await? {
-            let q = self.quality(&b);
-            qualities.push(q);
-            ctx.add_candidate(&b, Some(q));
-            ctx.release(&b);
-        }
-        let threshold = percentile(&qualities, 100.0 - p.keep_percent).unwrap_or(0.0);
-        ctx.with_tree(|t| t.note(crate::tree::SearchTree::ROOT, "threshold", threshold as f64));
-        let mut active = (p.warmup..p.n)
-            .map(|_| ctx.fork(&root))
-            .collect::<Result<Vec<_>>>()?;
-        ctx.release(&root);
-        let chunk = StepSpec {
-            max_tokens: p.chunk_tokens,
-            ..p.decoding.whole(p.chunk_tokens)
+        let result = match self.params.mode {
+            DeepConfMode::Online => self.online(ctx, &root).await,
+            DeepConfMode::Offline => self.offline(ctx, &root).await,
         };
-        while !active.is_empty() {
-            let mut next = Vec::new();
-            for (b, done) in advance(ctx, active, &chunk, p.max_tokens).await? {
-                if lowest_window(&b.confidences, p.window).is_some_and(|c| c < threshold) {
-                    ctx.with_tree(|t| t.note(b.node, "stopped_low_confidence", true));
-                    ctx.prune(&b);
-                } else if done {
-                    ctx.add_candidate(&b, Some(self.quality(&b)));
-                    ctx.release(&b);
-                } else {
-                    next.push(b);
-                }
-            }
-            active = next;
-        }
-        Ok(self.filtered_vote(&ctx.candidates(), threshold))
+        ctx.release(&root);
+        result
     }
 
     fn select(&self, candidates: &[Candidate]) -> Selection {
         select_by_vote(candidates, true)
-    }
-}
-
-impl DeepConf {
-    /// Confidence-weighted vote over the candidates at or above the threshold.
-    fn filtered_vote(&self, candidates: &[Candidate], threshold: f32) -> Selection {
-        select_among(
-            candidates,
-            |c| c.score.is_some_and(|s| s >= threshold),
-            |pool| select_by_vote(pool, true),
-        )
     }
 }

@@ -5,7 +5,10 @@
 //! The fake splits chunks into word tokens, honours stop strings and token caps exactly like
 //! the engine (a stop string ends the step after the token that completes it), keeps an
 //! unbounded prefix cache (token-level, like the engine's radix index) so that forks share
-//! "KV" and only context never seen before is charged as prefill, and counts everything, so tests can assert trees, budgets and prefill accounting exactly.
+//! "KV" and only context never seen before is charged as prefill, and counts everything, so tests
+//! can assert trees, budgets and prefill accounting exactly. Each `extend` yields to the
+//! executor once before it runs, so calls a strategy submits together are in flight together
+//! (`max_in_flight` counts how many), as they would be on the engine.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -102,6 +105,8 @@ pub struct FakeCounters {
     pub sequences_extended: u64,
     /// Live sequences now.
     pub live: usize,
+    /// Most `extend` calls in flight at once (above 1: the strategy overlapped its calls).
+    pub max_in_flight: usize,
 }
 
 #[derive(Default)]
@@ -110,6 +115,7 @@ struct Inner {
     cache: std::collections::HashSet<u64>,
     next: u64,
     counters: FakeCounters,
+    in_flight: usize,
 }
 
 /// A scripted generator.
@@ -369,7 +375,16 @@ impl Generator for FakeGenerator {
     }
 
     async fn extend(&self, batch: &[ExtendRequest]) -> Result<Vec<Extension>> {
+        // A call takes a turn of the executor before it runs, as an engine call waits for the
+        // next forward pass: calls a strategy submits together are in flight together.
+        {
+            let mut inner = self.lock();
+            inner.in_flight += 1;
+            inner.counters.max_in_flight = inner.counters.max_in_flight.max(inner.in_flight);
+        }
+        YieldOnce(false).await;
         let mut inner = self.lock();
+        inner.in_flight -= 1;
         let mut out = Vec::with_capacity(batch.len());
         for req in batch {
             let mut seq = inner
@@ -389,6 +404,25 @@ impl Generator for FakeGenerator {
 
     fn release(&self, seq: SeqHandle) {
         self.lock().seqs.remove(&seq.0);
+    }
+}
+
+/// A future that is pending once (waking itself) and then ready.
+struct YieldOnce(bool);
+
+impl std::future::Future for YieldOnce {
+    type Output = ();
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<()> {
+        if self.0 {
+            std::task::Poll::Ready(())
+        } else {
+            self.0 = true;
+            cx.waker().wake_by_ref();
+            std::task::Poll::Pending
+        }
     }
 }
 

@@ -118,7 +118,7 @@ impl Strategy for FirstFinish {
         let p = &self.params;
         let root = ctx.open().await?;
         let mut active = (0..p.k)
-            .map(|_| ctx.fork(&root))
+            .map(|k| Ok((k as u64, ctx.fork(&root)?)))
             .collect::<Result<Vec<_>>>()?;
         ctx.release(&root);
         let chunk = StepSpec {
@@ -130,7 +130,7 @@ impl Strategy for FirstFinish {
         while !active.is_empty() && finishers < p.m {
             let mut finished: Vec<(usize, Branch)> = Vec::new();
             let mut next = Vec::new();
-            for (i, (b, done)) in advance(ctx, active, &chunk, p.max_tokens)
+            for (i, (id, b, done)) in advance(ctx, active, &chunk, p.max_tokens)
                 .await?
                 .into_iter()
                 .enumerate()
@@ -140,7 +140,7 @@ impl Strategy for FirstFinish {
                 } else if done {
                     capped.push(b); // hit the cap without finishing
                 } else {
-                    next.push(b);
+                    next.push((id, b));
                 }
             }
             finished.sort_by_key(|(i, b)| (b.tokens, *i));
@@ -155,7 +155,7 @@ impl Strategy for FirstFinish {
             }
             active = next;
         }
-        for b in &active {
+        for (_, b) in &active {
             ctx.prune(b);
         }
         // Nobody finished: the capped traces are all there is.

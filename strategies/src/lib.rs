@@ -33,22 +33,22 @@ mod self_consistency;
 mod strategy;
 mod tree;
 
-pub use a_star::{AStar, AStarParams};
-pub use ab_mcts::{AbMcts, AbMctsParams};
+pub use a_star::{step_cost, AStar, AStarParams, Heuristic};
+pub use ab_mcts::{AbMcts, AbMctsParams, Posterior};
 pub use adaptive_parallel::{leader_probability, AdaptiveParallel, AdaptiveParallelParams, Join};
 pub use answer_convergence::{AnswerConvergence, AnswerConvergenceParams};
 pub use beam_search::{BeamParams, BeamSearch, ConfidenceStop, DvtsParams};
 pub use best_of_n::{BestOfN, BestOfNParams};
 pub use budget::{Budget, Charge, Meter, Reservation, Usage};
 pub use context::{Branch, Context, StepSpec, ANSWER_PROBE, FORCED_ANSWER_TOKENS};
-pub use deepconf::{percentile, DeepConf, DeepConfParams};
+pub use deepconf::{percentile, ConfidenceMeasure, DeepConf, DeepConfMode, DeepConfParams};
 pub use error::{Result, StrategyError};
 pub use first_finish::{FirstFinish, FirstFinishParams, ShortMofKParams};
 pub use generator::{
     Cost, CostTally, ExtendRequest, Extension, Generator, Prompt, Sampling, SeqHandle, StopKind,
     TokenInfo, Turn,
 };
-pub use mcts::{puct, Mcts, MctsParams};
+pub use mcts::{puct, LeafValue, Mcts, MctsParams, MctsSelect};
 pub use outcome::{Candidate, FinishReason, Outcome, Selection};
 pub use params::{in_range, positive, Decoding, ScoreBy, Steps};
 pub use progress::{Progress, ProgressSender};

@@ -1,0 +1,368 @@
+//! Fidelity tests of the tree searches against the scripted `FakeGenerator`: AB-MCTS as
+//! TreeQuest defines it (nodes are answers; GEN samples, refinement sees answer and score;
+//! Thompson sampling; a batch per iteration), MCTS (terminal rewards, roll-outs, selection by
+//! visits or value, no stall on terminal leaves, virtual-loss batches) and A* (cost to go, best
+//! f among complete solutions).
+
+// Tests state expectations with `expect` (clippy.toml allows it in `#[test]` functions).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+
+use ponder_strategies::fake::{FakeChunk, FakeGenerator, FakeState};
+use ponder_strategies::{
+    run, Budget, Context, Outcome, Problem, Registry, SearchTree, StrategyError,
+};
+use ponder_verifiers::{FnVerifier, Scores, Solution, Verifier};
+use serde_json::json;
+
+fn solve(
+    name: &str,
+    params: serde_json::Value,
+    generator: Arc<FakeGenerator>,
+    verifier: Option<Arc<dyn Verifier>>,
+    seed: u64,
+) -> Result<Outcome, StrategyError> {
+    let strategy = Registry::with_builtins().build(name, params)?;
+    let mut ctx = Context::new(
+        generator,
+        Problem::new("What is 2+3?"),
+        Budget::tokens(1_000_000),
+    )
+    .with_seed(seed);
+    if let Some(v) = verifier {
+        ctx = ctx.with_verifier(v);
+    }
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+        .block_on(run(strategy.as_ref(), ctx))
+}
+
+/// Reads `tag=<number>` from `text`.
+fn tagged(text: &str, tag: &str) -> Option<f32> {
+    text.split(&format!("{tag}="))
+        .nth(1)?
+        .split(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// Scores a solution by the last `q=` tag in its text (0 without one).
+fn q_score() -> Arc<dyn Verifier> {
+    Arc::new(FnVerifier::new("q", |sol: &Solution<'_>| {
+        let text = sol.steps.join("\n");
+        let q = text
+            .rsplit("q=")
+            .next()
+            .filter(|_| text.contains("q="))
+            .and_then(|t| tagged(&format!("q={t}"), "q"))
+            .unwrap_or(0.0);
+        Scores::uniform(sol.steps.len(), q)
+    }))
+}
+
+fn note(out: &Outcome, id: usize, key: &str) -> Option<serde_json::Value> {
+    out.tree.get(id)?.notes.get(key).cloned()
+}
+
+/// Fresh answers score `fresh(seed)`; a refinement of an answer scored `q` scores `refine(q)`.
+/// A refinement says whether its prompt showed the previous answer's score.
+fn answers(fresh: fn(u64) -> f32, refine: fn(f32) -> f32) -> Arc<FakeGenerator> {
+    Arc::new(FakeGenerator::new(move |s: FakeState<'_>| {
+        if s.prompt.contains("previous attempt") {
+            let prev = tagged(s.prompt, "q").unwrap_or(0.0);
+            let shown = s.prompt.contains(&format!("scored it {prev:.2}"));
+            return FakeChunk::last(
+                format!("refined shown={shown} q={:.3} \\boxed{{5}}", refine(prev)),
+                -0.1,
+            );
+        }
+        FakeChunk::last(format!("fresh q={:.3} \\boxed{{5}}", fresh(s.seed)), -0.1)
+    }))
+}
+
+fn ab_shape(
+    fresh: fn(u64) -> f32,
+    refine: fn(f32) -> f32,
+    posterior: &str,
+) -> Result<(Outcome, u64, u64), StrategyError> {
+    let params = json!({"iterations": 8, "batch": 2, "posterior": posterior});
+    let out = solve(
+        "ab_mcts",
+        params,
+        answers(fresh, refine),
+        Some(q_score()),
+        4,
+    )?;
+    let count = |k: &str| {
+        note(&out, SearchTree::ROOT, k)
+            .and_then(|v| v.as_u64())
+            .unwrap_or(0)
+    };
+    let (w, d) = (count("wider"), count("deeper"));
+    Ok((out, w, d))
+}
+
+#[test]
+fn ab_mcts_nodes_are_answers_and_a_refinement_sees_the_answer_and_its_score(
+) -> Result<(), StrategyError> {
+    let (out, wider, deeper) = ab_shape(|_| 0.3, |q| (q + 0.2).min(0.99), "beta")?;
+    assert_eq!(wider + deeper, 16, "8 iterations of 2 expansions");
+    // Every node is a complete answer, and a candidate.
+    let nodes: Vec<_> = out
+        .tree
+        .nodes()
+        .filter(|n| n.id != SearchTree::ROOT)
+        .collect();
+    assert_eq!(nodes.len(), 16);
+    assert_eq!(out.candidates.len(), 16);
+    assert!(out.candidates.iter().all(|c| c.finished));
+    for n in &nodes {
+        if let Some(parent) = note(&out, n.id, "refines").and_then(|v| v.as_u64()) {
+            assert!(n.text.contains("shown=true"), "{}", n.text);
+            let before = tagged(&out.tree.text(parent as usize), "q").unwrap_or(0.0);
+            let after = tagged(&n.text, "q").unwrap_or(0.0);
+            assert!(
+                (after - (before + 0.2).min(0.99)).abs() < 1e-3,
+                "refined from the parent"
+            );
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn ab_mcts_goes_deeper_when_refinements_score_well() -> Result<(), StrategyError> {
+    for posterior in ["beta", "gaussian"] {
+        let (out, wider, deeper) = ab_shape(|_| 0.2, |q| (q + 0.25).min(0.99), posterior)?;
+        assert!(
+            deeper > wider,
+            "{posterior}: wider {wider} vs deeper {deeper}"
+        );
+        let depth = out
+            .tree
+            .nodes()
+            .filter_map(|n| note(&out, n.id, "ab_depth").and_then(|v| v.as_u64()))
+            .max()
+            .unwrap_or(0);
+        assert!(depth >= 3, "{posterior}: refined {depth} deep");
+        let best = out.selected.and_then(|i| out.candidates[i].score);
+        assert!(
+            best.is_some_and(|s| s > 0.6),
+            "{posterior}: a refinement won"
+        );
+    }
+    Ok(())
+}
+
+#[test]
+fn ab_mcts_goes_wider_when_fresh_samples_score_well() -> Result<(), StrategyError> {
+    for posterior in ["beta", "gaussian"] {
+        let (_, wider, deeper) = ab_shape(|s| 0.5 + (s % 50) as f32 / 100.0, |_| 0.05, posterior)?;
+        assert!(
+            wider > deeper,
+            "{posterior}: wider {wider} vs deeper {deeper}"
+        );
+    }
+    Ok(())
+}
+
+#[test]
+fn ab_mcts_expands_a_batch_per_iteration() -> Result<(), StrategyError> {
+    let generator = answers(|_| 0.4, |q| q);
+    let params = json!({"iterations": 3, "batch": 3});
+    solve("ab_mcts", params, generator.clone(), Some(q_score()), 1)?;
+    let c = generator.counters();
+    assert_eq!((c.extend_calls, c.sequences_extended), (3, 9));
+    Ok(())
+}
+
+/// Step 1 is `v=<seed-tagged>`; steps go on until depth 3, where `\boxed{5}` ends them.
+fn three_steps() -> Arc<FakeGenerator> {
+    Arc::new(FakeGenerator::new(|s: FakeState<'_>| {
+        let d = s.text.matches("\n\n").count() + 1;
+        if d >= 3 {
+            FakeChunk::last("so \\boxed{5}", -0.1)
+        } else {
+            FakeChunk::step(format!("d{d} r{}\n\n", s.seed % 997), -0.1)
+        }
+    }))
+}
+
+/// 1 for a complete solution answering 5, 0 for another complete one, 0.5 for a partial one.
+fn outcome_reward() -> Arc<dyn Verifier> {
+    Arc::new(FnVerifier::new("outcome", |sol: &Solution<'_>| {
+        let r = if !sol.complete {
+            0.5
+        } else if sol.steps.join("").contains("\\boxed{5}") {
+            1.0
+        } else {
+            0.0
+        };
+        Scores::uniform(sol.steps.len(), r)
+    }))
+}
+
+#[test]
+fn mcts_values_leaves_by_terminal_reward_of_a_rollout_or_by_the_prm() -> Result<(), StrategyError> {
+    let params = json!({"iterations": 3, "leaf_value": "rollout"});
+    let out = solve("mcts", params, three_steps(), Some(outcome_reward()), 1)?;
+    let values: Vec<f64> = out
+        .tree
+        .nodes()
+        .filter_map(|n| note(&out, n.id, "rollout_value").and_then(|v| v.as_f64()))
+        .collect();
+    assert!(!values.is_empty());
+    assert!(
+        values.iter().all(|v| *v == 1.0),
+        "a roll-out's value is the verifier's terminal reward: {values:?}"
+    );
+    assert!(out.candidates.iter().any(|c| c.finished));
+    let params = json!({"iterations": 3, "leaf_value": "prm"});
+    let out = solve("mcts", params, three_steps(), Some(outcome_reward()), 1)?;
+    assert!(out
+        .tree
+        .nodes()
+        .all(|n| !n.notes.contains_key("rollout_value")));
+    for c in out.candidates.iter().filter(|c| c.finished) {
+        assert_eq!(c.score, Some(1.0), "a terminal node's value is its reward");
+    }
+    Ok(())
+}
+
+#[test]
+fn mcts_does_not_stall_on_terminal_leaves() -> Result<(), StrategyError> {
+    // Every sample is a one-step answer: each iteration must still generate.
+    let generator = Arc::new(FakeGenerator::new(|s: FakeState<'_>| {
+        FakeChunk::last(format!("a{} \\boxed{{5}}", s.seed % 997), -0.1)
+    }));
+    let params = json!({"iterations": 4, "expansions": 2, "batch": 1, "c_puct": 0.0});
+    let out = solve("mcts", params, generator, Some(outcome_reward()), 1)?;
+    assert_eq!(out.tree.children(SearchTree::ROOT).len(), 8);
+    Ok(())
+}
+
+#[test]
+fn mcts_selects_a_batch_of_distinct_leaves_under_virtual_loss() -> Result<(), StrategyError> {
+    let generator = three_steps();
+    let params = json!({"iterations": 3, "expansions": 2, "batch": 2, "steps": {"max_steps": 10}});
+    solve("mcts", params, generator.clone(), Some(outcome_reward()), 1)?;
+    let c = generator.counters();
+    // Iteration 1 expands the root; 2 and 3 expand two different leaves each.
+    assert_eq!((c.extend_calls, c.sequences_extended), (3, 2 + 4 + 4));
+    Ok(())
+}
+
+#[test]
+fn mcts_picks_the_answer_by_visits_or_by_value() -> Result<(), StrategyError> {
+    // "B" answers at once with reward 0.9; "A" takes a step (0.6) and then answers (0.55).
+    let generator = Arc::new(FakeGenerator::new(|s: FakeState<'_>| {
+        if s.text.starts_with('A') {
+            return FakeChunk::last(format!("v=0.55 \\boxed{{1}} {}", s.seed % 97), -0.1);
+        }
+        if s.seed % 2 == 0 {
+            FakeChunk::last("B v=0.9 \\boxed{9}", -0.1)
+        } else {
+            FakeChunk::step("A v=0.6\n\n", -0.1)
+        }
+    }));
+    let verifier: Arc<dyn Verifier> = Arc::new(FnVerifier::new("v", |sol: &Solution<'_>| {
+        let v = sol.steps.last().and_then(|t| tagged(t, "v")).unwrap_or(0.0);
+        Scores::uniform(sol.steps.len(), v)
+    }));
+    let run_with = |select: &str| {
+        let params =
+            json!({"iterations": 5, "expansions": 4, "batch": 1, "c_puct": 0.0, "select": select});
+        solve("mcts", params, generator.clone(), Some(verifier.clone()), 2)
+    };
+    let by_value = run_with("value")?;
+    let kinds: Vec<_> = by_value
+        .tree
+        .children(SearchTree::ROOT)
+        .iter()
+        .filter_map(|c| by_value.tree.get(*c).map(|n| n.text.starts_with('A')))
+        .collect();
+    assert!(
+        kinds.contains(&true) && kinds.contains(&false),
+        "the seed samples both: {kinds:?}"
+    );
+    assert_eq!(by_value.answer.as_deref(), Some("9"), "the highest reward");
+    let by_visits = run_with("visits")?;
+    assert_eq!(
+        by_visits.answer.as_deref(),
+        Some("1"),
+        "the most-visited path"
+    );
+    Ok(())
+}
+
+#[test]
+fn a_star_estimates_the_cost_to_go_and_a_deeper_correct_path_wins() -> Result<(), StrategyError> {
+    // Even seeds answer at once, wrongly (PRM 0.4); odd seeds take 8 good steps (0.8 each).
+    let generator = Arc::new(FakeGenerator::new(|s: FakeState<'_>| {
+        let d = s.text.matches("\n\n").count();
+        if s.text.starts_with("right") {
+            return if d >= 7 {
+                FakeChunk::last("s=0.8 \\boxed{5}", -0.1)
+            } else {
+                FakeChunk::step(format!("s=0.8 step {d}\n\n"), -0.1)
+            };
+        }
+        if s.seed % 2 == 0 {
+            FakeChunk::last("wrong s=0.4 \\boxed{7}", -0.1)
+        } else {
+            FakeChunk::step("right s=0.8\n\n", -0.1)
+        }
+    }));
+    let verifier: Arc<dyn Verifier> = Arc::new(FnVerifier::new("s", |sol: &Solution<'_>| {
+        let steps: Vec<f32> = sol
+            .steps
+            .iter()
+            .map(|t| tagged(t, "s").unwrap_or(0.5))
+            .collect();
+        let overall = steps.last().copied().unwrap_or(0.0);
+        Scores {
+            steps,
+            overall,
+            cost: 0,
+        }
+    }));
+    for params in [
+        json!({"expansions": 4, "max_expansions": 40, "steps": {"max_steps": 12}}),
+        json!({"expansions": 4, "max_expansions": 40, "heuristic": "zero", "steps": {"max_steps": 12}}),
+        json!({"expansions": 4, "max_expansions": 40, "stop_at_first": false, "steps": {"max_steps": 12}}),
+    ] {
+        let out = solve(
+            "a_star",
+            params.clone(),
+            generator.clone(),
+            Some(verifier.clone()),
+            3,
+        )?;
+        assert!(
+            out.tree.nodes().any(|n| n.text.starts_with("wrong")),
+            "the seed samples a shallow wrong answer"
+        );
+        assert_eq!(out.answer.as_deref(), Some("5"), "{params}");
+        // The pick is the best f among the complete solutions found.
+        let f = |c: &ponder_strategies::Candidate| {
+            note(&out, c.node, "f")
+                .and_then(|v| v.as_f64())
+                .unwrap_or(f64::MAX)
+        };
+        let chosen = out
+            .selected
+            .map(|i| f(&out.candidates[i]))
+            .unwrap_or(f64::MAX);
+        for c in out.candidates.iter().filter(|c| c.finished) {
+            assert!(chosen <= f(c) + 1e-9, "{params}");
+        }
+    }
+    // h estimates what is still to go: 0 for a complete state, positive before the end.
+    assert!(ponder_strategies::step_cost(1.0, 0.8) > 0.0);
+    assert_eq!(ponder_strategies::step_cost(0.8, 0.9), 0.0);
+    Ok(())
+}

@@ -90,7 +90,11 @@ fn params(strategy: &str, o: &SearchBenchOptions) -> Value {
         }
         "beam_search" | "dvts" => json!({"n": o.n, "steps": steps}),
         "a_star" | "mcts" => json!({"expansions": o.n, "steps": steps}),
-        "ab_mcts" | "answer_convergence" => json!({"steps": steps}),
+        // AB-MCTS's nodes are whole answers: N of them, two per iteration.
+        "ab_mcts" => json!({
+            "iterations": o.n.div_ceil(2).max(1), "batch": 2, "max_tokens": max_tokens
+        }),
+        "answer_convergence" => json!({"steps": steps}),
         "deepconf" => json!({"n": o.n, "max_tokens": max_tokens, "chunk_tokens": chunk_tokens}),
         "first_finish" | "short_m_of_k" => {
             json!({"k": o.n, "max_tokens": max_tokens, "chunk_tokens": chunk_tokens})
@@ -171,6 +175,7 @@ pub fn search_bench(runtime: &Runtime, o: &SearchBenchOptions) -> anyhow::Result
         for name in &names {
             let req = ReasonRequest {
                 problem: o.problem.clone(),
+                history: Vec::new(),
                 strategy: name.clone(),
                 params: params(name, o),
                 budget_tokens: o.budget_tokens,

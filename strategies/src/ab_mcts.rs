@@ -198,6 +198,7 @@ impl AbMcts {
     fn refine_prompt(&self, ctx: &Context, node: &AbNode) -> Prompt {
         Prompt {
             system: ctx.problem().system.clone(),
+            history: ctx.problem().history.clone(),
             user: format!(
                 "{}\n\nHere is a previous attempt at this problem. A verifier scored it {:.2} out of 1.\n\n--- previous attempt ---\n{}\n--- end of previous attempt ---\n\nFind any mistake in it and write an improved solution step by step, separating the steps with a blank line, with the final answer in \\boxed{{}}.",
                 ctx.problem().question,

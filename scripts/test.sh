@@ -38,3 +38,5 @@ node scripts/browser_test.mjs --ponder "${CARGO_TARGET_DIR:-target}/debug/ponder
 cargo test -p ponder-kernels --features cuda --lib --test tests -- cuda:: gpu::
 # The engine's `--device cuda` path compiles (it runs only where a GPU is: scripts/gpu-engine-check.sh).
 cargo check -p ponder --features cuda --bins --tests
+# The OTLP span exporter (feature `otlp`, off by default) compiles.
+cargo check -p ponder --features otlp

@@ -5,5 +5,5 @@
 mod local;
 mod remote;
 
-pub use local::{LocalGenerator, StopStrings};
+pub use local::{InterToken, LocalGenerator, StopStrings};
 pub use remote::{chatml, RemoteGenerator, RemoteOptions, RemotePool, UNAVAILABLE};

@@ -54,3 +54,5 @@ RUSTFLAGS="--cfg loom -C target-cpu=native" CARGO_TARGET_DIR="${CARGO_TARGET_DIR
   work_sharing::loom_tests
 # The engine's `--device cuda` path compiles (it runs only where a GPU is: scripts/gpu-engine-check.sh).
 cargo check -p ponder --features cuda --bins --tests
+# The OTLP span exporter (feature `otlp`, off by default) compiles.
+cargo check -p ponder --features otlp

@@ -14,3 +14,4 @@ pub mod prm;
 pub mod reason;
 pub mod router;
 pub mod runtime;
+pub mod telemetry;

@@ -25,6 +25,16 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Log lines on stderr as text or JSON. Levels come from RUST_LOG (e.g. `info,ponder=debug`);
+    /// without it `serve` logs at info (start-up and one access line per request), the rest warn.
+    #[arg(
+        long,
+        global = true,
+        env = "PONDER_LOG_FORMAT",
+        value_enum,
+        default_value = "text"
+    )]
+    log_format: ponder::telemetry::LogFormat,
 }
 
 #[derive(Subcommand)]
@@ -78,6 +88,9 @@ struct ReasonArgs {
     /// Where the model runs: cpu, cuda or cuda:N (cuda needs a build with `--features cuda`).
     #[arg(long, env = "PONDER_DEVICE", default_value = "cpu")]
     device: ComputeDevice,
+    /// A tokenizer.json to use instead of the model's own.
+    #[arg(long, env = "PONDER_TOKENIZER")]
+    tokenizer: Option<PathBuf>,
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -241,13 +254,13 @@ struct GenerateArgs {
 }
 
 fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
-    match Cli::parse().command {
+    let cli = Cli::parse();
+    let level = match cli.command {
+        Command::Serve(_) => "info",
+        _ => "warn",
+    };
+    ponder::telemetry::init(cli.log_format, level);
+    match cli.command {
         Command::Generate(args) => run_generate(args),
         Command::Bench(args) => run_bench(args),
         Command::Reason(args) => run_reason(args),
@@ -284,7 +297,7 @@ fn run_generate(args: GenerateArgs) -> anyhow::Result<()> {
         min_p: args.min_p,
         repetition_penalty: args.repetition_penalty,
         seed: args.seed,
-        top_logprobs: 0,
+        ..SamplingParams::default()
     };
     // The same path the service takes: paged KV store, scheduler, batch-invariant kernels.
     let prompt_ids = encode_prompt(&model, &prompt)?;
@@ -409,6 +422,7 @@ fn run_strategy_bench(args: BenchArgs, model: PathBuf) -> anyhow::Result<()> {
         block_size: args.block_size,
         max_step_tokens: args.max_step_tokens,
         device: Some(ComputeDevice::Cpu),
+        tokenizer: None,
     };
     let runtime = ponder::runtime::Runtime::start(&opts)
         .with_context(|| format!("loading {}", opts.model.display()))?;
@@ -474,6 +488,7 @@ fn run_reason(args: ReasonArgs) -> anyhow::Result<()> {
         model: args.model.unwrap_or_else(ponder::models::default_llm_path),
         kv_memory: args.kv_memory.as_u64(),
         device: Some(args.device),
+        tokenizer: args.tokenizer,
         ..ponder::runtime::RuntimeOptions::default_model()
     };
     let runtime = ponder::runtime::Runtime::start(&opts)

@@ -25,6 +25,8 @@ pub struct RuntimeOptions {
     /// Where the model runs; `None`: `$PONDER_DEVICE` if set (`cpu`, `cuda`, `cuda:N`), else
     /// the CPU (how `ponder serve` picks a device).
     pub device: Option<ComputeDevice>,
+    /// A tokenizer.json to use instead of the model's own (e.g. for a SentencePiece GGUF).
+    pub tokenizer: Option<PathBuf>,
 }
 
 impl RuntimeOptions {
@@ -55,6 +57,7 @@ impl RuntimeOptions {
             block_size: 16,
             max_step_tokens: 512,
             device: None,
+            tokenizer: None,
         }
     }
 }
@@ -73,10 +76,10 @@ impl Runtime {
     /// Loads the model and starts the executor thread.
     pub fn start(opts: &RuntimeOptions) -> Result<Self> {
         let device = opts.resolved_device()?;
-        let model = Arc::new(LoadedModel::load(&LoadOptions::on(
-            opts.model.clone(),
-            device,
-        ))?);
+        let model = Arc::new(LoadedModel::load(&LoadOptions {
+            tokenizer: opts.tokenizer.clone(),
+            ..LoadOptions::on(opts.model.clone(), device)
+        })?);
         let store = PagedKvStore::for_model(&model.model, opts.kv_memory, opts.block_size)?;
         let scheduler = Scheduler::new(
             Arc::clone(&model.model),
@@ -96,11 +99,16 @@ impl Runtime {
 
     /// A generator over this runtime (cheap; one per request keeps handles apart).
     pub fn generator(&self) -> Arc<LocalGenerator> {
-        Arc::new(LocalGenerator::new(
+        Arc::new(self.local_generator())
+    }
+
+    /// [`Runtime::generator`] before it is shared, to configure it further.
+    pub fn local_generator(&self) -> LocalGenerator {
+        LocalGenerator::new(
             Arc::clone(&self.model),
             Arc::clone(&self.executor),
             self.block_size,
-        ))
+        )
     }
 
     /// The executor's counters.

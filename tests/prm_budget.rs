@@ -233,6 +233,7 @@ fn per_search_prm_state_lives_and_dies_with_the_search() {
     let registry = Registry::with_builtins();
     let req = ReasonRequest {
         problem: "What is 2+3?".into(),
+        history: Vec::new(),
         strategy: "best_of_n".into(),
         params: serde_json::json!({"n": 2, "max_tokens": 64}),
         budget_tokens: 5_000,

@@ -367,18 +367,24 @@ fn discovery_health_metrics_and_openapi() {
     let (_, metrics) = get("/metrics");
     for name in [
         "ponder_requests_total{route=\"/v1/chat/completions\",status=\"200\"}",
-        "ponder_running_requests",
+        "ponder:num_requests_running{model_name=\"smollm2\"}",
         "ponder_kv_blocks_used",
         "ponder_kv_blocks_free",
-        "ponder_prefix_cache_hit_rate",
-        "ponder_preemptions_total",
-        "ponder_tokens_total{kind=\"generated\"}",
-        "ponder_time_to_first_token_seconds_bucket",
-        "ponder_request_duration_seconds_bucket",
+        "ponder:prefix_cache_hits_total{model_name=\"smollm2\"}",
+        "ponder:num_preemptions_total{model_name=\"smollm2\"}",
+        "ponder:generation_tokens_total{model_name=\"smollm2\"}",
+        "ponder:time_to_first_token_seconds_bucket",
+        "ponder:e2e_request_latency_seconds_bucket",
     ] {
         assert!(metrics.contains(name), "missing {name} in\n{metrics}");
     }
-    assert_eq!(metric(&metrics, "ponder_running_requests"), Some(0.0));
+    assert_eq!(
+        metric(
+            &metrics,
+            "ponder:num_requests_running{model_name=\"smollm2\"}"
+        ),
+        Some(0.0)
+    );
     assert!(metric(&metrics, "ponder_kv_blocks_free").is_some_and(|f| f > 0.0));
 }
 

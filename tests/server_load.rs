@@ -67,7 +67,7 @@ fn fifty_streams_dropped_after_their_first_chunk_leave_no_running_request_and_no
     let (mut running, mut used) = (None, None);
     while Instant::now() < deadline {
         let text = server.block_on(metrics(&client, &server.url));
-        running = metric(&text, "ponder_running_requests");
+        running = metric(&text, "ponder:num_requests_running{model_name=\"smollm2\"}");
         used = metric(&text, "ponder_kv_blocks_used");
         if running == Some(0.0) && used == baseline {
             break;
@@ -80,7 +80,7 @@ fn fifty_streams_dropped_after_their_first_chunk_leave_no_running_request_and_no
     let generated = server.block_on(async {
         metric(
             &metrics(&client, &server.url).await,
-            "ponder_tokens_total{kind=\"generated\"}",
+            "ponder:generation_tokens_total{model_name=\"smollm2\"}",
         )
     });
     assert!(
@@ -129,7 +129,13 @@ fn a_small_queue_under_load_answers_only_200_or_429_with_retry_after() {
         }
     }
     let text = server.block_on(metrics(&client, &server.url));
-    assert_eq!(metric(&text, "ponder_running_requests"), Some(0.0));
-    assert_eq!(metric(&text, "ponder_queued_requests"), Some(0.0));
+    assert_eq!(
+        metric(&text, "ponder:num_requests_running{model_name=\"smollm2\"}"),
+        Some(0.0)
+    );
+    assert_eq!(
+        metric(&text, "ponder:num_requests_waiting{model_name=\"smollm2\"}"),
+        Some(0.0)
+    );
     assert!(text.contains("ponder_requests_total{route=\"/v1/chat/completions\",status=\"429\"}"));
 }

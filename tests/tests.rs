@@ -37,6 +37,7 @@ mod reliability;
 mod router;
 mod server;
 mod server_load;
+mod server_ops;
 mod server_remote;
 mod server_ui;
 mod strategies;

@@ -91,6 +91,9 @@ struct RunArgs {
     /// A running server (`ponder serve`); without it, searches run in-process.
     #[arg(long)]
     url: Option<String>,
+    /// With `--url`: the server's bearer API key.
+    #[arg(long, env = "PONDER_API_KEY", hide_env_values = true)]
+    api_key: Option<String>,
     /// In-process: the model (default: the installed SmolLM2).
     #[arg(long)]
     model: Option<PathBuf>,
@@ -186,7 +189,9 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
                 "--verifier applies in-process only; over --url start the server with \
                  `ponder serve --verifier …`"
             );
-            std::sync::Arc::new(ponder_evals::HttpBackend::new(url))
+            std::sync::Arc::new(
+                ponder_evals::HttpBackend::new(url).with_api_key(args.api_key.clone()),
+            )
         }
         None => {
             let mut backend = ponder_evals::InProcessBackend::start(args.model.clone())?;
@@ -220,11 +225,13 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
         args.concurrency,
     ))?;
     eprintln!(
-        "{} items: {} already done, {} run now, {} of those correct; results in {}",
+        "{} items: {} already done, {} run now, {} of those correct, {} server errors (rerun \
+         to retry them); results in {}",
         summary.items,
         summary.resumed,
         summary.ran,
         summary.correct,
+        summary.errors,
         args.out.join(ponder_evals::results::RESULTS_FILE).display()
     );
     Ok(())

@@ -274,6 +274,7 @@ mod tests {
             candidates_correct: answers.iter().filter(|a| is(a)).count(),
             finish_reason: Some("completed".into()),
             error: None,
+            http_status: None,
             spend: Spend::default(),
             wall_ms: 1,
         }

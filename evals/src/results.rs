@@ -68,6 +68,11 @@ pub struct ResultRow {
     pub finish_reason: Option<String>,
     /// The search's error (e.g. budget too small), if it failed.
     pub error: Option<String>,
+    /// The HTTP status of a server that answered with an error other than a search's typed
+    /// refusal (401, 429, 5xx…): the item did not run, so the row is not graded, reports skip
+    /// it and a resumed run retries it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http_status: Option<u16>,
     /// Tokens by kind.
     pub spend: Spend,
     /// Wall time (the only field that differs between identical runs).
@@ -133,7 +138,9 @@ pub fn read_rows(dir: &Path) -> Result<Vec<ResultRow>> {
         if line.trim().is_empty() {
             continue;
         }
-        match serde_json::from_str(&line) {
+        match serde_json::from_str::<ResultRow>(&line) {
+            // A server error is no result (a resumed run writes the item again).
+            Ok(row) if row.http_status.is_some() => {}
             Ok(row) => rows.push(row),
             Err(e) => {
                 tracing::warn!(line = i + 1, error = %e, "skipping an unreadable result line")
@@ -161,7 +168,9 @@ impl ResultsFile {
         for line in bytes[..keep].split_inclusive(|b| *b == b'\n') {
             match serde_json::from_slice::<ResultRow>(line) {
                 Ok(row) => {
-                    done.insert(row.key());
+                    if row.http_status.is_none() {
+                        done.insert(row.key());
+                    }
                     good_end += line.len();
                 }
                 Err(_) if line.iter().all(u8::is_ascii_whitespace) => good_end += line.len(),
@@ -219,6 +228,7 @@ mod tests {
             candidates_correct: 1,
             finish_reason: Some("completed".into()),
             error: None,
+            http_status: None,
             spend: Spend::default(),
             wall_ms: 3,
         }

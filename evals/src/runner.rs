@@ -7,8 +7,10 @@
 //! Items run with bounded concurrency but are written in grid order (a reorder buffer), so two
 //! runs with the same seeds write identical files apart from timings. Items already in the
 //! results file are skipped. A search that ends in a typed error (e.g. a budget too small for
-//! any answer) is a graded result with no answer; a backend that cannot be reached stops the
-//! run without writing anything for the unfinished items.
+//! any answer, a 400) is a graded result with no answer; any other error status (401, 429,
+//! 5xx) is written as an ungraded error row that reports skip and a resumed run retries; a
+//! backend that cannot be reached stops the run without writing anything for the unfinished
+//! items.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -136,6 +138,14 @@ pub enum Attempt {
     Solved(Solved),
     /// The search refused or failed in a typed way (graded as no answer).
     Failed(String),
+    /// The server answered with an error that is not the search's (a missing key, a full
+    /// queue, a server error): recorded as an error, not graded, retried by a resumed run.
+    ServerError {
+        /// The HTTP status.
+        status: u16,
+        /// The body.
+        body: String,
+    },
 }
 
 /// Where searches run.
@@ -150,6 +160,7 @@ pub trait Backend: Send + Sync {
 pub struct HttpBackend {
     client: reqwest::Client,
     url: String,
+    api_key: Option<String>,
 }
 
 impl HttpBackend {
@@ -158,7 +169,14 @@ impl HttpBackend {
         Self {
             client: reqwest::Client::new(),
             url: format!("{}/v1/reason", base.trim_end_matches('/')),
+            api_key: None,
         }
+    }
+
+    /// Sends `key` as a bearer token with every request.
+    pub fn with_api_key(mut self, key: Option<String>) -> Self {
+        self.api_key = key.filter(|k| !k.trim().is_empty());
+        self
     }
 }
 
@@ -172,10 +190,11 @@ impl Backend for HttpBackend {
             "seed": item.seed,
             "params": item.params,
         });
-        let resp = self
-            .client
-            .post(&self.url)
-            .json(&body)
+        let mut req = self.client.post(&self.url).json(&body);
+        if let Some(key) = &self.api_key {
+            req = req.bearer_auth(key);
+        }
+        let resp = req
             .send()
             .await
             .map_err(|e| EvalError::Backend(format!("{}: {e}", self.url)))?;
@@ -189,13 +208,14 @@ impl Backend for HttpBackend {
                 EvalError::Backend(format!("{}: unreadable outcome: {e}", self.url))
             })?;
             Ok(Attempt::Solved(solved))
-        } else if status.is_client_error() {
+        } else if status == reqwest::StatusCode::BAD_REQUEST {
+            // The search's typed refusal (e.g. a budget too small for any answer).
             Ok(Attempt::Failed(format!("{status}: {text}")))
         } else {
-            Err(EvalError::Backend(format!(
-                "{}: {status}: {text}",
-                self.url
-            )))
+            Ok(Attempt::ServerError {
+                status: status.as_u16(),
+                body: text,
+            })
         }
     }
 }
@@ -220,12 +240,18 @@ pub fn grade(item: &Item, attempt: Attempt, wall_ms: u64) -> ResultRow {
         candidates_correct: 0,
         finish_reason: None,
         error: None,
+        http_status: None,
         spend: Spend::default(),
         wall_ms,
     };
     match attempt {
         Attempt::Failed(e) => ResultRow {
             error: Some(e),
+            ..base
+        },
+        Attempt::ServerError { status, body } => ResultRow {
+            error: Some(format!("HTTP {status}: {body}")),
+            http_status: Some(status),
             ..base
         },
         Attempt::Solved(s) => {
@@ -303,6 +329,9 @@ pub struct RunSummary {
     pub ran: usize,
     /// Of those, correct.
     pub correct: usize,
+    /// Items the server answered with an error status (written as ungraded error rows; a
+    /// resumed run retries them). Not counted in `ran`.
+    pub errors: usize,
 }
 
 /// Runs the grid into `out_dir/results.jsonl`, skipping finished items.
@@ -350,11 +379,17 @@ pub async fn run_grid(
     while let Some((item, attempt, wall_ms)) = results.next().await {
         let row = grade(&item, attempt?, wall_ms);
         file.append(&row)?;
+        if let Some(status) = row.http_status {
+            tracing::warn!(status, problem = %item.problem.id, "the server answered an error");
+            summary.errors += 1;
+            bar.inc(1);
+            continue;
+        }
         summary.ran += 1;
         summary.correct += usize::from(row.correct);
         bar.set_message(format!(
             "acc {:.2} ({}/{})  {} @ {}",
-            summary.correct as f64 / summary.ran as f64,
+            summary.correct as f64 / summary.ran.max(1) as f64,
             summary.correct,
             summary.ran,
             item.strategy,
@@ -364,4 +399,73 @@ pub async fn run_grid(
     }
     bar.finish_and_clear();
     Ok(summary)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+    use crate::results::read_rows;
+
+    /// Answers 429 to its first `fail` calls, then solves every item with the gold answer.
+    struct Flaky {
+        fail: usize,
+        calls: AtomicUsize,
+    }
+
+    #[async_trait]
+    impl Backend for Flaky {
+        async fn solve(&self, item: &Item) -> Result<Attempt> {
+            if self.calls.fetch_add(1, Ordering::SeqCst) < self.fail {
+                return Ok(Attempt::ServerError {
+                    status: 429,
+                    body: "the server is at capacity".into(),
+                });
+            }
+            Ok(Attempt::Solved(Solved {
+                answer: Some(item.problem.answer.clone()),
+                ..Solved::default()
+            }))
+        }
+    }
+
+    fn problems() -> Vec<Problem> {
+        ["a", "b"]
+            .iter()
+            .map(|id| Problem {
+                id: (*id).into(),
+                problem: "1 + 1?".into(),
+                answer: "2".into(),
+                level: None,
+                subject: None,
+            })
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_server_error_is_an_ungraded_row_and_a_resumed_run_retries_it() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| EvalError::Backend(e.to_string()))?;
+        let items = grid(
+            &problems(),
+            &["s".to_string()],
+            &[64],
+            &[0],
+            &Setup::default(),
+        );
+        let backend = Arc::new(Flaky {
+            fail: 1,
+            calls: AtomicUsize::new(0),
+        });
+        let first = run_grid(backend.clone(), items.clone(), dir.path(), 1).await?;
+        assert_eq!((first.ran, first.errors, first.correct), (1, 1, 1));
+        // The error row is on disk but is no result: reports do not see a wrong answer.
+        assert_eq!(read_rows(dir.path())?.len(), 1);
+        let second = run_grid(backend, items, dir.path(), 1).await?;
+        assert_eq!((second.resumed, second.ran, second.errors), (1, 1, 0));
+        let rows = read_rows(dir.path())?;
+        assert_eq!(rows.len(), 2);
+        assert!(rows.iter().all(|r| r.correct && r.http_status.is_none()));
+        Ok(())
+    }
 }

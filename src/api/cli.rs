@@ -1,7 +1,8 @@
 //! `ponder serve`: its arguments and the function the binary calls — load the model, start the
 //! executor, bind, serve until SIGTERM, drain with a hard timeout. API keys come from
 //! `PONDER_API_KEYS` (comma-separated) or `--api-key-file` (one per line) and are required when
-//! binding to a non-loopback address; they are never logged.
+//! binding to a non-loopback address; they are never logged. Every flag can also be set by an
+//! environment variable (`PONDER_` + the flag's name in capitals, listed in `--help`).
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
@@ -16,79 +17,82 @@ use crate::runtime::{Runtime, RuntimeOptions};
 #[derive(Debug, clap::Args)]
 pub struct ServeArgs {
     /// Address to bind.
-    #[arg(long, default_value = "127.0.0.1")]
+    #[arg(long, env = "PONDER_HOST", default_value = "127.0.0.1")]
     pub host: IpAddr,
     /// Port to bind (0 picks a free one; the chosen address is printed).
-    #[arg(long, default_value_t = 8080)]
+    #[arg(long, env = "PONDER_PORT", default_value_t = 8080)]
     pub port: u16,
     /// A .gguf file or safetensors directory [default: the installed SmolLM2].
     #[arg(long, env = "PONDER_MODEL")]
     pub model: Option<PathBuf>,
     /// KV cache memory, e.g. 512MiB.
-    #[arg(long, default_value = "512MiB")]
+    #[arg(long, env = "PONDER_KV_MEMORY", default_value = "512MiB")]
     pub kv_memory: bytesize::ByteSize,
     /// Where the model runs: cpu, cuda or cuda:N (cuda needs a build with `--features cuda`).
     #[arg(long, env = "PONDER_DEVICE", default_value = "cpu")]
     pub device: crate::engine::ComputeDevice,
+    /// A tokenizer.json to use instead of the model's own (e.g. for a SentencePiece GGUF).
+    #[arg(long, env = "PONDER_TOKENIZER")]
+    pub tokenizer: Option<PathBuf>,
     /// A file of bearer API keys, one per line (also: PONDER_API_KEYS, comma-separated).
-    #[arg(long)]
+    #[arg(long, env = "PONDER_API_KEY_FILE")]
     pub api_key_file: Option<PathBuf>,
     /// Generation requests running at once.
-    #[arg(long, default_value_t = 8)]
+    #[arg(long, env = "PONDER_MAX_RUNNING", default_value_t = 8)]
     pub max_running: usize,
     /// Generation requests waiting for a slot; more get 429 with Retry-After.
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, env = "PONDER_MAX_QUEUE", default_value_t = 64)]
     pub max_queue: usize,
     /// Largest request body in bytes.
-    #[arg(long, default_value_t = 1 << 20)]
+    #[arg(long, env = "PONDER_MAX_BODY_BYTES", default_value_t = 1 << 20)]
     pub max_body_bytes: usize,
     /// Most choices (`n`) per request.
-    #[arg(long, default_value_t = 16)]
+    #[arg(long, env = "PONDER_MAX_N", default_value_t = 16)]
     pub max_n: usize,
     /// Largest `max_tokens` a request may ask for.
-    #[arg(long, default_value_t = 4096)]
+    #[arg(long, env = "PONDER_MAX_COMPLETION_TOKENS", default_value_t = 4096)]
     pub max_completion_tokens: usize,
     /// Largest `budget_tokens`.
-    #[arg(long, default_value_t = 200_000)]
+    #[arg(long, env = "PONDER_MAX_BUDGET_TOKENS", default_value_t = 200_000)]
     pub max_budget_tokens: u64,
     /// Completion tokens when a request sets no `max_tokens`.
-    #[arg(long, default_value_t = 256)]
+    #[arg(long, env = "PONDER_DEFAULT_MAX_TOKENS", default_value_t = 256)]
     pub default_max_tokens: usize,
     /// Run every request on this OpenAI-compatible completion server — vLLM, SGLang,
     /// llama.cpp's server, another Ponder (repeatable: several are load-balanced with prefix
     /// affinity and failover). The local model is then not loaded.
-    #[arg(long = "backend")]
+    #[arg(long = "backend", env = "PONDER_BACKENDS", value_delimiter = ',')]
     pub backends: Vec<String>,
     /// The `model` name sent to the backends.
-    #[arg(long, default_value = "ponder")]
+    #[arg(long, env = "PONDER_BACKEND_MODEL", default_value = "ponder")]
     pub backend_model: String,
     /// The backend model's chat template and tokenizer: a .gguf, a tokenizer.json or a
     /// tokenizer_config.json (the other file is read from beside it) [default: ChatML prompts,
     /// token counts from the backend's /tokenize].
-    #[arg(long)]
+    #[arg(long, env = "PONDER_BACKEND_TOKENIZER")]
     pub backend_tokenizer: Option<PathBuf>,
     /// The backend model's context length in tokens [default: from --backend-tokenizer's GGUF].
-    #[arg(long)]
+    #[arg(long, env = "PONDER_BACKEND_CONTEXT")]
     pub backend_context: Option<usize>,
     /// A file of backend API keys: lines `KEY` (every backend) or `URL KEY` (that backend);
     /// also PONDER_BACKEND_KEYS (entries separated by commas). Never logged.
-    #[arg(long)]
+    #[arg(long, env = "PONDER_BACKEND_KEY_FILE")]
     pub backend_key_file: Option<PathBuf>,
     /// A PEM file of CA certificates to trust for https:// backends (besides the Mozilla roots).
-    #[arg(long)]
+    #[arg(long, env = "PONDER_BACKEND_CA")]
     pub backend_ca: Option<PathBuf>,
     /// What scores strategies' candidates and steps: none, calc (the exact calculation check),
     /// llm-prm (the model judges its own steps), qwen-prm:DIR (a reward-head PRM checkpoint) or
     /// shepherd-prm:PATH (token-logit).
-    #[arg(long, default_value = "none")]
+    #[arg(long, env = "PONDER_VERIFIER", default_value = "none")]
     pub verifier: crate::prm::VerifierChoice,
     /// The semantic router file that makes `strategy: "auto"` available [default: the shipped
     /// data/router/router.json with the installed MiniLM encoder; skipped with a warning when
     /// they are missing]. `none` turns `auto` off; a path given here must load.
-    #[arg(long)]
+    #[arg(long, env = "PONDER_ROUTER")]
     pub router: Option<PathBuf>,
     /// Seconds in-flight requests get to finish after SIGTERM.
-    #[arg(long, default_value_t = 30)]
+    #[arg(long, env = "PONDER_SHUTDOWN_TIMEOUT_S", default_value_t = 30)]
     pub shutdown_timeout_s: u64,
 }
 
@@ -173,6 +177,7 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
                 model: model.clone(),
                 kv_memory: args.kv_memory.as_u64(),
                 device: Some(args.device),
+                tokenizer: args.tokenizer.clone(),
                 ..RuntimeOptions::default_model()
             };
             tracing::info!(model = %model.display(), "loading the model");

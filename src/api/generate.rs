@@ -23,10 +23,12 @@ use serde_json::{json, Value};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use super::error::{AppError, Result, ValidationError};
 use super::extract::ApiJson;
 use super::guard::Slot;
+use super::metrics::Metrics;
 use super::sse::{data, done, set_field, ChoiceOut, Envelope, Flavor};
 use super::types::{ChatCompletionRequest, CompletionRequest, ReasonBody, UsageOut};
 use super::validate::{self, PromptIn, ValidGeneration};
@@ -44,7 +46,7 @@ pub(crate) async fn chat_completions(
     ApiJson(req): ApiJson<ChatCompletionRequest>,
 ) -> Result<Response> {
     let valid = validate::chat(&req, &state.limits, &state.registry, &state.model_id)?;
-    generate(state, valid, Flavor::Chat, "/v1/chat/completions").await
+    generate(state, valid, Flavor::Chat).await
 }
 
 /// `POST /v1/completions`.
@@ -53,7 +55,7 @@ pub(crate) async fn completions(
     ApiJson(req): ApiJson<CompletionRequest>,
 ) -> Result<Response> {
     let valid = validate::completion(&req, &state.limits, &state.registry, &state.model_id)?;
-    generate(state, valid, Flavor::Text, "/v1/completions").await
+    generate(state, valid, Flavor::Text).await
 }
 
 /// `POST /v1/reason`: the whole [`Outcome`].
@@ -63,12 +65,12 @@ pub(crate) async fn reason(
 ) -> Result<Json<Outcome>> {
     let req = validate::reason(&body, &state.limits, &state.registry)?;
     check_question_fits(&state, &req.problem)?;
+    let start = Instant::now();
     let slot = admit(&state).await?;
     let search = Search::spawn(&state, req, None)?;
     let outcome = search.finish().await?;
-    state
-        .metrics
-        .budget_spent(&outcome.strategy, outcome.usage.spent());
+    state.metrics.search(&outcome);
+    state.metrics.e2e(start.elapsed());
     drop(slot);
     Ok(Json(outcome))
 }
@@ -84,20 +86,19 @@ async fn generate(
     state: Arc<AppState>,
     valid: ValidGeneration,
     flavor: Flavor,
-    route: &'static str,
 ) -> Result<Response> {
     let start = Instant::now();
     if valid.strategy.is_some() {
-        return search(state, valid, flavor, route, start).await;
+        return search(state, valid, flavor, start).await;
     }
     match (&state.remote, &state.runtime) {
         (Some(pool), _) => {
             let pool = Arc::clone(pool);
-            super::generate_remote::direct(state, pool, valid, flavor, route, start).await
+            super::generate_remote::direct(state, pool, valid, flavor, start).await
         }
         (None, Some(runtime)) => {
             let runtime = Arc::clone(runtime);
-            direct(state, runtime, valid, flavor, route, start).await
+            direct(state, runtime, valid, flavor, start).await
         }
         (None, None) => Err(AppError::Backend("no local model and no backend".into())),
     }
@@ -114,6 +115,8 @@ struct Choice {
     sent_bytes: usize,
     sent_tokens: usize,
     finish: Option<&'static str>,
+    /// When its last token arrived (for the inter-token latency).
+    last_token_at: Option<Instant>,
 }
 
 /// Decodes choices, cutting the text at the first stop string (which OpenAI does not return).
@@ -186,7 +189,6 @@ async fn direct(
     runtime: Arc<crate::runtime::Runtime>,
     valid: ValidGeneration,
     flavor: Flavor,
-    route: &'static str,
     start: Instant,
 ) -> Result<Response> {
     let model = Arc::clone(&runtime.model);
@@ -195,6 +197,19 @@ async fn direct(
         PromptIn::Text(t) => t.clone(),
     };
     let ids = encode_prompt(&model, &text)?;
+    let vocab = model.model.config().vocab_size;
+    if let Some((t, _)) = valid
+        .sampling
+        .logit_bias
+        .iter()
+        .find(|(t, _)| *t as usize >= vocab)
+    {
+        return Err(ValidationError::invalid(
+            "logit_bias",
+            format!("token {t} is not in the model's vocabulary of {vocab} tokens"),
+        )
+        .into());
+    }
     let context = model.model.config().context_length;
     let prompt_len = ids.len();
     let room = context.saturating_sub(prompt_len);
@@ -245,7 +260,6 @@ async fn direct(
             slot,
             valid,
             prompt_len as u64,
-            route,
             start,
         );
         return Ok(Sse::new(events)
@@ -255,13 +269,11 @@ async fn direct(
     let mut run = DirectRun::new(handle);
     while let Some((i, token)) = run.next().await? {
         if let Some(t) = token {
-            if run.first_token {
-                run.first_token = false;
-                state.metrics.ttft(route, start.elapsed());
-            }
+            run.time(i, &state.metrics, start);
             run.push(i, t);
         }
     }
+    run.finished(&state.metrics, prompt_len as u64, start);
     let completion: u64 = run.choices.iter().map(|c| c.ids.len() as u64).sum();
     let usage = UsageOut::new(prompt_len as u64, completion, run.cached, 0);
     let choices = run
@@ -318,6 +330,33 @@ impl DirectRun {
         }
     }
 
+    /// Times a token of choice `i` arriving: the request's first token, or the gap since the
+    /// choice's last.
+    fn time(&mut self, i: usize, metrics: &Metrics, start: Instant) {
+        let now = Instant::now();
+        if self.first_token {
+            self.first_token = false;
+            metrics.ttft(now - start);
+        }
+        if let Some(choice) = self.choices.get_mut(i) {
+            if let Some(before) = choice.last_token_at.replace(now) {
+                metrics.inter_token(now - before);
+            }
+        }
+    }
+
+    /// Counts every choice by its finish reason, and the request's end-to-end latency.
+    fn finished(&self, metrics: &Metrics, prompt_tokens: u64, start: Instant) {
+        for c in &self.choices {
+            metrics.finished(
+                c.finish.unwrap_or("abort"),
+                prompt_tokens,
+                c.ids.len() as u64,
+            );
+        }
+        metrics.e2e(start.elapsed());
+    }
+
     /// Records a token of choice `i`.
     fn push(&mut self, i: usize, token: SampledToken) {
         if let Some(choice) = self.choices.get_mut(i) {
@@ -368,7 +407,6 @@ fn direct_stream(
     slot: Slot,
     valid: ValidGeneration,
     prompt_tokens: u64,
-    route: &'static str,
     start: Instant,
 ) -> impl Stream<Item = std::result::Result<Event, Infallible>> {
     async_stream::stream! {
@@ -391,10 +429,7 @@ fn direct_stream(
             };
             let finished = token.is_none();
             if let Some(t) = token {
-                if run.first_token {
-                    run.first_token = false;
-                    state.metrics.ttft(route, start.elapsed());
-                }
+                run.time(i, &state.metrics, start);
                 run.push(i, t);
             }
             let Some(choice) = run.choices.get_mut(i) else { continue };
@@ -417,7 +452,7 @@ fn direct_stream(
             let completion: u64 = run.choices.iter().map(|c| c.ids.len() as u64).sum();
             yield Ok(data(&env.bare_chunk(Some(&UsageOut::new(prompt_tokens, completion, run.cached, 0)), None)));
         }
-        state.metrics.e2e(route, start.elapsed());
+        run.finished(&state.metrics, prompt_tokens, start);
         yield Ok(done());
     }
 }
@@ -446,17 +481,37 @@ impl Search {
         // runs on (the backends when configured, else the local model).
         let judge = state.generator()?;
         let token = cancel.clone();
-        let task = tokio::spawn(async move {
-            let verifier = match verifier {
-                Some(v) => Some(
-                    v.for_search(judge)
-                        .await
-                        .map_err(StrategyError::Generator)?,
-                ),
-                None => None,
-            };
-            reason_with_progress(&registry, generator, verifier, &req, token, progress).await
-        });
+        let span = tracing::info_span!(
+            "search",
+            strategy = %req.strategy,
+            budget_tokens = req.budget_tokens,
+            seed = req.seed,
+        );
+        let task = tokio::spawn(
+            async move {
+                let verifier = match verifier {
+                    Some(v) => Some(
+                        v.for_search(judge)
+                            .await
+                            .map_err(StrategyError::Generator)?,
+                    ),
+                    None => None,
+                };
+                let outcome =
+                    reason_with_progress(&registry, generator, verifier, &req, token, progress)
+                        .await;
+                if let Ok(o) = &outcome {
+                    tracing::debug!(
+                        spent = o.usage.spent(),
+                        finish_reason = ?o.finish_reason,
+                        candidates = o.candidates.len(),
+                        "search finished"
+                    );
+                }
+                outcome
+            }
+            .instrument(span),
+        );
         Ok(Self {
             task,
             _cancel: cancel.drop_guard(),
@@ -545,7 +600,6 @@ async fn search(
     state: Arc<AppState>,
     valid: ValidGeneration,
     flavor: Flavor,
-    route: &'static str,
     start: Instant,
 ) -> Result<Response> {
     let Some(strategy) = valid.strategy.clone() else {
@@ -578,7 +632,6 @@ async fn search(
             slot,
             valid.include_usage,
             strategy.return_trace,
-            route,
             start,
         );
         return Ok(Sse::new(events)
@@ -587,10 +640,7 @@ async fn search(
     }
     let outcome = Search::spawn(&state, req, None)?.finish().await?;
     drop(slot);
-    state.metrics.ttft(route, start.elapsed());
-    state
-        .metrics
-        .budget_spent(&outcome.strategy, outcome.usage.spent());
+    searched(&state, &outcome, start);
     let choice = ChoiceOut {
         text: answer_text(&outcome),
         logprobs: None,
@@ -621,7 +671,6 @@ fn search_stream(
     slot: Slot,
     include_usage: bool,
     trace: bool,
-    route: &'static str,
     start: Instant,
 ) -> impl Stream<Item = std::result::Result<Event, Infallible>> {
     async_stream::stream! {
@@ -657,8 +706,7 @@ fn search_stream(
         };
         match outcome {
             Ok(outcome) => {
-                state.metrics.ttft(route, start.elapsed());
-                state.metrics.budget_spent(&outcome.strategy, outcome.usage.spent());
+                searched(&state, &outcome, start);
                 yield Ok(data(&env.chunk(0, Some(&answer_text(&outcome)), false, None, None)));
                 let mut last = env.chunk(0, None, false, None, Some(search_finish(&outcome)));
                 set_field(&mut last, "ponder", search_summary(&outcome, trace));
@@ -669,9 +717,22 @@ fn search_stream(
             }
             Err(e) => yield Ok(data(&json!(e.body()))),
         }
-        state.metrics.e2e(route, start.elapsed());
         yield Ok(done());
     }
+}
+
+/// The metrics of a finished search behind a chat or completion request: its answer's first
+/// token goes out now (TTFT), as one output with its finish reason; then the search's own.
+fn searched(state: &AppState, outcome: &Outcome, start: Instant) {
+    let m = &state.metrics;
+    m.ttft(start.elapsed());
+    m.finished(
+        search_finish(outcome),
+        outcome.usage.prompt_tokens,
+        outcome.usage.generated_tokens,
+    );
+    m.search(outcome);
+    m.e2e(start.elapsed());
 }
 
 fn join(

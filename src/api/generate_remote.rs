@@ -54,7 +54,6 @@ pub(super) async fn direct(
     pool: Arc<RemotePool>,
     valid: ValidGeneration,
     flavor: Flavor,
-    route: &'static str,
     start: Instant,
 ) -> Result<Response> {
     let generator = RemoteGenerator::new(Arc::clone(&pool));
@@ -105,7 +104,7 @@ pub(super) async fn direct(
         generator.release(r.seq);
     }
     drop(slot);
-    state.metrics.ttft(route, start.elapsed());
+    state.metrics.ttft(start.elapsed());
     let completion: u64 = exts.iter().map(|e| e.cost.generated).sum();
     let usage = UsageOut::new(prompt_len as u64, completion, 0, 0);
     let choices: Vec<ChoiceOut> = exts.iter().map(|e| choice_out(e, &valid.stop)).collect();
@@ -125,7 +124,7 @@ pub(super) async fn direct(
         if include_usage {
             yield Ok(data(&env.bare_chunk(Some(&usage), None)));
         }
-        state.metrics.e2e(route, start.elapsed());
+        state.metrics.e2e(start.elapsed());
         yield Ok(done());
     };
     Ok(Sse::new(events)

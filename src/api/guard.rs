@@ -58,6 +58,7 @@ impl Admission {
             });
         }
         metrics.queued().inc();
+        let waited = std::time::Instant::now();
         let mut slot = Slot {
             admission: Arc::clone(self),
             metrics: Arc::clone(metrics),
@@ -69,6 +70,7 @@ impl Admission {
             .map_err(|_| AppError::Draining)?;
         metrics.queued().dec();
         metrics.running().inc();
+        metrics.queue_time(waited.elapsed());
         slot.permit = Some(permit);
         Ok(slot)
     }
@@ -175,7 +177,7 @@ mod tests {
     #[tokio::test]
     async fn a_full_queue_refuses_with_retry_after() {
         let admission = Arc::new(Admission::new(1, 1, 3));
-        let metrics = Arc::new(Metrics::new());
+        let metrics = Arc::new(Metrics::default());
         let first = admission.admit(&metrics).await.ok();
         assert!(first.is_some());
         let a2 = Arc::clone(&admission);

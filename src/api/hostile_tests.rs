@@ -54,6 +54,17 @@ const FIELDS: &[&str] = &[
     "top_logprobs",
     "echo",
     "params",
+    "presence_penalty",
+    "frequency_penalty",
+    "repetition_penalty",
+    "logit_bias",
+    "response_format",
+    "tools",
+    "tool_choice",
+    "functions",
+    "function_call",
+    "suffix",
+    "best_of",
 ];
 
 /// A plausible field value: the right type at an edge, or anything at all.

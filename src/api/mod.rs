@@ -7,11 +7,14 @@
 //! own strategies here —, limits, API keys); [`app`] turns it into a `Router` that tests drive
 //! in-process and [`serve`] runs on a listener with graceful shutdown. Handlers share the state
 //! through `Arc`s and message the executor actor; no lock is held across an `.await`. Errors
-//! all go through [`AppError`] (the OpenAI error shape). Follows TGI's router and axum's layout.
+//! all go through [`AppError`] (the OpenAI error shape). Every request carries an id and a
+//! span ([`trace`]): `x-request-id` in, the same header out, one access log line at `info`.
+//! Follows TGI's router and axum's layout.
 
 pub mod cli;
 mod error;
 mod extract;
+mod fields;
 mod generate;
 mod generate_remote;
 mod guard;
@@ -23,6 +26,7 @@ mod openapi;
 mod sse;
 #[doc(hidden)]
 pub mod sse_wire;
+mod trace;
 mod types;
 mod ui;
 mod validate;
@@ -30,7 +34,7 @@ mod validate;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
 use axum::http::header;
@@ -48,7 +52,7 @@ pub use guard::{Admission, ApiKeys};
 pub use metrics::Metrics;
 pub use validate::{check_body, Limits};
 
-use crate::backends::{RemoteGenerator, RemotePool};
+use crate::backends::{InterToken, RemoteGenerator, RemotePool};
 use crate::prm::SearchVerifier;
 use crate::runtime::Runtime;
 use extract::BodyLimit;
@@ -80,14 +84,22 @@ impl std::fmt::Debug for AppState {
 }
 
 impl AppState {
-    /// A generator for one request: over the remote backends when there are any, else local.
+    /// A generator for one request: over the remote backends when there are any, else local
+    /// (reporting inter-token latencies to the metrics); either way traced per call.
     /// (`ServerBuilder` only builds states with a runtime, a pool or both.)
     fn generator(&self) -> Result<Arc<dyn Generator>, AppError> {
-        match (&self.remote, &self.runtime) {
-            (Some(pool), _) => Ok(Arc::new(RemoteGenerator::new(Arc::clone(pool)))),
-            (None, Some(runtime)) => Ok(runtime.generator()),
-            (None, None) => Err(AppError::Backend("no local model and no backend".into())),
-        }
+        let inner: Arc<dyn Generator> = match (&self.remote, &self.runtime) {
+            (Some(pool), _) => Arc::new(RemoteGenerator::new(Arc::clone(pool))),
+            (None, Some(runtime)) => {
+                let metrics = Arc::clone(&self.metrics);
+                let on_token = InterToken(Arc::new(move |d: std::time::Duration| {
+                    metrics.inter_token(d)
+                }));
+                Arc::new(runtime.local_generator().with_inter_token(on_token))
+            }
+            (None, None) => return Err(AppError::Backend("no local model and no backend".into())),
+        };
+        Ok(Arc::new(trace::Traced(inner)))
     }
 
     /// Stops admitting generation requests; `/ready` answers 503 from now on.
@@ -206,6 +218,14 @@ impl ServerBuilder {
     /// The shared state.
     pub fn build(self) -> Arc<AppState> {
         let model_id = self.model_id;
+        // The model's context length (vLLM's `max_model_len`): the local model's, else the
+        // backends' when known, else 0 (unknown).
+        let context = match (&self.runtime, &self.remote) {
+            (Some(runtime), _) => runtime.model.model.config().context_length,
+            (None, Some(pool)) => pool.context().unwrap_or(0),
+            (None, None) => 0,
+        };
+        let metrics = Arc::new(Metrics::new(&model_id, context));
         let created = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_secs())
@@ -222,7 +242,7 @@ impl ServerBuilder {
             verifier: self.verifier,
             limits: self.limits,
             keys: self.keys,
-            metrics: Arc::new(Metrics::new()),
+            metrics,
             draining: AtomicBool::new(false),
             model_id,
             created,
@@ -259,6 +279,8 @@ pub fn app(state: Arc<AppState>) -> Router {
             },
         ))
         .layer(CatchPanicLayer::custom(panic_response))
+        .layer(trace::layer())
+        .layer(middleware::from_fn(trace::request_id))
         .with_state(state)
 }
 
@@ -290,24 +312,15 @@ async fn authenticate(State(state): State<Arc<AppState>>, req: Request, next: Ne
     next.run(req).await
 }
 
-/// Counts requests by route and status, and times non-streaming ones (streams time themselves).
+/// Counts requests by route and status (the access log is `trace::layer`'s; generation
+/// handlers time themselves).
 async fn observe(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
     let route = req
         .extensions()
         .get::<MatchedPath>()
         .map_or_else(|| "unmatched".to_string(), |p| p.as_str().to_string());
-    let method = req.method().clone();
-    let start = Instant::now();
     let response = next.run(req).await;
     state.metrics.request(&route, response.status().as_u16());
-    tracing::debug!(%method, %route, status = response.status().as_u16(), elapsed_ms = start.elapsed().as_millis() as u64, "request");
-    let streaming = response
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
-    if !streaming {
-        state.metrics.e2e(&route, start.elapsed());
-    }
     response
 }
 

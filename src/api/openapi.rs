@@ -1,6 +1,7 @@
 //! `GET /openapi.json`: the OpenAPI 3.0 description of this server, generated from its state —
-//! the registered strategy names, the model names and the configured limits appear in the
-//! schemas, so clients and fuzzers (schemathesis in CI) see the contract actually enforced.
+//! the registered strategy names, each strategy's parameters (`StrategyParams.<name>`, read off
+//! its defaults), the model names and the configured limits appear in the schemas, so clients
+//! and fuzzers (schemathesis in CI) see the contract actually enforced.
 #![deny(clippy::indexing_slicing)]
 
 use std::sync::Arc;
@@ -69,10 +70,60 @@ fn with_response(mut op: Value, code: &str, response: Value) -> Value {
     op
 }
 
+/// A schema for a strategy's parameters, read off their defaults (`GET /v1/strategies`): each
+/// parameter with its JSON type and default; no other field is accepted (the strategies'
+/// parameter types deny unknown fields). Ranges are the strategy's to check (a 400 names them).
+fn params_schema(defaults: &Value) -> Value {
+    match defaults {
+        Value::Object(fields) => {
+            let props: Map<String, Value> = fields
+                .iter()
+                .map(|(k, v)| {
+                    let mut schema = params_schema(v);
+                    if let Some(o) = schema.as_object_mut() {
+                        o.insert("default".into(), v.clone());
+                    }
+                    (k.clone(), schema)
+                })
+                .collect();
+            json!({"type": "object", "additionalProperties": false, "properties": props})
+        }
+        Value::Bool(_) => json!({"type": "boolean"}),
+        Value::Number(n) if n.is_f64() => json!({"type": "number"}),
+        Value::Number(_) => json!({"type": "integer"}),
+        Value::String(_) => json!({"type": "string"}),
+        Value::Array(items) => match items.first() {
+            Some(first) => json!({"type": "array", "items": params_schema(first)}),
+            None => json!({"type": "array"}),
+        },
+        // A parameter whose default is "none": any value, or null.
+        Value::Null => json!({"nullable": true}),
+    }
+}
+
 /// The document.
 pub(crate) async fn openapi(State(state): State<Arc<AppState>>) -> Json<Value> {
     let l = &state.limits;
     let names = state.registry.names();
+    let mut schemas = Map::new();
+    let mut param_refs = Vec::new();
+    for info in state.registry.list() {
+        let name = format!("StrategyParams.{}", info.name);
+        let mut schema = params_schema(&info.defaults);
+        if let Some(o) = schema.as_object_mut() {
+            o.insert(
+                "description".into(),
+                json!(format!(
+                    "Parameters of `{}`: {}",
+                    info.name, info.description
+                )),
+            );
+        }
+        param_refs.push(json!({"$ref": format!("#/components/schemas/{name}")}));
+        schemas.insert(name, schema);
+    }
+    let params = json!({"nullable": true, "anyOf": param_refs,
+        "description": "the strategy's parameters (StrategyParams.<strategy>); GET /v1/strategies lists their defaults"});
     let common = json!({
         "model": {"type": "string", "description": "`ponder`, the model id, or `ponder/<strategy>`", "example": "ponder"},
         "max_tokens": {"type": "integer", "minimum": 1, "maximum": l.max_completion_tokens, "nullable": true},
@@ -94,8 +145,20 @@ pub(crate) async fn openapi(State(state): State<Arc<AppState>>) -> Json<Value> {
         "budget_tokens": {"type": "integer", "minimum": 1, "maximum": l.max_budget_tokens, "nullable": true},
         "deadline_ms": {"type": "integer", "minimum": 1, "maximum": 3_600_000, "nullable": true},
         "strategy": {"type": "string", "enum": names, "nullable": true},
-        "strategy_params": {"type": "object", "nullable": true, "description": "the strategy's parameters; GET /v1/strategies lists their defaults"},
+        "strategy_params": params.clone(),
         "return_trace": {"type": "boolean", "nullable": true},
+        "presence_penalty": {"type": "number", "minimum": -2, "maximum": 2, "nullable": true},
+        "frequency_penalty": {"type": "number", "minimum": -2, "maximum": 2, "nullable": true},
+        "repetition_penalty": {"type": "number", "exclusiveMinimum": true, "minimum": 0, "nullable": true},
+        "logit_bias": {"type": "object", "nullable": true, "maxProperties": super::fields::MAX_LOGIT_BIAS,
+            "description": "token id (a decimal string) to a bias added to its logit; -100 bans the token",
+            "additionalProperties": {"type": "number", "minimum": -100, "maximum": 100}},
+        "response_format": {"type": "object", "nullable": true, "required": ["type"],
+            "description": "only {\"type\": \"text\"}; JSON modes are refused with a 400 (no constrained decoding)",
+            "properties": {"type": {"type": "string"}}},
+        "tools": {"type": "array", "nullable": true, "maxItems": 0, "items": {"type": "object"},
+            "description": "tool calling is not supported: a non-empty list is refused with a 400"},
+        "tool_choice": {"type": "string", "enum": ["none"], "nullable": true},
     });
     let with = |extra: Value, required: &[&str]| {
         let mut props = common.clone();
@@ -146,7 +209,7 @@ pub(crate) async fn openapi(State(state): State<Arc<AppState>>) -> Json<Value> {
         "503",
         json!({"description": "not ready", "content": {"application/json": {"schema": status.clone()}}}),
     );
-    Json(json!({
+    let mut doc = json!({
         "openapi": "3.0.3",
         "info": {"title": "Ponder", "version": env!("CARGO_PKG_VERSION"), "description": "Test-time-scaling reasoning server: OpenAI-compatible completions with a compute budget."},
         "paths": {
@@ -175,7 +238,7 @@ pub(crate) async fn openapi(State(state): State<Arc<AppState>>) -> Json<Value> {
                 "ReasonRequest": {"type": "object", "required": ["problem"], "additionalProperties": false, "properties": {
                     "problem": {"type": "string", "minLength": 1},
                     "strategy": {"type": "string", "enum": state.registry.names(), "nullable": true},
-                    "params": {"type": "object", "nullable": true},
+                    "params": params,
                     "budget_tokens": {"type": "integer", "minimum": 1, "maximum": l.max_budget_tokens, "nullable": true},
                     "deadline_ms": {"type": "integer", "minimum": 1, "maximum": 3_600_000, "nullable": true},
                     "seed": {"type": "integer", "format": "int64", "nullable": true},
@@ -200,5 +263,12 @@ pub(crate) async fn openapi(State(state): State<Arc<AppState>>) -> Json<Value> {
             },
         },
         "security": if state.keys.is_enabled() { json!([{"bearer": []}]) } else { json!([]) },
-    }))
+    });
+    if let Some(all) = doc
+        .pointer_mut("/components/schemas")
+        .and_then(Value::as_object_mut)
+    {
+        all.extend(schemas);
+    }
+    Json(doc)
 }

@@ -74,6 +74,24 @@ pub(crate) struct CommonParams {
     pub(crate) strategy_params: Option<Value>,
     /// Ponder: include the search tree in the response.
     pub(crate) return_trace: Option<bool>,
+    /// Penalises tokens generated so far, once each; in [-2, 2].
+    pub(crate) presence_penalty: Option<f64>,
+    /// Penalises tokens generated so far, per occurrence; in [-2, 2].
+    pub(crate) frequency_penalty: Option<f64>,
+    /// Extension (vLLM's name): CTRL's penalty on tokens of prompt and output; > 0, 1 disables.
+    pub(crate) repetition_penalty: Option<f64>,
+    /// Token id (as a string) to a bias in [-100, 100] added to its logit; -100 bans it.
+    pub(crate) logit_bias: Option<Value>,
+    /// Only `{"type": "text"}` is served; JSON modes are refused (no constrained decoding).
+    pub(crate) response_format: Option<Value>,
+    /// Refused when non-empty: this server does not call tools.
+    pub(crate) tools: Option<Value>,
+    /// Refused unless `"none"`.
+    pub(crate) tool_choice: Option<Value>,
+    /// The deprecated form of `tools`; refused when non-empty.
+    pub(crate) functions: Option<Value>,
+    /// The deprecated form of `tool_choice`; refused unless `"none"`.
+    pub(crate) function_call: Option<Value>,
 }
 
 /// `POST /v1/chat/completions`.
@@ -109,6 +127,10 @@ pub(crate) struct CompletionRequest {
     pub(crate) logprobs: Option<i64>,
     /// Prepend the prompt to the completion.
     pub(crate) echo: Option<bool>,
+    /// Text after the completion (insertion); refused.
+    pub(crate) suffix: Option<Value>,
+    /// Server-side candidates to pick the best of; only 1 (or `n`) is served.
+    pub(crate) best_of: Option<i64>,
     /// The shared fields.
     #[serde(flatten)]
     pub(crate) common: CommonParams,

@@ -10,6 +10,7 @@ use ponder_strategies::Registry;
 use serde_json::Value;
 
 use super::error::ValidationError;
+use super::fields::{logit_adjustments, refuse_unsupported};
 use super::types::{
     ChatCompletionRequest, CommonParams, CompletionRequest, MessageIn, PromptField, ReasonBody,
     StopField,
@@ -232,6 +233,7 @@ fn common(
     registry: &Registry,
     model_id: &str,
 ) -> Result<ValidGeneration, ValidationError> {
+    refuse_unsupported(c)?;
     let model_strategy = match c.model.as_str() {
         "ponder" => None,
         m if m == model_id => None,
@@ -343,6 +345,14 @@ fn common(
         deadline_ms,
         return_trace: c.return_trace.unwrap_or(false),
     });
+    let adjust = logit_adjustments(c)?;
+    if let (Some(_), Some(field)) = (&strategy, adjust.field) {
+        return Err(ValidationError::invalid(
+            field,
+            "is not applied by strategies (they sample with their own parameters); \
+             send it without a strategy, or set the strategy's parameters in strategy_params",
+        ));
+    }
     if strategy.is_some() && n > 1 {
         return Err(ValidationError::invalid(
             "n",
@@ -360,7 +370,10 @@ fn common(
             min_p,
             seed,
             top_logprobs: if logprobs { top } else { 0 },
-            ..SamplingParams::default()
+            repetition_penalty: adjust.repetition_penalty,
+            presence_penalty: adjust.presence_penalty,
+            frequency_penalty: adjust.frequency_penalty,
+            logit_bias: adjust.logit_bias,
         },
         n,
         stop,
@@ -435,6 +448,17 @@ pub(crate) fn completion(
     }
     if req.echo.unwrap_or(false) {
         return Err(ValidationError::invalid("echo", "is not supported"));
+    }
+    if !matches!(&req.suffix, None | Some(Value::Null)) {
+        return Err(ValidationError::invalid("suffix", "is not supported"));
+    }
+    if let Some(b) = req.best_of {
+        if b != req.common.n.unwrap_or(1) {
+            return Err(ValidationError::invalid(
+                "best_of",
+                format!("is not supported: it must equal n, got {b}"),
+            ));
+        }
     }
     let prompt = match req.common.strategy.is_some() || req.common.model.starts_with("ponder/") {
         // A strategy reasons about a problem: the prompt is its question.

@@ -125,6 +125,18 @@ pub struct LocalGenerator {
     tree: Mutex<TokenTree>,
     next: AtomicU64,
     priority: i32,
+    on_token: Option<InterToken>,
+}
+
+/// Told the time between two successive tokens of one sequence, as the engine produces them
+/// (what `/metrics` reports as inter-token latency).
+#[derive(Clone)]
+pub struct InterToken(pub Arc<dyn Fn(std::time::Duration) + Send + Sync>);
+
+impl std::fmt::Debug for InterToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("InterToken")
+    }
 }
 
 fn engine(e: EngineError) -> StrategyError {
@@ -145,7 +157,14 @@ impl LocalGenerator {
             tree: Mutex::default(),
             next: AtomicU64::new(1),
             priority: 0,
+            on_token: None,
         }
+    }
+
+    /// Reports the time between successive tokens of each sequence to `on_token`.
+    pub fn with_inter_token(mut self, on_token: InterToken) -> Self {
+        self.on_token = Some(on_token);
+        self
     }
 
     /// Runs this generator's sequences at `priority` (higher runs first, preempted last).
@@ -210,6 +229,7 @@ impl LocalGenerator {
             repetition_penalty: 1.0,
             seed: req.sampling.seed,
             top_logprobs: req.sampling.top_logprobs,
+            ..SamplingParams::default()
         }
     }
 
@@ -410,6 +430,7 @@ impl LocalGenerator {
         let mut recomputed = g.prefix.1;
         let mut prompt_kept: Option<Arc<Kept>> = None;
         let mut open = handle.seqs.len();
+        let mut last_token: HashMap<crate::engine::SeqId, std::time::Instant> = HashMap::new();
         while open > 0 {
             let Some(event) = handle.events.recv().await else {
                 return Err(StrategyError::Generator("the executor stopped".into()));
@@ -421,6 +442,12 @@ impl LocalGenerator {
                         ..Cost::default()
                     });
                     let Some(&i) = index.get(&seq) else { continue };
+                    if let Some(on_token) = &self.on_token {
+                        let now = std::time::Instant::now();
+                        if let Some(before) = last_token.insert(seq, now) {
+                            (on_token.0)(now - before);
+                        }
+                    }
                     let entry = tokens.entry(i).or_default();
                     entry.0.push(token.token);
                     let top = token

@@ -6,7 +6,7 @@ mod local;
 mod remote;
 mod token_tree;
 
-pub use local::{LocalGenerator, StopStrings};
+pub use local::{InterToken, LocalGenerator, StopStrings};
 pub use remote::{
     affinity_key, chatml, BackendFormat, BackendKeys, FormatError, RemoteGenerator, RemoteOptions,
     RemotePool, Secret, UNAVAILABLE,

@@ -156,9 +156,9 @@ pub struct LoadReport {
     pub rss_peak_kib: Option<u64>,
     /// Growth from the warm sample to the end, percent.
     pub rss_growth_pct: Option<f64>,
-    /// `ponder_running_requests` after the run settled.
+    /// `ponder:num_requests_running` after the run settled.
     pub running_after: Option<f64>,
-    /// `ponder_queued_requests` after the run settled.
+    /// `ponder:num_requests_waiting` after the run settled.
     pub queued_after: Option<f64>,
     /// `ponder_kv_blocks_used` before the run.
     pub kv_blocks_used_before: Option<f64>,
@@ -205,9 +205,13 @@ pub fn rss_kib(pid: u32) -> Option<u64> {
 /// A sample line's value (`name value`) in Prometheus text.
 fn gauge(text: &str, name: &str) -> Option<f64> {
     text.lines().find_map(|l| {
-        l.strip_prefix(name)
-            .and_then(|r| r.strip_prefix(' '))
-            .and_then(|v| v.trim().parse().ok())
+        let rest = l.strip_prefix(name)?;
+        // Any label set (`{model_name="…"}`) between the name and the value.
+        let rest = match rest.strip_prefix('{') {
+            Some(labels) => labels.split_once('}')?.1,
+            None => rest,
+        };
+        rest.strip_prefix(' ')?.trim().parse().ok()
     })
 }
 
@@ -447,8 +451,8 @@ pub async fn run(opts: &LoadOptions) -> Result<LoadReport, String> {
     let mut after = String::new();
     while settle_start.elapsed() < opts.settle {
         after = metrics_text(&http, opts).await.unwrap_or_default();
-        if gauge(&after, "ponder_running_requests") == Some(0.0)
-            && gauge(&after, "ponder_queued_requests") == Some(0.0)
+        if gauge(&after, "ponder:num_requests_running") == Some(0.0)
+            && gauge(&after, "ponder:num_requests_waiting") == Some(0.0)
             && gauge(&after, "ponder_kv_blocks_used") == kv_before
         {
             break;
@@ -516,8 +520,8 @@ pub async fn run(opts: &LoadOptions) -> Result<LoadReport, String> {
         (Some(w), Some(e)) if w > 0 => Some((e as f64 - w as f64) / w as f64 * 100.0),
         _ => None,
     };
-    report.running_after = gauge(&after, "ponder_running_requests");
-    report.queued_after = gauge(&after, "ponder_queued_requests");
+    report.running_after = gauge(&after, "ponder:num_requests_running");
+    report.queued_after = gauge(&after, "ponder:num_requests_waiting");
     report.kv_blocks_used_before = kv_before;
     report.kv_blocks_used_after = gauge(&after, "ponder_kv_blocks_used");
     report.settle_s = settle_start.elapsed().as_secs_f64();

@@ -10,6 +10,10 @@
 //! Scoring requests ([`Executor::submit_score`]) join the same batches and answer once, on a
 //! [`ScoreHandle`]; submitting several before awaiting any puts them in the same passes, and
 //! dropping a handle cancels its request at the next step.
+//!
+//! Tracing: each submitted sequence gets a `sequence` span on the actor thread whose parent is
+//! the span current where it was submitted (a request's `extend`), so its prefill and finish
+//! events carry the request's id although another thread runs them.
 
 use std::collections::HashMap;
 use std::thread::JoinHandle;
@@ -29,10 +33,12 @@ enum Command {
     Submit {
         req: GroupRequest,
         reply: oneshot::Sender<Result<(Vec<SeqId>, mpsc::UnboundedReceiver<Event>)>>,
+        span: tracing::Span,
     },
     Score {
         req: ScoreRequest,
         reply: ScoreReply,
+        span: tracing::Span,
     },
     Cancel(SeqId),
     ReleaseKept(SeqId),
@@ -111,9 +117,14 @@ impl Executor {
     /// Starts the actor thread that owns `scheduler`.
     pub fn spawn(scheduler: Scheduler) -> Result<Self> {
         let (commands, rx) = mpsc::unbounded_channel();
+        // The actor logs where its creator logs (the global subscriber, or a test's).
+        let dispatch = tracing::dispatcher::get_default(|d| d.clone());
         let thread = std::thread::Builder::new()
             .name("ponder-executor".into())
-            .spawn(move || run(scheduler, rx))
+            .spawn(move || {
+                let _log = tracing::dispatcher::set_default(&dispatch);
+                run(scheduler, rx)
+            })
             .map_err(|e| EngineError::Kv(format!("cannot start the executor thread: {e}")))?;
         Ok(Self {
             commands,
@@ -125,7 +136,11 @@ impl Executor {
     pub async fn submit(&self, req: GroupRequest) -> Result<GroupHandle> {
         let (reply, answer) = oneshot::channel();
         self.commands
-            .send(Command::Submit { req, reply })
+            .send(Command::Submit {
+                req,
+                reply,
+                span: tracing::Span::current(),
+            })
             .map_err(|_| stopped())?;
         let (seqs, events) = answer.await.map_err(|_| stopped())??;
         Ok(GroupHandle {
@@ -140,7 +155,11 @@ impl Executor {
     pub fn submit_score(&self, req: ScoreRequest) -> Result<ScoreHandle> {
         let (reply, answer) = oneshot::channel();
         self.commands
-            .send(Command::Score { req, reply })
+            .send(Command::Score {
+                req,
+                reply,
+                span: tracing::Span::current(),
+            })
             .map_err(|_| stopped())?;
         Ok(ScoreHandle { answer })
     }
@@ -184,6 +203,8 @@ impl Drop for Executor {
 struct Routes {
     events: HashMap<SeqId, mpsc::UnboundedSender<Event>>,
     scores: HashMap<SeqId, ScoreReply>,
+    /// Each live sequence's span (a child of its submitter's).
+    spans: HashMap<SeqId, tracing::Span>,
 }
 
 fn run(mut scheduler: Scheduler, mut rx: mpsc::UnboundedReceiver<Command>) {
@@ -235,14 +256,29 @@ fn run(mut scheduler: Scheduler, mut rx: mpsc::UnboundedReceiver<Command>) {
                             "scoring request {seq} was cancelled"
                         ))));
                     }
+                    if let Some(span) = routes.spans.get(&seq) {
+                        match &event {
+                            Event::Prefill {
+                                computed, reused, ..
+                            } => span.in_scope(|| tracing::debug!(computed, reused, "prefilled")),
+                            Event::Finished { reason, .. } => {
+                                span.in_scope(|| tracing::debug!(?reason, "finished"))
+                            }
+                            Event::Token { .. } => {}
+                        }
+                    }
                     if let Some(tx) = routes.events.get(&seq) {
                         let _ = tx.send(event);
                     }
                     if last {
                         routes.events.remove(&seq);
+                        routes.spans.remove(&seq);
                     }
                 }
                 for (seq, scored) in scheduler.take_scored() {
+                    if let Some(span) = routes.spans.remove(&seq) {
+                        span.in_scope(|| tracing::debug!("scored"));
+                    }
                     if let Some(tx) = routes.scores.remove(&seq) {
                         let _ = tx.send(Ok(scored));
                     }
@@ -268,19 +304,26 @@ fn run(mut scheduler: Scheduler, mut rx: mpsc::UnboundedReceiver<Command>) {
 
 fn handle(scheduler: &mut Scheduler, routes: &mut Routes, cmd: Command) {
     match cmd {
-        Command::Score { req, reply } => match scheduler.submit_score(req) {
+        Command::Score { req, reply, span } => match scheduler.submit_score(req) {
             Ok(seq) => {
+                let span = tracing::debug_span!(parent: &span, "score_sequence", seq);
+                span.in_scope(|| tracing::debug!("queued"));
+                routes.spans.insert(seq, span);
                 routes.scores.insert(seq, reply);
             }
             Err(e) => {
                 let _ = reply.send(Err(e));
             }
         },
-        Command::Submit { req, reply } => {
+        Command::Submit { req, reply, span } => {
             let result = scheduler.submit(req).map(|seqs| {
                 let (tx, rx) = mpsc::unbounded_channel();
                 for s in &seqs {
                     routes.events.insert(*s, tx.clone());
+                    let seq = *s;
+                    let span = tracing::debug_span!(parent: &span, "sequence", seq);
+                    span.in_scope(|| tracing::debug!("queued"));
+                    routes.spans.insert(seq, span);
                 }
                 (seqs, rx)
             });

@@ -117,8 +117,8 @@ pub fn generate(
             reason: "must be at least 1".into(),
         });
     }
-    let mut sampler = Sampler::new(params)?;
     let prompt_ids = encode_prompt(model, prompt)?;
+    let mut sampler = Sampler::new(params)?.generated_from(prompt_ids.len());
     let context = model.model.config().context_length;
     let budget = max_tokens.min(context - prompt_ids.len());
     let mut kv = ContiguousKvStore::new(model.model.config().num_layers);

@@ -303,10 +303,11 @@ impl Scheduler {
                 total: total_blocks,
             });
         }
+        let prompt_len = req.prompt.len();
         let samplers = req
             .samples
             .into_iter()
-            .map(Sampler::new)
+            .map(|p| Sampler::new(p).map(|s| s.generated_from(prompt_len)))
             .collect::<Result<Vec<_>>>()?;
         let stop_tokens = Arc::new(req.stop_tokens);
         let parent = self.alloc_id();
@@ -320,7 +321,6 @@ impl Scheduler {
         };
         let arrival = self.arrivals;
         self.arrivals += 1;
-        let prompt_len = req.prompt.len();
         self.seqs.insert(
             parent,
             Sequence {

@@ -22,7 +22,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use ponder::backends::{BackendKeys, RemoteGenerator, RemoteOptions, RemotePool};
 use ponder::reason::{reason, ReasonRequest};
-use ponder_strategies::{Registry, Turn};
+use ponder_strategies::{NodeStatus, Registry, Turn};
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
@@ -244,8 +244,21 @@ fn a_length_cut_is_reported_as_such_on_every_engine_fixture() {
             CancellationToken::new(),
         ))
         .unwrap_or_else(|e| panic!("{name}: {e}"));
-        let depth = outcome.tree.nodes().map(|n| n.depth).max().unwrap_or(0);
-        assert_eq!(depth, 1, "{name}: a cut step is not a finished step");
+        // Every step is cut at its token cap: none may count as a finished solution (the search
+        // goes on past them, as step-level search does, until its step limit).
+        let finished = outcome
+            .tree
+            .nodes()
+            .filter(|n| n.status == NodeStatus::Finished)
+            .count();
+        assert_eq!(finished, 0, "{name}: a cut step is not a finished step");
+        assert!(
+            outcome
+                .tree
+                .nodes()
+                .any(|n| n.status == NodeStatus::Truncated),
+            "{name}: cut steps are marked truncated"
+        );
     }
 }
 

@@ -341,12 +341,17 @@ fn auto_widens_within_the_cap_when_answers_disagree() {
 fn auto_runs_a_search_strategy_under_the_allocations_budget() {
     // A bare number routes to math with a calibration row for a search strategy, allocated
     // less than the request's 1024 tokens: the search stops there, not at the request's cap.
-    // Steps that never reach an answer: the search spends whatever it is allowed.
+    // Long solutions (a capped step is never a finished solution, so each one ends only after
+    // several steps): the search spends up to what it is allowed.
     let generator = Arc::new(FakeGenerator::new(|s| {
-        FakeChunk::step(
-            format!("Let me think about case {} again.\n\n", s.seed % 97),
-            -0.3,
-        )
+        if s.text.matches("case").count() >= 6 {
+            FakeChunk::last("So the answer is \\boxed{0}.", -0.3)
+        } else {
+            FakeChunk::step(
+                format!("Let me think about case {} again.\n\n", s.seed % 97),
+                -0.3,
+            )
+        }
     }));
     let out = run_auto(generator, "0", 1024).expect("auto");
     let decision = out.router.clone().expect("router object");

@@ -3,7 +3,8 @@
 //! Models"). Answers are grouped by math equivalence, so `1/2`, `0.5` and `\frac12` vote
 //! together.
 //!
-//! **Parameters**: `n` (default 8), `max_tokens` per solution (1024), `decoding`.
+//! **Parameters**: `n` (default 8), `max_tokens` per solution (1024), `decoding`,
+//! `force_answer` (true: ask a solution without a marked answer for one).
 //! **Budget**: like best-of-N — one prefill, N forks, one batched call, equal shares when the
 //! budget is short; no verifier calls. A solution that marks no final answer is asked for one
 //! (a short greedy probe, charged as probe tokens), so every vote is one canonical answer.
@@ -28,6 +29,9 @@ pub struct SelfConsistencyParams {
     pub max_tokens: usize,
     /// Sampling.
     pub decoding: Decoding,
+    /// Ask a solution that marks no final answer for one (a short greedy probe); off, such a
+    /// solution votes with whatever answer can be read from its text.
+    pub force_answer: bool,
 }
 
 impl Default for SelfConsistencyParams {
@@ -36,6 +40,7 @@ impl Default for SelfConsistencyParams {
             n: 8,
             max_tokens: 1024,
             decoding: Decoding::default(),
+            force_answer: true,
         }
     }
 }
@@ -75,7 +80,11 @@ impl Strategy for SelfConsistency {
             )
             .await?
         {
-            ctx.add_candidate_forced(&branch, None).await;
+            if self.params.force_answer {
+                ctx.add_candidate_forced(&branch, None).await;
+            } else {
+                ctx.add_candidate(&branch, None);
+            }
             ctx.release(&branch);
         }
         Ok(select_by_vote(&ctx.candidates(), false))

@@ -14,7 +14,7 @@
 //! the last bits between batches planned differently (as they do between grouped and ungrouped).
 
 use crate::attention::cascade::{validate_groups, ValidGroup};
-use crate::attention::plan::{plan_units, Sharing};
+use crate::attention::plan::{plan_shared_prefixes, Sharing};
 use crate::attention::shape::{SeqArgs, SeqShape, Shape};
 use crate::attention::{AttentionError, AttentionStats, PrefixGroup};
 
@@ -112,7 +112,7 @@ pub(crate) fn choose_groups(
     grouping: Grouping<'_>,
 ) -> Result<(Vec<ValidGroup>, Vec<usize>), AttentionError> {
     let from_units = |pays: &dyn Fn(usize, usize) -> bool| {
-        let units = plan_units(seqs, shapes, block_size, Sharing::Auto);
+        let units = plan_shared_prefixes(seqs, shapes, block_size, Sharing::Auto);
         let members: Vec<Vec<usize>> = units.iter().map(|u| u.members.clone()).collect();
         let groups: Vec<PrefixGroup<'_>> = units
             .iter()

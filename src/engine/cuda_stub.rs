@@ -1,5 +1,5 @@
 //! The CUDA backend in a build without feature `cuda`: the names the engine calls (`Gpu`,
-//! `CudaModel`, the device buffer type of `KvStore::attend_cuda`), with no way to make one.
+//! `CudaModel`, `DeviceKv`, the device buffer type of `KvStore::attend_cuda`), with no way to make one.
 //!
 //! Following candle's dummy CUDA backend, this keeps the engine's call sites free of feature
 //! gates: they match on `Backend::Cuda(model)` as in a CUDA build, and the
@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use candle_core::Tensor;
 
+use crate::engine::attention::AttentionShape;
 use crate::engine::config::ModelConfig;
 use crate::engine::device::WeightDtype;
 use crate::engine::error::{EngineError, Result};
@@ -75,6 +76,62 @@ impl CudaModel {
         _kv: &mut dyn KvStore,
         _readouts: &[Readout],
     ) -> Result<Vec<Option<Tensor>>> {
+        match *self {}
+    }
+}
+
+/// One query sequence of a step, as the device plan needs it: the paged store builds it in
+/// every build, only the CUDA backend reads it.
+#[derive(Debug, Clone)]
+#[allow(dead_code)]
+pub(crate) struct StepSeq {
+    /// New tokens (query rows).
+    pub(crate) len: usize,
+    /// Its block table after this step's append.
+    pub(crate) table: Vec<u32>,
+    /// Position of its first new token.
+    pub(crate) start_pos: usize,
+}
+
+/// Device KV memory: none exists in this build.
+#[derive(Debug)]
+pub(crate) enum DeviceKv {}
+
+impl DeviceKv {
+    pub(crate) fn for_model(
+        model: &CudaModel,
+        _config: &ModelConfig,
+        _shape: AttentionShape,
+        _bytes: u64,
+        _block_size: usize,
+    ) -> Result<(usize, Self)> {
+        match *model {}
+    }
+
+    pub(crate) fn layers(&self) -> usize {
+        match *self {}
+    }
+
+    pub(crate) fn copy_blocks(&mut self, _pairs: &[(u32, u32)]) -> Result<()> {
+        match *self {}
+    }
+
+    pub(crate) fn begin_step(&mut self, _seqs: &[StepSeq], _slots: Vec<u32>) -> Result<()> {
+        match *self {}
+    }
+
+    pub(crate) fn attend(
+        &mut self,
+        _layer: usize,
+        _q: &DeviceSlice,
+        _k_new: &DeviceSlice,
+        _v_new: &DeviceSlice,
+        _out: &mut DeviceSlice,
+    ) -> Result<()> {
+        match *self {}
+    }
+
+    pub(crate) fn plan_reads(&self) -> (u64, u64) {
         match *self {}
     }
 }

@@ -19,9 +19,8 @@ use super::attention::AttentionShape;
 use super::config::ModelConfig;
 use super::error::{EngineError, Result};
 use super::kv::{KvStore, LayerChunk, SeqId};
+use super::cuda::{DeviceKv, DeviceSlice, StepSeq};
 use super::model::{Model, SeqChunk};
-#[cfg(feature = "cuda")]
-use std::sync::Arc;
 
 fn kv_err(e: impl std::fmt::Display) -> EngineError {
     EngineError::Kv(e.to_string())
@@ -35,9 +34,8 @@ enum Memory {
         keys: Vec<Vec<f32>>,
         values: Vec<Vec<f32>>,
     },
-    /// Device buffers of a CUDA model.
-    #[cfg(feature = "cuda")]
-    Cuda(super::cuda::DeviceKv),
+    /// Device buffers of a CUDA model (uninhabited in a build without feature `cuda`).
+    Cuda(DeviceKv),
 }
 
 /// Block memory plus its bookkeeping.
@@ -107,35 +105,21 @@ impl PagedKvStore {
     /// A store of about `bytes` of blocks where `model` runs: host memory for a CPU model (as
     /// [`PagedKvStore::with_memory`]), device memory of the model's element type for a CUDA one.
     pub fn for_model(model: &Model, bytes: u64, block_size: usize) -> Result<Self> {
-        #[cfg(feature = "cuda")]
         if let Some(cuda) = model.cuda_model() {
             let config = model.config();
-            let dtype = match cuda.dtype() {
-                super::cuda::WeightDtype::F32 => super::cuda::KvDtype::F32,
-                super::cuda::WeightDtype::Bf16 => super::cuda::KvDtype::Bf16,
-            };
-            let per_block = (2
-                * config.num_layers
-                * block_size
-                * config.num_kv_heads
-                * config.head_dim
-                * dtype.size()) as u64;
-            let cfg = KvCacheConfig::from_memory(bytes, per_block, block_size).map_err(kv_err)?;
-            let cache = KvCacheManager::new(cfg).map_err(kv_err)?;
             let shape = model.attention_shape();
-            let dev = super::cuda::DeviceKv::new(
-                Arc::clone(cuda.gpu()),
-                shape,
-                config.num_layers,
+            let (num_blocks, memory) =
+                DeviceKv::for_model(cuda, config, shape, bytes, block_size)?;
+            let cache = KvCacheManager::new(KvCacheConfig {
                 block_size,
-                cfg.num_blocks,
-                dtype,
-            )?;
+                num_blocks,
+            })
+            .map_err(kv_err)?;
             return Ok(Self {
                 cache,
                 shape,
                 block_floats: block_size * config.num_kv_heads * config.head_dim,
-                memory: Memory::Cuda(dev),
+                memory: Memory::Cuda(memory),
                 step_slots: HashMap::new(),
                 blocks_read: 0,
                 block_reads_saved: 0,
@@ -171,7 +155,6 @@ impl PagedKvStore {
     }
 
     /// Layers the memory holds.
-    #[cfg(feature = "cuda")]
     fn cache_layers(&self) -> usize {
         match &self.memory {
             Memory::Host { keys, .. } => keys.len(),
@@ -197,7 +180,6 @@ impl PagedKvStore {
                 }
                 Ok(())
             }
-            #[cfg(feature = "cuda")]
             Memory::Cuda(dev) => dev.copy_blocks(&[(src, dst)]),
         }
     }
@@ -242,7 +224,6 @@ impl KvStore for PagedKvStore {
             }
             self.step_slots.insert(chunk.seq, appended.slots);
         }
-        #[cfg(feature = "cuda")]
         if let Memory::Cuda(dev) = &mut self.memory {
             let block_size = self.cache.block_size();
             let mut seqs = Vec::with_capacity(chunks.len());
@@ -252,7 +233,7 @@ impl KvStore for PagedKvStore {
                     .cache
                     .block_table(chunk.seq)
                     .ok_or_else(|| kv_err(format!("unknown sequence {}", chunk.seq)))?;
-                seqs.push(super::cuda::StepSeq {
+                seqs.push(StepSeq {
                     len: chunk.tokens.len(),
                     table: table.to_vec(),
                     start_pos: chunk.start_pos,
@@ -285,7 +266,6 @@ impl KvStore for PagedKvStore {
     ) -> Result<Vec<f32>> {
         let (keys, values) = match &mut self.memory {
             Memory::Host { keys, values } => (keys, values),
-            #[cfg(feature = "cuda")]
             Memory::Cuda(_) => {
                 return Err(EngineError::Kv(
                     "this store's blocks are on a CUDA device; attend with attend_cuda".into(),
@@ -340,14 +320,13 @@ impl KvStore for PagedKvStore {
         Ok(out)
     }
 
-    #[cfg(feature = "cuda")]
     fn attend_cuda(
         &mut self,
         layer: usize,
-        q: &cudarc::driver::CudaSlice<f32>,
-        k: &cudarc::driver::CudaSlice<f32>,
-        v: &cudarc::driver::CudaSlice<f32>,
-        out: &mut cudarc::driver::CudaSlice<f32>,
+        q: &DeviceSlice,
+        k: &DeviceSlice,
+        v: &DeviceSlice,
+        out: &mut DeviceSlice,
     ) -> Result<()> {
         match &mut self.memory {
             Memory::Cuda(dev) => dev.attend(layer, q, k, v, out),

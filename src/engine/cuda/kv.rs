@@ -17,8 +17,9 @@ use ponder_kernels::attention::AttentionParams;
 use ponder_kernels::cuda::{AttentionPlan, CudaPagedKv, Grouping, SeqSpan};
 use ponder_kernels::kv::{KvElem, KvLayout};
 
-use super::{cuda_err, Gpu};
+use super::{cuda_err, CudaModel, Gpu, WeightDtype};
 use crate::engine::attention::AttentionShape;
+use crate::engine::config::ModelConfig;
 use crate::engine::error::{EngineError, Result};
 
 /// The element type of device KV blocks.
@@ -93,6 +94,40 @@ fn alloc_layers<T: KvElem + cudarc::driver::DeviceRepr + cudarc::driver::ValidAs
 }
 
 impl DeviceKv {
+    /// As many blocks of `block_size` tokens as fit in `bytes` for `model`'s layers, in its
+    /// element type (f32 weights keep f32 blocks, bf16 weights bf16 ones); the block count
+    /// is returned with the memory, for the bookkeeping to manage.
+    pub(crate) fn for_model(
+        model: &CudaModel,
+        config: &ModelConfig,
+        shape: AttentionShape,
+        bytes: u64,
+        block_size: usize,
+    ) -> Result<(usize, Self)> {
+        let dtype = match model.dtype() {
+            WeightDtype::F32 => KvDtype::F32,
+            WeightDtype::Bf16 => KvDtype::Bf16,
+        };
+        let per_block = (2
+            * config.num_layers
+            * block_size
+            * config.num_kv_heads
+            * config.head_dim
+            * dtype.size()) as u64;
+        let blocks = ponder_kvcache::KvCacheConfig::from_memory(bytes, per_block, block_size)
+            .map_err(|e| EngineError::Kv(e.to_string()))?
+            .num_blocks;
+        let memory = Self::new(
+            Arc::clone(model.gpu()),
+            shape,
+            config.num_layers,
+            block_size,
+            blocks,
+            dtype,
+        )?;
+        Ok((blocks, memory))
+    }
+
     /// `num_blocks` blocks of `block_size` tokens for every one of `layers` layers.
     pub(crate) fn new(
         gpu: Arc<Gpu>,

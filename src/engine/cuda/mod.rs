@@ -34,7 +34,7 @@ use cudarc::cublas::CudaBlas;
 use ponder_kernels::cuda::CudaKernels;
 
 pub(crate) use forward::CudaModel;
-pub(crate) use kv::{DeviceKv, KvDtype, StepSeq};
+pub(crate) use kv::{DeviceKv, StepSeq};
 pub(crate) use ops::Ops;
 pub(crate) use weights::WeightDtype;
 

@@ -277,9 +277,33 @@ impl LocalGenerator {
             }
         }
         for g in &mut groups {
+            if g.resume.is_none() {
+                g.resume = self.kept_prefix(&g.tokens);
+            }
             g.cached = self.charged_from(&g.tokens, g.resume.as_ref().map(|(_, c)| *c));
         }
         Ok(groups)
+    }
+
+    /// For a new prompt (no kept branch of its own): this search's kept sequence sharing the
+    /// longest prefix with `tokens`, and the positions shared. A prompt that restates an earlier
+    /// one and adds to it (AB-MCTS's refinement shows the question again, then an answer) then
+    /// forks that sequence's KV, its partial last block included, where the prefix index alone
+    /// would serve whole blocks and recompute the rest.
+    fn kept_prefix(&self, tokens: &[u32]) -> Option<(Arc<Kept>, usize)> {
+        self.lock()
+            .values()
+            .filter_map(|s| {
+                let kept = s.kept.as_ref()?;
+                let computed = s.tokens.get(..s.computed)?;
+                let shared = computed
+                    .iter()
+                    .zip(tokens)
+                    .take_while(|(a, b)| a == b)
+                    .count();
+                (shared > 0).then(|| (Arc::clone(kept), shared))
+            })
+            .max_by_key(|(_, shared)| *shared)
     }
 
     /// Every live sequence whose tokens are exactly `tokens` now continues from `kept`, which

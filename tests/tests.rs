@@ -16,6 +16,7 @@ mod custom_strategy;
 
 mod auth;
 mod backend_engines;
+mod backend_llamacpp;
 mod bad_input;
 mod cli;
 #[cfg(feature = "cuda")]

@@ -1,0 +1,389 @@
+//! Ponder in front of a real third-party engine: llama-cpp-python's OpenAI server (the pinned
+//! release `scripts/setup-llamacpp.sh` installs under the target dir) on the same SmolLM2 GGUF.
+//! A recording proxy between Ponder and the server sums the `usage.completion_tokens` the engine
+//! reported, so the tests can hold Ponder's usage to the engine's own count.
+//!
+//! Without the venv these tests say so and pass, unless `PONDER_REQUIRE_LLAMACPP=1` (as
+//! `scripts/test.sh` sets), where a missing server is a failure.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::extract::State;
+use axum::routing::post;
+use axum::{Json, Router};
+use ponder::backends::{BackendFormat, RemoteGenerator, RemoteOptions};
+use ponder::reason::{reason, ReasonRequest};
+use ponder_strategies::{Prompt, Registry, DEFAULT_SYSTEM_PROMPT};
+use serde_json::{json, Value};
+use tokio_util::sync::CancellationToken;
+
+use crate::backend_engines::pool;
+
+/// The venv's python, or `None` (with a note) when it is not installed and not required.
+fn python() -> Option<PathBuf> {
+    let path = std::env::var_os("PONDER_LLAMACPP_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            let target = std::env::var_os("CARGO_TARGET_DIR")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target"));
+            target.join("llamacpp-venv/bin/python")
+        });
+    if path.is_file() {
+        return Some(path);
+    }
+    assert!(
+        std::env::var("PONDER_REQUIRE_LLAMACPP").as_deref() != Ok("1"),
+        "{} is missing: run `bash scripts/setup-llamacpp.sh`",
+        path.display()
+    );
+    eprintln!(
+        "skipped: no llama-cpp-python at {} (bash scripts/setup-llamacpp.sh)",
+        path.display()
+    );
+    None
+}
+
+/// A llama-cpp-python server process on a free loopback port; killed when dropped.
+struct LlamaCpp {
+    child: Option<Child>,
+    url: String,
+}
+
+impl LlamaCpp {
+    fn start(python: &Path) -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .unwrap();
+        let child = Command::new(python)
+            .args(["-m", "llama_cpp.server", "--model"])
+            .arg(crate::util::smollm2_path())
+            .args(["--host", "127.0.0.1", "--port", &port.to_string()])
+            // One thread: the suite runs other tests beside this server, and llama.cpp's
+            // threads spin at their barriers when a core is taken from them.
+            .args([
+                "--n_ctx",
+                "2048",
+                "--n_threads",
+                "1",
+                "--n_threads_batch",
+                "1",
+            ])
+            .args(["--n_batch", "512"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn llama_cpp.server");
+        let url = format!("http://127.0.0.1:{port}");
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            if get_ok(&format!("{url}/v1/models")) {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "llama_cpp.server did not come up"
+            );
+            std::thread::sleep(Duration::from_millis(250));
+        }
+        Self {
+            child: Some(child),
+            url,
+        }
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for LlamaCpp {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Whether a GET of `url` answers 2xx (on a throwaway runtime: reqwest's blocking client is
+/// not built).
+fn get_ok(url: &str) -> bool {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map(|rt| {
+            rt.block_on(async {
+                reqwest::get(url)
+                    .await
+                    .is_ok_and(|r| r.status().is_success())
+            })
+        })
+        .unwrap_or(false)
+}
+
+/// Forwards `/v1/completions` and `/extras/tokenize` to `upstream`, summing the completion
+/// tokens the engine reports.
+struct Proxy {
+    upstream: String,
+    completion_tokens: AtomicU64,
+    client: reqwest::Client,
+}
+
+async fn forward(
+    State(p): State<Arc<Proxy>>,
+    uri: axum::http::Uri,
+    Json(body): Json<Value>,
+) -> Result<Json<Value>, axum::http::StatusCode> {
+    // A dead upstream (the failover check kills one) is a 502, as a real proxy answers.
+    let bad_gateway = |_| axum::http::StatusCode::BAD_GATEWAY;
+    let v: Value = p
+        .client
+        .post(format!("{}{}", p.upstream, uri.path()))
+        .json(&body)
+        .send()
+        .await
+        .map_err(bad_gateway)?
+        .json()
+        .await
+        .map_err(bad_gateway)?;
+    if let Some(n) = v
+        .pointer("/usage/completion_tokens")
+        .and_then(Value::as_u64)
+    {
+        p.completion_tokens.fetch_add(n, Ordering::Relaxed);
+    }
+    Ok(Json(v))
+}
+
+fn proxy(rt: &tokio::runtime::Runtime, upstream: &str) -> (String, Arc<Proxy>) {
+    let p = Arc::new(Proxy {
+        upstream: upstream.to_string(),
+        completion_tokens: AtomicU64::new(0),
+        client: reqwest::Client::new(),
+    });
+    let app = Router::new()
+        .route("/v1/completions", post(forward))
+        .route("/extras/tokenize", post(forward))
+        .with_state(Arc::clone(&p));
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let addr: SocketAddr = listener.local_addr().unwrap();
+    rt.spawn(async move { axum::serve(listener, app).await });
+    (format!("http://{addr}"), p)
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// llama.cpp's own count of `text` (what its `usage.prompt_tokens` says for that prompt).
+fn llamacpp_count(rt: &tokio::runtime::Runtime, url: &str, text: &str) -> u64 {
+    rt.block_on(async {
+        let v: Value = reqwest::Client::new()
+            .post(format!("{url}/extras/tokenize"))
+            .json(&json!({"input": text}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        v["tokens"].as_array().map(Vec::len).unwrap() as u64
+    })
+}
+
+fn self_consistency() -> ReasonRequest {
+    ReasonRequest {
+        problem: "What is 12 + 7?".into(),
+        history: Vec::new(),
+        strategy: "self_consistency".into(),
+        params: Value::Null,
+        budget_tokens: 1500,
+        deadline_ms: None,
+        seed: 1,
+    }
+}
+
+#[test]
+fn self_consistency_runs_over_llama_cpp_as_locally_with_usage_in_its_tokens() {
+    let Some(python) = python() else { return };
+    let server = LlamaCpp::start(&python);
+    let rt = runtime();
+    let req = self_consistency();
+    // Locally.
+    let local_rt = ponder::runtime::Runtime::start(&ponder::runtime::RuntimeOptions {
+        model: crate::util::smollm2_path(),
+        ..ponder::runtime::RuntimeOptions::default_model()
+    })
+    .unwrap();
+    let local = rt
+        .block_on(reason(
+            &Registry::with_builtins(),
+            local_rt.generator(),
+            None,
+            &req,
+            CancellationToken::new(),
+        ))
+        .expect("locally");
+    assert!(local.usage.spent() <= 1500);
+    // Over llama.cpp: ChatML with counts from its /extras/tokenize, and the GGUF's own template
+    // and tokenizer (`--backend-tokenizer`).
+    let gguf = Arc::new(BackendFormat::load(&crate::util::smollm2_path()).unwrap());
+    for format in [None, Some(gguf)] {
+        let (url, proxy) = proxy(&rt, &server.url);
+        let generator = Arc::new(RemoteGenerator::new(pool(RemoteOptions {
+            format: format.clone(),
+            ..RemoteOptions::new(vec![url])
+        })));
+        let prompt = Prompt {
+            system: Some(DEFAULT_SYSTEM_PROMPT.into()),
+            history: Vec::new(),
+            user: req.problem.clone(),
+        };
+        let rendered = generator.render(&prompt).unwrap();
+        let out = rt
+            .block_on(reason(
+                &Registry::with_builtins(),
+                generator,
+                None,
+                &req,
+                CancellationToken::new(),
+            ))
+            .unwrap_or_else(|e| panic!("over llama.cpp ({:?}): {e}", format.is_some()));
+        let label = if format.is_some() { "gguf" } else { "tokenize" };
+        assert!(out.usage.spent() <= 1500, "{label}: {:?}", out.usage);
+        assert!(!out.candidates.is_empty(), "{label}");
+        assert_eq!(
+            out.usage.prompt_tokens,
+            llamacpp_count(&rt, &server.url, &rendered),
+            "{label}: the prompt in llama.cpp's tokens"
+        );
+        assert_eq!(
+            out.usage.generated_tokens,
+            proxy.completion_tokens.load(Ordering::Relaxed),
+            "{label}: generated tokens as llama.cpp counted them"
+        );
+    }
+}
+
+#[test]
+fn every_builtin_strategy_runs_through_ponder_serve_over_llama_cpp_and_fails_over() {
+    let Some(python) = python() else { return };
+    let mut a = LlamaCpp::start(&python);
+    let b = LlamaCpp::start(&python);
+    let rt = runtime();
+    let (url_a, proxy_a) = proxy(&rt, &a.url);
+    let (url_b, proxy_b) = proxy(&rt, &b.url);
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ponder"))
+        .args([
+            "serve",
+            "--port",
+            "0",
+            "--backend",
+            &url_a,
+            "--backend",
+            &url_b,
+        ])
+        .env("PONDER_MODELS", dir.path())
+        .env_remove("PONDER_MODEL")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn ponder serve");
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let ponder = line
+        .trim()
+        .rsplit(' ')
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    let client = reqwest::Client::new();
+    let ask = |strategy: &str, budget: i64| {
+        // The engine tests' small settings, answers capped at 32 tokens: llama-cpp-python
+        // computes each token's logprobs in Python (~0.1 s a token here), and what this test
+        // checks is every strategy's path through a real engine, not its answers.
+        let mut params = crate::strategies::small_params(strategy);
+        if let Some(fields) = params.as_object_mut() {
+            for (name, value) in fields.iter_mut() {
+                if name == "max_tokens" || name == "rollout_tokens" {
+                    *value = json!(32);
+                }
+            }
+        }
+        let body = json!({"problem": "What is 12 + 7?", "strategy": strategy,
+                          "params": params,
+                          "budget_tokens": budget, "seed": 1});
+        rt.block_on(async {
+            let r = client
+                .post(format!("{ponder}/v1/reason"))
+                .json(&body)
+                .send()
+                .await
+                .unwrap();
+            (
+                r.status().as_u16(),
+                r.json::<Value>().await.unwrap_or(Value::Null),
+            )
+        })
+    };
+    let reported = || {
+        proxy_a.completion_tokens.load(Ordering::Relaxed)
+            + proxy_b.completion_tokens.load(Ordering::Relaxed)
+    };
+    for name in Registry::with_builtins().names() {
+        let budget = 800;
+        let before = reported();
+        let started = Instant::now();
+        let (status, out) = ask(&name, budget);
+        eprintln!(
+            "{name}: {status} in {:.1} s, usage {}",
+            started.elapsed().as_secs_f64(),
+            out["usage"]
+        );
+        assert_eq!(status, 200, "{name}: {out}");
+        assert!(
+            out["candidates"].as_array().is_some_and(|c| !c.is_empty()),
+            "{name}: {out}"
+        );
+        assert!(
+            out["usage"].is_object() && out.get("answer").is_some(),
+            "{name}: {out}"
+        );
+        let spent = out["usage"]["generated_tokens"].as_u64().unwrap()
+            + out["usage"]["prefill_tokens_computed"].as_u64().unwrap()
+            + out["usage"]["verifier_tokens"].as_u64().unwrap_or(0);
+        assert!(spent <= budget as u64, "{name}: spent {spent} of {budget}");
+        assert_eq!(
+            out["usage"]["generated_tokens"].as_u64().unwrap(),
+            reported() - before,
+            "{name}: generated tokens are llama.cpp's count"
+        );
+    }
+    // One backend killed: the other serves; both killed: a clean 502.
+    a.kill();
+    let (status, out) = ask("best_of_n", 800);
+    assert_eq!(status, 200, "failover: {out}");
+    drop(b);
+    let (status, out) = ask("best_of_n", 800);
+    assert_eq!(status, 502, "{out}");
+    let _ = child.kill();
+    let _ = child.wait();
+}

@@ -17,8 +17,9 @@ use super::cuda::DeviceSlice;
 use super::error::{EngineError, Result};
 use super::model::SeqChunk;
 
-/// Identifies one sequence (one branch of one request) in a KV store.
-pub type SeqId = u64;
+/// Identifies one sequence (one branch of one request) in a KV store: the block manager's id,
+/// one name for both.
+pub use ponder_kvcache::SeqId;
 
 /// One sequence's new positions in one layer, after RoPE, token-major.
 #[derive(Debug, Clone, Copy)]

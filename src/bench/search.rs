@@ -6,6 +6,7 @@
 //!
 //! Every search runs to its own end under one generous budget, so strategies generate
 //! different amounts; the ratio compares rates, not totals. Wall time includes the verifier.
+//! Best-of-N runs once unreported before each verifier's rows, so the baseline is warm.
 
 use std::time::Instant;
 
@@ -169,19 +170,24 @@ pub fn search_bench(runtime: &Runtime, o: &SearchBenchOptions) -> anyhow::Result
     names.insert(0, "best_of_n".into());
     let mut rows = Vec::new();
     let mut min_vs_best_of_n = Vec::new();
+    let request = |name: &str| ReasonRequest {
+        problem: o.problem.clone(),
+        history: Vec::new(),
+        strategy: name.to_string(),
+        params: params(name, o),
+        budget_tokens: o.budget_tokens,
+        deadline_ms: None,
+        seed: o.seed,
+    };
     for verifier in [VerifierChoice::None, VerifierChoice::LlmPrm] {
+        // Warm-up, not reported: the first search on a fresh engine pays first touches (the
+        // KV pool's pages, the weights' cache lines, the verifier's first load), which would
+        // slow the baseline and flatter every ratio after it.
+        run_one(runtime, &registry, &verifier, &request("best_of_n"))?;
         let mut baseline = None;
         let mut lowest: Option<(String, f64)> = None;
         for name in &names {
-            let req = ReasonRequest {
-                problem: o.problem.clone(),
-                history: Vec::new(),
-                strategy: name.clone(),
-                params: params(name, o),
-                budget_tokens: o.budget_tokens,
-                deadline_ms: None,
-                seed: o.seed,
-            };
+            let req = request(name);
             let mut row = run_one(runtime, &registry, &verifier, &req)?;
             let base = *baseline.get_or_insert(row.tokens_per_s);
             row.vs_best_of_n = row.tokens_per_s / base.max(1e-9);

@@ -27,7 +27,7 @@ use utoipa::openapi::extensions::ExtensionsBuilder;
 use utoipa::openapi::path::Operation;
 use utoipa::openapi::schema::{AdditionalProperties, ObjectBuilder, Schema, Type};
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
-use utoipa::openapi::{ContentBuilder, Ref, RefOr, ResponseBuilder};
+use utoipa::openapi::{Components, ContentBuilder, Ref, RefOr, ResponseBuilder};
 use utoipa::{Modify, OpenApi};
 
 use super::error::{AppError, ErrorBody};
@@ -62,6 +62,9 @@ struct ApiDoc;
 
 /// What the derive cannot say: see the module doc.
 struct Conventions;
+
+/// The request bodies of the OpenAI endpoints (each with `CommonParams`' fields).
+const OPENAI_REQUESTS: [&str; 2] = ["ChatCompletionRequest", "CompletionRequest"];
 
 /// The error responses of an operation at `path` (OpenAI's error body); the probes need no key
 /// and only generation reads a body or queues.
@@ -113,51 +116,68 @@ impl Conventions {
                 continue;
             };
             if let Some(events) = response.content.get_mut("text/event-stream") {
+                // One server-sent event (schemathesis checks each against this), its `data`
+                // described in `x-ponder-event-data` (JSON Schema's `contentSchema` has no
+                // field in utoipa 5).
+                let data = ObjectBuilder::new()
+                    .schema_type(Type::String)
+                    .description(Some(format!(
+                        "a {chunk} as JSON (an Error if the run fails); the last event's is \
+                         `[DONE]`"
+                    )))
+                    .extensions(Some(
+                        ExtensionsBuilder::new()
+                            .add(
+                                "x-ponder-event-data",
+                                json!({"oneOf": [
+                                    {"$ref": format!("#/components/schemas/{chunk}")},
+                                    {"$ref": "#/components/schemas/Error"},
+                                    {"type": "string", "enum": ["[DONE]"]},
+                                ]}),
+                            )
+                            .build(),
+                    ));
                 events.schema = Some(
                     ObjectBuilder::new()
-                        .schema_type(Type::String)
-                        .description(Some(format!(
-                            "Server-sent events: each `data:` is a {chunk} as JSON (an Error \
-                             if the run fails), the last `[DONE]`; `x-ponder-event-data` is \
-                             their schema"
-                        )))
+                        .description(Some("one server-sent event"))
+                        .property("data", data)
+                        .required("data")
+                        .property("event", ObjectBuilder::new().schema_type(Type::String))
+                        .property("id", ObjectBuilder::new().schema_type(Type::String))
+                        .property("retry", ObjectBuilder::new().schema_type(Type::Integer))
                         .into(),
-                );
-                events.extensions = Some(
-                    ExtensionsBuilder::new()
-                        .add(
-                            "x-ponder-event-data",
-                            json!({"oneOf": [
-                                {"$ref": format!("#/components/schemas/{chunk}")},
-                                {"$ref": "#/components/schemas/Error"},
-                                {"type": "string", "enum": ["[DONE]"]},
-                            ]}),
-                        )
-                        .build(),
                 );
             }
         }
     }
 
-    /// `additionalProperties: true` on the object schema `name` (or its own part, when it
-    /// flattens another), saying unknown fields are ignored.
-    fn lenient(openapi: &mut utoipa::openapi::OpenApi, name: &str) {
-        let Some(components) = openapi.components.as_mut() else {
+    /// The OpenAI request `name` as one object: utoipa writes a `#[serde(flatten)]`ed field as
+    /// `allOf: [{$ref: CommonParams}, {own fields}]`, which generators (schemathesis among them)
+    /// do not merge, so the shared fields are copied in (and `CommonParams` dropped by the
+    /// caller). `additionalProperties: true` says unknown fields are ignored.
+    fn inline_common(components: &mut Components, name: &str) {
+        let Some(RefOr::T(Schema::Object(common))) = components.schemas.get("CommonParams") else {
             return;
         };
-        let object = match components.schemas.get_mut(name) {
-            Some(RefOr::T(Schema::Object(o))) => Some(o),
-            Some(RefOr::T(Schema::AllOf(all))) => {
-                all.items.iter_mut().find_map(|item| match item {
-                    RefOr::T(Schema::Object(o)) => Some(o),
-                    _ => None,
-                })
-            }
-            _ => None,
+        let common = common.clone();
+        let Some(RefOr::T(Schema::AllOf(all))) = components.schemas.get(name) else {
+            return;
         };
-        if let Some(o) = object {
-            o.additional_properties = Some(Box::new(AdditionalProperties::FreeForm(true)));
-        }
+        let description = all.description.clone();
+        let own = all.items.iter().find_map(|item| match item {
+            RefOr::T(Schema::Object(o)) => Some(o.clone()),
+            _ => None,
+        });
+        let Some(mut merged) = own else {
+            return;
+        };
+        merged.properties.extend(common.properties);
+        merged.required.extend(common.required);
+        merged.description = description;
+        merged.additional_properties = Some(Box::new(AdditionalProperties::FreeForm(true)));
+        components
+            .schemas
+            .insert(name.to_string(), RefOr::T(Schema::Object(merged)));
     }
 }
 
@@ -168,9 +188,10 @@ impl Modify for Conventions {
                 "bearer",
                 SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer)),
             );
-        }
-        for name in ["CommonParams", "ChatCompletionRequest", "CompletionRequest"] {
-            Self::lenient(openapi, name);
+            for name in OPENAI_REQUESTS {
+                Self::inline_common(components, name);
+            }
+            components.schemas.remove("CommonParams");
         }
         for (path, item) in openapi.paths.paths.iter_mut() {
             for op in [&mut item.get, &mut item.post].into_iter().flatten() {
@@ -207,24 +228,16 @@ fn node<'a>(
         .ok_or_else(|| DocumentError::Missing(pointer.to_string()))
 }
 
-/// Property `name` of component schema `schema` (in the schema or in one of its `allOf` parts).
+/// Property `name` of component schema `schema`.
 fn property<'a>(
     doc: &'a mut Value,
     schema: &str,
     name: &str,
 ) -> Result<&'a mut Map<String, Value>, DocumentError> {
-    let direct = format!("/components/schemas/{schema}/properties/{name}");
-    if doc.pointer(&direct).is_some() {
-        return node(doc, &direct);
-    }
-    let parts = doc
-        .pointer(&format!("/components/schemas/{schema}/allOf"))
-        .and_then(Value::as_array)
-        .map_or(0, Vec::len);
-    let found = (0..parts)
-        .map(|i| format!("/components/schemas/{schema}/allOf/{i}/properties/{name}"))
-        .find(|p| doc.pointer(p).is_some());
-    node(doc, &found.unwrap_or(direct))
+    node(
+        doc,
+        &format!("/components/schemas/{schema}/properties/{name}"),
+    )
 }
 
 /// A schema for a strategy's parameters, read off their defaults (`GET /v1/strategies`): each
@@ -299,39 +312,50 @@ pub(crate) fn apply_server_facts(
         param_refs.push(json!({"$ref": format!("#/components/schemas/{name}")}));
         schemas.insert(name, schema);
     }
-    for (schema, strategy, params) in [
-        ("CommonParams", "strategy", "strategy_params"),
-        ("ReasonRequest", "strategy", "params"),
-    ] {
-        property(doc, schema, strategy)?.insert("enum".into(), json!(strategy_enum));
-        let any_of = property(doc, schema, params)?
+    for schema in OPENAI_REQUESTS {
+        property(doc, schema, "strategy")?.insert("enum".into(), json!(strategy_enum));
+        let any_of = property(doc, schema, "strategy_params")?
             .get_mut("anyOf")
             .and_then(Value::as_array_mut)
-            .ok_or_else(|| DocumentError::Missing(format!("{schema}.{params}.anyOf")))?;
+            .ok_or_else(|| DocumentError::Missing(format!("{schema}.strategy_params.anyOf")))?;
         any_of.splice(0..0, param_refs.iter().cloned());
+    }
+    for schema in [
+        "ChatCompletionRequest",
+        "CompletionRequest",
+        "ReasonRequest",
+    ] {
         property(doc, schema, "budget_tokens")?
             .insert("maximum".into(), json!(l.max_budget_tokens));
     }
+    reason_per_strategy(doc, &names, &l.default_strategy)?;
     let models = served_models(facts.model_id, &names);
-    property(doc, "CommonParams", "model")?.insert("enum".into(), json!(models));
-    for (schema, field, maximum) in [
-        ("CommonParams", "max_tokens", l.max_completion_tokens),
-        (
-            "CommonParams",
-            "max_completion_tokens",
-            l.max_completion_tokens,
-        ),
-        ("CommonParams", "n", l.max_n),
-        ("ChatCompletionRequest", "top_logprobs", l.max_top_logprobs),
-        ("CompletionRequest", "logprobs", l.max_top_logprobs),
-    ] {
-        property(doc, schema, field)?.insert("maximum".into(), json!(maximum));
+    for schema in OPENAI_REQUESTS {
+        property(doc, schema, "model")?.insert("enum".into(), json!(models));
+        for (field, maximum) in [
+            ("max_tokens", l.max_completion_tokens),
+            ("max_completion_tokens", l.max_completion_tokens),
+            ("n", l.max_n),
+        ] {
+            property(doc, schema, field)?.insert("maximum".into(), json!(maximum));
+        }
+        let stop = format!("/components/schemas/{schema}/properties/stop/oneOf");
+        node(doc, &format!("{stop}/0"))?.insert("maxLength".into(), json!(l.max_stop_bytes));
+        node(doc, &format!("{stop}/1"))?.insert("maxItems".into(), json!(l.max_stop));
+        node(doc, &format!("{stop}/1/items"))?.insert("maxLength".into(), json!(l.max_stop_bytes));
     }
-    let stop = "/components/schemas/CommonParams/properties/stop/oneOf";
-    node(doc, &format!("{stop}/0"))?.insert("maxLength".into(), json!(l.max_stop_bytes));
-    let many = node(doc, &format!("{stop}/1"))?;
-    many.insert("maxItems".into(), json!(l.max_stop));
-    node(doc, &format!("{stop}/1/items"))?.insert("maxLength".into(), json!(l.max_stop_bytes));
+    // `best_of` must equal `n`, so it is at most `max_n` too.
+    property(doc, "CompletionRequest", "best_of")?.insert("maximum".into(), json!(l.max_n));
+    for (schema, field) in [
+        ("ChatCompletionRequest", "top_logprobs"),
+        ("CompletionRequest", "logprobs"),
+    ] {
+        property(doc, schema, field)?.insert("maximum".into(), json!(l.max_top_logprobs));
+    }
+    let plain_models = served_models(facts.model_id, &[]);
+    for schema in OPENAI_REQUESTS {
+        split_plain_and_search(doc, schema, &plain_models)?;
+    }
     let security = if facts.keys_required {
         json!([{"bearer": []}])
     } else {
@@ -341,11 +365,152 @@ pub(crate) fn apply_server_facts(
     Ok(())
 }
 
+/// `/v1/reason`'s body as one variant per registered strategy, so that `params` goes with its
+/// strategy (each strategy refuses another's parameters): `strategy` is that name — or absent or
+/// null in the default strategy's variant — and `params` its `StrategyParams.<name>` or null.
+fn reason_per_strategy(
+    doc: &mut Value,
+    names: &[String],
+    default: &str,
+) -> Result<(), DocumentError> {
+    let base = node(doc, "/components/schemas/ReasonRequest")?;
+    let description = base.remove("description");
+    let variants: Vec<Value> = names
+        .iter()
+        .map(|name| {
+            let mut variant = base.clone();
+            let is_default = name == default;
+            let mut allowed = vec![json!(name)];
+            if is_default {
+                allowed.push(Value::Null);
+            }
+            let strategy = json!({
+                "type": if is_default { json!(["string", "null"]) } else { json!("string") },
+                "enum": allowed,
+                "description": if is_default {
+                    format!("`{name}` (the default strategy: may be left out)")
+                } else {
+                    format!("`{name}`")
+                },
+            });
+            let params = json!({
+                "anyOf": [
+                    {"$ref": format!("#/components/schemas/StrategyParams.{name}")},
+                    {"type": "null"},
+                ],
+                "description": format!("`{name}`'s parameters; null or absent for its defaults"),
+            });
+            if let Some(props) = variant.get_mut("properties").and_then(Value::as_object_mut) {
+                props.insert("strategy".into(), strategy);
+                props.insert("params".into(), params);
+            }
+            if !is_default {
+                if let Some(required) = variant.get_mut("required").and_then(Value::as_array_mut) {
+                    required.push(json!("strategy"));
+                }
+            }
+            variant.insert("title".into(), json!(format!("ReasonRequest.{name}")));
+            Value::Object(variant)
+        })
+        .collect();
+    base.clear();
+    if let Some(d) = description {
+        base.insert("description".into(), d);
+    }
+    base.insert("oneOf".into(), json!(variants));
+    Ok(())
+}
+
+/// An OpenAI request as its two valid shapes (`anyOf`), as `validate` tells them apart: plain
+/// decoding (no strategy, budget, effort or strategy parameters; the model is `ponder` or the
+/// model id), or a search, whose sampling the strategy owns (no penalties or `logit_bias`, one
+/// choice).
+fn split_plain_and_search(
+    doc: &mut Value,
+    schema: &str,
+    plain_models: &[String],
+) -> Result<(), DocumentError> {
+    let base = node(doc, &format!("/components/schemas/{schema}"))?;
+    let description = base.remove("description");
+    // Each field's schema with `constraint`'s keywords added (or, for `Absent`, replaced).
+    let variant = |title: &str, fields: Vec<(&str, Value)>| {
+        let mut v = base.clone();
+        if let Some(props) = v.get_mut("properties").and_then(Value::as_object_mut) {
+            for (field, constraint) in fields {
+                let narrowed = match (props.get(field), constraint) {
+                    (Some(Value::Object(old)), Value::Object(new)) if !new.contains_key("type") => {
+                        let mut old = old.clone();
+                        old.extend(new);
+                        Value::Object(old)
+                    }
+                    (_, constraint) => constraint,
+                };
+                props.insert(field.into(), narrowed);
+            }
+        }
+        v.insert("title".into(), json!(format!("{schema}.{title}")));
+        Value::Object(v)
+    };
+    let absent = || json!({"type": "null", "description": "absent in plain decoding"});
+    let plain = variant(
+        "PlainDecoding",
+        vec![
+            ("model", json!({"enum": plain_models})),
+            ("strategy", absent()),
+            ("strategy_params", absent()),
+            ("budget_tokens", absent()),
+            ("reasoning_effort", absent()),
+        ],
+    );
+    let neutral = |value: Value| json!({"enum": [value, null], "description": "a strategy samples with its own parameters: only the neutral value"});
+    let mut search_fields = vec![
+        ("n", neutral(json!(1))),
+        ("presence_penalty", neutral(json!(0))),
+        ("frequency_penalty", neutral(json!(0))),
+        ("repetition_penalty", neutral(json!(1))),
+        ("logit_bias", json!({"maxProperties": 0})),
+    ];
+    if schema == "CompletionRequest" {
+        search_fields.push(("best_of", neutral(json!(1))));
+    }
+    let search = variant("Search", search_fields);
+    base.clear();
+    if let Some(d) = description {
+        base.insert("description".into(), d);
+    }
+    base.insert("anyOf".into(), json!([plain, search]));
+    Ok(())
+}
+
 /// The finished document for `facts`.
 pub(crate) fn document(facts: ServerFacts<'_>) -> Result<Value, DocumentError> {
     let mut doc = serde_json::to_value(ApiDoc::openapi())?;
+    add_keywords_utoipa_lacks(&mut doc)?;
     apply_server_facts(&mut doc, facts)?;
     Ok(doc)
+}
+
+/// JSON Schema keywords utoipa 5's types have no field for (so they are added to the JSON):
+/// `contains` — a chat request needs a user message with text (as `validate` checks).
+pub(crate) fn add_keywords_utoipa_lacks(doc: &mut Value) -> Result<(), DocumentError> {
+    let text = json!({"type": "string", "pattern": "\\S"});
+    let user_message = json!({
+        "type": "object",
+        "required": ["role", "content"],
+        "properties": {
+            "role": {"enum": ["user", "tool", "function"]},
+            "content": {"oneOf": [
+                text,
+                {"type": "array", "contains": {
+                    "type": "object",
+                    "required": ["type", "text"],
+                    "properties": {"type": {"enum": ["text"]}, "text": text},
+                }},
+            ]},
+        },
+    });
+    property(doc, "ChatCompletionRequest", "messages")?.insert("contains".into(), user_message);
+    Ok(())
 }
 
 /// `GET /openapi.json`.

@@ -48,6 +48,17 @@ fn refs(v: &Value, at: &str, out: &mut Vec<(String, String)>) {
 fn the_document_round_trips_through_utoipas_types_and_every_ref_resolves() {
     let doc = doc_for(&Limits::default(), &Registry::with_builtins());
     assert_eq!(doc["openapi"], "3.1.0");
+    // Everything but what utoipa has no field for (`add_keywords_utoipa_lacks`) round-trips.
+    let mut doc = doc;
+    for variant in 0..2 {
+        let contains = doc
+            .pointer_mut(&format!(
+                "/components/schemas/ChatCompletionRequest/anyOf/{variant}/properties/messages"
+            ))
+            .and_then(Value::as_object_mut)
+            .and_then(|messages| messages.remove("contains"));
+        assert!(contains.is_some(), "messages must contain a user message");
+    }
     let schemas = doc["components"]["schemas"].as_object().expect("schemas");
     for (name, schema) in schemas {
         let read: Result<utoipa::openapi::RefOr<utoipa::openapi::schema::Schema>, _> =
@@ -105,7 +116,8 @@ fn every_endpoint_is_described_with_its_bodies_and_errors() {
         "#/components/schemas/ChatCompletion"
     );
     assert_eq!(
-        ok["text/event-stream"]["x-ponder-event-data"]["oneOf"][0]["$ref"],
+        ok["text/event-stream"]["schema"]["properties"]["data"]["x-ponder-event-data"]["oneOf"][0]
+            ["$ref"],
         "#/components/schemas/ChatCompletionChunk"
     );
     for code in ["400", "404", "413", "415", "422", "429", "401"] {
@@ -118,6 +130,16 @@ fn every_endpoint_is_described_with_its_bodies_and_errors() {
         ready["503"]["content"]["application/json"]["schema"]["$ref"],
         "#/components/schemas/Status"
     );
+    // Two types under one component name would silently share one schema.
+    let schemas = &doc["components"]["schemas"];
+    assert!(schemas["CompletionUsage"]["properties"]["total_tokens"].is_object());
+    assert!(schemas["Usage"]["properties"]["generated_tokens"].is_object());
+    assert!(schemas["FinishReason"]["enum"]
+        .as_array()
+        .is_some_and(|e| e.contains(&Value::from("budget"))));
+    assert!(schemas["ChoiceFinish"]["enum"]
+        .as_array()
+        .is_some_and(|e| e.contains(&Value::from("length"))));
     assert_eq!(doc["security"], serde_json::json!([{"bearer": []}]));
     assert_eq!(
         doc["components"]["securitySchemes"]["bearer"]["scheme"],
@@ -148,8 +170,42 @@ fn limits_strategies_and_models_are_this_servers() {
     );
     let doc = doc_for(&limits, &registry);
     let schemas = &doc["components"]["schemas"];
-    let common = &schemas["CommonParams"]["properties"];
-    assert_eq!(common["n"]["maximum"], 3);
+    assert!(
+        schemas["CommonParams"].is_null(),
+        "inlined into each request"
+    );
+    // Plain decoding or a search: each shape ignores unknown fields.
+    let chat = &schemas["ChatCompletionRequest"]["anyOf"][0];
+    let search = &schemas["ChatCompletionRequest"]["anyOf"][1];
+    let text_search = &schemas["CompletionRequest"]["anyOf"][1];
+    for shape in [
+        chat,
+        search,
+        text_search,
+        &schemas["CompletionRequest"]["anyOf"][0],
+    ] {
+        assert_eq!(shape["additionalProperties"], true, "{shape}");
+    }
+    let required = chat["required"].as_array().expect("required");
+    assert!(
+        required.contains(&Value::from("model")) && required.contains(&Value::from("messages"))
+    );
+    assert_eq!(chat["properties"]["strategy"]["type"], "null");
+    assert_eq!(
+        chat["properties"]["model"]["enum"],
+        serde_json::json!(["ponder", "smollm2"])
+    );
+    assert_eq!(
+        search["properties"]["n"]["enum"],
+        serde_json::json!([1, null])
+    );
+    assert_eq!(search["properties"]["logit_bias"]["maxProperties"], 0);
+    assert_eq!(
+        text_search["properties"]["best_of"]["enum"],
+        serde_json::json!([1, null])
+    );
+    let common = &search["properties"];
+    assert_eq!(chat["properties"]["n"]["maximum"], 3);
     assert_eq!(common["n"]["minimum"], 1);
     assert_eq!(common["max_tokens"]["maximum"], 77);
     assert_eq!(common["max_completion_tokens"]["maximum"], 77);
@@ -158,35 +214,48 @@ fn limits_strategies_and_models_are_this_servers() {
     assert_eq!(common["stop"]["oneOf"][1]["maxItems"], 2);
     assert_eq!(common["stop"]["oneOf"][1]["items"]["maxLength"], 9);
     assert_eq!(
-        common["logit_bias"]["maxProperties"],
+        chat["properties"]["logit_bias"]["maxProperties"],
         crate::api::fields::MAX_LOGIT_BIAS
     );
     assert_eq!(common["temperature"]["maximum"], 2.0);
-    let chat_part = schemas["ChatCompletionRequest"]["allOf"]
+    assert_eq!(common["top_logprobs"]["maximum"], 4);
+    assert_eq!(
+        schemas["CompletionRequest"]["anyOf"][0]["properties"]["logprobs"]["maximum"],
+        4
+    );
+    // /v1/reason: one variant per strategy, each refusing unknown fields.
+    let variants = schemas["ReasonRequest"]["oneOf"]
         .as_array()
-        .and_then(|parts| parts.iter().find(|p| p["properties"].is_object()))
-        .expect("the chat request's own part");
-    assert_eq!(chat_part["properties"]["top_logprobs"]["maximum"], 4);
-    assert_eq!(chat_part["additionalProperties"], true);
-    assert_eq!(schemas["CommonParams"]["additionalProperties"], true);
-    let reason = &schemas["ReasonRequest"];
-    assert_eq!(reason["additionalProperties"], false);
-    assert_eq!(reason["properties"]["budget_tokens"]["maximum"], 999);
+        .expect("a variant per strategy");
     let names = registry.names();
+    assert_eq!(variants.len(), names.len());
     assert!(names.iter().any(|n| n == "test_echo"), "{names:?}");
     for name in &names {
         let params = &schemas[format!("StrategyParams.{name}").as_str()];
         assert_eq!(params["type"], "object", "{name}: {params}");
-        for strategy in [&common["strategy"], &reason["properties"]["strategy"]] {
-            let listed = strategy["enum"].as_array().expect("an enum");
-            assert!(listed.contains(&Value::from(name.as_str())), "{name}");
-        }
+        assert_eq!(params["additionalProperties"], false, "{name}");
+        let listed = common["strategy"]["enum"].as_array().expect("an enum");
+        assert!(listed.contains(&Value::from(name.as_str())), "{name}");
         let reference =
             serde_json::json!({"$ref": format!("#/components/schemas/StrategyParams.{name}")});
         let any_of = common["strategy_params"]["anyOf"]
             .as_array()
             .expect("anyOf");
         assert!(any_of.contains(&reference), "{name}");
+        let variant = variants
+            .iter()
+            .find(|v| v["properties"]["strategy"]["enum"][0] == name.as_str())
+            .expect("the strategy's variant");
+        assert_eq!(variant["additionalProperties"], false);
+        assert_eq!(variant["properties"]["budget_tokens"]["maximum"], 999);
+        assert_eq!(variant["properties"]["params"]["anyOf"][0], reference);
+        let required = variant["required"].as_array().expect("required");
+        let is_default = *name == limits.default_strategy;
+        assert_eq!(
+            required.contains(&Value::from("strategy")),
+            !is_default,
+            "{name}: only the default strategy may be left out"
+        );
     }
     let models = common["model"]["enum"].as_array().expect("an enum");
     for m in ["ponder", "smollm2", "ponder/best_of_n", "ponder/test_echo"] {

@@ -169,6 +169,7 @@ pub(crate) struct CompletionRequest {
     #[schema(schema_with = schemas::suffix)]
     pub(crate) suffix: Option<Value>,
     /// Server-side candidates to pick the best of: only `n` (default 1) is served.
+    #[schema(minimum = 1)]
     pub(crate) best_of: Option<i64>,
     /// The shared fields.
     #[serde(flatten)]
@@ -217,7 +218,7 @@ pub(crate) struct CompletionTokensDetails {
 /// OpenAI's usage object. Fields in alphabetical order, as they have always been on the wire
 /// (see [`super::responses`]).
 #[derive(Debug, Clone, Default, Serialize, ToSchema)]
-#[schema(as = Usage)]
+#[schema(as = CompletionUsage)]
 pub(crate) struct UsageOut {
     /// Tokens generated.
     pub(crate) completion_tokens: u64,

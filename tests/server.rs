@@ -358,9 +358,9 @@ fn discovery_health_metrics_and_openapi() {
     assert_eq!(doc["openapi"], "3.1.0");
     assert!(doc["paths"]["/v1/chat/completions"]["post"].is_object());
     // This server's model id and a strategy's parameters are in the document.
-    let chat = &doc["components"]["schemas"]["ChatCompletionRequest"]["anyOf"][0];
+    let plain = &doc["components"]["schemas"]["ChatCompletionRequest"]["anyOf"][0];
     assert_eq!(
-        chat["properties"]["model"]["enum"],
+        plain["properties"]["model"]["enum"],
         json!(["ponder", "smollm2"])
     );
     assert!(

@@ -679,7 +679,8 @@ async fn search(
 enum Next {
     Progress(Progress),
     ProgressClosed,
-    Done(Result<Outcome>),
+    // Boxed: an outcome is far larger than a progress event (clippy's large_enum_variant).
+    Done(Box<Result<Outcome>>),
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -707,10 +708,10 @@ fn search_stream(
                 tokio::select! {
                     biased;
                     p = rx.recv() => p.map_or(Next::ProgressClosed, Next::Progress),
-                    r = &mut search.task => Next::Done(join(r)),
+                    r = &mut search.task => Next::Done(Box::new(join(r))),
                 }
             } else {
-                Next::Done(join((&mut search.task).await))
+                Next::Done(Box::new(join((&mut search.task).await)))
             };
             match next {
                 Next::Progress(p) => yield Ok(data(&env.bare_chunk(None, Some(progress_field(p))))),
@@ -720,7 +721,7 @@ fn search_stream(
                     while let Ok(p) = rx.try_recv() {
                         yield Ok(data(&env.bare_chunk(None, Some(progress_field(p)))));
                     }
-                    break r;
+                    break *r;
                 }
             }
         };

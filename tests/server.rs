@@ -355,8 +355,17 @@ fn discovery_health_metrics_and_openapi() {
     assert!(bon["defaults"]["n"].is_u64());
     let (_, doc) = get("/openapi.json");
     let doc: Value = serde_json::from_str(&doc).expect("json");
-    assert_eq!(doc["openapi"], "3.0.3");
+    assert_eq!(doc["openapi"], "3.1.0");
     assert!(doc["paths"]["/v1/chat/completions"]["post"].is_object());
+    // This server's model id and a strategy's parameters are in the document.
+    let plain = &doc["components"]["schemas"]["ChatCompletionRequest"]["anyOf"][0];
+    assert_eq!(
+        plain["properties"]["model"]["enum"],
+        json!(["ponder", "smollm2"])
+    );
+    assert!(
+        doc["components"]["schemas"]["StrategyParams.best_of_n"]["properties"]["n"].is_object()
+    );
 
     let (s, _) = server.block_on(post(
         &client,

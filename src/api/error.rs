@@ -9,6 +9,7 @@ use axum::Json;
 use ponder_strategies::StrategyError;
 use serde::Serialize;
 use thiserror::Error;
+use utoipa::ToSchema;
 
 use crate::engine::EngineError;
 
@@ -105,26 +106,32 @@ pub enum AppError {
     /// The handler panicked (a bug, logged with its message); the connection stays usable.
     #[error("internal error: the server hit a bug answering this request (it is logged)")]
     Panicked,
+    /// A response body (or the OpenAPI document) could not be encoded: a bug.
+    #[error("internal error: could not encode the response: {0}")]
+    Encode(String),
 }
 
 /// OpenAI's error body.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = Error)]
 pub struct ErrorBody {
     /// The error.
     pub error: ErrorDetail,
 }
 
 /// OpenAI's error object.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct ErrorDetail {
     /// Human-readable, naming the field and limit.
     pub message: String,
     /// `invalid_request_error`, `authentication_error`, `rate_limit_error`, `server_error`…
     #[serde(rename = "type")]
+    #[schema(value_type = String)]
     pub kind: &'static str,
     /// The offending request field, if any.
     pub param: Option<String>,
     /// A machine-readable code, if any.
+    #[schema(value_type = Option<String>)]
     pub code: Option<&'static str>,
 }
 
@@ -293,7 +300,7 @@ impl AppError {
                 Some("backend_unavailable"),
             ),
             Self::NotFound => (StatusCode::NOT_FOUND, INVALID, None, Some("not_found")),
-            Self::Panicked => (
+            Self::Panicked | Self::Encode(_) => (
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "server_error",
                 None,

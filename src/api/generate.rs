@@ -19,7 +19,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use futures_util::Stream;
 use ponder_strategies::{FinishReason as SearchFinish, Outcome, Progress, StrategyError};
-use serde_json::{json, Value};
+use serde_json::json;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -29,7 +29,10 @@ use super::error::{AppError, Result, ValidationError};
 use super::extract::ApiJson;
 use super::guard::Slot;
 use super::metrics::Metrics;
-use super::sse::{data, done, set_field, ChoiceOut, Envelope, Flavor};
+use super::responses::{
+    ChatCompletion, ChoiceFinish, PonderChunkField, ProgressUpdate, SearchSummary, TextCompletion,
+};
+use super::sse::{data, done, ChoiceOut, Envelope, Flavor};
 use super::types::{ChatCompletionRequest, CompletionRequest, ReasonBody, UsageOut};
 use super::validate::{self, PromptIn, ValidGeneration};
 use super::AppState;
@@ -41,6 +44,12 @@ use crate::engine::{
 use crate::reason::{reason_with_progress, ReasonRequest};
 
 /// `POST /v1/chat/completions`.
+#[utoipa::path(post, path = "/v1/chat/completions", tag = "completions",
+    summary = "Chat completion (OpenAI-compatible, with budget extensions)",
+    request_body = ChatCompletionRequest,
+    responses((status = 200, description = "The completion, or with `stream: true` server-sent \
+        events whose data are `ChatCompletionChunk`s (an `Error` if the run fails), then `[DONE]`",
+        content((ChatCompletion = "application/json"), (String = "text/event-stream")))))]
 pub(crate) async fn chat_completions(
     State(state): State<Arc<AppState>>,
     ApiJson(req): ApiJson<ChatCompletionRequest>,
@@ -50,6 +59,12 @@ pub(crate) async fn chat_completions(
 }
 
 /// `POST /v1/completions`.
+#[utoipa::path(post, path = "/v1/completions", tag = "completions",
+    summary = "Text completion (OpenAI-compatible legacy API)",
+    request_body = CompletionRequest,
+    responses((status = 200, description = "The completion, or with `stream: true` server-sent \
+        events whose data are `TextCompletionChunk`s (an `Error` if the run fails), then `[DONE]`",
+        content((TextCompletion = "application/json"), (String = "text/event-stream")))))]
 pub(crate) async fn completions(
     State(state): State<Arc<AppState>>,
     ApiJson(req): ApiJson<CompletionRequest>,
@@ -59,6 +74,10 @@ pub(crate) async fn completions(
 }
 
 /// `POST /v1/reason`: the whole [`Outcome`].
+#[utoipa::path(post, path = "/v1/reason", tag = "reason",
+    summary = "Run a strategy and return the whole Outcome",
+    request_body = ReasonBody,
+    responses((status = 200, description = "The search's outcome", body = Outcome)))]
 pub(crate) async fn reason(
     State(state): State<Arc<AppState>>,
     ApiJson(body): ApiJson<ReasonBody>,
@@ -114,7 +133,7 @@ struct Choice {
     tokens: Vec<SampledToken>,
     sent_bytes: usize,
     sent_tokens: usize,
-    finish: Option<&'static str>,
+    finish: Option<ChoiceFinish>,
     /// When its last token arrived (for the inter-token latency).
     last_token_at: Option<Instant>,
 }
@@ -177,10 +196,10 @@ impl Decoder {
     }
 }
 
-fn finish_name(reason: SeqFinish) -> &'static str {
+fn finish_name(reason: SeqFinish) -> ChoiceFinish {
     match reason {
-        SeqFinish::Done(FinishReason::Length) => "length",
-        _ => "stop",
+        SeqFinish::Done(FinishReason::Length) => ChoiceFinish::Length,
+        _ => ChoiceFinish::Stop,
     }
 }
 
@@ -287,12 +306,12 @@ async fn direct(
             ChoiceOut {
                 text,
                 logprobs,
-                finish: c.finish.unwrap_or("stop"),
+                finish: c.finish.unwrap_or(ChoiceFinish::Stop),
                 stop_reason,
             }
         })
         .collect();
-    let body = env.response(choices, &usage);
+    let body = env.response(choices, &usage, None);
     drop(slot);
     Ok(Json(body).into_response())
 }
@@ -349,7 +368,7 @@ impl DirectRun {
     fn finished(&self, metrics: &Metrics, prompt_tokens: u64, start: Instant) {
         for c in &self.choices {
             metrics.finished(
-                c.finish.unwrap_or("abort"),
+                c.finish.map_or("abort", ChoiceFinish::as_str),
                 prompt_tokens,
                 c.ids.len() as u64,
             );
@@ -562,29 +581,31 @@ fn search_usage(outcome: &Outcome) -> UsageOut {
     )
 }
 
-fn search_summary(outcome: &Outcome, trace: bool) -> Value {
-    let mut v = json!({
-        "strategy": outcome.strategy,
-        "answer": outcome.answer,
-        "support": outcome.support,
-        "finish_reason": outcome.finish_reason,
-        "candidates": outcome.candidates.len(),
-        "usage": outcome.usage,
-        "spent": outcome.usage.spent(),
-    });
-    if let Some(router) = &outcome.router {
-        set_field(&mut v, "router", router.clone());
+fn search_summary(outcome: &Outcome, trace: bool) -> SearchSummary {
+    SearchSummary {
+        answer: outcome.answer.clone(),
+        candidates: outcome.candidates.len(),
+        finish_reason: outcome.finish_reason,
+        router: outcome.router.clone(),
+        spent: outcome.usage.spent(),
+        strategy: outcome.strategy.clone(),
+        support: outcome.support,
+        // As a `Value`, as it always was on the wire (its scores written as f64s).
+        trace: trace.then(|| json!(outcome.tree)),
+        usage: json!(outcome.usage),
     }
-    if trace {
-        set_field(&mut v, "trace", json!(outcome.tree));
-    }
-    v
 }
 
-fn search_finish(outcome: &Outcome) -> &'static str {
+/// A progress event for a stream chunk's `ponder` field.
+fn progress_field(p: Progress) -> PonderChunkField {
+    // As a `Value`, as it always was on the wire (its scores written as f64s).
+    PonderChunkField::Progress(ProgressUpdate { progress: json!(p) })
+}
+
+fn search_finish(outcome: &Outcome) -> ChoiceFinish {
     match outcome.finish_reason {
-        SearchFinish::Budget | SearchFinish::Deadline => "length",
-        _ => "stop",
+        SearchFinish::Budget | SearchFinish::Deadline => ChoiceFinish::Length,
+        _ => ChoiceFinish::Stop,
     }
 }
 
@@ -647,11 +668,10 @@ async fn search(
         finish: search_finish(&outcome),
         stop_reason: None,
     };
-    let mut body = env.response(vec![choice], &search_usage(&outcome));
-    set_field(
-        &mut body,
-        "ponder",
-        search_summary(&outcome, strategy.return_trace),
+    let body = env.response(
+        vec![choice],
+        &search_usage(&outcome),
+        Some(search_summary(&outcome, strategy.return_trace)),
     );
     Ok(Json(body).into_response())
 }
@@ -659,7 +679,8 @@ async fn search(
 enum Next {
     Progress(Progress),
     ProgressClosed,
-    Done(Result<Outcome>),
+    // Boxed: an outcome is far larger than a progress event (clippy's large_enum_variant).
+    Done(Box<Result<Outcome>>),
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -687,20 +708,20 @@ fn search_stream(
                 tokio::select! {
                     biased;
                     p = rx.recv() => p.map_or(Next::ProgressClosed, Next::Progress),
-                    r = &mut search.task => Next::Done(join(r)),
+                    r = &mut search.task => Next::Done(Box::new(join(r))),
                 }
             } else {
-                Next::Done(join((&mut search.task).await))
+                Next::Done(Box::new(join((&mut search.task).await)))
             };
             match next {
-                Next::Progress(p) => yield Ok(data(&env.bare_chunk(None, Some(json!({"progress": p}))))),
+                Next::Progress(p) => yield Ok(data(&env.bare_chunk(None, Some(progress_field(p))))),
                 Next::ProgressClosed => progress_open = false,
                 Next::Done(r) => {
                     // The last events may still sit in the channel when the task's result lands.
                     while let Ok(p) = rx.try_recv() {
-                        yield Ok(data(&env.bare_chunk(None, Some(json!({"progress": p})))));
+                        yield Ok(data(&env.bare_chunk(None, Some(progress_field(p)))));
                     }
-                    break r;
+                    break *r;
                 }
             }
         };
@@ -708,8 +729,9 @@ fn search_stream(
             Ok(outcome) => {
                 searched(&state, &outcome, start);
                 yield Ok(data(&env.chunk(0, Some(&answer_text(&outcome)), false, None, None)));
-                let mut last = env.chunk(0, None, false, None, Some(search_finish(&outcome)));
-                set_field(&mut last, "ponder", search_summary(&outcome, trace));
+                let last = env
+                    .chunk(0, None, false, None, Some(search_finish(&outcome)))
+                    .with_ponder(PonderChunkField::Summary(search_summary(&outcome, trace)));
                 yield Ok(data(&last));
                 if include_usage {
                     yield Ok(data(&env.bare_chunk(Some(&search_usage(&outcome)), None)));
@@ -727,7 +749,7 @@ fn searched(state: &AppState, outcome: &Outcome, start: Instant) {
     let m = &state.metrics;
     m.ttft(start.elapsed());
     m.finished(
-        search_finish(outcome),
+        search_finish(outcome).as_str(),
         outcome.usage.prompt_tokens,
         outcome.usage.generated_tokens,
     );

@@ -17,6 +17,7 @@ use ponder_strategies::{ExtendRequest, Extension, Generator, Sampling, StopKind}
 
 use super::error::{Result, ValidationError};
 use super::generate::{admit, keep_alive};
+use super::responses::ChoiceFinish;
 use super::sse::{data, done, ChoiceOut, Envelope, Flavor};
 use super::types::UsageOut;
 use super::validate::{PromptIn, ValidGeneration};
@@ -40,9 +41,9 @@ fn choice_out(ext: &Extension, stops: &[String]) -> ChoiceOut {
         text,
         logprobs: None,
         finish: if ext.stop == StopKind::Length {
-            "length"
+            ChoiceFinish::Length
         } else {
-            "stop"
+            ChoiceFinish::Stop
         },
         stop_reason,
     }
@@ -109,7 +110,7 @@ pub(super) async fn direct(
     let usage = UsageOut::new(prompt_len as u64, completion, 0, 0);
     let choices: Vec<ChoiceOut> = exts.iter().map(|e| choice_out(e, &valid.stop)).collect();
     if !valid.stream {
-        return Ok(Json(env.response(choices, &usage)).into_response());
+        return Ok(Json(env.response(choices, &usage, None)).into_response());
     }
     let include_usage = valid.include_usage;
     let interval = state.limits.keep_alive;

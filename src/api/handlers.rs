@@ -8,73 +8,116 @@ use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde_json::{json, Value};
 
 use super::error::AppError;
+use super::responses::{
+    Health, ListObject, ModelCard, ModelList, ModelObject, Status, StrategyCard, StrategyList,
+};
 use super::AppState;
 
 /// `GET /health`: the process is up.
-pub(crate) async fn health() -> Json<Value> {
-    Json(json!({"status": "ok"}))
+#[utoipa::path(get, path = "/health", tag = "operations",
+    summary = "Liveness (no API key needed)",
+    responses((status = 200, description = "The process is up", body = Status)))]
+pub(crate) async fn health() -> Json<Status> {
+    Json(Status::of(Health::Ok))
 }
 
 /// `GET /ready`: 200 when serving, 503 while draining or when the executor has stopped.
+#[utoipa::path(get, path = "/ready", tag = "operations",
+    summary = "Readiness (no API key needed)",
+    responses(
+        (status = 200, description = "Serving", body = Status),
+        (status = 503, description = "Draining, or no backend is healthy, or the executor stopped", body = Status),
+    ))]
 pub(crate) async fn ready(State(state): State<Arc<AppState>>) -> Response {
+    let unavailable = |reason: String| {
+        let status = Status {
+            reason: Some(reason),
+            ..Status::of(Health::Unavailable)
+        };
+        (StatusCode::SERVICE_UNAVAILABLE, Json(status)).into_response()
+    };
     if state.is_draining() {
         return (
             StatusCode::SERVICE_UNAVAILABLE,
-            Json(json!({"status": "draining"})),
+            Json(Status::of(Health::Draining)),
         )
             .into_response();
     }
     if let Some(pool) = &state.remote {
         if pool.check_health().await == 0 {
-            return (
-                StatusCode::SERVICE_UNAVAILABLE,
-                Json(json!({"status": "unavailable", "reason": "no backend is healthy"})),
-            )
-                .into_response();
+            return unavailable("no backend is healthy".into());
         }
     }
+    let ready = Status {
+        model: Some(state.model_id.clone()),
+        ..Status::of(Health::Ready)
+    };
     let Some(runtime) = &state.runtime else {
-        return Json(json!({"status": "ready", "model": state.model_id})).into_response();
+        return Json(ready).into_response();
     };
     match runtime.counters().await {
-        Ok(_) => Json(json!({"status": "ready", "model": state.model_id})).into_response(),
-        Err(e) => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            Json(json!({"status": "unavailable", "reason": e.to_string()})),
-        )
-            .into_response(),
+        Ok(_) => Json(ready).into_response(),
+        Err(e) => unavailable(e.to_string()),
     }
 }
 
 /// `GET /v1/models`: `ponder`, the plain model id, and `ponder/<strategy>` for every strategy.
-pub(crate) async fn models(State(state): State<Arc<AppState>>) -> Json<Value> {
-    let model = |id: String| json!({"id": id, "object": "model", "created": state.created, "owned_by": "ponder"});
-    let mut data = vec![model("ponder".into()), model(state.model_id.clone())];
-    data.extend(
-        state
-            .registry
-            .names()
-            .into_iter()
-            .map(|n| model(format!("ponder/{n}"))),
-    );
-    Json(json!({"object": "list", "data": data}))
+#[utoipa::path(get, path = "/v1/models", tag = "discovery",
+    summary = "Models: ponder, the model id, ponder/<strategy>",
+    responses((status = 200, description = "The models this server answers to", body = ModelList)))]
+pub(crate) async fn models(State(state): State<Arc<AppState>>) -> Json<ModelList> {
+    let data = served_models(&state.model_id, &state.registry.names())
+        .into_iter()
+        .map(|id| ModelCard {
+            created: state.created,
+            id,
+            object: ModelObject::Model,
+            owned_by: "ponder".into(),
+        })
+        .collect();
+    Json(ModelList {
+        data,
+        object: ListObject::List,
+    })
+}
+
+/// The model names a request may send: `ponder`, the plain model id, `ponder/<strategy>`.
+pub(crate) fn served_models(model_id: &str, strategies: &[String]) -> Vec<String> {
+    let mut names = vec!["ponder".to_string(), model_id.to_string()];
+    names.extend(strategies.iter().map(|n| format!("ponder/{n}")));
+    names
 }
 
 /// `GET /v1/strategies`: names, descriptions and default parameters.
-pub(crate) async fn strategies(State(state): State<Arc<AppState>>) -> Json<Value> {
-    let data: Vec<Value> = state
+#[utoipa::path(get, path = "/v1/strategies", tag = "discovery",
+    summary = "Strategies with their default parameters",
+    responses((status = 200, description = "The registered strategies", body = StrategyList)))]
+pub(crate) async fn strategies(State(state): State<Arc<AppState>>) -> Json<StrategyList> {
+    let data = state
         .registry
         .list()
         .into_iter()
-        .map(|i| json!({"name": i.name, "model": format!("ponder/{}", i.name), "description": i.description, "defaults": i.defaults}))
+        .map(|i| StrategyCard {
+            defaults: i.defaults,
+            description: i.description,
+            model: format!("ponder/{}", i.name),
+            name: i.name,
+        })
         .collect();
-    Json(json!({"object": "list", "default": state.limits.default_strategy, "data": data}))
+    Json(StrategyList {
+        data,
+        default: state.limits.default_strategy.clone(),
+        object: ListObject::List,
+    })
 }
 
 /// `GET /metrics`: Prometheus (OpenMetrics) text, engine gauges read fresh.
+#[utoipa::path(get, path = "/metrics", tag = "operations",
+    summary = "Prometheus metrics",
+    responses((status = 200, description = "OpenMetrics text", body = String,
+        content_type = "application/openmetrics-text")))]
 pub(crate) async fn metrics(State(state): State<Arc<AppState>>) -> Response {
     if let Some(runtime) = &state.runtime {
         let counters = runtime.counters().await.ok();

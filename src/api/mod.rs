@@ -23,6 +23,8 @@ mod handlers;
 mod hostile_tests;
 mod metrics;
 mod openapi;
+mod responses;
+mod schemas;
 mod sse;
 #[doc(hidden)]
 pub mod sse_wire;

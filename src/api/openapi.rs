@@ -1,73 +1,243 @@
-//! `GET /openapi.json`: the OpenAPI 3.0 description of this server, generated from its state —
-//! the registered strategy names, each strategy's parameters (`StrategyParams.<name>`, read off
-//! its defaults), the model names and the configured limits appear in the schemas, so clients
-//! and fuzzers (schemathesis in CI) see the contract actually enforced.
+//! `GET /openapi.json`: the OpenAPI 3.1 description of this server, derived with utoipa from the
+//! types the handlers parse and serialize ([`super::types`], [`super::responses`], the
+//! strategies' `Outcome`) and the handlers' `#[utoipa::path]`s, so the document cannot drift from
+//! the wire. Two steps finish it:
+//!
+//! - [`Conventions`] (once, on utoipa's types): the bearer scheme, the OpenAI-shaped error
+//!   responses every operation can answer, what the server-sent events carry, and that the
+//!   OpenAI request bodies ignore unknown fields (`additionalProperties: true`; `/v1/reason`'s
+//!   refuses them, `false`, from its `deny_unknown_fields`).
+//! - [`apply_server_facts`] (per request, JSON-pointer edits): this server's configuration — its
+//!   limits as `maximum`s, the models and registered strategies as enums, each strategy's
+//!   parameters as `StrategyParams.<name>` (read off its defaults, so user-registered strategies
+//!   are covered), and whether a key is required.
+//!
+//! Clients and fuzzers (schemathesis in `scripts/serve_clients.py`) thus see the contract actually
+//! enforced. This module describes; it validates nothing and builds no response body.
 #![deny(clippy::indexing_slicing)]
 
 use std::sync::Arc;
 
 use axum::extract::State;
 use axum::Json;
+use ponder_strategies::Registry;
 use serde_json::{json, Map, Value};
+use thiserror::Error;
+use utoipa::openapi::extensions::ExtensionsBuilder;
+use utoipa::openapi::path::Operation;
+use utoipa::openapi::schema::{AdditionalProperties, ObjectBuilder, Schema, Type};
+use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
+use utoipa::openapi::{Components, ContentBuilder, Ref, RefOr, ResponseBuilder};
+use utoipa::{Modify, OpenApi};
 
+use super::error::{AppError, ErrorBody};
+use super::handlers::served_models;
+use super::responses::{ChatCompletionChunk, TextCompletionChunk};
+use super::validate::Limits;
 use super::AppState;
 
-fn error_responses() -> Map<String, Value> {
-    let err = json!({"description": "OpenAI-shaped error", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}});
-    let mut map = Map::new();
-    for code in [
-        "400", "401", "404", "413", "415", "422", "429", "500", "502", "503", "504",
-    ] {
-        map.insert(code.into(), err.clone());
+/// The document as derived from the types and handlers, before [`apply_server_facts`].
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "Ponder",
+        description = "Test-time-scaling reasoning server: OpenAI-compatible completions with a \
+                       compute budget."
+    ),
+    paths(
+        super::generate::chat_completions,
+        super::generate::completions,
+        super::generate::reason,
+        super::handlers::models,
+        super::handlers::strategies,
+        super::handlers::health,
+        super::handlers::ready,
+        super::handlers::metrics,
+        openapi,
+    ),
+    components(schemas(ChatCompletionChunk, TextCompletionChunk, ErrorBody)),
+    modifiers(&Conventions),
+)]
+struct ApiDoc;
+
+/// What the derive cannot say: see the module doc.
+struct Conventions;
+
+/// The request bodies of the OpenAI endpoints (each with `CommonParams`' fields).
+const OPENAI_REQUESTS: [&str; 2] = ["ChatCompletionRequest", "CompletionRequest"];
+
+/// The error responses of an operation at `path` (OpenAI's error body); the probes need no key
+/// and only generation reads a body or queues.
+fn error_codes(path: &str, has_body: bool) -> Vec<&'static str> {
+    let mut codes = Vec::new();
+    if has_body {
+        codes.extend([
+            "400", "404", "413", "415", "422", "429", "502", "503", "504",
+        ]);
     }
-    map
-}
-
-fn post(summary: &str, request: &str, response: &str, streams: bool) -> Value {
-    let mut responses = error_responses();
-    let mut content = Map::new();
-    content.insert(
-        "application/json".into(),
-        json!({"schema": {"$ref": format!("#/components/schemas/{response}")}}),
-    );
-    if streams {
-        // Each event: an OpenAI chunk (or an error object) as JSON in `data`, the last `[DONE]`.
-        content.insert(
-            "text/event-stream".into(),
-            json!({"schema": {"type": "object", "required": ["data"], "properties": {
-                "data": {"type": "string"}, "event": {"type": "string"}, "id": {"type": "string"},
-            }}}),
-        );
+    if !matches!(path, "/health" | "/ready") {
+        codes.push("401");
     }
-    responses.insert(
-        "200".into(),
-        json!({"description": "OK", "content": content}),
-    );
-    json!({"post": {
-        "summary": summary,
-        "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": format!("#/components/schemas/{request}")}}}},
-        "responses": responses,
-    }})
+    codes.push("500");
+    codes
 }
 
-fn get(summary: &str, schema: Value) -> Value {
-    let mut responses = error_responses();
-    responses.insert(
-        "200".into(),
-        json!({"description": "OK", "content": {"application/json": {"schema": schema}}}),
-    );
-    json!({"get": {"summary": summary, "responses": responses}})
+/// The chunk schema a streaming operation's events carry.
+fn event_data(path: &str) -> Option<&'static str> {
+    match path {
+        "/v1/chat/completions" => Some("ChatCompletionChunk"),
+        "/v1/completions" => Some("TextCompletionChunk"),
+        _ => None,
+    }
 }
 
-/// A `get` operation with its response for `code` replaced.
-fn with_response(mut op: Value, code: &str, response: Value) -> Value {
-    if let Some(responses) = op
-        .pointer_mut("/get/responses")
+impl Conventions {
+    fn operation(path: &str, op: &mut Operation) {
+        let error = ResponseBuilder::new()
+            .description("OpenAI-shaped error")
+            .content(
+                "application/json",
+                ContentBuilder::new()
+                    .schema(Some(Ref::from_schema_name("Error")))
+                    .build(),
+            )
+            .build();
+        for code in error_codes(path, op.request_body.is_some()) {
+            op.responses
+                .responses
+                .entry(code.to_string())
+                .or_insert_with(|| RefOr::T(error.clone()));
+        }
+        let Some(chunk) = event_data(path) else {
+            return;
+        };
+        for response in op.responses.responses.values_mut() {
+            let RefOr::T(response) = response else {
+                continue;
+            };
+            if let Some(events) = response.content.get_mut("text/event-stream") {
+                // One server-sent event (schemathesis checks each against this), its `data`
+                // described in `x-ponder-event-data` (JSON Schema's `contentSchema` has no
+                // field in utoipa 5).
+                let data = ObjectBuilder::new()
+                    .schema_type(Type::String)
+                    .description(Some(format!(
+                        "a {chunk} as JSON (an Error if the run fails); the last event's is \
+                         `[DONE]`"
+                    )))
+                    .extensions(Some(
+                        ExtensionsBuilder::new()
+                            .add(
+                                "x-ponder-event-data",
+                                json!({"oneOf": [
+                                    {"$ref": format!("#/components/schemas/{chunk}")},
+                                    {"$ref": "#/components/schemas/Error"},
+                                    {"type": "string", "enum": ["[DONE]"]},
+                                ]}),
+                            )
+                            .build(),
+                    ));
+                events.schema = Some(
+                    ObjectBuilder::new()
+                        .description(Some("one server-sent event"))
+                        .property("data", data)
+                        .required("data")
+                        .property("event", ObjectBuilder::new().schema_type(Type::String))
+                        .property("id", ObjectBuilder::new().schema_type(Type::String))
+                        .property("retry", ObjectBuilder::new().schema_type(Type::Integer))
+                        .into(),
+                );
+            }
+        }
+    }
+
+    /// The OpenAI request `name` as one object: utoipa writes a `#[serde(flatten)]`ed field as
+    /// `allOf: [{$ref: CommonParams}, {own fields}]`, which generators (schemathesis among them)
+    /// do not merge, so the shared fields are copied in (and `CommonParams` dropped by the
+    /// caller). `additionalProperties: true` says unknown fields are ignored.
+    fn inline_common(components: &mut Components, name: &str) {
+        let Some(RefOr::T(Schema::Object(common))) = components.schemas.get("CommonParams") else {
+            return;
+        };
+        let common = common.clone();
+        let Some(RefOr::T(Schema::AllOf(all))) = components.schemas.get(name) else {
+            return;
+        };
+        let description = all.description.clone();
+        let own = all.items.iter().find_map(|item| match item {
+            RefOr::T(Schema::Object(o)) => Some(o.clone()),
+            _ => None,
+        });
+        let Some(mut merged) = own else {
+            return;
+        };
+        merged.properties.extend(common.properties);
+        merged.required.extend(common.required);
+        merged.description = description;
+        merged.additional_properties = Some(Box::new(AdditionalProperties::FreeForm(true)));
+        components
+            .schemas
+            .insert(name.to_string(), RefOr::T(Schema::Object(merged)));
+    }
+}
+
+impl Modify for Conventions {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        if let Some(components) = openapi.components.as_mut() {
+            components.add_security_scheme(
+                "bearer",
+                SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer)),
+            );
+            for name in OPENAI_REQUESTS {
+                Self::inline_common(components, name);
+            }
+            components.schemas.remove("CommonParams");
+        }
+        for (path, item) in openapi.paths.paths.iter_mut() {
+            for op in [&mut item.get, &mut item.post].into_iter().flatten() {
+                Self::operation(path, op);
+            }
+        }
+    }
+}
+
+/// A node [`apply_server_facts`] edits is missing: the derived document changed shape.
+#[derive(Debug, Error)]
+pub(crate) enum DocumentError {
+    /// utoipa's document did not serialize.
+    #[error("could not encode the OpenAPI document: {0}")]
+    Encode(#[from] serde_json::Error),
+    /// No object at this JSON pointer.
+    #[error("the OpenAPI document has no object at {0}")]
+    Missing(String),
+}
+
+impl From<DocumentError> for AppError {
+    fn from(e: DocumentError) -> Self {
+        AppError::Encode(e.to_string())
+    }
+}
+
+/// The object at `pointer`.
+fn node<'a>(
+    doc: &'a mut Value,
+    pointer: &str,
+) -> Result<&'a mut Map<String, Value>, DocumentError> {
+    doc.pointer_mut(pointer)
         .and_then(Value::as_object_mut)
-    {
-        responses.insert(code.into(), response);
-    }
-    op
+        .ok_or_else(|| DocumentError::Missing(pointer.to_string()))
+}
+
+/// Property `name` of component schema `schema`.
+fn property<'a>(
+    doc: &'a mut Value,
+    schema: &str,
+    name: &str,
+) -> Result<&'a mut Map<String, Value>, DocumentError> {
+    node(
+        doc,
+        &format!("/components/schemas/{schema}/properties/{name}"),
+    )
 }
 
 /// A schema for a strategy's parameters, read off their defaults (`GET /v1/strategies`): each
@@ -80,7 +250,8 @@ fn params_schema(defaults: &Value) -> Value {
                 .iter()
                 .map(|(k, v)| {
                     let mut schema = params_schema(v);
-                    if let Some(o) = schema.as_object_mut() {
+                    // (A null default is left unsaid: utoipa reads `"default": null` as none.)
+                    if let (Some(o), false) = (schema.as_object_mut(), v.is_null()) {
                         o.insert("default".into(), v.clone());
                     }
                     (k.clone(), schema)
@@ -96,179 +267,266 @@ fn params_schema(defaults: &Value) -> Value {
             Some(first) => json!({"type": "array", "items": params_schema(first)}),
             None => json!({"type": "array"}),
         },
-        // A parameter whose default is "none": any value, or null.
-        Value::Null => json!({"nullable": true}),
+        // A parameter whose default is "none": any value, or null. Spelled as every type rather
+        // than `{}`: utoipa 5 cannot read a typeless schema back (the round-trip test does).
+        Value::Null => {
+            json!({"type": ["null", "boolean", "integer", "number", "string", "array", "object"]})
+        }
     }
 }
 
-/// The document.
-pub(crate) async fn openapi(State(state): State<Arc<AppState>>) -> Json<Value> {
-    let l = &state.limits;
-    let names = state.registry.names();
-    let mut schemas = Map::new();
+/// What of this server's configuration the document states.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ServerFacts<'a> {
+    /// The configured limits.
+    pub(crate) limits: &'a Limits,
+    /// The registered strategies.
+    pub(crate) registry: &'a Registry,
+    /// The plain model id.
+    pub(crate) model_id: &'a str,
+    /// Whether requests need a bearer key.
+    pub(crate) keys_required: bool,
+}
+
+/// Writes this server's configuration into the derived document: the limits as `maximum` /
+/// `maxLength` / `maxItems`, the served model names and registered strategy names as `enum`s,
+/// each strategy's parameter schema as `StrategyParams.<name>` (and `strategy_params` / `params`
+/// as one of them), and the bearer requirement when keys are configured.
+pub(crate) fn apply_server_facts(
+    doc: &mut Value,
+    facts: ServerFacts<'_>,
+) -> Result<(), DocumentError> {
+    let l = facts.limits;
+    let names = facts.registry.names();
+    let mut strategy_enum: Vec<Value> = names.iter().map(|n| json!(n)).collect();
+    strategy_enum.push(Value::Null);
     let mut param_refs = Vec::new();
-    for info in state.registry.list() {
+    let schemas = node(doc, "/components/schemas")?;
+    for info in facts.registry.list() {
         let name = format!("StrategyParams.{}", info.name);
         let mut schema = params_schema(&info.defaults);
         if let Some(o) = schema.as_object_mut() {
-            o.insert(
-                "description".into(),
-                json!(format!(
-                    "Parameters of `{}`: {}",
-                    info.name, info.description
-                )),
-            );
+            let about = format!("Parameters of `{}`: {}", info.name, info.description);
+            o.insert("description".into(), json!(about));
         }
         param_refs.push(json!({"$ref": format!("#/components/schemas/{name}")}));
         schemas.insert(name, schema);
     }
-    let params = json!({"nullable": true, "anyOf": param_refs,
-        "description": "the strategy's parameters (StrategyParams.<strategy>); GET /v1/strategies lists their defaults"});
-    let common = json!({
-        "model": {"type": "string", "description": "`ponder`, the model id, or `ponder/<strategy>`", "example": "ponder"},
-        "max_tokens": {"type": "integer", "minimum": 1, "maximum": l.max_completion_tokens, "nullable": true},
-        "max_completion_tokens": {"type": "integer", "minimum": 1, "maximum": l.max_completion_tokens, "nullable": true},
-        "temperature": {"type": "number", "minimum": 0, "maximum": 2, "nullable": true},
-        "top_p": {"type": "number", "exclusiveMinimum": true, "minimum": 0, "maximum": 1, "nullable": true},
-        "top_k": {"type": "integer", "minimum": 0, "maximum": 4_294_967_295u64, "nullable": true},
-        "min_p": {"type": "number", "minimum": 0, "maximum": 1, "nullable": true},
-        "n": {"type": "integer", "minimum": 1, "maximum": l.max_n, "nullable": true},
-        "stop": {"nullable": true, "oneOf": [
-            {"type": "string", "minLength": 1, "maxLength": l.max_stop_bytes},
-            {"type": "array", "maxItems": l.max_stop, "items": {"type": "string", "minLength": 1, "maxLength": l.max_stop_bytes}}
-        ]},
-        "seed": {"type": "integer", "format": "int64", "nullable": true},
-        "stream": {"type": "boolean", "nullable": true},
-        "stream_options": {"type": "object", "nullable": true, "properties": {"include_usage": {"type": "boolean"}}},
-        "reasoning_effort": {"type": "string", "enum": ["minimal", "low", "medium", "high"], "nullable": true,
-            "description": "a budget of 512 / 1024 / 4096 / 16384 tokens, held to the server's budget limit"},
-        "budget_tokens": {"type": "integer", "minimum": 1, "maximum": l.max_budget_tokens, "nullable": true},
-        "deadline_ms": {"type": "integer", "minimum": 1, "maximum": 3_600_000, "nullable": true},
-        "strategy": {"type": "string", "enum": names, "nullable": true},
-        "strategy_params": params.clone(),
-        "return_trace": {"type": "boolean", "nullable": true},
-        "presence_penalty": {"type": "number", "minimum": -2, "maximum": 2, "nullable": true},
-        "frequency_penalty": {"type": "number", "minimum": -2, "maximum": 2, "nullable": true},
-        "repetition_penalty": {"type": "number", "exclusiveMinimum": true, "minimum": 0, "nullable": true},
-        "logit_bias": {"type": "object", "nullable": true, "maxProperties": super::fields::MAX_LOGIT_BIAS,
-            "description": "token id (a decimal string) to a bias added to its logit; -100 bans the token",
-            "additionalProperties": {"type": "number", "minimum": -100, "maximum": 100}},
-        "response_format": {"type": "object", "nullable": true, "required": ["type"],
-            "description": "only {\"type\": \"text\"}; JSON modes are refused with a 400 (no constrained decoding)",
-            "properties": {"type": {"type": "string"}}},
-        "tools": {"type": "array", "nullable": true, "maxItems": 0, "items": {"type": "object"},
-            "description": "tool calling is not supported: a non-empty list is refused with a 400"},
-        "tool_choice": {"type": "string", "enum": ["none"], "nullable": true},
-    });
-    let with = |extra: Value, required: &[&str]| {
-        let mut props = common.clone();
-        if let (Some(p), Some(e)) = (props.as_object_mut(), extra.as_object()) {
-            p.extend(e.clone());
-        }
-        json!({"type": "object", "required": required, "properties": props})
-    };
-    let chat = with(
-        json!({
-            "messages": {"type": "array", "minItems": 1, "items": {"$ref": "#/components/schemas/Message"}},
-            "logprobs": {"type": "boolean", "nullable": true},
-            "top_logprobs": {"type": "integer", "minimum": 0, "maximum": l.max_top_logprobs, "nullable": true},
-        }),
-        &["model", "messages"],
-    );
-    let completion = with(
-        json!({
-            "prompt": {"oneOf": [{"type": "string", "minLength": 1}, {"type": "array", "minItems": 1, "maxItems": 1, "items": {"type": "string", "minLength": 1}}]},
-            "logprobs": {"type": "integer", "minimum": 0, "maximum": l.max_top_logprobs, "nullable": true},
-            "echo": {"type": "boolean", "nullable": true},
-        }),
-        &["model", "prompt"],
-    );
-    let usage = json!({"type": "object", "required": ["prompt_tokens", "completion_tokens", "total_tokens"], "properties": {
-        "prompt_tokens": {"type": "integer"}, "completion_tokens": {"type": "integer"}, "total_tokens": {"type": "integer"},
-        "prompt_tokens_details": {"type": "object", "properties": {"cached_tokens": {"type": "integer"}}},
-        "completion_tokens_details": {"type": "object", "properties": {"reasoning_tokens": {"type": "integer"}}},
-    }});
-    let completion_response = json!({"type": "object", "required": ["id", "object", "created", "model", "choices"], "properties": {
-        "id": {"type": "string"}, "object": {"type": "string"}, "created": {"type": "integer"}, "model": {"type": "string"},
-        "choices": {"type": "array", "items": {"type": "object", "required": ["index", "finish_reason"], "properties": {
-            "index": {"type": "integer"},
-            "finish_reason": {"type": "string", "enum": ["stop", "length"]},
-        }}},
-        "usage": {"$ref": "#/components/schemas/Usage"},
-        "ponder": {"type": "object", "description": "the search's summary when a strategy ran"},
-    }});
-    let list = json!({"type": "object", "required": ["object", "data"], "properties": {"object": {"type": "string"}, "data": {"type": "array", "items": {"type": "object"}}}});
-    let status = json!({"type": "object", "required": ["status"], "properties": {"status": {"type": "string"}}});
-    let metrics = with_response(
-        get("Prometheus metrics", json!({})),
-        "200",
-        json!({"description": "OpenMetrics text", "content": {"application/openmetrics-text": {"schema": {"type": "string"}}}}),
-    );
-    let ready = with_response(
-        get("Readiness (503 while draining)", status.clone()),
-        "503",
-        json!({"description": "not ready", "content": {"application/json": {"schema": status.clone()}}}),
-    );
-    let mut doc = json!({
-        "openapi": "3.0.3",
-        "info": {"title": "Ponder", "version": env!("CARGO_PKG_VERSION"), "description": "Test-time-scaling reasoning server: OpenAI-compatible completions with a compute budget."},
-        "paths": {
-            "/v1/chat/completions": post("Chat completion (OpenAI-compatible, with budget extensions)", "ChatCompletionRequest", "Completion", true),
-            "/v1/completions": post("Text completion (OpenAI-compatible legacy API)", "CompletionRequest", "Completion", true),
-            "/v1/reason": post("Run a strategy and return the whole Outcome", "ReasonRequest", "Outcome", false),
-            "/v1/models": get("Models: ponder, the model id, ponder/<strategy>", list.clone()),
-            "/v1/strategies": get("Strategies with their default parameters", list),
-            "/health": get("Liveness", status),
-            "/ready": ready,
-            "/metrics": metrics,
-            "/openapi.json": get("This document", json!({"type": "object"})),
-        },
-        "components": {
-            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
-            "schemas": {
-                "Message": {"type": "object", "required": ["role"], "properties": {
-                    "role": {"type": "string", "enum": ["system", "developer", "user", "assistant", "tool"]},
-                    "content": {"nullable": true, "oneOf": [
-                        {"type": "string"},
-                        {"type": "array", "items": {"type": "object", "required": ["type", "text"], "properties": {"type": {"type": "string", "enum": ["text"]}, "text": {"type": "string"}}}}
-                    ]},
-                }},
-                "ChatCompletionRequest": chat,
-                "CompletionRequest": completion,
-                "ReasonRequest": {"type": "object", "required": ["problem"], "additionalProperties": false, "properties": {
-                    "problem": {"type": "string", "minLength": 1},
-                    "strategy": {"type": "string", "enum": state.registry.names(), "nullable": true},
-                    "params": params,
-                    "budget_tokens": {"type": "integer", "minimum": 1, "maximum": l.max_budget_tokens, "nullable": true},
-                    "deadline_ms": {"type": "integer", "minimum": 1, "maximum": 3_600_000, "nullable": true},
-                    "seed": {"type": "integer", "format": "int64", "nullable": true},
-                }},
-                "Usage": usage,
-                "Completion": completion_response,
-                "Outcome": {"type": "object", "required": ["strategy", "candidates", "usage", "finish_reason", "tree"], "properties": {
-                    "strategy": {"type": "string"},
-                    "answer": {"type": "string", "nullable": true},
-                    "text": {"type": "string", "nullable": true},
-                    "candidates": {"type": "array", "items": {"type": "object"}},
-                    "usage": {"type": "object"},
-                    "finish_reason": {"type": "string", "enum": ["completed", "budget", "deadline", "cancelled"]},
-                    "tree": {"type": "object"},
-                }},
-                "Error": {"type": "object", "required": ["error"], "properties": {"error": {"type": "object", "required": ["message", "type"], "properties": {
-                    "message": {"type": "string"},
-                    "type": {"type": "string"},
-                    "param": {"type": "string", "nullable": true},
-                    "code": {"type": "string", "nullable": true},
-                }}}},
-            },
-        },
-        "security": if state.keys.is_enabled() { json!([{"bearer": []}]) } else { json!([]) },
-    });
-    if let Some(all) = doc
-        .pointer_mut("/components/schemas")
-        .and_then(Value::as_object_mut)
-    {
-        all.extend(schemas);
+    for schema in OPENAI_REQUESTS {
+        property(doc, schema, "strategy")?.insert("enum".into(), json!(strategy_enum));
+        let any_of = property(doc, schema, "strategy_params")?
+            .get_mut("anyOf")
+            .and_then(Value::as_array_mut)
+            .ok_or_else(|| DocumentError::Missing(format!("{schema}.strategy_params.anyOf")))?;
+        any_of.splice(0..0, param_refs.iter().cloned());
     }
-    Json(doc)
+    for schema in [
+        "ChatCompletionRequest",
+        "CompletionRequest",
+        "ReasonRequest",
+    ] {
+        property(doc, schema, "budget_tokens")?
+            .insert("maximum".into(), json!(l.max_budget_tokens));
+    }
+    reason_per_strategy(doc, &names, &l.default_strategy)?;
+    let models = served_models(facts.model_id, &names);
+    for schema in OPENAI_REQUESTS {
+        property(doc, schema, "model")?.insert("enum".into(), json!(models));
+        for (field, maximum) in [
+            ("max_tokens", l.max_completion_tokens),
+            ("max_completion_tokens", l.max_completion_tokens),
+            ("n", l.max_n),
+        ] {
+            property(doc, schema, field)?.insert("maximum".into(), json!(maximum));
+        }
+        let stop = format!("/components/schemas/{schema}/properties/stop/oneOf");
+        node(doc, &format!("{stop}/0"))?.insert("maxLength".into(), json!(l.max_stop_bytes));
+        node(doc, &format!("{stop}/1"))?.insert("maxItems".into(), json!(l.max_stop));
+        node(doc, &format!("{stop}/1/items"))?.insert("maxLength".into(), json!(l.max_stop_bytes));
+    }
+    // `best_of` must equal `n`, so it is at most `max_n` too.
+    property(doc, "CompletionRequest", "best_of")?.insert("maximum".into(), json!(l.max_n));
+    for (schema, field) in [
+        ("ChatCompletionRequest", "top_logprobs"),
+        ("CompletionRequest", "logprobs"),
+    ] {
+        property(doc, schema, field)?.insert("maximum".into(), json!(l.max_top_logprobs));
+    }
+    let plain_models = served_models(facts.model_id, &[]);
+    for schema in OPENAI_REQUESTS {
+        split_plain_and_search(doc, schema, &plain_models)?;
+    }
+    let security = if facts.keys_required {
+        json!([{"bearer": []}])
+    } else {
+        json!([])
+    };
+    node(doc, "")?.insert("security".into(), security);
+    Ok(())
 }
+
+/// `/v1/reason`'s body as one variant per registered strategy, so that `params` goes with its
+/// strategy (each strategy refuses another's parameters): `strategy` is that name — or absent or
+/// null in the default strategy's variant — and `params` its `StrategyParams.<name>` or null.
+fn reason_per_strategy(
+    doc: &mut Value,
+    names: &[String],
+    default: &str,
+) -> Result<(), DocumentError> {
+    let base = node(doc, "/components/schemas/ReasonRequest")?;
+    let description = base.remove("description");
+    let variants: Vec<Value> = names
+        .iter()
+        .map(|name| {
+            let mut variant = base.clone();
+            let is_default = name == default;
+            let mut allowed = vec![json!(name)];
+            if is_default {
+                allowed.push(Value::Null);
+            }
+            let strategy = json!({
+                "type": if is_default { json!(["string", "null"]) } else { json!("string") },
+                "enum": allowed,
+                "description": if is_default {
+                    format!("`{name}` (the default strategy: may be left out)")
+                } else {
+                    format!("`{name}`")
+                },
+            });
+            let params = json!({
+                "anyOf": [
+                    {"$ref": format!("#/components/schemas/StrategyParams.{name}")},
+                    {"type": "null"},
+                ],
+                "description": format!("`{name}`'s parameters; null or absent for its defaults"),
+            });
+            if let Some(props) = variant.get_mut("properties").and_then(Value::as_object_mut) {
+                props.insert("strategy".into(), strategy);
+                props.insert("params".into(), params);
+            }
+            if !is_default {
+                if let Some(required) = variant.get_mut("required").and_then(Value::as_array_mut) {
+                    required.push(json!("strategy"));
+                }
+            }
+            variant.insert("title".into(), json!(format!("ReasonRequest.{name}")));
+            Value::Object(variant)
+        })
+        .collect();
+    base.clear();
+    if let Some(d) = description {
+        base.insert("description".into(), d);
+    }
+    base.insert("oneOf".into(), json!(variants));
+    Ok(())
+}
+
+/// An OpenAI request as its two valid shapes (`anyOf`), as `validate` tells them apart: plain
+/// decoding (no strategy, budget, effort or strategy parameters; the model is `ponder` or the
+/// model id), or a search, whose sampling the strategy owns (no penalties or `logit_bias`, one
+/// choice).
+fn split_plain_and_search(
+    doc: &mut Value,
+    schema: &str,
+    plain_models: &[String],
+) -> Result<(), DocumentError> {
+    let base = node(doc, &format!("/components/schemas/{schema}"))?;
+    let description = base.remove("description");
+    // Each field's schema with `constraint`'s keywords added (or, for `Absent`, replaced).
+    let variant = |title: &str, fields: Vec<(&str, Value)>| {
+        let mut v = base.clone();
+        if let Some(props) = v.get_mut("properties").and_then(Value::as_object_mut) {
+            for (field, constraint) in fields {
+                let narrowed = match (props.get(field), constraint) {
+                    (Some(Value::Object(old)), Value::Object(new)) if !new.contains_key("type") => {
+                        let mut old = old.clone();
+                        old.extend(new);
+                        Value::Object(old)
+                    }
+                    (_, constraint) => constraint,
+                };
+                props.insert(field.into(), narrowed);
+            }
+        }
+        v.insert("title".into(), json!(format!("{schema}.{title}")));
+        Value::Object(v)
+    };
+    let absent = || json!({"type": "null", "description": "absent in plain decoding"});
+    let plain = variant(
+        "PlainDecoding",
+        vec![
+            ("model", json!({"enum": plain_models})),
+            ("strategy", absent()),
+            ("strategy_params", absent()),
+            ("budget_tokens", absent()),
+            ("reasoning_effort", absent()),
+        ],
+    );
+    let neutral = |value: Value| json!({"enum": [value, null], "description": "a strategy samples with its own parameters: only the neutral value"});
+    let mut search_fields = vec![
+        ("n", neutral(json!(1))),
+        ("presence_penalty", neutral(json!(0))),
+        ("frequency_penalty", neutral(json!(0))),
+        ("repetition_penalty", neutral(json!(1))),
+        ("logit_bias", json!({"maxProperties": 0})),
+    ];
+    if schema == "CompletionRequest" {
+        search_fields.push(("best_of", neutral(json!(1))));
+    }
+    let search = variant("Search", search_fields);
+    base.clear();
+    if let Some(d) = description {
+        base.insert("description".into(), d);
+    }
+    base.insert("anyOf".into(), json!([plain, search]));
+    Ok(())
+}
+
+/// The finished document for `facts`.
+pub(crate) fn document(facts: ServerFacts<'_>) -> Result<Value, DocumentError> {
+    let mut doc = serde_json::to_value(ApiDoc::openapi())?;
+    add_keywords_utoipa_lacks(&mut doc)?;
+    apply_server_facts(&mut doc, facts)?;
+    Ok(doc)
+}
+
+/// JSON Schema keywords utoipa 5's types have no field for (so they are added to the JSON):
+/// `contains` — a chat request needs a user message with text (as `validate` checks).
+pub(crate) fn add_keywords_utoipa_lacks(doc: &mut Value) -> Result<(), DocumentError> {
+    let text = json!({"type": "string", "pattern": "\\S"});
+    let user_message = json!({
+        "type": "object",
+        "required": ["role", "content"],
+        "properties": {
+            "role": {"enum": ["user", "tool", "function"]},
+            "content": {"oneOf": [
+                text,
+                {"type": "array", "contains": {
+                    "type": "object",
+                    "required": ["type", "text"],
+                    "properties": {"type": {"enum": ["text"]}, "text": text},
+                }},
+            ]},
+        },
+    });
+    property(doc, "ChatCompletionRequest", "messages")?.insert("contains".into(), user_message);
+    Ok(())
+}
+
+/// `GET /openapi.json`.
+#[utoipa::path(get, path = "/openapi.json", tag = "discovery",
+    summary = "This document",
+    responses((status = 200, description = "OpenAPI 3.1", body = Object)))]
+pub(crate) async fn openapi(State(state): State<Arc<AppState>>) -> Result<Json<Value>, AppError> {
+    let facts = ServerFacts {
+        limits: &state.limits,
+        registry: &state.registry,
+        model_id: &state.model_id,
+        keys_required: state.keys.is_enabled(),
+    };
+    Ok(Json(document(facts)?))
+}
+
+#[cfg(test)]
+#[path = "openapi_tests.rs"]
+mod tests;

@@ -1,14 +1,24 @@
-//! Response and chunk bodies in OpenAI's shapes (chat and legacy text completion), shared by the
-//! streaming and non-streaming paths: choices, logprobs, usage, and Ponder's extension field
-//! `ponder` (progress events while a search runs; the outcome summary at the end).
+//! Builds the response and chunk bodies ([`super::responses`]) of OpenAI's shapes (chat and
+//! legacy text completion), shared by the streaming and non-streaming paths: choices, logprobs,
+//! usage, and Ponder's extension field `ponder` (progress events while a search runs; the
+//! outcome summary at the end); and the SSE events that carry them.
 #![deny(clippy::indexing_slicing)]
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use axum::response::sse::Event;
-use serde_json::{json, Value};
+use serde::Serialize;
+use serde_json::json;
 
-use super::types::{ChatLogprobs, TokenLogprob, TopLogprob, UsageOut};
+use super::error::AppError;
+use super::responses::{
+    AssistantMessage, AssistantRole, ChatChoice, ChatChunkChoice, ChatChunkObject, ChatCompletion,
+    ChatCompletionChunk, ChatCompletionObject, ChatDelta, ChoiceFinish, CompletionBody,
+    CompletionChunk, PonderChunkField, SearchSummary, TextChoice, TextChunkChoice, TextCompletion,
+    TextCompletionChunk, TextCompletionObject,
+};
+use super::types::{ChatLogprobs, Logprobs, TextLogprobs, TokenLogprob, TopLogprob, UsageOut};
 use crate::engine::{LoadedModel, SampledToken};
 
 /// Which OpenAI API a response speaks.
@@ -24,8 +34,8 @@ pub(crate) enum Flavor {
 #[derive(Debug, Clone)]
 pub(crate) struct ChoiceOut {
     pub(crate) text: String,
-    pub(crate) logprobs: Option<Value>,
-    pub(crate) finish: &'static str,
+    pub(crate) logprobs: Option<Logprobs>,
+    pub(crate) finish: ChoiceFinish,
     /// The stop string that ended it, if one did (vLLM's field).
     pub(crate) stop_reason: Option<String>,
 }
@@ -60,14 +70,6 @@ impl Envelope {
         }
     }
 
-    fn object(&self, chunk: bool) -> &'static str {
-        match (self.flavor, chunk) {
-            (Flavor::Chat, true) => "chat.completion.chunk",
-            (Flavor::Chat, false) => "chat.completion",
-            (Flavor::Text, _) => "text_completion",
-        }
-    }
-
     /// A streamed chunk for choice `index`: its text delta (and the role on a chat choice's
     /// first chunk), its logprobs, its finish reason.
     pub(crate) fn chunk(
@@ -75,64 +77,109 @@ impl Envelope {
         index: usize,
         text: Option<&str>,
         first: bool,
-        logprobs: Option<Value>,
-        finish: Option<&str>,
-    ) -> Value {
-        let choice = match self.flavor {
-            Flavor::Chat => {
-                let mut delta = serde_json::Map::new();
-                if first {
-                    delta.insert("role".into(), json!("assistant"));
-                }
-                if let Some(t) = text {
-                    delta.insert("content".into(), json!(t));
-                }
-                json!({"index": index, "delta": delta, "logprobs": logprobs, "finish_reason": finish})
-            }
-            Flavor::Text => {
-                json!({"index": index, "text": text.unwrap_or(""), "logprobs": logprobs, "finish_reason": finish})
-            }
-        };
-        json!({"id": self.id, "object": self.object(true), "created": self.created, "model": self.model, "choices": [choice]})
+        logprobs: Option<Logprobs>,
+        finish: Option<ChoiceFinish>,
+    ) -> CompletionChunk {
+        let mut chunk = self.bare_chunk(None, None);
+        match &mut chunk {
+            CompletionChunk::Chat(c) => c.choices.push(ChatChunkChoice {
+                delta: ChatDelta {
+                    content: text.map(str::to_string),
+                    role: first.then_some(AssistantRole::Assistant),
+                },
+                finish_reason: finish,
+                index,
+                logprobs,
+            }),
+            CompletionChunk::Text(c) => c.choices.push(TextChunkChoice {
+                finish_reason: finish,
+                index,
+                logprobs,
+                text: text.unwrap_or("").to_string(),
+            }),
+        }
+        chunk
     }
 
     /// A chunk without choices carrying `usage` and/or the `ponder` extension.
-    pub(crate) fn bare_chunk(&self, usage: Option<&UsageOut>, ponder: Option<Value>) -> Value {
-        let mut v = json!({"id": self.id, "object": self.object(true), "created": self.created, "model": self.model, "choices": []});
-        if let Some(u) = usage {
-            set_field(&mut v, "usage", json!(u));
+    pub(crate) fn bare_chunk(
+        &self,
+        usage: Option<&UsageOut>,
+        ponder: Option<PonderChunkField>,
+    ) -> CompletionChunk {
+        let usage = usage.cloned();
+        match self.flavor {
+            Flavor::Chat => CompletionChunk::Chat(ChatCompletionChunk {
+                choices: Vec::new(),
+                created: self.created,
+                id: self.id.clone(),
+                model: self.model.clone(),
+                object: ChatChunkObject::ChatCompletionChunk,
+                ponder,
+                usage,
+            }),
+            Flavor::Text => CompletionChunk::Text(TextCompletionChunk {
+                choices: Vec::new(),
+                created: self.created,
+                id: self.id.clone(),
+                model: self.model.clone(),
+                object: TextCompletionObject::TextCompletion,
+                ponder,
+                usage,
+            }),
         }
-        if let Some(p) = ponder {
-            set_field(&mut v, "ponder", p);
-        }
-        v
     }
 
-    /// A whole (non-streamed) response.
-    pub(crate) fn response(&self, choices: Vec<ChoiceOut>, usage: &UsageOut) -> Value {
-        let choices: Vec<Value> = choices
-            .into_iter()
-            .enumerate()
-            .map(|(index, c)| match self.flavor {
-                Flavor::Chat => json!({
-                    "index": index,
-                    "message": {"role": "assistant", "content": c.text, "refusal": null},
-                    "logprobs": c.logprobs,
-                    "finish_reason": c.finish,
-                    "stop_reason": c.stop_reason,
-                }),
-                Flavor::Text => json!({"index": index, "text": c.text, "logprobs": c.logprobs, "finish_reason": c.finish, "stop_reason": c.stop_reason}),
-            })
-            .collect();
-        json!({
-            "id": self.id,
-            "object": self.object(false),
-            "created": self.created,
-            "model": self.model,
-            "system_fingerprint": null,
-            "choices": choices,
-            "usage": usage,
-        })
+    /// A whole (non-streamed) response, with the search's summary when a strategy ran.
+    pub(crate) fn response(
+        &self,
+        choices: Vec<ChoiceOut>,
+        usage: &UsageOut,
+        ponder: Option<SearchSummary>,
+    ) -> CompletionBody {
+        let indexed = choices.into_iter().enumerate();
+        match self.flavor {
+            Flavor::Chat => CompletionBody::Chat(ChatCompletion {
+                choices: indexed
+                    .map(|(index, c)| ChatChoice {
+                        finish_reason: c.finish,
+                        index,
+                        logprobs: c.logprobs,
+                        message: AssistantMessage {
+                            content: c.text,
+                            refusal: None,
+                            role: AssistantRole::Assistant,
+                        },
+                        stop_reason: c.stop_reason,
+                    })
+                    .collect(),
+                created: self.created,
+                id: self.id.clone(),
+                model: self.model.clone(),
+                object: ChatCompletionObject::ChatCompletion,
+                ponder,
+                system_fingerprint: None,
+                usage: usage.clone(),
+            }),
+            Flavor::Text => CompletionBody::Text(TextCompletion {
+                choices: indexed
+                    .map(|(index, c)| TextChoice {
+                        finish_reason: c.finish,
+                        index,
+                        logprobs: c.logprobs,
+                        stop_reason: c.stop_reason,
+                        text: c.text,
+                    })
+                    .collect(),
+                created: self.created,
+                id: self.id.clone(),
+                model: self.model.clone(),
+                object: TextCompletionObject::TextCompletion,
+                ponder,
+                system_fingerprint: None,
+                usage: usage.clone(),
+            }),
+        }
     }
 
     /// Logprobs of `tokens` in this flavour's shape (`text_start`: offset of the first token's text).
@@ -141,7 +188,7 @@ impl Envelope {
         model: &Arc<LoadedModel>,
         tokens: &[SampledToken],
         text_start: usize,
-    ) -> Value {
+    ) -> Logprobs {
         let text = |id: u32| model.tokenizer.decode(&[id]).unwrap_or_default();
         match self.flavor {
             Flavor::Chat => {
@@ -152,7 +199,7 @@ impl Envelope {
                         TokenLogprob {
                             bytes: token.as_bytes().to_vec(),
                             token,
-                            logprob: t.logprob,
+                            logprob: f64::from(t.logprob),
                             top_logprobs: t
                                 .top_logprobs
                                 .iter()
@@ -161,58 +208,52 @@ impl Envelope {
                                     TopLogprob {
                                         bytes: token.as_bytes().to_vec(),
                                         token,
-                                        logprob: *lp,
+                                        logprob: f64::from(*lp),
                                     }
                                 })
                                 .collect(),
                         }
                     })
                     .collect();
-                json!(ChatLogprobs { content })
+                Logprobs::Chat(ChatLogprobs { content })
             }
             Flavor::Text => {
                 let mut offset = text_start;
-                let mut offsets = Vec::new();
+                let mut text_offset = Vec::new();
                 let mut strs = Vec::new();
                 for t in tokens {
                     let s = text(t.token);
-                    offsets.push(offset);
+                    text_offset.push(offset);
                     offset += s.len();
                     strs.push(s);
                 }
-                let tops: Vec<Value> = tokens
+                let top_logprobs = tokens
                     .iter()
                     .map(|t| {
-                        Value::Object(
-                            t.top_logprobs
-                                .iter()
-                                .map(|(id, lp)| (text(*id), json!(lp)))
-                                .collect(),
-                        )
+                        t.top_logprobs
+                            .iter()
+                            .map(|(id, lp)| (text(*id), f64::from(*lp)))
+                            .collect::<BTreeMap<_, _>>()
                     })
                     .collect();
-                json!({
-                    "tokens": strs,
-                    "token_logprobs": tokens.iter().map(|t| t.logprob).collect::<Vec<_>>(),
-                    "top_logprobs": tops,
-                    "text_offset": offsets,
+                Logprobs::Text(TextLogprobs {
+                    text_offset,
+                    token_logprobs: tokens.iter().map(|t| f64::from(t.logprob)).collect(),
+                    tokens: strs,
+                    top_logprobs,
                 })
             }
         }
     }
 }
 
-/// Sets `body[key] = value` on a JSON object, without `IndexMut`'s panic when `body` is not an
-/// object (every body built here is one).
-pub(crate) fn set_field(body: &mut Value, key: &str, value: Value) {
-    if let Some(fields) = body.as_object_mut() {
-        fields.insert(key.into(), value);
+/// An SSE event carrying `value` as JSON in its data.
+pub(crate) fn data<T: Serialize>(value: &T) -> Event {
+    match serde_json::to_string(value) {
+        Ok(text) => Event::default().data(text),
+        // Only a map with non-string keys fails to encode, and no body here has one.
+        Err(e) => Event::default().data(json!(AppError::Encode(e.to_string()).body()).to_string()),
     }
-}
-
-/// An SSE event carrying `value` as its data.
-pub(crate) fn data(value: &Value) -> Event {
-    Event::default().data(value.to_string())
 }
 
 /// The stream's terminator.

@@ -38,6 +38,7 @@ impl Budget {
 
 /// What a search spent.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Usage {
     /// Tokens of the rendered prompt (read once per branch, computed at most once).
     pub prompt_tokens: u64,

@@ -8,8 +8,10 @@ use crate::tree::{NodeId, SearchTree};
 
 /// A finished (or best-effort) solution a strategy considered.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Candidate {
     /// The tree node where this solution ends.
+    #[cfg_attr(feature = "openapi", schema(value_type = usize))]
     pub node: NodeId,
     /// The whole solution text.
     pub text: String,
@@ -38,6 +40,7 @@ pub struct Selection {
 
 /// Why a search ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum FinishReason {
     /// The strategy finished by its own rule.
@@ -52,6 +55,7 @@ pub enum FinishReason {
 
 /// The result of a search.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Outcome {
     /// Strategy that ran.
     pub strategy: String,
@@ -74,5 +78,6 @@ pub struct Outcome {
     /// What the router predicted and chose (category, difficulty, strategy, parameters,
     /// thinking on/off), when the `auto` strategy ran.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
     pub router: Option<serde_json::Value>,
 }

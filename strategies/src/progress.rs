@@ -18,6 +18,7 @@ pub type ProgressSender = UnboundedSender<Progress>;
 
 /// One progress event.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum Progress {
     /// A batch of branches was extended by one step and its cost settled.
@@ -36,6 +37,7 @@ pub enum Progress {
         /// Its index among the candidates.
         index: usize,
         /// The tree node where it ends.
+        #[cfg_attr(feature = "openapi", schema(value_type = usize))]
         node: NodeId,
         /// Its extracted answer.
         answer: Option<String>,
@@ -58,8 +60,10 @@ pub enum Progress {
     /// latest is current. (Text and notes stay in the outcome's `tree`.)
     Node {
         /// The node's id.
+        #[cfg_attr(feature = "openapi", schema(value_type = usize))]
         id: NodeId,
         /// Its parent (`None` only for the root, which is never reported).
+        #[cfg_attr(feature = "openapi", schema(value_type = Option<usize>))]
         parent: Option<NodeId>,
         /// Depth in steps.
         depth: usize,

@@ -16,6 +16,7 @@ pub type NodeId = usize;
 
 /// Where a node stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum NodeStatus {
     /// Generated, may be expanded.
@@ -32,10 +33,13 @@ pub enum NodeStatus {
 
 /// One step of a solution.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Node {
     /// Insertion index.
+    #[cfg_attr(feature = "openapi", schema(value_type = usize))]
     pub id: NodeId,
     /// Parent step (`None` for the root).
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<usize>))]
     pub parent: Option<NodeId>,
     /// Depth in steps (root = 0).
     pub depth: usize,
@@ -53,6 +57,7 @@ pub struct Node {
     pub status: NodeStatus,
     /// Strategy-specific annotations (visits, value, f-score, group…).
     #[serde(skip_serializing_if = "serde_json::Map::is_empty", default)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub notes: serde_json::Map<String, serde_json::Value>,
 }
 
@@ -265,6 +270,38 @@ impl Serialize for SearchTree {
             nodes: self.nodes().collect(),
         }
         .serialize(s)
+    }
+}
+
+/// The schema of what [`SearchTree`]'s `Serialize` writes: `{"nodes": [Node, …]}`.
+#[cfg(feature = "openapi")]
+impl utoipa::PartialSchema for SearchTree {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder};
+        ObjectBuilder::new()
+            .description(Some(
+                "The search tree: its nodes in insertion order (the root first).",
+            ))
+            .property(
+                "nodes",
+                ArrayBuilder::new().items(utoipa::openapi::Ref::from_schema_name("Node")),
+            )
+            .required("nodes")
+            .into()
+    }
+}
+
+#[cfg(feature = "openapi")]
+impl utoipa::ToSchema for SearchTree {
+    fn schemas(
+        schemas: &mut Vec<(
+            String,
+            utoipa::openapi::RefOr<utoipa::openapi::schema::Schema>,
+        )>,
+    ) {
+        use utoipa::PartialSchema;
+        schemas.push(("Node".into(), Node::schema()));
+        <Node as utoipa::ToSchema>::schemas(schemas);
     }
 }
 

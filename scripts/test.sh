@@ -77,8 +77,7 @@ RUSTFLAGS="--cfg loom -C target-cpu=native" CARGO_TARGET_DIR="${CARGO_TARGET_DIR
   cargo test -p ponder-kernels --lib --config 'profile.dev.package."*".opt-level=0' \
   work_sharing::loom_tests
 lap loom
-# The engine's `--device cuda` path compiles (it runs only where a GPU is: scripts/gpu-engine-check.sh).
-cargo check -p ponder --features cuda --bins --tests
-# The OTLP span exporter (feature `otlp`, off by default) compiles.
-cargo check -p ponder --features otlp
+# The engine's `--device cuda` path (it runs only where a GPU is: scripts/gpu-engine-check.sh)
+# and the OTLP span exporter (feature `otlp`, off by default) compile: one check of both.
+cargo check -p ponder --features cuda,otlp --bins --tests
 lap "feature checks"

@@ -8,7 +8,7 @@
 //! Also here: the whole conversation reaches the backend's prompt; an `https://` backend with a
 //! key and a private CA; `ponder serve --backend` with no local model installed.
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::Read;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -472,34 +472,15 @@ fn serve_with_only_a_backend_and_no_local_model_serves_chat_and_strategies() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn ponder serve");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let ponder = line
-        .trim()
-        .rsplit(' ')
-        .next()
-        .unwrap_or_default()
-        .to_string();
-    assert!(
-        ponder.starts_with("http://127.0.0.1:"),
-        "ponder serve printed {line:?}"
-    );
+    let ponder = crate::util::served_url(&mut child);
     let client = reqwest::Client::new();
     let chat = |body: Value| {
-        rt.block_on(async {
-            let r = client
-                .post(format!("{ponder}/v1/chat/completions"))
-                .json(&body)
-                .send()
-                .await
-                .unwrap();
-            (
-                r.status().as_u16(),
-                r.json::<Value>().await.unwrap_or(Value::Null),
-            )
-        })
+        crate::util::post_json(
+            &rt,
+            &client,
+            &format!("{ponder}/v1/chat/completions"),
+            &body,
+        )
     };
     let (status, plain) = chat(
         json!({"model": "ponder", "messages": [{"role": "user", "content": "What is 3 + 4?"}], "max_tokens": 16, "n": 2}),

@@ -303,18 +303,7 @@ fn every_builtin_strategy_runs_through_ponder_serve_over_llama_cpp_and_fails_ove
         .stderr(Stdio::null())
         .spawn()
         .expect("spawn ponder serve");
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
-        &mut line,
-    )
-    .unwrap();
-    let ponder = line
-        .trim()
-        .rsplit(' ')
-        .next()
-        .unwrap_or_default()
-        .to_string();
+    let ponder = crate::util::served_url(&mut child);
     let client = reqwest::Client::new();
     let ask = |strategy: &str, budget: i64| {
         // The engine tests' small settings, answers capped at 32 tokens: llama-cpp-python
@@ -331,18 +320,7 @@ fn every_builtin_strategy_runs_through_ponder_serve_over_llama_cpp_and_fails_ove
         let body = json!({"problem": "What is 12 + 7?", "strategy": strategy,
                           "params": params,
                           "budget_tokens": budget, "seed": 1});
-        rt.block_on(async {
-            let r = client
-                .post(format!("{ponder}/v1/reason"))
-                .json(&body)
-                .send()
-                .await
-                .unwrap();
-            (
-                r.status().as_u16(),
-                r.json::<Value>().await.unwrap_or(Value::Null),
-            )
-        })
+        crate::util::post_json(&rt, &client, &format!("{ponder}/v1/reason"), &body)
     };
     let reported = || {
         proxy_a.completion_tokens.load(Ordering::Relaxed)

@@ -132,3 +132,39 @@ impl RandomTensors {
         }
     }
 }
+
+/// The address a spawned `ponder serve` (stdout piped) prints on its first line,
+/// `ponder listening on URL`.
+pub(crate) fn served_url(child: &mut std::process::Child) -> String {
+    let mut line = String::new();
+    let stdout = child.stdout.take().expect("ponder serve's stdout is piped");
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line)
+        .expect("ponder serve's first line");
+    let url = line
+        .trim()
+        .rsplit(' ')
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        url.starts_with("http://127.0.0.1:"),
+        "ponder serve printed {line:?}"
+    );
+    url
+}
+
+/// POSTs `body` as JSON to `url` on `rt`: the status and the JSON answer (null when none).
+pub(crate) fn post_json(
+    rt: &tokio::runtime::Runtime,
+    client: &reqwest::Client,
+    url: &str,
+    body: &serde_json::Value,
+) -> (u16, serde_json::Value) {
+    rt.block_on(async {
+        let r = client.post(url).json(body).send().await.expect("POST");
+        (
+            r.status().as_u16(),
+            r.json().await.unwrap_or(serde_json::Value::Null),
+        )
+    })
+}

@@ -3,7 +3,6 @@
 //! With the same seeds, single-step strategies give the same candidates as in-process; killing B
 //! mid-request gives a clean 502, and a dead first backend fails over to a live one.
 
-use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
@@ -43,20 +42,7 @@ impl Process {
             .stdout(Stdio::piped())
             .spawn()
             .expect("spawn ponder serve");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().expect("stdout"))
-            .read_line(&mut line)
-            .expect("read");
-        let url = line
-            .trim()
-            .rsplit(' ')
-            .next()
-            .unwrap_or_default()
-            .to_string();
-        assert!(
-            url.starts_with("http://127.0.0.1:"),
-            "ponder serve printed {line:?}"
-        );
+        let url = crate::util::served_url(&mut child);
         Self { child, url }
     }
 

@@ -1,17 +1,20 @@
 //! Ponder: a test-time-scaling reasoning server.
 //!
 //! This crate is the service: the model runtime ([`engine`]), process reward models run by it
-//! ([`prm`]), model locations ([`models`]), and
-//! (in later steps) the executor, backends, router and HTTP API. Strategies and verifiers live
+//! ([`prm`]), model locations ([`models`]), the executor, backends, router, learned outcome
+//! verifier ([`learned_verifier`]) and HTTP API, and the fixed train / held-out split of
+//! datasets ([`split`]). Strategies and verifiers live
 //! in their own crates and see the engine only through ports.
 
 pub mod api;
 pub mod backends;
 pub mod bench;
 pub mod engine;
+pub mod learned_verifier;
 pub mod models;
 pub mod prm;
 pub mod reason;
 pub mod router;
 pub mod runtime;
+pub mod split;
 pub mod telemetry;

@@ -1,6 +1,7 @@
 //! The `ponder` command line.
 
 mod router_cli;
+mod verifier_cli;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -47,6 +48,8 @@ enum Command {
     Reason(ReasonArgs),
     /// Train, evaluate, calibrate, try and benchmark the semantic router.
     Router(router_cli::RouterArgs),
+    /// Train and evaluate the learned outcome verifier on harness candidate sets.
+    Verifier(verifier_cli::VerifierArgs),
     /// Serve the OpenAI-compatible HTTP API (and /v1/reason, /metrics…) until SIGTERM.
     Serve(ponder::api::cli::ServeArgs),
 }
@@ -265,6 +268,7 @@ fn main() -> anyhow::Result<()> {
         Command::Bench(args) => run_bench(args),
         Command::Reason(args) => run_reason(args),
         Command::Router(args) => router_cli::run(args),
+        Command::Verifier(args) => verifier_cli::run(args),
         Command::Serve(args) => ponder::api::cli::run(args).map_err(|e| anyhow::anyhow!(e)),
     }
 }

@@ -64,6 +64,7 @@ fn llm_prm_on_smollm2_is_incremental_and_matches_scoring_at_once() {
             problem: PROBLEM,
             steps: &steps,
             complete: n == GOOD.len(),
+            confidence: None,
         };
         let bound = prm.cost_bound(&sol);
         let before = rt.block_on(engine.counters()).expect("counters");
@@ -131,6 +132,7 @@ fn llm_prm_on_smollm2_is_incremental_and_matches_scoring_at_once() {
             problem: PROBLEM,
             steps: &steps,
             complete: true,
+            confidence: None,
         }))
         .expect("score");
     eprintln!(
@@ -159,11 +161,13 @@ fn llm_prm_scores_a_correct_and_a_wrong_solution_in_one_batch() {
             problem: PROBLEM,
             steps: &good,
             complete: false,
+            confidence: None,
         },
         Solution {
             problem: PROBLEM,
             steps: &bad,
             complete: true,
+            confidence: None,
         },
     ];
     let bounds: Vec<u64> = sols.iter().map(|s| prm.cost_bound(s)).collect();
@@ -209,6 +213,7 @@ fn llm_prm_scores_bad_solutions_as_no_answer() {
             problem: PROBLEM,
             steps: &steps,
             complete: true,
+            confidence: None,
         };
         assert_eq!(prm.cost_bound(&sol), 0, "{what}");
         let scores = rt

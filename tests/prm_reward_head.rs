@@ -83,6 +83,7 @@ fn reward_head_scores_equal_a_direct_forward_pass() {
             problem: PROBLEM,
             steps: &all,
             complete: true,
+            confidence: None,
         }))
         .expect("score");
 
@@ -131,6 +132,7 @@ fn token_logit_prm_scores_equal_a_direct_forward_pass() {
             problem: PROBLEM,
             steps: &all,
             complete: false,
+            confidence: None,
         }))
         .expect("score");
 
@@ -167,6 +169,7 @@ fn step_by_step_computes_each_step_once_and_equals_all_at_once() {
                 problem: PROBLEM,
                 steps: &partial,
                 complete: n == 5,
+                confidence: None,
             }))
             .expect("score");
         assert_eq!(scores.steps.len(), n);
@@ -207,6 +210,7 @@ fn step_by_step_computes_each_step_once_and_equals_all_at_once() {
             problem: PROBLEM,
             steps: &all,
             complete: true,
+            confidence: None,
         }))
         .expect("score");
     assert_eq!(at_once.cost, tokens.len() as u64);
@@ -223,6 +227,7 @@ fn step_by_step_computes_each_step_once_and_equals_all_at_once() {
             problem: PROBLEM,
             steps: &all,
             complete: true,
+            confidence: None,
         }))
         .expect("score");
     assert_eq!((again.cost, again.steps), (0, incremental));
@@ -238,6 +243,7 @@ fn a_sibling_step_is_computed_on_its_parents_kv() {
         problem: PROBLEM,
         steps: &parent,
         complete: false,
+        confidence: None,
     }))
     .expect("score");
     // Two siblings of step 3 (beam search's children), scored in one batch.
@@ -256,11 +262,13 @@ fn a_sibling_step_is_computed_on_its_parents_kv() {
             problem: PROBLEM,
             steps: &a,
             complete: false,
+            confidence: None,
         },
         Solution {
             problem: PROBLEM,
             steps: &b,
             complete: false,
+            confidence: None,
         },
     ];
     let batch = rt.block_on(prm.score_batch(&sols)).expect("batch");
@@ -310,6 +318,7 @@ fn bad_solutions_score_no_answer_without_touching_the_model() {
             problem: PROBLEM,
             steps,
             complete: true,
+            confidence: None,
         };
         assert_eq!(prm.cost_bound(&solution), 0, "{what}: nothing to compute");
         let scores = rt
@@ -325,12 +334,14 @@ fn bad_solutions_score_no_answer_without_touching_the_model() {
             problem: PROBLEM,
             steps: s,
             complete: true,
+            confidence: None,
         })
         .collect();
     sols.push(Solution {
         problem: PROBLEM,
         steps: &good,
         complete: true,
+        confidence: None,
     });
     let batch = rt.block_on(prm.score_batch(&sols)).expect("batch");
     assert!(batch[..4].iter().all(|s| s.cost == 0 && s.overall == 0.0));
@@ -353,6 +364,7 @@ fn cost_bound_covers_the_cost_and_drops_to_zero_once_cached() {
         problem: PROBLEM,
         steps: &all,
         complete: true,
+        confidence: None,
     };
     let bound = prm.cost_bound(&sol);
     assert_eq!(bound, tokens.len() as u64, "cold: the whole layout");

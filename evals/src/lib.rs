@@ -7,11 +7,15 @@
 //! - [`runner`]: the grid, backends (HTTP `/v1/reason`, [`inprocess`]), resumable results.
 //! - [`results`]: the append-only results file.
 //! - [`report`], [`plot`], [`stats`], [`calibrate`]: what a run measured.
+//! - [`candidates`]: `ponder-eval candidates`, a run's candidates as labelled sets for the
+//!   learned verifier.
 //! - [`grade`]: `ponder-eval grade`, auditing the grader on anyone's pairs.
 //! - [`gsm_gen`]: the seeded grade-school problem generator (`evals/data/gsm_gen.jsonl`).
-//! - [`split`]: the fixed train / held-out split by a hash of the problem id.
+//! - [`split`]: the fixed train / held-out split by a hash of the problem id (re-exported
+//!   from `ponder::split`, which the learned verifier's training shares).
 
 pub mod calibrate;
+pub mod candidates;
 pub mod dataset;
 pub mod error;
 pub mod grade;
@@ -21,7 +25,7 @@ pub mod plot;
 pub mod report;
 pub mod results;
 pub mod runner;
-pub mod split;
+pub use ponder::split;
 pub mod stats;
 
 pub use calibrate::{calibrate, CalibrationRow, CalibrationTable};

@@ -32,6 +32,24 @@ enum Command {
         #[arg(long, default_value = "calibration.json")]
         out: PathBuf,
     },
+    /// Export a run's candidates as labelled candidate sets (JSONL, one group per result row)
+    /// for `ponder verifier train` (train split) and `ponder verifier eval` (held-out split).
+    Candidates {
+        /// The run directory.
+        dir: PathBuf,
+        /// The dataset the run used (for the questions).
+        #[arg(long)]
+        dataset: PathBuf,
+        /// Field-name preset of the dataset.
+        #[arg(long, value_enum, default_value = "auto")]
+        preset: ponder_evals::dataset::Preset,
+        /// Keep only this part of the fixed train / held-out split.
+        #[arg(long, value_enum)]
+        split: Option<ponder_evals::split::Split>,
+        /// Where to write the JSONL.
+        #[arg(long)]
+        out: PathBuf,
+    },
     /// Write the seeded grade-school problem set (`evals/data/gsm_gen.jsonl` is `--seed 0 --count
     /// 1200`); the same arguments always write the same bytes.
     GenProblems {
@@ -138,6 +156,31 @@ fn main() -> anyhow::Result<()> {
         }
         Command::Run(args) => run(*args),
         Command::Report { dir } => report(&dir),
+        Command::Candidates {
+            dir,
+            dataset,
+            preset,
+            split,
+            out,
+        } => {
+            let rows = ponder_evals::read_rows(&dir)?;
+            let opts = ponder_evals::LoadOptions {
+                fields: preset.fields(),
+                ..ponder_evals::LoadOptions::default()
+            };
+            let problems = ponder_evals::load(&dataset, &opts)?.problems;
+            let export = ponder_evals::candidates::export(&rows, &problems, split);
+            ponder::learned_verifier::write_groups(&out, &export.groups)?;
+            eprintln!(
+                "wrote {} candidate groups to {} ({} rows without candidates, {} problems not in {})",
+                export.groups.len(),
+                out.display(),
+                export.without_candidates,
+                export.unknown_problem,
+                dataset.display()
+            );
+            Ok(())
+        }
         Command::Calibrate { dir, out } => {
             let rows = ponder_evals::read_rows(&dir)?;
             let table = ponder_evals::calibrate(&rows, &dir.display().to_string());

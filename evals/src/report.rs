@@ -271,6 +271,7 @@ mod tests {
             correct: is(picked),
             candidate_answers: answers.iter().map(|a| Some(a.to_string())).collect(),
             candidate_scores: scores.iter().map(|s| Some(*s)).collect(),
+            candidates: Vec::new(),
             candidates_correct: answers.iter().filter(|a| is(a)).count(),
             finish_reason: Some("completed".into()),
             error: None,

@@ -10,6 +10,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 
+use ponder_verifiers::TraceConfidence;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{EvalError, Result};
@@ -27,6 +28,24 @@ pub struct Spend {
     pub verifier_calls: u64,
     /// Tokens charged against the budget.
     pub spent: u64,
+}
+
+/// One candidate of an item, whole.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CandidateRecord {
+    /// Its solution text.
+    pub text: String,
+    /// Its extracted (or forced) final answer.
+    pub answer: Option<String>,
+    /// Whether `answer` is equivalent to the gold answer.
+    pub correct: bool,
+    /// Tokens generated along it.
+    pub tokens: usize,
+    /// Whether the model ended it (not a cap).
+    pub finished: bool,
+    /// Its confidence summary, if the generator reported log-probabilities.
+    #[serde(default)]
+    pub trace_confidence: Option<TraceConfidence>,
 }
 
 /// One item's result.
@@ -62,6 +81,10 @@ pub struct ResultRow {
     /// Every candidate's score, in the same order (for AUROC and weighted votes).
     #[serde(default)]
     pub candidate_scores: Vec<Option<f32>>,
+    /// Every candidate whole, in the same order: what an outcome verifier is trained and
+    /// evaluated on (`ponder-eval candidates` exports them; empty in rows written before).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub candidates: Vec<CandidateRecord>,
     /// How many candidates were correct.
     pub candidates_correct: usize,
     /// `completed`, `budget`, `deadline`, `cancelled`; `None` on error.
@@ -225,6 +248,7 @@ mod tests {
             correct: true,
             candidate_answers: vec![Some("1".into())],
             candidate_scores: vec![None],
+            candidates: Vec::new(),
             candidates_correct: 1,
             finish_reason: Some("completed".into()),
             error: None,

@@ -18,11 +18,12 @@ use std::time::Instant;
 
 use async_trait::async_trait;
 use futures::StreamExt;
+use ponder_verifiers::TraceConfidence;
 use serde::Deserialize;
 
 use crate::dataset::Problem;
 use crate::error::{EvalError, Result};
-use crate::results::{ItemKey, ResultRow, ResultsFile, Spend};
+use crate::results::{CandidateRecord, ItemKey, ResultRow, ResultsFile, Spend};
 
 /// One item of the grid.
 #[derive(Debug, Clone)]
@@ -113,6 +114,18 @@ pub struct SolvedCandidate {
     /// Its score (verifier or confidence), if the strategy scored it.
     #[serde(default)]
     pub score: Option<f32>,
+    /// Its whole text.
+    #[serde(default)]
+    pub text: String,
+    /// Tokens generated along it.
+    #[serde(default)]
+    pub tokens: usize,
+    /// Whether the model ended it.
+    #[serde(default)]
+    pub finished: bool,
+    /// Its confidence summary, if the generator reported log-probabilities.
+    #[serde(default)]
+    pub trace_confidence: Option<TraceConfidence>,
 }
 
 /// Usage fields the harness reports.
@@ -237,6 +250,7 @@ pub fn grade(item: &Item, attempt: Attempt, wall_ms: u64) -> ResultRow {
         correct: false,
         candidate_answers: Vec::new(),
         candidate_scores: Vec::new(),
+        candidates: Vec::new(),
         candidates_correct: 0,
         finish_reason: None,
         error: None,
@@ -261,7 +275,19 @@ pub fn grade(item: &Item, attempt: Attempt, wall_ms: u64) -> ResultRow {
             };
             let candidate_scores: Vec<Option<f32>> = s.candidates.iter().map(|c| c.score).collect();
             let candidate_answers: Vec<Option<String>> =
-                s.candidates.into_iter().map(|c| c.answer).collect();
+                s.candidates.iter().map(|c| c.answer.clone()).collect();
+            let candidates = s
+                .candidates
+                .into_iter()
+                .map(|c| CandidateRecord {
+                    correct: is(&c.answer),
+                    answer: c.answer,
+                    text: c.text,
+                    tokens: c.tokens,
+                    finished: c.finished,
+                    trace_confidence: c.trace_confidence,
+                })
+                .collect();
             let load = s
                 .router
                 .as_ref()
@@ -274,6 +300,7 @@ pub fn grade(item: &Item, attempt: Attempt, wall_ms: u64) -> ResultRow {
                 answer: s.answer,
                 candidate_answers,
                 candidate_scores,
+                candidates,
                 load,
                 finish_reason: s.finish_reason,
                 spend: Spend {

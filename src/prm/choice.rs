@@ -43,13 +43,15 @@ pub enum VerifierChoice {
     Calc,
     /// The generator asked whether each step is correct (P("Yes")), sharing its executor.
     LlmPrm,
+    /// The learned outcome verifier (a model file; `learned` alone: the shipped one).
+    Learned(Option<PathBuf>),
     /// A Qwen2.5-Math-PRM-style reward-head checkpoint (safetensors directory).
     QwenPrm(PathBuf),
     /// A Math-Shepherd-style token-logit checkpoint (safetensors directory or GGUF).
     ShepherdPrm(PathBuf),
 }
 
-const FORMS: &str = "none, calc, llm-prm, qwen-prm:DIR, shepherd-prm:PATH";
+const FORMS: &str = "none, calc, llm-prm, learned[:FILE], qwen-prm:DIR, shepherd-prm:PATH";
 
 impl FromStr for VerifierChoice {
     type Err = String;
@@ -57,9 +59,7 @@ impl FromStr for VerifierChoice {
     fn from_str(s: &str) -> Result<Self, String> {
         let path = |p: &str, name: &str| {
             if p.is_empty() {
-                Err(format!(
-                    "--verifier {name}: needs a checkpoint path after `{name}:`"
-                ))
+                Err(format!("--verifier {name}: needs a path after `{name}:`"))
             } else {
                 Ok(PathBuf::from(p))
             }
@@ -68,6 +68,8 @@ impl FromStr for VerifierChoice {
             None if s == "none" => Ok(Self::None),
             None if s == "calc" => Ok(Self::Calc),
             None if s == "llm-prm" => Ok(Self::LlmPrm),
+            None if s == "learned" => Ok(Self::Learned(None)),
+            Some(("learned", p)) => path(p, "learned").map(|p| Self::Learned(Some(p))),
             Some(("qwen-prm", p)) => path(p, "qwen-prm").map(Self::QwenPrm),
             Some(("shepherd-prm", p)) => path(p, "shepherd-prm").map(Self::ShepherdPrm),
             _ => Err(format!("unknown verifier `{s}`: expected one of {FORMS}")),
@@ -81,6 +83,8 @@ impl fmt::Display for VerifierChoice {
             Self::None => f.write_str("none"),
             Self::Calc => f.write_str("calc"),
             Self::LlmPrm => f.write_str("llm-prm"),
+            Self::Learned(None) => f.write_str("learned"),
+            Self::Learned(Some(p)) => write!(f, "learned:{}", p.display()),
             Self::QwenPrm(p) => write!(f, "qwen-prm:{}", p.display()),
             Self::ShepherdPrm(p) => write!(f, "shepherd-prm:{}", p.display()),
         }
@@ -116,6 +120,17 @@ impl VerifierChoice {
                 ponder_verifiers::CalcCheck::default(),
             )))),
             Self::LlmPrm => Ok(Some(SearchVerifier::LlmPrm(LlmPrmConfig::default()))),
+            Self::Learned(path) => {
+                let path = path
+                    .clone()
+                    .unwrap_or_else(crate::learned_verifier::default_model_path);
+                crate::learned_verifier::LearnedVerifier::load(
+                    &path,
+                    &crate::models::default_embedder_dir(),
+                )
+                .map(|v| Some(SearchVerifier::Shared(Arc::new(v))))
+                .map_err(|e| format!("--verifier {self}: {e}"))
+            }
             Self::QwenPrm(path) => checkpoint(PrmOptions::qwen_math_prm(path.clone())),
             Self::ShepherdPrm(path) => checkpoint(PrmOptions::math_shepherd(path.clone())),
         }
@@ -168,16 +183,18 @@ mod tests {
             "none",
             "calc",
             "llm-prm",
+            "learned",
+            "learned:/a/outcome.json",
             "qwen-prm:/a/b",
             "shepherd-prm:x.gguf",
         ] {
             let c: VerifierChoice = s.parse().expect(s);
             assert_eq!(c.to_string(), s);
         }
-        for bad in ["", "prm", "qwen-prm:", "llm-prm:x", "orm:/a"] {
+        for bad in ["", "prm", "qwen-prm:", "llm-prm:x", "orm:/a", "learned:"] {
             let e = bad.parse::<VerifierChoice>().expect_err(bad);
             assert!(
-                e.contains("llm-prm") || e.contains("needs a checkpoint"),
+                e.contains("llm-prm") || e.contains("needs a path"),
                 "{bad}: {e}"
             );
         }

@@ -12,10 +12,10 @@
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use ponder_verifiers::extract_answer;
-use ponder_verifiers::token_confidence;
-use ponder_verifiers::{canonical_answer, has_clear_answer};
-use ponder_verifiers::{Solution, Verifier};
+use ponder_verifiers::{
+    canonical_answer, extract_answer, has_clear_answer, token_confidence, Solution,
+    TraceConfidence, Verifier,
+};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use tokio_util::sync::CancellationToken;
@@ -597,6 +597,7 @@ impl Context {
                         problem: &self.problem.question,
                         steps: s,
                         complete: b.finished,
+                        confidence: TraceConfidence::summary(&b.confidences),
                     })
                     .collect();
                 let bound: u64 = solutions.iter().map(|s| v.cost_bound(s)).sum();
@@ -723,6 +724,7 @@ impl Context {
             score,
             tokens: branch.tokens,
             confidence: (!branch.confidences.is_empty()).then(|| branch.mean_confidence()),
+            trace_confidence: TraceConfidence::summary(&branch.confidences),
             finished: branch.finished,
         });
         let index = c.len() - 1;

@@ -3,6 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use ponder_verifiers::TraceConfidence;
+
 use crate::budget::Usage;
 use crate::tree::{NodeId, SearchTree};
 
@@ -23,6 +25,12 @@ pub struct Candidate {
     pub tokens: usize,
     /// Mean token confidence along the path (DeepConf), if known.
     pub confidence: Option<f32>,
+    /// The trace's confidence summary (mean, lowest group, bottom 10%, tail;
+    /// [`TraceConfidence::summary`]), if the generator reported log-probabilities: what
+    /// outcome verifiers read.
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
+    pub trace_confidence: Option<TraceConfidence>,
     /// Whether the model ended it (as opposed to a cap or a stop).
     pub finished: bool,
 }

@@ -136,6 +136,7 @@ mod tests {
             score: None,
             tokens: 0,
             confidence: None,
+            trace_confidence: None,
             finished: true,
         }
     }

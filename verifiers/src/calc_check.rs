@@ -535,7 +535,7 @@ pub fn stated_number(answer: &str) -> Option<BigRational> {
 ///                 "He uses 5, so 26 - 5 = 21. The answer is 21.".to_string()];
 /// let check = CalcCheck::default();
 /// let score = |steps: &[String]| rt.block_on(check.score(Solution {
-///     problem: "", steps, complete: true }));
+///     problem: "", steps, complete: true , confidence: None}));
 /// assert_eq!(score(&right)?.overall, 1.0);
 /// let s = score(&slip)?;
 /// assert_eq!(s.steps, vec![0.5, 1.0]);

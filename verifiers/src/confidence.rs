@@ -170,6 +170,19 @@ pub struct TraceConfidence {
 }
 
 impl TraceConfidence {
+    /// The group window [`TraceConfidence::summary`] uses: traces of a small model run to a few
+    /// hundred tokens, so DeepConf's 2048 would make every trace one group.
+    pub const SUMMARY_WINDOW: usize = 16;
+    /// The tail [`TraceConfidence::summary`] uses.
+    pub const SUMMARY_TAIL: usize = 32;
+
+    /// The summary every candidate reports and outcome verifiers read ([`crate::Solution`]):
+    /// [`TraceConfidence::new`] with [`Self::SUMMARY_WINDOW`] and [`Self::SUMMARY_TAIL`];
+    /// `None` for an empty trace (a generator that reports no log-probabilities).
+    pub fn summary(token_conf: &[f32]) -> Option<Self> {
+        Self::new(token_conf, Self::SUMMARY_WINDOW, Self::SUMMARY_TAIL)
+    }
+
     /// Summarises a trace's token confidences with the given group window and tail length
     /// (DeepConf uses 2048 for both); `None` for an empty trace.
     pub fn new(token_conf: &[f32], window: usize, tail: usize) -> Option<Self> {

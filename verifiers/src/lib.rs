@@ -16,6 +16,7 @@
 //! - [`prm`]: the PRM protocol — step segmentation, [`PrmFormat`], Yes/No and two-class
 //!   probabilities, [`AnswerState`] (when a solution scores as "no answer").
 //! - [`confidence`]: DeepConf token/group/tail confidence, entropy, self-certainty.
+//! - [`metrics`]: how well scores separate right from wrong (AUROC), bootstrap CIs.
 
 pub mod calc_check;
 pub mod canonical;
@@ -25,6 +26,7 @@ mod error;
 pub mod extract;
 pub mod latex;
 pub mod math_verifier;
+pub mod metrics;
 pub mod normalize;
 pub mod prm;
 pub mod verifier;

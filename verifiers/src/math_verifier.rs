@@ -18,7 +18,7 @@ use crate::verifier::{Scores, Solution, Verifier};
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let verifier = MathAnswerVerifier::new(r"\frac{1}{2}");
 /// let steps = vec!["Half of 1 is 0.5.".to_string(), r"So \boxed{0.5}.".to_string()];
-/// let solution = Solution { problem: "What is half of 1?", steps: &steps, complete: true };
+/// let solution = Solution { problem: "What is half of 1?", steps: &steps, complete: true , confidence: None};
 /// let rt = tokio::runtime::Builder::new_current_thread().build()?;
 /// let scores = rt.block_on(verifier.score(solution))?;
 /// assert_eq!(scores.overall, 1.0);
@@ -72,6 +72,7 @@ mod tests {
                 problem: "p",
                 steps: &steps,
                 complete: true,
+                confidence: None,
             })
             .await
     }

@@ -197,7 +197,7 @@ impl AnswerState {
     ///
     /// let state = |steps: &[&str], complete| {
     ///     let steps: Vec<String> = steps.iter().map(|s| s.to_string()).collect();
-    ///     AnswerState::of(&Solution { problem: "p", steps: &steps, complete })
+    ///     AnswerState::of(&Solution { problem: "p", steps: &steps, complete, confidence: None })
     /// };
     /// assert_eq!(state(&[], true), AnswerState::Empty);
     /// assert_eq!(state(&["  "], false), AnswerState::Empty);
@@ -306,6 +306,7 @@ mod tests {
                 problem: "p",
                 steps: &steps,
                 complete: true,
+                confidence: None,
             })
         };
         assert!(s(&[]).is_no_answer());

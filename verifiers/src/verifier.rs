@@ -14,9 +14,9 @@
 
 use crate::error::Result;
 
-/// A solution as a verifier sees it: the problem, the steps so far, and whether the solution is
-/// finished (a final answer was produced) or still partial.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A solution as a verifier sees it: the problem, the steps so far, whether the solution is
+/// finished (a final answer was produced) or still partial, and the model's confidence in it.
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Solution<'a> {
     /// The problem statement.
     pub problem: &'a str,
@@ -24,6 +24,10 @@ pub struct Solution<'a> {
     pub steps: &'a [String],
     /// True when the solution is finished; false for a partial solution inside a search.
     pub complete: bool,
+    /// The model's confidence along the solution's tokens
+    /// ([`TraceConfidence::summary`](crate::TraceConfidence::summary)), when the generator
+    /// reported log-probabilities; `None` otherwise (a verifier must not require it).
+    pub confidence: Option<crate::TraceConfidence>,
 }
 
 impl Solution<'_> {
@@ -114,7 +118,7 @@ impl Scores {
 ///
 /// # fn main() -> std::result::Result<(), Box<dyn std::error::Error>> {
 /// let steps = vec!["2 + 2 = 4".to_string(), "so the answer is \\boxed{4}".to_string()];
-/// let solution = Solution { problem: "What is 2 + 2?", steps: &steps, complete: true };
+/// let solution = Solution { problem: "What is 2 + 2?", steps: &steps, complete: true , confidence: None};
 /// let verifier = PreferShortSteps { half_at: 20 };
 /// let runtime = tokio::runtime::Builder::new_current_thread().build()?;
 /// let scores = runtime.block_on(verifier.score(solution))?;
@@ -291,6 +295,7 @@ mod tests {
             problem: "p",
             steps: &steps,
             complete: false,
+            confidence: None,
         };
         let scores = v.score(sol).await?;
         assert_eq!(scores, Scores::uniform(2, 0.2));

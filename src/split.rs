@@ -36,7 +36,7 @@ pub fn fnv1a64(bytes: &[u8]) -> u64 {
 /// The split of the problem with this id.
 ///
 /// ```
-/// use ponder_evals::split::{split_of, Split};
+/// use ponder::split::{split_of, Split};
 ///
 /// // Fixed forever: the split depends on the id only.
 /// assert_eq!(split_of("gen-0-0000-distance"), split_of("gen-0-0000-distance"));

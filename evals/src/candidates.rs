@@ -1,0 +1,146 @@
+//! `ponder-eval candidates`: a run's candidates as labelled candidate sets — one group per
+//! result row, with the question from the dataset and the split from the problem id — the
+//! data `ponder verifier train` fits on (train split) and `ponder verifier eval` reports on
+//! (held-out split).
+//!
+//! Rows written before candidates were recorded, rows that failed and rows whose problem is
+//! not in the dataset are skipped and counted.
+
+use std::collections::HashMap;
+
+use ponder::learned_verifier::{CandidateGroup, LabelledCandidate};
+use ponder::split::{split_of, Split};
+
+use crate::dataset::Problem;
+use crate::results::ResultRow;
+
+/// What an export kept and skipped.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Export {
+    /// The groups, in row order.
+    pub groups: Vec<CandidateGroup>,
+    /// Rows without recorded candidates (older runs, failed searches).
+    pub without_candidates: usize,
+    /// Rows whose problem id is not in the dataset.
+    pub unknown_problem: usize,
+}
+
+/// Builds candidate groups from `rows`, keeping only problems on `split` (all with `None`).
+pub fn export(rows: &[ResultRow], problems: &[Problem], split: Option<Split>) -> Export {
+    let questions: HashMap<&str, &str> = problems
+        .iter()
+        .map(|p| (p.id.as_str(), p.problem.as_str()))
+        .collect();
+    let mut out = Export::default();
+    for row in rows {
+        let side = split_of(&row.problem_id);
+        if split.is_some_and(|s| s != side) {
+            continue;
+        }
+        if row.candidates.is_empty() {
+            out.without_candidates += 1;
+            continue;
+        }
+        let Some(question) = questions.get(row.problem_id.as_str()) else {
+            out.unknown_problem += 1;
+            continue;
+        };
+        out.groups.push(CandidateGroup {
+            problem_id: row.problem_id.clone(),
+            question: (*question).to_string(),
+            gold: row.gold.clone(),
+            split: side,
+            candidates: row
+                .candidates
+                .iter()
+                .map(|c| LabelledCandidate {
+                    text: c.text.clone(),
+                    answer: c.answer.clone(),
+                    correct: c.correct,
+                    tokens: c.tokens,
+                    finished: c.finished,
+                    confidence: c.trace_confidence,
+                })
+                .collect(),
+        });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::results::{CandidateRecord, Spend};
+
+    fn problem(id: &str) -> Problem {
+        Problem {
+            id: id.into(),
+            problem: format!("question {id}"),
+            answer: "1".into(),
+            level: None,
+            subject: None,
+        }
+    }
+
+    fn row(id: &str, candidates: usize) -> ResultRow {
+        ResultRow {
+            problem_id: id.into(),
+            strategy: "weighted_best_of_n".into(),
+            budget: 2048,
+            seed: 0,
+            level: None,
+            verifier: "calc".into(),
+            params: serde_json::Value::Null,
+            load: None,
+            gold: "1".into(),
+            answer: Some("1".into()),
+            correct: true,
+            candidate_answers: vec![Some("1".into()); candidates],
+            candidate_scores: vec![None; candidates],
+            candidates: (0..candidates)
+                .map(|i| CandidateRecord {
+                    text: format!("The answer is {i}."),
+                    answer: Some(i.to_string()),
+                    correct: i == 1,
+                    tokens: 5,
+                    finished: true,
+                    trace_confidence: None,
+                })
+                .collect(),
+            candidates_correct: usize::from(candidates > 1),
+            finish_reason: Some("completed".into()),
+            error: None,
+            http_status: None,
+            spend: Spend::default(),
+            wall_ms: 1,
+        }
+    }
+
+    #[test]
+    fn groups_carry_the_question_the_labels_and_the_split_of_the_id() {
+        // Pinned in ponder::split's tests: 1265 is train, 572 held out.
+        let (train_id, held_id) = ("test/algebra/1265.json", "test/number_theory/572.json");
+        let rows = vec![
+            row(train_id, 3),
+            row(held_id, 2),
+            row("missing", 2),
+            row(train_id, 0),
+        ];
+        let problems = vec![problem(train_id), problem(held_id)];
+        let all = export(&rows, &problems, None);
+        assert_eq!(all.groups.len(), 2);
+        assert_eq!((all.without_candidates, all.unknown_problem), (1, 1));
+        let g = &all.groups[0];
+        assert_eq!(g.question, format!("question {train_id}"));
+        assert_eq!(g.split, Split::Train);
+        assert_eq!(g.candidates.len(), 3);
+        assert_eq!(
+            g.candidates.iter().map(|c| c.correct).collect::<Vec<_>>(),
+            vec![false, true, false]
+        );
+        assert_eq!(all.groups[1].split, Split::HeldOut);
+        let held = export(&rows, &problems, Some(Split::HeldOut));
+        assert_eq!(held.groups.len(), 1);
+        assert_eq!(held.groups[0].problem_id, held_id);
+    }
+}

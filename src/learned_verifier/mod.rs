@@ -1,0 +1,331 @@
+//! The learned outcome verifier: a small model, trained on Ponder's own labelled harness runs,
+//! that scores a finished candidate by the probability that its answer is right.
+//!
+//! A 135M model cannot judge its own steps (the LLM-as-PRM barely separates right from wrong
+//! on it), but the *set* of candidates a search produced, and what each one shows on its face,
+//! carry signal: agreement with the other candidates, whether the arithmetic it writes holds,
+//! whether its answer is the quantity it computed last or a number copied from the question,
+//! how it ended, and the model's token confidence along it ([`features`]). A logistic model
+//! over those features ([`model`]) is fitted with candle by `ponder verifier train` on the
+//! train split of the harness's candidate sets ([`data`]) and ships with its held-out
+//! evaluation ([`evaluate`]: AUROC, selection vs majority vote vs oracle, with CIs);
+//! `ponder verifier eval` re-measures it. As a [`Verifier`] (`--verifier learned[:PATH]`) it
+//! scores each batch of candidates together, so agreement is measured within the batch: a
+//! strategy that scores all N candidates in one submission (`best_of_n`,
+//! `weighted_best_of_n`) gives it what it was trained on.
+//!
+//! It must not run a language model or read the harness's result files; the harness exports
+//! candidate sets (`ponder-eval candidates`).
+
+pub mod data;
+pub mod error;
+pub mod evaluate;
+pub mod features;
+pub mod model;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use ponder_verifiers::{Scores, Solution, TraceConfidence, Verifier, VerifierError};
+
+pub use data::{read_groups, write_groups, CandidateGroup, LabelledCandidate, Split};
+pub use error::{LearnedVerifierError, Result};
+pub use evaluate::{evaluate, Evaluation};
+pub use features::{CandidateView, FeatureSet, Featurizer};
+pub use model::{FitOptions, OutcomeModel};
+
+use crate::router::Embedder;
+
+/// Where the shipped model lives, relative to the checkout.
+pub const DEFAULT_MODEL: &str = "data/verifier/outcome.json";
+
+/// `$PONDER_LEARNED_VERIFIER`, else `./data/verifier/outcome.json` if present, else the
+/// checkout's.
+pub fn default_model_path() -> PathBuf {
+    if let Some(p) = std::env::var_os("PONDER_LEARNED_VERIFIER") {
+        return PathBuf::from(p);
+    }
+    let local = PathBuf::from(DEFAULT_MODEL);
+    if local.is_file() {
+        return local;
+    }
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(DEFAULT_MODEL)
+}
+
+/// The feature vectors of every candidate of `groups`, group by group.
+pub fn group_features(
+    featurizer: &Featurizer,
+    groups: &[CandidateGroup],
+) -> Result<Vec<Vec<Vec<f32>>>> {
+    groups
+        .iter()
+        .map(|g| {
+            let views: Vec<CandidateView<'_>> = g
+                .candidates
+                .iter()
+                .map(|c| CandidateView {
+                    text: &c.text,
+                    complete: c.finished,
+                    confidence: c.confidence,
+                })
+                .collect();
+            featurizer.features(&g.question, &views)
+        })
+        .collect()
+}
+
+/// Fits a model on the train groups (held-out groups are refused) and, when given held-out
+/// groups, evaluates it on them.
+pub fn train(
+    featurizer: &Featurizer,
+    train_groups: &[CandidateGroup],
+    train_name: &str,
+    heldout: Option<(&[CandidateGroup], &str)>,
+    options: FitOptions,
+) -> Result<OutcomeModel> {
+    if let Some(g) = train_groups.iter().find(|g| g.split != Split::Train) {
+        return Err(LearnedVerifierError::Training(format!(
+            "{train_name}: problem {} is on the held-out split; train only on the train split",
+            g.problem_id
+        )));
+    }
+    let features = group_features(featurizer, train_groups)?;
+    let xs: Vec<Vec<f32>> = features.into_iter().flatten().collect();
+    let ys: Vec<bool> = train_groups
+        .iter()
+        .flat_map(|g| g.candidates.iter().map(|c| c.correct))
+        .collect();
+    let mut model = OutcomeModel::fit(
+        &xs,
+        &ys,
+        featurizer.set(),
+        featurizer.names(),
+        options,
+        train_name,
+        train_groups.len(),
+    )?;
+    if let Some((groups, name)) = heldout {
+        model.heldout = Some(evaluate_model(&model, featurizer, groups, name)?);
+    }
+    Ok(model)
+}
+
+/// Scores every candidate of `groups` with `model` and evaluates the scores.
+pub fn evaluate_model(
+    model: &OutcomeModel,
+    featurizer: &Featurizer,
+    groups: &[CandidateGroup],
+    name: &str,
+) -> Result<Evaluation> {
+    let scores: Vec<Vec<f32>> = group_features(featurizer, groups)?
+        .iter()
+        .map(|g| g.iter().map(|x| model.probability(x)).collect())
+        .collect();
+    Ok(evaluate(groups, &scores, name))
+}
+
+/// The learned outcome verifier as a [`Verifier`]: a model and the featurizer it was trained
+/// with.
+#[derive(Debug, Clone)]
+pub struct LearnedVerifier {
+    model: Arc<OutcomeModel>,
+    featurizer: Featurizer,
+}
+
+impl LearnedVerifier {
+    /// Loads a model file; a model that reads embeddings loads the sentence encoder from
+    /// `embedder_dir`.
+    pub fn load(path: &Path, embedder_dir: &Path) -> Result<Self> {
+        let model = OutcomeModel::load(path)?;
+        let embedder = match model.feature_set {
+            FeatureSet::Scalar => None,
+            _ => Some(Arc::new(Embedder::load(embedder_dir)?)),
+        };
+        Ok(Self::new(model, embedder))
+    }
+
+    /// A verifier of `model`, with the encoder its features need (if any).
+    pub fn new(model: OutcomeModel, embedder: Option<Arc<Embedder>>) -> Self {
+        let featurizer = Featurizer::new(model.feature_set, embedder);
+        Self {
+            model: Arc::new(model),
+            featurizer,
+        }
+    }
+
+    /// The model.
+    pub fn model(&self) -> &OutcomeModel {
+        &self.model
+    }
+
+    /// Scores owned copies of a batch (run off the async threads: the encoder is CPU work).
+    fn score_owned(&self, batch: &[OwnedSolution]) -> Result<Vec<f32>> {
+        let mut out = vec![0.0f32; batch.len()];
+        // Batches may mix problems: agreement is measured among candidates to the same one.
+        let mut problems: Vec<&str> = batch.iter().map(|b| b.problem.as_str()).collect();
+        problems.sort_unstable();
+        problems.dedup();
+        for problem in problems {
+            let members: Vec<&OwnedSolution> =
+                batch.iter().filter(|b| b.problem == problem).collect();
+            let views: Vec<CandidateView<'_>> = members
+                .iter()
+                .map(|b| CandidateView {
+                    text: &b.text,
+                    complete: b.complete,
+                    confidence: b.confidence,
+                })
+                .collect();
+            let rows = self.featurizer.features(problem, &views)?;
+            for (b, x) in members.iter().zip(&rows) {
+                if let Some(slot) = out.get_mut(b.index) {
+                    *slot = self.model.probability(x);
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// A solution copied out of its borrow, to be scored on a blocking thread.
+struct OwnedSolution {
+    index: usize,
+    problem: String,
+    text: String,
+    complete: bool,
+    confidence: Option<TraceConfidence>,
+}
+
+fn backend_error(e: impl std::fmt::Display) -> VerifierError {
+    VerifierError::Backend {
+        verifier: "learned".into(),
+        message: e.to_string(),
+    }
+}
+
+#[async_trait::async_trait]
+impl Verifier for LearnedVerifier {
+    fn name(&self) -> &str {
+        "learned"
+    }
+
+    async fn score(&self, solution: Solution<'_>) -> ponder_verifiers::Result<Scores> {
+        let mut all = self.score_batch(std::slice::from_ref(&solution)).await?;
+        all.pop().ok_or_else(|| backend_error("no score returned"))
+    }
+
+    async fn score_batch(
+        &self,
+        solutions: &[Solution<'_>],
+    ) -> ponder_verifiers::Result<Vec<Scores>> {
+        let batch: Vec<OwnedSolution> = solutions
+            .iter()
+            .enumerate()
+            .map(|(index, s)| OwnedSolution {
+                index,
+                problem: s.problem.to_string(),
+                text: s.text(),
+                complete: s.complete,
+                confidence: s.confidence,
+            })
+            .collect();
+        let steps: Vec<usize> = solutions.iter().map(|s| s.steps.len()).collect();
+        let this = self.clone();
+        let probabilities = tokio::task::spawn_blocking(move || this.score_owned(&batch))
+            .await
+            .map_err(backend_error)?
+            .map_err(backend_error)?;
+        Ok(probabilities
+            .into_iter()
+            .zip(steps)
+            .map(|(p, n)| Scores::uniform(n, p))
+            .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A model that reads only `agreement` (weight 2 on the standardised value).
+    fn agreement_model() -> OutcomeModel {
+        let names = Featurizer::new(FeatureSet::Scalar, None).names();
+        let mut weights = vec![0.0; names.len()];
+        weights[0] = 2.0;
+        OutcomeModel {
+            version: model::FORMAT_VERSION,
+            feature_set: FeatureSet::Scalar,
+            mean: vec![0.5; names.len()],
+            scale: vec![0.25; names.len()],
+            feature_names: names,
+            weights,
+            bias: 0.0,
+            training: model::TrainingInfo {
+                data: "hand-made".into(),
+                problems: 0,
+                candidates: 0,
+                positives: 0,
+                options: FitOptions::default(),
+                final_loss: 0.0,
+            },
+            heldout: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_batch_is_scored_together_so_agreement_counts_and_problems_do_not_mix() {
+        let verifier = LearnedVerifier::new(agreement_model(), None);
+        let steps = |t: &str| vec![t.to_string()];
+        let (a, b, c) = (
+            steps("The answer is 4."),
+            steps("So \\boxed{4}"),
+            steps("The answer is 5."),
+        );
+        let other = steps("The answer is 5.");
+        fn sol<'a>(problem: &'a str, steps: &'a [String]) -> Solution<'a> {
+            Solution {
+                problem,
+                steps,
+                complete: true,
+                confidence: None,
+            }
+        }
+        let scores = verifier
+            .score_batch(&[sol("p", &a), sol("p", &b), sol("p", &c), sol("q", &other)])
+            .await
+            .expect("scores");
+        let p: Vec<f32> = scores.iter().map(|s| s.overall).collect();
+        // Two of three agree on 4 in problem p; 5 is alone there; q's 5 agrees with itself.
+        assert_eq!(p[0], p[1]);
+        assert!(p[0] > p[2], "{p:?}");
+        assert!(p[3] > p[0], "alone in its own problem, agreement 1: {p:?}");
+        assert!(p.iter().all(|x| (0.0..=1.0).contains(x)));
+        assert_eq!(scores[0].steps, vec![p[0]], "one score per step");
+        // Scored alone, a candidate agrees with itself.
+        let alone = verifier.score(sol("p", &c)).await.expect("score");
+        assert_eq!(alone.overall, p[3]);
+    }
+
+    #[test]
+    fn training_refuses_held_out_problems() {
+        let group = CandidateGroup {
+            problem_id: "h".into(),
+            question: "q".into(),
+            gold: "1".into(),
+            split: Split::HeldOut,
+            candidates: Vec::new(),
+        };
+        let e = train(
+            &Featurizer::new(FeatureSet::Scalar, None),
+            &[group],
+            "set.jsonl",
+            None,
+            FitOptions::default(),
+        )
+        .expect_err("held out");
+        assert!(
+            e.to_string().contains("problem h is on the held-out split"),
+            "{e}"
+        );
+    }
+}

@@ -18,7 +18,9 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use futures_util::Stream;
-use ponder_strategies::{FinishReason as SearchFinish, Outcome, Progress, StrategyError};
+use ponder_strategies::{
+    FinishReason as SearchFinish, GeneratorError, Outcome, Progress, StrategyError,
+};
 use serde_json::json;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -119,7 +121,7 @@ async fn generate(
             let runtime = Arc::clone(runtime);
             direct(state, runtime, valid, flavor, start).await
         }
-        (None, None) => Err(AppError::Backend("no local model and no backend".into())),
+        (None, None) => Err(AppError::NoEngine),
     }
 }
 
@@ -392,9 +394,7 @@ impl DirectRun {
                 return Ok(None);
             }
             let Some(event) = self.handle.events.recv().await else {
-                return Err(AppError::Strategy(StrategyError::Generator(
-                    "the executor stopped".into(),
-                )));
+                return Err(AppError::Strategy(GeneratorError::Stopped.into()));
             };
             match event {
                 EngineEvent::Token { seq, token } => {
@@ -509,11 +509,7 @@ impl Search {
         let task = tokio::spawn(
             async move {
                 let verifier = match verifier {
-                    Some(v) => Some(
-                        v.for_search(judge)
-                            .await
-                            .map_err(StrategyError::Generator)?,
-                    ),
+                    Some(v) => Some(v.for_search(judge).await.map_err(GeneratorError::Failed)?),
                     None => None,
                 };
                 let outcome =
@@ -541,9 +537,9 @@ impl Search {
         let joined = (&mut self.task).await;
         match joined {
             Ok(r) => Ok(r?),
-            Err(e) => Err(AppError::Strategy(StrategyError::Generator(format!(
-                "the search task failed: {e}"
-            )))),
+            Err(e) => Err(AppError::Strategy(
+                GeneratorError::Failed(format!("the search task failed: {e}")).into(),
+            )),
         }
     }
 }
@@ -762,8 +758,8 @@ fn join(
 ) -> Result<Outcome> {
     match r {
         Ok(r) => Ok(r?),
-        Err(e) => Err(AppError::Strategy(StrategyError::Generator(format!(
-            "the search task failed: {e}"
-        )))),
+        Err(e) => Err(AppError::Strategy(
+            GeneratorError::Failed(format!("the search task failed: {e}")).into(),
+        )),
     }
 }

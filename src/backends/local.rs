@@ -30,8 +30,8 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use ponder_strategies::{
-    Cost, CostTally, ExtendRequest, Extension, Generator, Prompt, Result, SeqHandle, StopKind,
-    StrategyError, TokenInfo,
+    Cost, CostTally, ExtendRequest, Extension, Generator, GeneratorError, Prompt, Result,
+    SeqHandle, StopKind, StrategyError, TokenInfo,
 };
 
 use super::token_tree::TokenTree;
@@ -141,8 +141,8 @@ impl std::fmt::Debug for InterToken {
 
 fn engine(e: EngineError) -> StrategyError {
     match e {
-        EngineError::ExceedsKvPool { .. } => StrategyError::Capacity(e.to_string()),
-        e => StrategyError::Generator(e.to_string()),
+        EngineError::ExceedsKvPool { .. } => StrategyError::Capacity(Box::new(e)),
+        e => GeneratorError::Engine(Box::new(e)).into(),
     }
 }
 
@@ -211,7 +211,7 @@ impl LocalGenerator {
         self.lock()
             .get(&seq.0)
             .cloned()
-            .ok_or_else(|| StrategyError::Generator(format!("unknown sequence {}", seq.0)))
+            .ok_or_else(|| StrategyError::from(GeneratorError::UnknownSequence(seq.0)))
     }
 
     fn insert(&self, seq: LocalSeq) -> SeqHandle {
@@ -378,9 +378,7 @@ impl LocalGenerator {
                     Event::Finished { seq, reason } => {
                         unclaimed.ids.remove(&seq);
                         if reason == SeqFinish::Cancelled {
-                            return Err(StrategyError::Generator(
-                                "the executor cancelled a sequence".into(),
-                            ));
+                            return Err(GeneratorError::SequenceCancelled.into());
                         }
                         kept = Some(Arc::new(Kept {
                             id: seq,
@@ -392,7 +390,7 @@ impl LocalGenerator {
                 }
             }
             let Some(kept) = kept else {
-                return Err(StrategyError::Generator("the executor stopped".into()));
+                return Err(GeneratorError::Stopped.into());
             };
             self.adopt(&prefix, &kept);
             for (j, gi) in members.into_iter().enumerate() {
@@ -457,7 +455,7 @@ impl LocalGenerator {
         let mut last_token: HashMap<crate::engine::SeqId, std::time::Instant> = HashMap::new();
         while open > 0 {
             let Some(event) = handle.events.recv().await else {
-                return Err(StrategyError::Generator("the executor stopped".into()));
+                return Err(GeneratorError::Stopped.into());
             };
             match event {
                 Event::Token { seq, token } => {
@@ -527,9 +525,7 @@ impl LocalGenerator {
                         }
                         SeqFinish::Done(_) => StopKind::Eos,
                         SeqFinish::Cancelled => {
-                            return Err(StrategyError::Generator(
-                                "the executor cancelled a sequence".into(),
-                            ))
+                            return Err(GeneratorError::SequenceCancelled.into())
                         }
                     };
                     // An end-of-sequence token was sampled (a decode step) but is not text.
@@ -620,9 +616,7 @@ struct Group {
 impl Generator for LocalGenerator {
     async fn open(&self, prompt: &Prompt) -> Result<(SeqHandle, usize)> {
         if prompt.user.trim().is_empty() {
-            return Err(StrategyError::Generator(
-                "invalid prompt: the user message is empty".into(),
-            ));
+            return Err(GeneratorError::InvalidPrompt("the user message is empty".into()).into());
         }
         let messages: Vec<ChatMessage> = prompt
             .messages()
@@ -651,7 +645,7 @@ impl Generator for LocalGenerator {
         let mut seqs = self.lock();
         let s = seqs
             .get_mut(&seq.0)
-            .ok_or_else(|| StrategyError::Generator(format!("unknown sequence {}", seq.0)))?;
+            .ok_or_else(|| StrategyError::from(GeneratorError::UnknownSequence(seq.0)))?;
         s.tokens.extend_from_slice(&ids);
         Ok(ids.len())
     }
@@ -729,7 +723,9 @@ impl Generator for LocalGenerator {
             .into_iter()
             .map(|r| {
                 r.ok_or_else(|| {
-                    StrategyError::Generator("a sequence ended without a result".into())
+                    StrategyError::from(GeneratorError::Failed(
+                        "a sequence ended without a result".into(),
+                    ))
                 })
             })
             .collect()

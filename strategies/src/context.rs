@@ -21,7 +21,7 @@ use rand_chacha::ChaCha8Rng;
 use tokio_util::sync::CancellationToken;
 
 use crate::budget::{Budget, Charge, Meter, Usage};
-use crate::error::{Result, StrategyError};
+use crate::error::{GeneratorError, Result, StrategyError};
 use crate::generator::{
     CostTally, ExtendRequest, Extension, Generator, Prompt, Sampling, SeqHandle, StopKind,
 };
@@ -522,7 +522,7 @@ impl Context {
                     .await?
                     .into_iter()
                     .next()
-                    .ok_or_else(|| StrategyError::Generator("probe returned nothing".into()))?;
+                    .ok_or_else(|| GeneratorError::Failed("probe returned nothing".into()))?;
                 text.push_str(&ext.text);
                 left = left.saturating_sub(ext.tokens.len());
                 current = next;
@@ -544,7 +544,7 @@ impl Context {
         scores
             .into_iter()
             .next()
-            .ok_or_else(|| StrategyError::Generator("verifier returned no score".into()))
+            .ok_or_else(|| GeneratorError::Failed("verifier returned no score".into()).into())
     }
 
     /// Scores the solutions ending at `branches`, each step being a node of the tree: with the
@@ -623,11 +623,11 @@ impl Context {
                 );
                 let all = result?;
                 if all.len() != branches.len() {
-                    return Err(StrategyError::Generator(format!(
+                    return Err(StrategyError::from(GeneratorError::Failed(format!(
                         "verifier returned {} scores for {} solutions",
                         all.len(),
                         branches.len()
-                    )));
+                    ))));
                 }
                 all.into_iter()
                     .map(|scores| {

@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 
-use crate::error::{Result, StrategyError};
+use crate::error::{GeneratorError, Result, StrategyError};
 use crate::generator::{
     Cost, ExtendRequest, Extension, Generator, Prompt, SeqHandle, StopKind, TokenInfo,
 };
@@ -190,7 +190,7 @@ impl FakeGenerator {
     }
 
     fn unknown(seq: SeqHandle) -> StrategyError {
-        StrategyError::Generator(format!("unknown sequence {}", seq.0))
+        GeneratorError::UnknownSequence(seq.0).into()
     }
 
     fn extend_one(&self, inner: &mut Inner, seq: &mut FakeSeq, req: &ExtendRequest) -> Extension {

@@ -42,7 +42,7 @@ pub use best_of_n::{BestOfN, BestOfNParams};
 pub use budget::{Budget, Charge, Meter, Reservation, Usage};
 pub use context::{Branch, Context, StepSpec, ANSWER_PROBE, FORCED_ANSWER_TOKENS};
 pub use deepconf::{percentile, ConfidenceMeasure, DeepConf, DeepConfMode, DeepConfParams};
-pub use error::{Result, StrategyError};
+pub use error::{GeneratorError, Result, StrategyError};
 pub use first_finish::{FirstFinish, FirstFinishParams, ShortMofKParams};
 pub use generator::{
     Cost, CostTally, ExtendRequest, Extension, Generator, Prompt, Sampling, SeqHandle, StopKind,

@@ -20,7 +20,7 @@
 //! Recorded responses of each engine are in `tests/fixtures/backends/`.
 #![deny(clippy::indexing_slicing)]
 
-use ponder_strategies::{StopKind, TokenInfo};
+use ponder_strategies::{GeneratorError, StopKind, TokenInfo};
 use serde_json::Value;
 
 /// One choice, read.
@@ -71,10 +71,10 @@ fn stop_after_text(choice: &Value, text: &str, stops: &[String]) -> Option<Strin
 }
 
 /// Reads `choices[0]` of `v`; `stops` are the stop strings the request sent.
-pub(super) fn parse(v: &Value, stops: &[String]) -> Result<Completion, String> {
-    let bad = |what: &str| {
-        let shown: String = v.to_string().chars().take(300).collect();
-        format!("backend response without {what}: {shown}")
+pub(super) fn parse(v: &Value, stops: &[String]) -> Result<Completion, GeneratorError> {
+    let bad = |missing: &'static str| GeneratorError::MalformedResponse {
+        missing,
+        shown: v.to_string().chars().take(300).collect(),
     };
     let choice = v
         .get("choices")

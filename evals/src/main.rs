@@ -155,7 +155,7 @@ fn main() -> anyhow::Result<()> {
 
 fn run(args: RunArgs) -> anyhow::Result<()> {
     let setup = setup(&args)?;
-    let opts = ponder_evals::LoadOptions {
+    let opts = ponder_evals::DatasetOptions {
         fields: args.preset.fields(),
         levels: args.level,
         subjects: args.subject,

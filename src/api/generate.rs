@@ -18,9 +18,7 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use futures_util::Stream;
-use ponder_strategies::{
-    FinishReason as SearchFinish, GeneratorError, Outcome, Progress, StrategyError,
-};
+use ponder_strategies::{GeneratorError, Outcome, Progress, SearchFinish, StrategyError};
 use serde_json::json;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -40,8 +38,8 @@ use super::validate::{self, PromptIn, ValidGeneration};
 use super::AppState;
 use crate::backends::StopStrings;
 use crate::engine::{
-    encode_prompt, Event as EngineEvent, FinishReason, GroupHandle, GroupRequest, LoadedModel,
-    SampledToken, SeqFinish, StopCondition,
+    encode_prompt, Event as EngineEvent, GroupHandle, GroupRequest, LoadedModel, SampledToken,
+    SeqFinish, StopCondition,
 };
 use crate::reason::{reason_with_progress, ReasonRequest};
 
@@ -200,8 +198,8 @@ impl Decoder {
 
 fn finish_name(reason: SeqFinish) -> ChoiceFinish {
     match reason {
-        SeqFinish::Done(FinishReason::Length) => ChoiceFinish::Length,
-        _ => ChoiceFinish::Stop,
+        SeqFinish::Length => ChoiceFinish::Length,
+        SeqFinish::Stop | SeqFinish::Cancelled => ChoiceFinish::Stop,
     }
 }
 

@@ -36,8 +36,8 @@ use ponder_strategies::{
 
 use super::token_tree::TokenTree;
 use crate::engine::{
-    encode_prompt, ChatMessage, EngineError, Event, Executor, FinishReason, GroupHandle,
-    GroupRequest, LoadedModel, SamplingParams, SeqFinish, SeqId, StopCondition,
+    encode_prompt, ChatMessage, EngineError, Event, Executor, GroupHandle, GroupRequest,
+    LoadedModel, SamplingParams, SeqFinish, SeqId, StopCondition,
 };
 
 /// Stops a branch once its generated text contains one of the stop strings.
@@ -515,15 +515,15 @@ impl LocalGenerator {
                     let (ids, infos) = tokens.remove(&i).unwrap_or_default();
                     let text = self.model.tokenizer.decode(&ids).map_err(engine)?;
                     let stop = match reason {
-                        SeqFinish::Done(FinishReason::Length) => StopKind::Length,
-                        SeqFinish::Done(_)
+                        SeqFinish::Length => StopKind::Length,
+                        SeqFinish::Stop
                             if g.stop
                                 .iter()
                                 .any(|s| !s.is_empty() && text.contains(s.as_str())) =>
                         {
                             StopKind::Stop
                         }
-                        SeqFinish::Done(_) => StopKind::Eos,
+                        SeqFinish::Stop => StopKind::Eos,
                         SeqFinish::Cancelled => {
                             return Err(GeneratorError::SequenceCancelled.into())
                         }

@@ -25,7 +25,7 @@ use crate::error::{GeneratorError, Result, StrategyError};
 use crate::generator::{
     CostTally, ExtendRequest, Extension, Generator, Prompt, Sampling, SeqHandle, StopKind,
 };
-use crate::outcome::{Candidate, FinishReason};
+use crate::outcome::{Candidate, SearchFinish};
 use crate::params::ScoreBy;
 use crate::progress::{Progress, ProgressSender};
 use crate::strategy::Problem;
@@ -105,7 +105,7 @@ pub struct Context {
     progress: Option<ProgressSender>,
     /// The first deadline or cancellation a call of this search ran into, even if the
     /// strategy caught the error and returned normally.
-    interruption: Mutex<Option<FinishReason>>,
+    interruption: Mutex<Option<SearchFinish>>,
 }
 
 impl std::fmt::Debug for Context {
@@ -271,8 +271,8 @@ impl Context {
     /// Records `e` if it is the search's first deadline or cancellation; returns it.
     fn interrupted(&self, e: StrategyError) -> StrategyError {
         let reason = match e {
-            StrategyError::Cancelled => FinishReason::Cancelled,
-            StrategyError::DeadlineExceeded { .. } => FinishReason::Deadline,
+            StrategyError::Cancelled => SearchFinish::Cancelled,
+            StrategyError::DeadlineExceeded { .. } => SearchFinish::Deadline,
             _ => return e,
         };
         lock(&self.interruption).get_or_insert(reason);
@@ -282,7 +282,7 @@ impl Context {
     /// The deadline or cancellation that interrupted a call of this search, if any: [`crate::run`]
     /// reports it as the finish reason even when the strategy caught the error and returned its
     /// answer so far.
-    pub fn interruption(&self) -> Option<FinishReason> {
+    pub fn interruption(&self) -> Option<SearchFinish> {
         *lock(&self.interruption)
     }
 

@@ -49,7 +49,7 @@ pub use generator::{
     TokenInfo, Turn,
 };
 pub use mcts::{puct, LeafValue, Mcts, MctsParams, MctsSelect};
-pub use outcome::{Candidate, FinishReason, Outcome, Selection};
+pub use outcome::{Candidate, Outcome, SearchFinish, Selection};
 pub use params::{in_range, positive, Decoding, ScoreBy, Steps};
 pub use progress::{Progress, ProgressSender};
 pub use registry::{Registry, StrategyInfo};

@@ -18,7 +18,7 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use futures_util::Stream;
-use ponder_strategies::{GeneratorError, Outcome, Progress, SearchFinish, StrategyError};
+use ponder_strategies::{GeneratorError, Outcome, Progress, SearchFinish, Stops, StrategyError};
 use serde_json::json;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -142,7 +142,7 @@ struct Choice {
 #[derive(Debug)]
 struct Decoder {
     model: Arc<LoadedModel>,
-    stop: Vec<String>,
+    stop: Stops,
 }
 
 impl Decoder {
@@ -153,15 +153,11 @@ impl Decoder {
     /// The text up to the first stop string, and that stop string.
     fn text_and_stop(&self, ids: &[u32]) -> (String, Option<String>) {
         let mut text = self.model.tokenizer.decode(ids).unwrap_or_default();
-        let first = self
-            .stop
-            .iter()
-            .filter_map(|s| text.find(s.as_str()).map(|at| (at, s)))
-            .min_by_key(|(at, _)| *at);
+        let first = self.stop.first_in(&text).map(|(at, s)| (at, s.to_string()));
         match first {
             Some((at, s)) => {
                 text.truncate(at);
-                (text, Some(s.clone()))
+                (text, Some(s))
             }
             None => (text, None),
         }
@@ -176,12 +172,7 @@ impl Decoder {
             if text.ends_with('\u{FFFD}') {
                 return None;
             }
-            let hold = self
-                .stop
-                .iter()
-                .map(|s| s.len().saturating_sub(1))
-                .max()
-                .unwrap_or(0);
+            let hold = self.stop.hold_back();
             end = end.saturating_sub(hold);
             while end > 0 && !text.is_char_boundary(end) {
                 end -= 1;
@@ -244,7 +235,10 @@ async fn direct(
         .into());
     }
     let stop_condition = (!valid.stop.is_empty()).then(|| {
-        Arc::new(StopStrings::new(Arc::clone(&model), valid.stop.clone())) as Arc<dyn StopCondition>
+        Arc::new(StopStrings::new(
+            Arc::clone(&model),
+            Stops::new(&valid.stop),
+        )) as Arc<dyn StopCondition>
     });
     let samples = (0..valid.n as u64)
         .map(|i| crate::engine::SamplingParams {
@@ -267,7 +261,7 @@ async fn direct(
     let env = Envelope::new(flavor, &valid.model);
     let decoder = Decoder {
         model,
-        stop: valid.stop.clone(),
+        stop: Stops::new(&valid.stop),
     };
     if valid.stream {
         let interval = state.limits.keep_alive;

@@ -31,7 +31,7 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use ponder_strategies::{
     Cost, CostTally, ExtendRequest, Extension, Generator, GeneratorError, Prompt, Result,
-    SeqHandle, StopKind, StrategyError, TokenInfo,
+    SeqHandle, StopKind, Stops, StrategyError, TokenInfo,
 };
 
 use super::token_tree::TokenTree;
@@ -40,11 +40,12 @@ use crate::engine::{
     LoadedModel, SamplingParams, SeqFinish, SeqId, StopCondition,
 };
 
-/// Stops a branch once its generated text contains one of the stop strings.
+/// The engine's [`StopCondition`] for a request's [`Stops`]: stops a branch once its generated
+/// text completes one of them (the matching is [`Stops::completed`]'s; this decodes the tokens).
 #[derive(Debug)]
 pub struct StopStrings {
     model: Arc<LoadedModel>,
-    stops: Vec<String>,
+    stops: Stops,
 }
 
 /// Tokens of generated text decoded to test for a stop string (enough for any delimiter).
@@ -52,7 +53,7 @@ const STOP_WINDOW: usize = 16;
 
 impl StopStrings {
     /// Stops a branch of `model` once its generated text completes one of `stops`.
-    pub fn new(model: Arc<LoadedModel>, stops: Vec<String>) -> Self {
+    pub fn new(model: Arc<LoadedModel>, stops: Stops) -> Self {
         Self { model, stops }
     }
 }
@@ -71,9 +72,7 @@ impl StopCondition for StopStrings {
             return false;
         };
         // Stop when the latest token completed a new occurrence of a stop string.
-        self.stops
-            .iter()
-            .any(|s| now.matches(s.as_str()).count() > before.matches(s.as_str()).count())
+        self.stops.completed(&before, &now)
     }
 }
 
@@ -405,7 +404,7 @@ impl LocalGenerator {
     }
 
     fn group_request(&self, g: &Group, batch: &[ExtendRequest]) -> GroupRequest {
-        let stops: Vec<String> = g.stop.iter().filter(|s| !s.is_empty()).cloned().collect();
+        let stops = Stops::new(&g.stop);
         let stop_condition: Option<Arc<dyn StopCondition>> = (!stops.is_empty()).then(|| {
             Arc::new(StopStrings {
                 model: Arc::clone(&self.model),
@@ -516,13 +515,7 @@ impl LocalGenerator {
                     let text = self.model.tokenizer.decode(&ids).map_err(engine)?;
                     let stop = match reason {
                         SeqFinish::Length => StopKind::Length,
-                        SeqFinish::Stop
-                            if g.stop
-                                .iter()
-                                .any(|s| !s.is_empty() && text.contains(s.as_str())) =>
-                        {
-                            StopKind::Stop
-                        }
+                        SeqFinish::Stop if Stops::new(&g.stop).any_in(&text) => StopKind::Stop,
                         SeqFinish::Stop => StopKind::Eos,
                         SeqFinish::Cancelled => {
                             return Err(GeneratorError::SequenceCancelled.into())

@@ -19,6 +19,7 @@ use crate::error::{GeneratorError, Result, StrategyError};
 use crate::generator::{
     Cost, ExtendRequest, Extension, Generator, Prompt, SeqHandle, StopKind, TokenInfo,
 };
+use crate::stop::Stops;
 
 /// What the script sees.
 #[derive(Debug, Clone, Copy)]
@@ -205,6 +206,7 @@ impl FakeGenerator {
         inner.cache.extend(hashes);
         // Like a model, keep generating (chunk after chunk) until a stop string, the end of
         // the solution or the token cap.
+        let stops = Stops::new(&req.stop);
         let mut text = String::new();
         let mut tokens = Vec::new();
         let stop = 'gen: loop {
@@ -234,11 +236,7 @@ impl FakeGenerator {
                 if chunk.eos && i + 1 == pieces.len() {
                     break 'gen StopKind::Eos;
                 }
-                if req
-                    .stop
-                    .iter()
-                    .any(|s| !s.is_empty() && text.contains(s.as_str()))
-                {
+                if stops.any_in(&text) {
                     break 'gen StopKind::Stop;
                 }
             }

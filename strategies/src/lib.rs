@@ -30,6 +30,7 @@ mod progress;
 mod registry;
 mod select;
 mod self_consistency;
+mod stop;
 mod strategy;
 mod tree;
 
@@ -55,5 +56,6 @@ pub use progress::{Progress, ProgressSender};
 pub use registry::{Registry, StrategyInfo};
 pub use select::{select_among, select_best_score, select_by_vote};
 pub use self_consistency::{SelfConsistency, SelfConsistencyParams};
+pub use stop::Stops;
 pub use strategy::{run, Problem, Strategy, DEFAULT_SYSTEM_PROMPT};
 pub use tree::{Node, NodeId, NodeStatus, SearchTree};

@@ -34,7 +34,7 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use ponder_strategies::{
     Cost, ExtendRequest, Extension, Generator, GeneratorError, Prompt, Result, SeqHandle, StopKind,
-    StrategyError,
+    Stops, StrategyError,
 };
 use serde_json::json;
 
@@ -165,7 +165,7 @@ impl RemoteGenerator {
                 cost: Cost::default(),
             });
         }
-        let stops: Vec<String> = req.stop.iter().filter(|x| !x.is_empty()).cloned().collect();
+        let stops = Stops::new(&req.stop);
         let mut body = json!({
             "model": self.pool.opts.model,
             "prompt": seq.text,
@@ -186,7 +186,7 @@ impl RemoteGenerator {
                 fields.insert("top_k".into(), json!(s.top_k));
             }
             if !stops.is_empty() {
-                fields.insert("stop".into(), json!(stops));
+                fields.insert("stop".into(), json!(stops.as_slice()));
             }
         }
         let v = self

@@ -12,8 +12,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use ponder::engine::{
-    encode_prompt, ChatMessage, ComputeDevice, Event, FinishReason, GroupRequest, LoadOptions,
-    LoadedModel, PagedKvStore, SamplingParams, Scheduler, SchedulerConfig, SeqFinish, TextStream,
+    encode_prompt, ChatMessage, ComputeDevice, Event, GroupRequest, LoadOptions, LoadedModel,
+    PagedKvStore, SamplingParams, Scheduler, SchedulerConfig, SeqFinish, TextStream,
 };
 
 /// mimalloc keeps freed activation buffers for reuse (glibc's malloc returned the large ones to
@@ -357,8 +357,8 @@ fn run_generate(args: GenerateArgs) -> anyhow::Result<()> {
         0.0
     };
     let finish = match finish {
-        Some(SeqFinish::Done(FinishReason::Stop)) => "stop",
-        Some(SeqFinish::Done(FinishReason::Length)) => "length",
+        Some(SeqFinish::Stop) => "stop",
+        Some(SeqFinish::Length) => "length",
         Some(SeqFinish::Cancelled) | None => "cancelled",
     };
     eprintln!(
@@ -370,12 +370,12 @@ fn run_generate(args: GenerateArgs) -> anyhow::Result<()> {
 
 fn run_bench(args: BenchArgs) -> anyhow::Result<()> {
     if matches!(args.workload, Workload::Load) {
-        let opts = ponder::bench::load::LoadOptions {
+        let opts = ponder::bench::load::LoadTestOptions {
             pid: args.pid,
             api_key: args.api_key,
             kinds: args.kinds,
             timeout: args.request_timeout,
-            ..ponder::bench::load::LoadOptions::new(
+            ..ponder::bench::load::LoadTestOptions::new(
                 args.url.trim_end_matches('/'),
                 args.clients.max(1),
                 args.duration,

@@ -149,7 +149,9 @@ fn baseline_scores(
             g.candidates
                 .iter()
                 .map(|c| match rule {
-                    "calc" => Ok(calc.score_steps(std::slice::from_ref(&c.text), c.finished).overall),
+                    "calc" => Ok(calc
+                        .score_steps(std::slice::from_ref(&c.text), c.finished)
+                        .overall),
                     "confidence" => Ok(c.confidence.map_or(0.0, |t| t.mean)),
                     _ => Err(anyhow::anyhow!(
                         "--baseline `{rule}`: expected calc or confidence"

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use ponder::api::AppError;
-use ponder::bench::load::{run, Kind, LoadOptions};
+use ponder::bench::load::{run, Kind, LoadTestOptions};
 use ponder::engine::bytes_per_block;
 use ponder::reason::{reason, ReasonRequest};
 use ponder::runtime::{Runtime, RuntimeOptions};
@@ -25,10 +25,10 @@ use crate::server_remote::Process;
 #[test]
 fn a_short_mixed_load_gets_no_5xx_and_leaves_the_server_idle() {
     let server = Process::start_with(&["--max-running", "8", "--max-queue", "64"]);
-    let opts = LoadOptions {
+    let opts = LoadTestOptions {
         pid: Some(server.child.id()),
         seed: 7,
-        ..LoadOptions::new(server.url.clone(), 8, Duration::from_secs(10))
+        ..LoadTestOptions::new(server.url.clone(), 8, Duration::from_secs(10))
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -62,13 +62,13 @@ fn a_backend_killed_and_restarted_under_load_gives_clean_errors_and_the_front_re
     let port = backend.port();
     let front = Process::start_with(&["--backend", &backend.url, "--max-running", "8"]);
     // Strategy requests (streamed or not) go to the backend; plain chat stays local.
-    let opts = LoadOptions {
+    let opts = LoadTestOptions {
         pid: Some(front.child.id()),
         seed: 11,
         kinds: vec![Kind::Strategy, Kind::StreamedStrategy, Kind::Chat],
         // A request still unanswered after this counts as a transport error: nothing may hang.
         timeout: Duration::from_secs(90),
-        ..LoadOptions::new(front.url.clone(), 6, Duration::from_secs(30))
+        ..LoadTestOptions::new(front.url.clone(), 6, Duration::from_secs(30))
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

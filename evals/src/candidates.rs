@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use ponder::learned_verifier::{CandidateGroup, LabelledCandidate};
 use ponder::split::{split_of, Split};
 
-use crate::dataset::Problem;
+use crate::dataset::EvalProblem;
 use crate::results::ResultRow;
 
 /// What an export kept and skipped.
@@ -26,7 +26,7 @@ pub struct Export {
 }
 
 /// Builds candidate groups from `rows`, keeping only problems on `split` (all with `None`).
-pub fn export(rows: &[ResultRow], problems: &[Problem], split: Option<Split>) -> Export {
+pub fn export(rows: &[ResultRow], problems: &[EvalProblem], split: Option<Split>) -> Export {
     let questions: HashMap<&str, &str> = problems
         .iter()
         .map(|p| (p.id.as_str(), p.problem.as_str()))
@@ -72,8 +72,8 @@ mod tests {
     use super::*;
     use crate::results::{CandidateRecord, Spend};
 
-    fn problem(id: &str) -> Problem {
-        Problem {
+    fn problem(id: &str) -> EvalProblem {
+        EvalProblem {
             id: id.into(),
             problem: format!("question {id}"),
             answer: "1".into(),

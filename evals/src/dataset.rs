@@ -17,9 +17,10 @@ use serde_json::Value;
 use crate::error::{EvalError, Result};
 use crate::split::{split_of, Split};
 
-/// One problem of an evaluation.
+/// One problem of an evaluation: its question and its gold answer, as read from a dataset. Not
+/// the question a search is asked (`ponder_strategies::Problem`, which has no answer).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Problem {
+pub struct EvalProblem {
     /// Stable id (from the file, else `line-N`).
     pub id: String,
     /// The question.
@@ -107,9 +108,10 @@ impl Preset {
     }
 }
 
-/// How to load and select.
+/// How to read and select a dataset's problems (not a model's `LoadOptions`, not a load test's
+/// `LoadTestOptions`).
 #[derive(Debug, Clone)]
-pub struct LoadOptions {
+pub struct DatasetOptions {
     /// Field names.
     pub fields: Fields,
     /// Keep only these levels (empty: all).
@@ -126,7 +128,7 @@ pub struct LoadOptions {
     pub split: Option<Split>,
 }
 
-impl Default for LoadOptions {
+impl Default for DatasetOptions {
     fn default() -> Self {
         Self {
             fields: Preset::Auto.fields(),
@@ -153,7 +155,7 @@ pub struct Skipped {
 #[derive(Debug, Clone)]
 pub struct Dataset {
     /// The selected problems, in order.
-    pub problems: Vec<Problem>,
+    pub problems: Vec<EvalProblem>,
     /// Records skipped as unreadable.
     pub skipped: Vec<Skipped>,
 }
@@ -176,7 +178,11 @@ fn parse_level(s: &str) -> Option<u32> {
 }
 
 /// Builds a problem from one record.
-pub fn record(value: &Value, line: usize, fields: &Fields) -> std::result::Result<Problem, String> {
+pub fn record(
+    value: &Value,
+    line: usize,
+    fields: &Fields,
+) -> std::result::Result<EvalProblem, String> {
     let obj = value.as_object().ok_or("not a JSON object")?;
     let problem = first(obj, &fields.problem).ok_or_else(|| {
         format!(
@@ -198,7 +204,7 @@ pub fn record(value: &Value, line: usize, fields: &Fields) -> std::result::Resul
                 .ok_or("the solution has no final answer (\\boxed{} or ####)")?
         }
     };
-    Ok(Problem {
+    Ok(EvalProblem {
         id: first(obj, &fields.id).unwrap_or_else(|| format!("line-{line}")),
         problem,
         answer,
@@ -208,7 +214,7 @@ pub fn record(value: &Value, line: usize, fields: &Fields) -> std::result::Resul
 }
 
 /// Loads `path` (JSONL, or a JSON array when the file starts with `[`) and selects.
-pub fn load(path: &Path, opts: &LoadOptions) -> Result<Dataset> {
+pub fn load(path: &Path, opts: &DatasetOptions) -> Result<Dataset> {
     let body = std::fs::read_to_string(path).map_err(|e| EvalError::Dataset {
         path: path.display().to_string(),
         reason: e.to_string(),
@@ -217,7 +223,7 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<Dataset> {
 }
 
 /// Parses a dataset's text and selects.
-pub fn parse(body: &str, opts: &LoadOptions) -> Result<Dataset> {
+pub fn parse(body: &str, opts: &DatasetOptions) -> Result<Dataset> {
     let mut records: Vec<(usize, std::result::Result<Value, String>)> = Vec::new();
     if body.trim_start().starts_with('[') {
         let values: Vec<Value> =
@@ -275,9 +281,9 @@ mod tests {
         let math = r#"{"problem": "What is $1+1$?", "solution": "So it is $\\boxed{2}$.", "level": "Level 2", "type": "Algebra", "unique_id": "m1"}"#;
         let d = parse(
             math,
-            &LoadOptions {
+            &DatasetOptions {
                 fields: Preset::Math.fields(),
-                ..LoadOptions::default()
+                ..DatasetOptions::default()
             },
         )?;
         assert_eq!(d.problems[0].answer, "2");
@@ -286,9 +292,9 @@ mod tests {
         let gsm = r#"{"question": "Two plus two?", "answer": "2+2=4\n#### 4"}"#;
         let d = parse(
             gsm,
-            &LoadOptions {
+            &DatasetOptions {
                 fields: Preset::Gsm8k.fields(),
-                ..LoadOptions::default()
+                ..DatasetOptions::default()
             },
         )?;
         assert_eq!(d.problems[0].answer, "4");
@@ -296,9 +302,9 @@ mod tests {
         let aime = r#"[{"ID": "2024-I-1", "Problem": "Find n.", "Answer": 204}]"#;
         let d = parse(
             aime,
-            &LoadOptions {
+            &DatasetOptions {
                 fields: Preset::Aime.fields(),
-                ..LoadOptions::default()
+                ..DatasetOptions::default()
             },
         )?;
         assert_eq!(
@@ -311,7 +317,7 @@ mod tests {
     #[test]
     fn bad_records_are_reported_with_their_line_and_skipped_or_fatal() -> Result<()> {
         let body = "{\"problem\": \"a\", \"answer\": \"1\"}\n{not json\n{\"problem\": \"b\"}\n\n{\"problem\": \"c\", \"answer\": 3}\n";
-        let d = parse(body, &LoadOptions::default())?;
+        let d = parse(body, &DatasetOptions::default())?;
         assert_eq!(d.problems.len(), 2);
         assert_eq!(
             d.skipped.iter().map(|s| s.line).collect::<Vec<_>>(),
@@ -320,9 +326,9 @@ mod tests {
         assert!(d.skipped[1].reason.contains("no answer field"));
         let strict = parse(
             body,
-            &LoadOptions {
+            &DatasetOptions {
                 strict: true,
-                ..LoadOptions::default()
+                ..DatasetOptions::default()
             },
         );
         assert!(matches!(strict, Err(EvalError::Record { line: 2, .. })));
@@ -332,11 +338,11 @@ mod tests {
     #[test]
     fn filters_shuffle_and_limit() -> Result<()> {
         let body: String = (1..=20).map(|i| format!("{{\"id\": \"{i}\", \"problem\": \"q{i}\", \"answer\": \"{i}\", \"level\": {}}}\n", i % 5 + 1)).collect();
-        let opts = LoadOptions {
+        let opts = DatasetOptions {
             levels: vec![2, 3],
             shuffle_seed: Some(7),
             limit: Some(5),
-            ..LoadOptions::default()
+            ..DatasetOptions::default()
         };
         let a = parse(&body, &opts)?;
         let b = parse(&body, &opts)?;

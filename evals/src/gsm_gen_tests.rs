@@ -160,7 +160,7 @@ fn the_committed_file_is_the_generators_output() -> crate::Result<()> {
 #[test]
 fn the_committed_file_loads_and_splits_about_seventy_thirty() -> crate::Result<()> {
     let path = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/data/gsm_gen.jsonl"));
-    let d = crate::load(path, &crate::LoadOptions::default())?;
+    let d = crate::load(path, &crate::DatasetOptions::default())?;
     assert_eq!(d.problems.len(), 1200);
     assert!(d.skipped.is_empty());
     let held = d

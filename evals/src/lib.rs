@@ -29,7 +29,7 @@ pub use ponder::split;
 pub mod stats;
 
 pub use calibrate::{calibrate, CalibrationRow, CalibrationTable};
-pub use dataset::{load, parse, Dataset, LoadOptions, Preset, Problem};
+pub use dataset::{load, parse, Dataset, DatasetOptions, EvalProblem, Preset};
 pub use error::{EvalError, Result};
 pub use grade::{grade_jsonl, GradeSummary};
 pub use inprocess::InProcessBackend;

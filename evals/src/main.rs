@@ -164,9 +164,9 @@ fn main() -> anyhow::Result<()> {
             out,
         } => {
             let rows = ponder_evals::read_rows(&dir)?;
-            let opts = ponder_evals::LoadOptions {
+            let opts = ponder_evals::DatasetOptions {
                 fields: preset.fields(),
-                ..ponder_evals::LoadOptions::default()
+                ..ponder_evals::DatasetOptions::default()
             };
             let problems = ponder_evals::load(&dataset, &opts)?.problems;
             let export = ponder_evals::candidates::export(&rows, &problems, split);
@@ -198,7 +198,7 @@ fn main() -> anyhow::Result<()> {
 
 fn run(args: RunArgs) -> anyhow::Result<()> {
     let setup = setup(&args)?;
-    let opts = ponder_evals::LoadOptions {
+    let opts = ponder_evals::DatasetOptions {
         fields: args.preset.fields(),
         levels: args.level,
         subjects: args.subject,

@@ -21,7 +21,7 @@ use futures::StreamExt;
 use ponder_verifiers::TraceConfidence;
 use serde::Deserialize;
 
-use crate::dataset::Problem;
+use crate::dataset::EvalProblem;
 use crate::error::{EvalError, Result};
 use crate::results::{CandidateRecord, ItemKey, ResultRow, ResultsFile, Spend};
 
@@ -29,7 +29,7 @@ use crate::results::{CandidateRecord, ItemKey, ResultRow, ResultsFile, Spend};
 #[derive(Debug, Clone)]
 pub struct Item {
     /// The problem.
-    pub problem: Problem,
+    pub problem: EvalProblem,
     /// Strategy name.
     pub strategy: String,
     /// Token budget.
@@ -319,7 +319,7 @@ pub fn grade(item: &Item, attempt: Attempt, wall_ms: u64) -> ResultRow {
 /// The grid: every problem × strategy × budget × seed, in that nesting order, each item with
 /// its strategy's parameters and the verifier from `setup`.
 pub fn grid(
-    problems: &[Problem],
+    problems: &[EvalProblem],
     strategies: &[String],
     budgets: &[i64],
     seeds: &[u64],
@@ -457,10 +457,10 @@ mod tests {
         }
     }
 
-    fn problems() -> Vec<Problem> {
+    fn problems() -> Vec<EvalProblem> {
         ["a", "b"]
             .iter()
-            .map(|id| Problem {
+            .map(|id| EvalProblem {
                 id: (*id).into(),
                 problem: "1 + 1?".into(),
                 answer: "2".into(),

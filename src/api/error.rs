@@ -6,7 +6,7 @@
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use ponder_strategies::StrategyError;
+use ponder_strategies::{GeneratorError, StrategyError};
 use serde::Serialize;
 use thiserror::Error;
 use utoipa::ToSchema;
@@ -97,9 +97,9 @@ pub enum AppError {
     /// The engine failed.
     #[error("engine: {0}")]
     Engine(#[from] EngineError),
-    /// A remote backend could not be reached or failed.
-    #[error("backend: {0}")]
-    Backend(String),
+    /// The server has neither a local model nor a backend to run a request on.
+    #[error("backend: no local model and no backend")]
+    NoEngine,
     /// No route.
     #[error("no such endpoint")]
     NotFound,
@@ -242,7 +242,7 @@ impl AppError {
                     None,
                     Some("cancelled"),
                 ),
-                StrategyError::Generator(m) if m.starts_with(crate::backends::UNAVAILABLE) => (
+                StrategyError::Generator(GeneratorError::Unavailable { .. }) => (
                     StatusCode::BAD_GATEWAY,
                     "server_error",
                     None,
@@ -293,7 +293,7 @@ impl AppError {
                     None,
                 ),
             },
-            Self::Backend(_) => (
+            Self::NoEngine => (
                 StatusCode::BAD_GATEWAY,
                 "server_error",
                 None,
@@ -351,3 +351,7 @@ impl IntoResponse for AppError {
 
 /// Result alias for handlers.
 pub(crate) type Result<T, E = AppError> = std::result::Result<T, E>;
+
+#[cfg(test)]
+#[path = "error_tests.rs"]
+mod tests;

@@ -18,7 +18,7 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use futures_util::Stream;
-use ponder_strategies::{FinishReason as SearchFinish, Outcome, Progress, StrategyError};
+use ponder_strategies::{GeneratorError, Outcome, Progress, SearchFinish, Stops, StrategyError};
 use serde_json::json;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -38,8 +38,8 @@ use super::validate::{self, PromptIn, ValidGeneration};
 use super::AppState;
 use crate::backends::StopStrings;
 use crate::engine::{
-    encode_prompt, Event as EngineEvent, FinishReason, GroupHandle, GroupRequest, LoadedModel,
-    SampledToken, SeqFinish, StopCondition,
+    encode_prompt, Event as EngineEvent, GroupHandle, GroupRequest, LoadedModel, SampledToken,
+    SeqFinish, StopCondition,
 };
 use crate::reason::{reason_with_progress, ReasonRequest};
 
@@ -119,7 +119,7 @@ async fn generate(
             let runtime = Arc::clone(runtime);
             direct(state, runtime, valid, flavor, start).await
         }
-        (None, None) => Err(AppError::Backend("no local model and no backend".into())),
+        (None, None) => Err(AppError::NoEngine),
     }
 }
 
@@ -142,7 +142,7 @@ struct Choice {
 #[derive(Debug)]
 struct Decoder {
     model: Arc<LoadedModel>,
-    stop: Vec<String>,
+    stop: Stops,
 }
 
 impl Decoder {
@@ -153,15 +153,11 @@ impl Decoder {
     /// The text up to the first stop string, and that stop string.
     fn text_and_stop(&self, ids: &[u32]) -> (String, Option<String>) {
         let mut text = self.model.tokenizer.decode(ids).unwrap_or_default();
-        let first = self
-            .stop
-            .iter()
-            .filter_map(|s| text.find(s.as_str()).map(|at| (at, s)))
-            .min_by_key(|(at, _)| *at);
+        let first = self.stop.first_in(&text).map(|(at, s)| (at, s.to_string()));
         match first {
             Some((at, s)) => {
                 text.truncate(at);
-                (text, Some(s.clone()))
+                (text, Some(s))
             }
             None => (text, None),
         }
@@ -176,12 +172,7 @@ impl Decoder {
             if text.ends_with('\u{FFFD}') {
                 return None;
             }
-            let hold = self
-                .stop
-                .iter()
-                .map(|s| s.len().saturating_sub(1))
-                .max()
-                .unwrap_or(0);
+            let hold = self.stop.hold_back();
             end = end.saturating_sub(hold);
             while end > 0 && !text.is_char_boundary(end) {
                 end -= 1;
@@ -198,8 +189,8 @@ impl Decoder {
 
 fn finish_name(reason: SeqFinish) -> ChoiceFinish {
     match reason {
-        SeqFinish::Done(FinishReason::Length) => ChoiceFinish::Length,
-        _ => ChoiceFinish::Stop,
+        SeqFinish::Length => ChoiceFinish::Length,
+        SeqFinish::Stop | SeqFinish::Cancelled => ChoiceFinish::Stop,
     }
 }
 
@@ -244,7 +235,10 @@ async fn direct(
         .into());
     }
     let stop_condition = (!valid.stop.is_empty()).then(|| {
-        Arc::new(StopStrings::new(Arc::clone(&model), valid.stop.clone())) as Arc<dyn StopCondition>
+        Arc::new(StopStrings::new(
+            Arc::clone(&model),
+            Stops::new(&valid.stop),
+        )) as Arc<dyn StopCondition>
     });
     let samples = (0..valid.n as u64)
         .map(|i| crate::engine::SamplingParams {
@@ -267,7 +261,7 @@ async fn direct(
     let env = Envelope::new(flavor, &valid.model);
     let decoder = Decoder {
         model,
-        stop: valid.stop.clone(),
+        stop: Stops::new(&valid.stop),
     };
     if valid.stream {
         let interval = state.limits.keep_alive;
@@ -392,9 +386,7 @@ impl DirectRun {
                 return Ok(None);
             }
             let Some(event) = self.handle.events.recv().await else {
-                return Err(AppError::Strategy(StrategyError::Generator(
-                    "the executor stopped".into(),
-                )));
+                return Err(AppError::Strategy(GeneratorError::Stopped.into()));
             };
             match event {
                 EngineEvent::Token { seq, token } => {
@@ -509,11 +501,7 @@ impl Search {
         let task = tokio::spawn(
             async move {
                 let verifier = match verifier {
-                    Some(v) => Some(
-                        v.for_search(judge)
-                            .await
-                            .map_err(StrategyError::Generator)?,
-                    ),
+                    Some(v) => Some(v.for_search(judge).await.map_err(GeneratorError::Failed)?),
                     None => None,
                 };
                 let outcome =
@@ -541,9 +529,9 @@ impl Search {
         let joined = (&mut self.task).await;
         match joined {
             Ok(r) => Ok(r?),
-            Err(e) => Err(AppError::Strategy(StrategyError::Generator(format!(
-                "the search task failed: {e}"
-            )))),
+            Err(e) => Err(AppError::Strategy(
+                GeneratorError::Failed(format!("the search task failed: {e}")).into(),
+            )),
         }
     }
 }
@@ -762,8 +750,8 @@ fn join(
 ) -> Result<Outcome> {
     match r {
         Ok(r) => Ok(r?),
-        Err(e) => Err(AppError::Strategy(StrategyError::Generator(format!(
-            "the search task failed: {e}"
-        )))),
+        Err(e) => Err(AppError::Strategy(
+            GeneratorError::Failed(format!("the search task failed: {e}")).into(),
+        )),
     }
 }

@@ -13,7 +13,7 @@ use std::time::Instant;
 use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use ponder_strategies::{ExtendRequest, Extension, Generator, Sampling, StopKind};
+use ponder_strategies::{ExtendRequest, Extension, Generator, Sampling, StopKind, Stops};
 
 use super::error::{Result, ValidationError};
 use super::generate::{admit, keep_alive};
@@ -25,16 +25,13 @@ use super::AppState;
 use crate::backends::{RemoteGenerator, RemotePool};
 
 /// One finished choice: its text without the stop string, why it ended, the stop that did.
-fn choice_out(ext: &Extension, stops: &[String]) -> ChoiceOut {
+fn choice_out(ext: &Extension, stops: &Stops) -> ChoiceOut {
     let mut text = ext.text.clone();
     let mut stop_reason = None;
     if ext.stop == StopKind::Stop {
-        if let Some(s) = stops
-            .iter()
-            .find(|s| !s.is_empty() && text.ends_with(s.as_str()))
-        {
+        if let Some(s) = stops.ending(&text) {
             text.truncate(text.len() - s.len());
-            stop_reason = Some(s.clone());
+            stop_reason = Some(s.to_string());
         }
     }
     ChoiceOut {
@@ -108,7 +105,8 @@ pub(super) async fn direct(
     state.metrics.ttft(start.elapsed());
     let completion: u64 = exts.iter().map(|e| e.cost.generated).sum();
     let usage = UsageOut::new(prompt_len as u64, completion, 0, 0);
-    let choices: Vec<ChoiceOut> = exts.iter().map(|e| choice_out(e, &valid.stop)).collect();
+    let stops = Stops::new(&valid.stop);
+    let choices: Vec<ChoiceOut> = exts.iter().map(|e| choice_out(e, &stops)).collect();
     if !valid.stream {
         return Ok(Json(env.response(choices, &usage, None)).into_response());
     }

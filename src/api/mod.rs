@@ -99,7 +99,7 @@ impl AppState {
                 }));
                 Arc::new(runtime.local_generator().with_inter_token(on_token))
             }
-            (None, None) => return Err(AppError::Backend("no local model and no backend".into())),
+            (None, None) => return Err(AppError::NoEngine),
         };
         Ok(Arc::new(trace::Traced(inner)))
     }

@@ -121,7 +121,7 @@ pub(crate) struct SearchSummary {
     /// Candidates the search considered.
     pub(crate) candidates: usize,
     /// Why the search ended.
-    pub(crate) finish_reason: ponder_strategies::FinishReason,
+    pub(crate) finish_reason: ponder_strategies::SearchFinish,
     /// What the router predicted and chose, when the `auto` strategy ran.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use ponder_strategies::{FinishReason, Progress, Usage};
+use ponder_strategies::{Progress, SearchFinish, Usage};
 use serde_json::{json, Map, Value};
 
 use super::super::sse::{ChoiceOut, Envelope, Flavor};
@@ -106,7 +106,7 @@ fn summary(trace: bool) -> SearchSummary {
     SearchSummary {
         answer: Some("5".into()),
         candidates: 3,
-        finish_reason: FinishReason::Budget,
+        finish_reason: SearchFinish::Budget,
         router: trace.then(|| json!({"category": "math", "difficulty": 0.25_f32})),
         spent: 345,
         strategy: "best_of_n".into(),

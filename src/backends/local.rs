@@ -30,21 +30,22 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use ponder_strategies::{
-    Cost, CostTally, ExtendRequest, Extension, Generator, Prompt, Result, SeqHandle, StopKind,
-    StrategyError, TokenInfo,
+    Cost, CostTally, ExtendRequest, Extension, Generator, GeneratorError, Prompt, Result,
+    SeqHandle, StopKind, Stops, StrategyError, TokenInfo,
 };
 
 use super::token_tree::TokenTree;
 use crate::engine::{
-    encode_prompt, ChatMessage, EngineError, Event, Executor, FinishReason, GroupHandle,
-    GroupRequest, LoadedModel, SamplingParams, SeqFinish, SeqId, StopCondition,
+    encode_prompt, ChatMessage, EngineError, Event, Executor, GroupHandle, GroupRequest,
+    LoadedModel, SamplingParams, SeqFinish, SeqId, StopCondition,
 };
 
-/// Stops a branch once its generated text contains one of the stop strings.
+/// The engine's [`StopCondition`] for a request's [`Stops`]: stops a branch once its generated
+/// text completes one of them (the matching is [`Stops::completed`]'s; this decodes the tokens).
 #[derive(Debug)]
 pub struct StopStrings {
     model: Arc<LoadedModel>,
-    stops: Vec<String>,
+    stops: Stops,
 }
 
 /// Tokens of generated text decoded to test for a stop string (enough for any delimiter).
@@ -52,7 +53,7 @@ const STOP_WINDOW: usize = 16;
 
 impl StopStrings {
     /// Stops a branch of `model` once its generated text completes one of `stops`.
-    pub fn new(model: Arc<LoadedModel>, stops: Vec<String>) -> Self {
+    pub fn new(model: Arc<LoadedModel>, stops: Stops) -> Self {
         Self { model, stops }
     }
 }
@@ -71,9 +72,7 @@ impl StopCondition for StopStrings {
             return false;
         };
         // Stop when the latest token completed a new occurrence of a stop string.
-        self.stops
-            .iter()
-            .any(|s| now.matches(s.as_str()).count() > before.matches(s.as_str()).count())
+        self.stops.completed(&before, &now)
     }
 }
 
@@ -141,8 +140,8 @@ impl std::fmt::Debug for InterToken {
 
 fn engine(e: EngineError) -> StrategyError {
     match e {
-        EngineError::ExceedsKvPool { .. } => StrategyError::Capacity(e.to_string()),
-        e => StrategyError::Generator(e.to_string()),
+        EngineError::ExceedsKvPool { .. } => StrategyError::Capacity(Box::new(e)),
+        e => GeneratorError::Engine(Box::new(e)).into(),
     }
 }
 
@@ -211,7 +210,7 @@ impl LocalGenerator {
         self.lock()
             .get(&seq.0)
             .cloned()
-            .ok_or_else(|| StrategyError::Generator(format!("unknown sequence {}", seq.0)))
+            .ok_or_else(|| StrategyError::from(GeneratorError::UnknownSequence(seq.0)))
     }
 
     fn insert(&self, seq: LocalSeq) -> SeqHandle {
@@ -378,9 +377,7 @@ impl LocalGenerator {
                     Event::Finished { seq, reason } => {
                         unclaimed.ids.remove(&seq);
                         if reason == SeqFinish::Cancelled {
-                            return Err(StrategyError::Generator(
-                                "the executor cancelled a sequence".into(),
-                            ));
+                            return Err(GeneratorError::SequenceCancelled.into());
                         }
                         kept = Some(Arc::new(Kept {
                             id: seq,
@@ -392,7 +389,7 @@ impl LocalGenerator {
                 }
             }
             let Some(kept) = kept else {
-                return Err(StrategyError::Generator("the executor stopped".into()));
+                return Err(GeneratorError::Stopped.into());
             };
             self.adopt(&prefix, &kept);
             for (j, gi) in members.into_iter().enumerate() {
@@ -407,7 +404,7 @@ impl LocalGenerator {
     }
 
     fn group_request(&self, g: &Group, batch: &[ExtendRequest]) -> GroupRequest {
-        let stops: Vec<String> = g.stop.iter().filter(|s| !s.is_empty()).cloned().collect();
+        let stops = Stops::new(&g.stop);
         let stop_condition: Option<Arc<dyn StopCondition>> = (!stops.is_empty()).then(|| {
             Arc::new(StopStrings {
                 model: Arc::clone(&self.model),
@@ -457,7 +454,7 @@ impl LocalGenerator {
         let mut last_token: HashMap<crate::engine::SeqId, std::time::Instant> = HashMap::new();
         while open > 0 {
             let Some(event) = handle.events.recv().await else {
-                return Err(StrategyError::Generator("the executor stopped".into()));
+                return Err(GeneratorError::Stopped.into());
             };
             match event {
                 Event::Token { seq, token } => {
@@ -517,19 +514,11 @@ impl LocalGenerator {
                     let (ids, infos) = tokens.remove(&i).unwrap_or_default();
                     let text = self.model.tokenizer.decode(&ids).map_err(engine)?;
                     let stop = match reason {
-                        SeqFinish::Done(FinishReason::Length) => StopKind::Length,
-                        SeqFinish::Done(_)
-                            if g.stop
-                                .iter()
-                                .any(|s| !s.is_empty() && text.contains(s.as_str())) =>
-                        {
-                            StopKind::Stop
-                        }
-                        SeqFinish::Done(_) => StopKind::Eos,
+                        SeqFinish::Length => StopKind::Length,
+                        SeqFinish::Stop if Stops::new(&g.stop).any_in(&text) => StopKind::Stop,
+                        SeqFinish::Stop => StopKind::Eos,
                         SeqFinish::Cancelled => {
-                            return Err(StrategyError::Generator(
-                                "the executor cancelled a sequence".into(),
-                            ))
+                            return Err(GeneratorError::SequenceCancelled.into())
                         }
                     };
                     // An end-of-sequence token was sampled (a decode step) but is not text.
@@ -620,9 +609,7 @@ struct Group {
 impl Generator for LocalGenerator {
     async fn open(&self, prompt: &Prompt) -> Result<(SeqHandle, usize)> {
         if prompt.user.trim().is_empty() {
-            return Err(StrategyError::Generator(
-                "invalid prompt: the user message is empty".into(),
-            ));
+            return Err(GeneratorError::InvalidPrompt("the user message is empty".into()).into());
         }
         let messages: Vec<ChatMessage> = prompt
             .messages()
@@ -651,7 +638,7 @@ impl Generator for LocalGenerator {
         let mut seqs = self.lock();
         let s = seqs
             .get_mut(&seq.0)
-            .ok_or_else(|| StrategyError::Generator(format!("unknown sequence {}", seq.0)))?;
+            .ok_or_else(|| StrategyError::from(GeneratorError::UnknownSequence(seq.0)))?;
         s.tokens.extend_from_slice(&ids);
         Ok(ids.len())
     }
@@ -729,7 +716,9 @@ impl Generator for LocalGenerator {
             .into_iter()
             .map(|r| {
                 r.ok_or_else(|| {
-                    StrategyError::Generator("a sequence ended without a result".into())
+                    StrategyError::from(GeneratorError::Failed(
+                        "a sequence ended without a result".into(),
+                    ))
                 })
             })
             .collect()

@@ -9,5 +9,5 @@ mod token_tree;
 pub use local::{InterToken, LocalGenerator, StopStrings};
 pub use remote::{
     affinity_key, chatml, BackendFormat, BackendKeys, FormatError, RemoteGenerator, RemoteOptions,
-    RemotePool, Secret, UNAVAILABLE,
+    RemotePool, Secret,
 };

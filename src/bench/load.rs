@@ -20,9 +20,10 @@ use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 use serde_json::{json, Value};
 
-/// What to run.
+/// What to run: the load test's clients, duration and request mix (not the engine's
+/// `LoadOptions`, which say how to load a model).
 #[derive(Debug, Clone)]
-pub struct LoadOptions {
+pub struct LoadTestOptions {
     /// The server's base URL, e.g. `http://127.0.0.1:8080`.
     pub url: String,
     /// Concurrent client loops.
@@ -43,7 +44,7 @@ pub struct LoadOptions {
     pub timeout: Duration,
 }
 
-impl LoadOptions {
+impl LoadTestOptions {
     /// `clients` loops against `url` for `duration`: the full mix, seed 0, 60 s to settle, 300 s
     /// per request.
     pub fn new(url: impl Into<String>, clients: usize, duration: Duration) -> Self {
@@ -305,7 +306,7 @@ fn body(kind: Kind, rng: &mut ChaCha8Rng, client: usize) -> (&'static str, Value
 
 async fn one(
     http: &reqwest::Client,
-    opts: &LoadOptions,
+    opts: &LoadTestOptions,
     kind: Kind,
     rng: &mut ChaCha8Rng,
     client: usize,
@@ -368,7 +369,7 @@ async fn one(
     )
 }
 
-async fn metrics_text(http: &reqwest::Client, opts: &LoadOptions) -> Option<String> {
+async fn metrics_text(http: &reqwest::Client, opts: &LoadTestOptions) -> Option<String> {
     let mut req = http.get(format!("{}/metrics", opts.url));
     if let Some(k) = &opts.api_key {
         req = req.bearer_auth(k);
@@ -385,7 +386,7 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 }
 
 /// Runs the load and reports; errors only when the server cannot be reached at all.
-pub async fn run(opts: &LoadOptions) -> Result<LoadReport, String> {
+pub async fn run(opts: &LoadTestOptions) -> Result<LoadReport, String> {
     let http = reqwest::Client::builder()
         .timeout(opts.timeout)
         .build()

@@ -283,7 +283,7 @@ pub fn strategy_table(
                         if ponder_verifiers::equivalent(&p.answer, &answer) {
                             row.correct += 1;
                         }
-                        if out.finish_reason == ponder_strategies::FinishReason::Budget {
+                        if out.finish_reason == ponder_strategies::SearchFinish::Budget {
                             row.budget_stops += 1;
                         }
                         row.mean_spent += out.usage.spent() as f64;

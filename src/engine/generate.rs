@@ -14,17 +14,8 @@ use super::kv::{ContiguousKvStore, KvStore};
 use super::loader::LoadedModel;
 use super::model::{LogitsFor, SeqChunk};
 use super::sampling::{SampledToken, Sampler, SamplingParams};
+use super::scheduler::SeqFinish;
 use super::tokenizer::TextTokenizer;
-
-/// Why generation stopped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum FinishReason {
-    /// The model emitted an end-of-sequence token.
-    Stop,
-    /// `max_tokens` or the context length was reached.
-    Length,
-}
 
 /// What a finished generation produced and what it cost.
 #[derive(Debug, Clone, Serialize)]
@@ -35,8 +26,8 @@ pub struct Generation {
     pub tokens: Vec<SampledToken>,
     /// Tokens in the prompt.
     pub prompt_tokens: usize,
-    /// Why it stopped.
-    pub finish_reason: FinishReason,
+    /// Why it stopped ([`SeqFinish::Stop`] or [`SeqFinish::Length`]; nothing cancels it).
+    pub finish_reason: SeqFinish,
     /// Seconds spent on the prompt.
     pub prefill_secs: f64,
     /// Seconds spent generating.
@@ -131,7 +122,7 @@ pub fn generate(
     let t0 = Instant::now();
     let mut next_input = prompt_ids.clone();
     let mut prefill_secs = 0.0;
-    let mut finish_reason = FinishReason::Length;
+    let mut finish_reason = SeqFinish::Length;
     while tokens.len() < budget {
         let start_pos = kv.seq_len(seq);
         let chunk = SeqChunk {
@@ -151,7 +142,7 @@ pub fn generate(
         }
         let sampled = sampler.sample(&logits, &context_ids)?;
         if model.tokenizer.eos().contains(&sampled.token) {
-            finish_reason = FinishReason::Stop;
+            finish_reason = SeqFinish::Stop;
             break;
         }
         context_ids.push(sampled.token);

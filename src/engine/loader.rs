@@ -23,7 +23,8 @@ const END_OF_TURN_TOKENS: &[&str] = &[
     "<|end_of_text|>",
 ];
 
-/// What to load.
+/// How to load a model: its files, device and weight kernels (not a dataset's `DatasetOptions` in
+/// ponder-evals, nor a load test's `LoadTestOptions`).
 #[derive(Debug, Clone)]
 pub struct LoadOptions {
     /// A `.gguf` file or a directory with `config.json` and `*.safetensors`.

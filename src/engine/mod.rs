@@ -41,7 +41,7 @@ pub use config::{ModelConfig, RopeStyle};
 pub use device::{ComputeDevice, WeightDtype};
 pub use error::{EngineError, Result};
 pub use executor::{Executor, GroupHandle, ScoreHandle};
-pub use generate::{encode_prompt, generate, FinishReason, Generation, TextStream};
+pub use generate::{encode_prompt, generate, Generation, TextStream};
 pub use gguf::GgufFile;
 pub use kv::{ContiguousKvStore, KvStore, LayerChunk, SeqId};
 pub use loader::{load_model, LoadOptions, LoadedModel, MatmulImpl};

@@ -22,7 +22,9 @@ use std::hash::{DefaultHasher, Hasher};
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use ponder_strategies::{ExtendRequest, Generator, Prompt, Sampling, SeqHandle, StrategyError};
+use ponder_strategies::{
+    ExtendRequest, Generator, GeneratorError, Prompt, Sampling, SeqHandle, StrategyError,
+};
 use ponder_verifiers::prm::yes_probability;
 use ponder_verifiers::{Aggregation, AnswerState, Scores, Solution, Verifier, VerifierError};
 
@@ -260,9 +262,9 @@ impl Verifier for LlmPrm {
             let mut cost = 0;
             for &(k, _) in &q.asked {
                 let ext = answers.next().ok_or_else(|| {
-                    backend(StrategyError::Generator(
+                    backend(StrategyError::from(GeneratorError::Failed(
                         "fewer answers than questions".into(),
-                    ))
+                    )))
                 })?;
                 cost += ext.cost.prefill_computed + ext.cost.generated;
                 let p = ext

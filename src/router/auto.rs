@@ -18,8 +18,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use ponder_strategies::{
-    AdaptiveParallel, AdaptiveParallelParams, Context, Decoding, Prompt, Registry, Result,
-    Sampling, SearchTree, Selection, StepSpec, Strategy, StrategyError,
+    AdaptiveParallel, AdaptiveParallelParams, Context, Decoding, GeneratorError, Prompt, Registry,
+    Result, Sampling, SearchTree, Selection, StepSpec, Strategy, StrategyError,
 };
 use serde::{Deserialize, Serialize};
 
@@ -105,7 +105,7 @@ impl Auto {
 fn router_error(e: RouterError) -> StrategyError {
     match e {
         RouterError::EmptyQuery => StrategyError::invalid("auto", "problem", "must not be empty"),
-        other => StrategyError::Generator(format!("router: {other}")),
+        other => GeneratorError::Failed(format!("router: {other}")).into(),
     }
 }
 

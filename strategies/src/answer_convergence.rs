@@ -122,7 +122,7 @@ impl Strategy for AnswerConvergence {
                 }
             };
             branch = next.into_iter().next().ok_or_else(|| {
-                crate::error::StrategyError::Generator("extend returned nothing".into())
+                crate::error::GeneratorError::Failed("extend returned nothing".into())
             })?;
             if branch.finished {
                 let i = ctx.add_candidate(&branch, None);

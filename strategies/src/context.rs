@@ -21,11 +21,11 @@ use rand_chacha::ChaCha8Rng;
 use tokio_util::sync::CancellationToken;
 
 use crate::budget::{Budget, Charge, Meter, Usage};
-use crate::error::{Result, StrategyError};
+use crate::error::{GeneratorError, Result, StrategyError};
 use crate::generator::{
     CostTally, ExtendRequest, Extension, Generator, Prompt, Sampling, SeqHandle, StopKind,
 };
-use crate::outcome::{Candidate, FinishReason};
+use crate::outcome::{Candidate, SearchFinish};
 use crate::params::ScoreBy;
 use crate::progress::{Progress, ProgressSender};
 use crate::strategy::Problem;
@@ -105,7 +105,7 @@ pub struct Context {
     progress: Option<ProgressSender>,
     /// The first deadline or cancellation a call of this search ran into, even if the
     /// strategy caught the error and returned normally.
-    interruption: Mutex<Option<FinishReason>>,
+    interruption: Mutex<Option<SearchFinish>>,
 }
 
 impl std::fmt::Debug for Context {
@@ -271,8 +271,8 @@ impl Context {
     /// Records `e` if it is the search's first deadline or cancellation; returns it.
     fn interrupted(&self, e: StrategyError) -> StrategyError {
         let reason = match e {
-            StrategyError::Cancelled => FinishReason::Cancelled,
-            StrategyError::DeadlineExceeded { .. } => FinishReason::Deadline,
+            StrategyError::Cancelled => SearchFinish::Cancelled,
+            StrategyError::DeadlineExceeded { .. } => SearchFinish::Deadline,
             _ => return e,
         };
         lock(&self.interruption).get_or_insert(reason);
@@ -282,7 +282,7 @@ impl Context {
     /// The deadline or cancellation that interrupted a call of this search, if any: [`crate::run`]
     /// reports it as the finish reason even when the strategy caught the error and returned its
     /// answer so far.
-    pub fn interruption(&self) -> Option<FinishReason> {
+    pub fn interruption(&self) -> Option<SearchFinish> {
         *lock(&self.interruption)
     }
 
@@ -522,7 +522,7 @@ impl Context {
                     .await?
                     .into_iter()
                     .next()
-                    .ok_or_else(|| StrategyError::Generator("probe returned nothing".into()))?;
+                    .ok_or_else(|| GeneratorError::Failed("probe returned nothing".into()))?;
                 text.push_str(&ext.text);
                 left = left.saturating_sub(ext.tokens.len());
                 current = next;
@@ -544,7 +544,7 @@ impl Context {
         scores
             .into_iter()
             .next()
-            .ok_or_else(|| StrategyError::Generator("verifier returned no score".into()))
+            .ok_or_else(|| GeneratorError::Failed("verifier returned no score".into()).into())
     }
 
     /// Scores the solutions ending at `branches`, each step being a node of the tree: with the
@@ -624,11 +624,11 @@ impl Context {
                 );
                 let all = result?;
                 if all.len() != branches.len() {
-                    return Err(StrategyError::Generator(format!(
+                    return Err(StrategyError::from(GeneratorError::Failed(format!(
                         "verifier returned {} scores for {} solutions",
                         all.len(),
                         branches.len()
-                    )));
+                    ))));
                 }
                 all.into_iter()
                     .map(|scores| {

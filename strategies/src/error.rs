@@ -60,15 +60,71 @@ pub enum StrategyError {
         reason: String,
     },
     /// The request needs more than the server can ever hold at once (the KV pool for its
-    /// fan-out): retrying it unchanged cannot succeed, a smaller one can.
+    /// fan-out): retrying it unchanged cannot succeed, a smaller one can. The engine's own
+    /// error (which resource, how much) is the source.
     #[error("request exceeds the server's capacity: {0}")]
-    Capacity(String),
-    /// The generator (the engine behind the port) failed.
+    Capacity(Box<dyn std::error::Error + Send + Sync>),
+    /// The generator (the engine or backend behind the port) failed; the variant says how.
     #[error("generator: {0}")]
-    Generator(String),
+    Generator(#[from] GeneratorError),
     /// A verifier failed.
     #[error("verifier: {0}")]
     Verifier(#[from] ponder_verifiers::VerifierError),
+}
+
+/// How the generator behind the [`Generator`](crate::Generator) port failed. Each variant is a
+/// decision a caller makes (the HTTP API maps variant to status: [`Self::Unavailable`] is a
+/// 502, the rest a 500); the text is for people and no caller reads it.
+#[derive(Debug, Error)]
+pub enum GeneratorError {
+    /// No backend could serve the call: every attempt failed (unreachable, 5xx, throttled).
+    /// The same request may succeed later.
+    #[error("backend unavailable: {attempts} attempts failed; last: {last}")]
+    Unavailable {
+        /// Attempts made (the first plus the retries).
+        attempts: usize,
+        /// The last attempt's failure (backend URL and what happened).
+        last: String,
+    },
+    /// A backend refused the request (a 4xx other than 429): another backend would refuse it
+    /// too, so it is not retried.
+    #[error("backend {backend} refused the request ({status}): {body}")]
+    Refused {
+        /// The backend's base URL.
+        backend: String,
+        /// The HTTP status as the backend sent it (`400 Bad Request`).
+        status: String,
+        /// The start of the backend's answer, any API key redacted.
+        body: String,
+    },
+    /// A backend answered 2xx with a body that is not a completion.
+    #[error("backend response without {missing}: {shown}")]
+    MalformedResponse {
+        /// The field that is missing (`choices[0].text`).
+        missing: &'static str,
+        /// The start of the response.
+        shown: String,
+    },
+    /// The prompt cannot be opened (empty, or longer than the model's context).
+    #[error("invalid prompt: {0}")]
+    InvalidPrompt(String),
+    /// A handle this generator never issued, or one already released (a caller bug).
+    #[error("unknown sequence {0}")]
+    UnknownSequence(u64),
+    /// The engine behind the port stopped (its thread ended): nothing more will run.
+    #[error("the executor stopped")]
+    Stopped,
+    /// The engine cancelled a sequence the generator was waiting on.
+    #[error("the executor cancelled a sequence")]
+    SequenceCancelled,
+    /// The engine failed (tokenizing, templating, a forward pass); its typed error is the
+    /// source.
+    #[error(transparent)]
+    Engine(Box<dyn std::error::Error + Send + Sync>),
+    /// Any other failure no caller decides on: a broken contract between components (a bug)
+    /// or a helper (router, judge) failing; the message says what happened.
+    #[error("{0}")]
+    Failed(String),
 }
 
 impl StrategyError {

@@ -15,10 +15,11 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 
-use crate::error::{Result, StrategyError};
+use crate::error::{GeneratorError, Result, StrategyError};
 use crate::generator::{
     Cost, ExtendRequest, Extension, Generator, Prompt, SeqHandle, StopKind, TokenInfo,
 };
+use crate::stop::Stops;
 
 /// What the script sees.
 #[derive(Debug, Clone, Copy)]
@@ -190,7 +191,7 @@ impl FakeGenerator {
     }
 
     fn unknown(seq: SeqHandle) -> StrategyError {
-        StrategyError::Generator(format!("unknown sequence {}", seq.0))
+        GeneratorError::UnknownSequence(seq.0).into()
     }
 
     fn extend_one(&self, inner: &mut Inner, seq: &mut FakeSeq, req: &ExtendRequest) -> Extension {
@@ -205,6 +206,7 @@ impl FakeGenerator {
         inner.cache.extend(hashes);
         // Like a model, keep generating (chunk after chunk) until a stop string, the end of
         // the solution or the token cap.
+        let stops = Stops::new(&req.stop);
         let mut text = String::new();
         let mut tokens = Vec::new();
         let stop = 'gen: loop {
@@ -234,11 +236,7 @@ impl FakeGenerator {
                 if chunk.eos && i + 1 == pieces.len() {
                     break 'gen StopKind::Eos;
                 }
-                if req
-                    .stop
-                    .iter()
-                    .any(|s| !s.is_empty() && text.contains(s.as_str()))
-                {
+                if stops.any_in(&text) {
                     break 'gen StopKind::Stop;
                 }
             }

@@ -123,7 +123,11 @@ pub struct ExtendRequest {
     pub sampling: Sampling,
 }
 
-/// Why a continuation ended.
+/// Why one continuation (one [`Extension`] of one sequence) ended: the generator port's view,
+/// which tells a stop string ([`Self::Stop`]) from the model's end-of-sequence token
+/// ([`Self::Eos`]) because strategies cut steps at stop strings. Not why a whole search ended
+/// ([`SearchFinish`](crate::SearchFinish)), nor the engine's per-sequence `SeqFinish` (which
+/// cannot tell the two stops apart and adds cancellation).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum StopKind {

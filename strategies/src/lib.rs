@@ -30,6 +30,7 @@ mod progress;
 mod registry;
 mod select;
 mod self_consistency;
+mod stop;
 mod strategy;
 mod tree;
 
@@ -42,18 +43,19 @@ pub use best_of_n::{BestOfN, BestOfNParams};
 pub use budget::{Budget, Charge, Meter, Reservation, Usage};
 pub use context::{Branch, Context, StepSpec, ANSWER_PROBE, FORCED_ANSWER_TOKENS};
 pub use deepconf::{percentile, ConfidenceMeasure, DeepConf, DeepConfMode, DeepConfParams};
-pub use error::{Result, StrategyError};
+pub use error::{GeneratorError, Result, StrategyError};
 pub use first_finish::{FirstFinish, FirstFinishParams, ShortMofKParams};
 pub use generator::{
     Cost, CostTally, ExtendRequest, Extension, Generator, Prompt, Sampling, SeqHandle, StopKind,
     TokenInfo, Turn,
 };
 pub use mcts::{puct, LeafValue, Mcts, MctsParams, MctsSelect};
-pub use outcome::{Candidate, FinishReason, Outcome, Selection};
+pub use outcome::{Candidate, Outcome, SearchFinish, Selection};
 pub use params::{in_range, positive, Decoding, ScoreBy, Steps};
 pub use progress::{Progress, ProgressSender};
 pub use registry::{Registry, StrategyInfo};
 pub use select::{select_among, select_best_score, select_by_vote};
 pub use self_consistency::{SelfConsistency, SelfConsistencyParams};
+pub use stop::Stops;
 pub use strategy::{run, Problem, Strategy, DEFAULT_SYSTEM_PROMPT};
 pub use tree::{Node, NodeId, NodeStatus, SearchTree};

@@ -46,11 +46,15 @@ pub struct Selection {
     pub support: Option<f64>,
 }
 
-/// Why a search ended.
+/// Why a whole search ended (the `finish_reason` of an [`Outcome`]: `completed`, `budget`,
+/// `deadline`, `cancelled`). Not why one continuation ended (the generator port's
+/// [`StopKind`](crate::StopKind)) nor why one engine sequence ended (the engine's `SeqFinish`);
+/// the OpenAPI component keeps its published name, `FinishReason`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "openapi", schema(as = FinishReason))]
 #[serde(rename_all = "snake_case")]
-pub enum FinishReason {
+pub enum SearchFinish {
     /// The strategy finished by its own rule.
     Completed,
     /// The budget ran out; the answer is the best so far.
@@ -80,7 +84,7 @@ pub struct Outcome {
     /// What the search spent.
     pub usage: Usage,
     /// Why it ended.
-    pub finish_reason: FinishReason,
+    pub finish_reason: SearchFinish,
     /// The search tree.
     pub tree: SearchTree,
     /// What the router predicted and chose (category, difficulty, strategy, parameters,

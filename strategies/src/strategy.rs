@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::context::Context;
 use crate::error::{Result, StrategyError};
-use crate::outcome::{Candidate, FinishReason, Outcome, Selection};
+use crate::outcome::{Candidate, Outcome, SearchFinish, Selection};
 use crate::select::select_by_vote;
 
 /// The system prompt used when a problem brings none: step-by-step, steps separated by a blank
@@ -19,7 +19,9 @@ use crate::select::select_by_vote;
 pub const DEFAULT_SYSTEM_PROMPT: &str =
     "Solve the problem step by step. Separate the steps with a blank line. Put the final answer in \\boxed{}.";
 
-/// A question to reason about.
+/// A question to reason about: what a search is asked (the question, its system prompt and the
+/// conversation before it). An evaluation's problem with its gold answer is another concept,
+/// `ponder_evals::EvalProblem`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Problem {
     /// The question.
@@ -106,16 +108,16 @@ pub async fn run(strategy: &dyn Strategy, ctx: Context) -> Result<Outcome> {
         // A strategy that caught a deadline or cancellation still ended because of it.
         Ok(selection) => (
             selection,
-            ctx.interruption().unwrap_or(FinishReason::Completed),
+            ctx.interruption().unwrap_or(SearchFinish::Completed),
         ),
         Err(e) if e.is_interruption() => {
             let reason = match e {
-                StrategyError::DeadlineExceeded { .. } => FinishReason::Deadline,
-                StrategyError::Cancelled => FinishReason::Cancelled,
-                _ => FinishReason::Budget,
+                StrategyError::DeadlineExceeded { .. } => SearchFinish::Deadline,
+                StrategyError::Cancelled => SearchFinish::Cancelled,
+                _ => SearchFinish::Budget,
             };
             tracing::debug!(strategy = strategy.name(), error = %e, candidates = candidates.len(), "search interrupted");
-            if candidates.is_empty() && reason == FinishReason::Budget {
+            if candidates.is_empty() && reason == SearchFinish::Budget {
                 let usage = ctx.usage();
                 return Err(StrategyError::BudgetTooSmall {
                     budget: ctx.budget().tokens,

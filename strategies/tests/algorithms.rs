@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use ponder_strategies::fake::{FakeChunk, FakeGenerator, FakeState};
 use ponder_strategies::{
-    run, Budget, Context, FinishReason, NodeStatus, Outcome, Problem, Registry, SearchTree,
+    run, Budget, Context, NodeStatus, Outcome, Problem, Registry, SearchFinish, SearchTree,
     StrategyError,
 };
 use ponder_verifiers::{FnVerifier, Scores, Solution, Verifier};
@@ -90,7 +90,7 @@ fn beam_search_keeps_the_top_m_by_score_at_every_step() -> Result<(), StrategyEr
         100_000,
         3,
     )?;
-    assert_eq!(out.finish_reason, FinishReason::Completed);
+    assert_eq!(out.finish_reason, SearchFinish::Completed);
     for depth in 1..4 {
         let level: Vec<_> = out.tree.nodes().filter(|n| n.depth == depth).collect();
         assert_eq!(level.len(), 6, "every step scores N = 6 candidates");

@@ -13,8 +13,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use ponder_strategies::fake::{FakeChunk, FakeGenerator, FakeState};
 use ponder_strategies::{
-    run, Budget, Context, Cost, CostTally, ExtendRequest, Extension, FinishReason, Generator,
-    Problem, Prompt, Registry, Result, Sampling, Selection, SeqHandle, StepSpec, Strategy,
+    run, Budget, Context, Cost, CostTally, ExtendRequest, Extension, Generator, Problem, Prompt,
+    Registry, Result, Sampling, SearchFinish, Selection, SeqHandle, StepSpec, Strategy,
     StrategyError,
 };
 use serde_json::json;
@@ -108,7 +108,7 @@ fn a_deadline_interrupts_a_call_in_flight_and_charges_what_was_computed() {
     };
     let ctx = Context::new(g, Problem::new("What is 2+3?"), budget);
     let out = block_on(run(best_of_n().as_ref(), ctx)).expect("outcome");
-    assert_eq!(out.finish_reason, FinishReason::Deadline);
+    assert_eq!(out.finish_reason, SearchFinish::Deadline);
     assert!(
         dropped.load(Ordering::SeqCst),
         "the stalled call was dropped"
@@ -134,7 +134,7 @@ fn a_cancelled_call_is_charged_what_was_computed() {
         run(best_of_n().as_ref(), ctx).await
     })
     .expect("outcome");
-    assert_eq!(out.finish_reason, FinishReason::Cancelled);
+    assert_eq!(out.finish_reason, SearchFinish::Cancelled);
     assert!(dropped.load(Ordering::SeqCst));
     assert_eq!(
         out.usage.spent(),
@@ -173,7 +173,7 @@ fn a_search_that_caught_the_deadline_still_reports_it() {
     };
     let ctx = Context::new(g, Problem::new("What is 2+3?"), budget);
     let out = block_on(run(&Swallows, ctx)).expect("outcome");
-    assert_eq!(out.finish_reason, FinishReason::Deadline);
+    assert_eq!(out.finish_reason, SearchFinish::Deadline);
 }
 
 #[test]
@@ -190,7 +190,7 @@ fn cancellation_and_deadlines_end_the_search_with_the_best_answer_so_far(
     )
     .with_cancellation(token);
     let out = block_on(run(strategy.as_ref(), ctx))?;
-    assert_eq!(out.finish_reason, FinishReason::Cancelled);
+    assert_eq!(out.finish_reason, SearchFinish::Cancelled);
     assert_eq!(out.usage.spent(), 0);
     // A deadline that passes mid-search keeps what was found: one step per call, 5 ms each.
     let slow = FakeGenerator::new(|s: FakeState<'_>| {
@@ -207,7 +207,7 @@ fn cancellation_and_deadlines_end_the_search_with_the_best_answer_so_far(
     };
     let ctx = Context::new(Arc::new(slow), Problem::new("What is 2+3?"), budget);
     let out = block_on(run(strategy.as_ref(), ctx))?;
-    assert_eq!(out.finish_reason, FinishReason::Deadline);
+    assert_eq!(out.finish_reason, SearchFinish::Deadline);
     assert!(
         !out.candidates.is_empty() && out.answer.is_some(),
         "an answer from the traces finished in time"

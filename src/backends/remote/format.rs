@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 use ponder_strategies::Prompt;
 
-use crate::engine::{ChatMessage, ChatTemplate, GgufFile, TextTokenizer};
+use crate::engine::{ChatMessage, ChatTemplate, EngineError, GgufFile, TextTokenizer};
 
 /// The chat-format and tokenizer source named by `--backend-tokenizer`.
 #[derive(Debug)]
@@ -163,14 +163,14 @@ impl BackendFormat {
 
     /// `prompt` in the model's chat format, ending where the assistant speaks; ChatML when the
     /// source has no template.
-    pub fn render(&self, prompt: &Prompt) -> Result<String, String> {
+    pub fn render(&self, prompt: &Prompt) -> Result<String, EngineError> {
         self.render_messages(&messages_of(prompt))
     }
 
     /// `messages` in the model's chat format, ending where the assistant speaks.
-    pub fn render_messages(&self, messages: &[ChatMessage]) -> Result<String, String> {
+    pub fn render_messages(&self, messages: &[ChatMessage]) -> Result<String, EngineError> {
         match &self.template {
-            Some(t) => t.render(messages, true).map_err(|e| e.to_string()),
+            Some(t) => t.render(messages, true),
             None => Ok(chatml_messages(messages)),
         }
     }

@@ -33,14 +33,15 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use ponder_strategies::{
-    Cost, ExtendRequest, Extension, Generator, Prompt, Result, SeqHandle, StopKind, StrategyError,
+    Cost, ExtendRequest, Extension, Generator, GeneratorError, Prompt, Result, SeqHandle, StopKind,
+    Stops, StrategyError,
 };
 use serde_json::json;
 
 use crate::engine::ChatMessage;
 
 pub use format::{chatml, BackendFormat, FormatError};
-pub use pool::{affinity_key, BackendKeys, RemoteOptions, RemotePool, Secret, UNAVAILABLE};
+pub use pool::{affinity_key, BackendKeys, RemoteOptions, RemotePool, Secret};
 
 #[derive(Debug, Clone)]
 struct RemoteSeq {
@@ -81,7 +82,7 @@ impl RemoteGenerator {
         self.lock()
             .get(&seq.0)
             .cloned()
-            .ok_or_else(|| StrategyError::Generator(format!("unknown sequence {}", seq.0)))
+            .ok_or_else(|| StrategyError::from(GeneratorError::UnknownSequence(seq.0)))
     }
 
     fn insert(&self, seq: RemoteSeq) -> SeqHandle {
@@ -100,7 +101,7 @@ impl RemoteGenerator {
         match &self.pool.opts.format {
             Some(f) => f
                 .render_messages(messages)
-                .map_err(StrategyError::Generator),
+                .map_err(|e| GeneratorError::Engine(Box::new(e)).into()),
             None => Ok(format::chatml_messages(messages)),
         }
     }
@@ -109,17 +110,16 @@ impl RemoteGenerator {
     /// or a raw completion prompt); returns it and its length in the backend's tokens.
     pub async fn open_text(&self, text: String) -> Result<(SeqHandle, usize)> {
         if text.trim().is_empty() {
-            return Err(StrategyError::Generator(
-                "invalid prompt: the prompt is empty".into(),
-            ));
+            return Err(GeneratorError::InvalidPrompt("the prompt is empty".into()).into());
         }
         let affinity = affinity_key(&text);
         let tokens = self.count_prompt(affinity, &text).await;
         if let Some(context) = self.pool.context() {
             if tokens >= context {
-                return Err(StrategyError::Generator(format!(
-                    "invalid prompt: {tokens} tokens do not fit the backend model's context of {context}"
-                )));
+                return Err(GeneratorError::InvalidPrompt(format!(
+                    "{tokens} tokens do not fit the backend model's context of {context}"
+                ))
+                .into());
             }
         }
         Ok((
@@ -165,7 +165,7 @@ impl RemoteGenerator {
                 cost: Cost::default(),
             });
         }
-        let stops: Vec<String> = req.stop.iter().filter(|x| !x.is_empty()).cloned().collect();
+        let stops = Stops::new(&req.stop);
         let mut body = json!({
             "model": self.pool.opts.model,
             "prompt": seq.text,
@@ -186,15 +186,14 @@ impl RemoteGenerator {
                 fields.insert("top_k".into(), json!(s.top_k));
             }
             if !stops.is_empty() {
-                fields.insert("stop".into(), json!(stops));
+                fields.insert("stop".into(), json!(stops.as_slice()));
             }
         }
         let v = self
             .pool
             .post_json(seq.affinity, "/v1/completions", &body)
-            .await
-            .map_err(StrategyError::Generator)?;
-        let c = response::parse(&v, &stops).map_err(StrategyError::Generator)?;
+            .await?;
+        let c = response::parse(&v, &stops)?;
         let prompt_tokens = c.prompt_tokens.unwrap_or(seq.tokens as u64);
         let generated = match c.completion_tokens {
             Some(n) => n,
@@ -243,9 +242,7 @@ impl RemoteGenerator {
 impl Generator for RemoteGenerator {
     async fn open(&self, prompt: &Prompt) -> Result<(SeqHandle, usize)> {
         if prompt.user.trim().is_empty() {
-            return Err(StrategyError::Generator(
-                "invalid prompt: the user message is empty".into(),
-            ));
+            return Err(GeneratorError::InvalidPrompt("the user message is empty".into()).into());
         }
         let text = self.render(prompt)?;
         self.open_text(text).await
@@ -269,7 +266,7 @@ impl Generator for RemoteGenerator {
         let mut seqs = self.lock();
         let s = seqs
             .get_mut(&seq.0)
-            .ok_or_else(|| StrategyError::Generator(format!("unknown sequence {}", seq.0)))?;
+            .ok_or_else(|| StrategyError::from(GeneratorError::UnknownSequence(seq.0)))?;
         s.text.push_str(text);
         s.tokens += n;
         s.uncached += n;

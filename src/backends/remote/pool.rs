@@ -34,10 +34,9 @@ use reqwest::header::{HeaderValue, AUTHORIZATION, RETRY_AFTER};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
-use super::format::BackendFormat;
+use ponder_strategies::GeneratorError;
 
-/// Prefix of the error message when no backend could serve a call.
-pub const UNAVAILABLE: &str = "backend unavailable";
+use super::format::BackendFormat;
 
 /// A credential: its value is sent, never printed.
 #[derive(Clone, PartialEq, Eq)]
@@ -517,7 +516,7 @@ impl RemotePool {
         key: u64,
         path: &str,
         body: &Value,
-    ) -> Result<Value, String> {
+    ) -> Result<Value, GeneratorError> {
         let order = self.order(key);
         let mut last = String::new();
         let mut step = self.opts.backoff;
@@ -570,10 +569,11 @@ impl RemotePool {
                         text = text.replace(k.as_str(), "<redacted>");
                     }
                     let text: String = text.chars().take(500).collect();
-                    return Err(format!(
-                        "backend {} refused the request ({status}): {text}",
-                        b.base
-                    ));
+                    return Err(GeneratorError::Refused {
+                        backend: b.base.clone(),
+                        status: status.to_string(),
+                        body: text,
+                    });
                 }
                 Err(e) => {
                     b.mark_down(self.opts.cooldown);
@@ -583,10 +583,10 @@ impl RemotePool {
                 }
             }
         }
-        Err(format!(
-            "{UNAVAILABLE}: {} attempts failed; last: {last}",
-            self.opts.retries + 1
-        ))
+        Err(GeneratorError::Unavailable {
+            attempts: self.opts.retries + 1,
+            last,
+        })
     }
 }
 

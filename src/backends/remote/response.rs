@@ -20,7 +20,7 @@
 //! Recorded responses of each engine are in `tests/fixtures/backends/`.
 #![deny(clippy::indexing_slicing)]
 
-use ponder_strategies::{StopKind, TokenInfo};
+use ponder_strategies::{GeneratorError, StopKind, Stops, TokenInfo};
 use serde_json::Value;
 
 /// One choice, read.
@@ -59,22 +59,18 @@ fn field<'a>(v: &'a Value, choice: &'a Value, name: &str) -> Option<&'a Value> {
 }
 
 /// llama-cpp-python: the stop string the logprob tokens show after `text`.
-fn stop_after_text(choice: &Value, text: &str, stops: &[String]) -> Option<String> {
+fn stop_after_text(choice: &Value, text: &str, stops: &Stops) -> Option<String> {
     let pieces = choice.pointer("/logprobs/tokens")?.as_array()?;
     let all: String = pieces.iter().filter_map(Value::as_str).collect();
     let rest = all.strip_prefix(text)?;
-    stops
-        .iter()
-        .filter(|s| !s.is_empty())
-        .find(|s| rest.starts_with(s.as_str()))
-        .cloned()
+    stops.starting(rest).map(str::to_string)
 }
 
 /// Reads `choices[0]` of `v`; `stops` are the stop strings the request sent.
-pub(super) fn parse(v: &Value, stops: &[String]) -> Result<Completion, String> {
-    let bad = |what: &str| {
-        let shown: String = v.to_string().chars().take(300).collect();
-        format!("backend response without {what}: {shown}")
+pub(super) fn parse(v: &Value, stops: &Stops) -> Result<Completion, GeneratorError> {
+    let bad = |missing: &'static str| GeneratorError::MalformedResponse {
+        missing,
+        shown: v.to_string().chars().take(300).collect(),
     };
     let choice = v
         .get("choices")
@@ -200,13 +196,16 @@ mod tests {
     #[test]
     fn a_stop_token_id_is_an_end_of_sequence() {
         let v = json!({"choices": [{"text": "x", "finish_reason": "stop", "stop_reason": 151645}]});
-        let c = parse(&v, &["\n\n".into()]).unwrap();
+        let c = parse(&v, &Stops::new(["\n\n"])).unwrap();
         assert_eq!((c.text.as_str(), c.stop), ("x", StopKind::Eos));
     }
 
     #[test]
     fn without_any_stop_evidence_it_is_an_end_of_sequence() {
         let v = json!({"choices": [{"text": "x", "finish_reason": "stop"}]});
-        assert_eq!(parse(&v, &["\n\n".into()]).unwrap().stop, StopKind::Eos);
+        assert_eq!(
+            parse(&v, &Stops::new(["\n\n"])).unwrap().stop,
+            StopKind::Eos
+        );
     }
 }

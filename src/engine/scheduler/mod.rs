@@ -27,7 +27,6 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use super::error::{EngineError, Result};
-use super::generate::FinishReason;
 use super::kv::{KvStore, SeqId};
 use super::model::{Model, Readout, SeqChunk};
 use super::paged_kv::PagedKvStore;
@@ -125,12 +124,19 @@ pub enum Event {
     },
 }
 
-/// Why a branch ended.
+/// Why one sequence ended in the engine (a scheduler branch, or the reference loop's one
+/// sequence). The engine's view only: a stop token and a [`StopCondition`] (stop strings) are
+/// both [`Self::Stop`]. One layer up, the generator port's `StopKind` tells a stop string from
+/// an end-of-sequence token for one continuation; a search's `SearchFinish` says why a whole
+/// search ended (completed, budget, deadline, cancelled); the API's `ChoiceFinish` is OpenAI's
+/// `finish_reason` of one choice (`stop`/`length`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SeqFinish {
-    /// Stop token or length.
-    Done(FinishReason),
+    /// A stop token was sampled or the stop condition held.
+    Stop,
+    /// `max_tokens` or the context length was reached.
+    Length,
     /// Cancelled by the caller.
     Cancelled,
 }

@@ -347,7 +347,7 @@ impl Scheduler {
         self.counters.tokens_generated += 1;
         s.generated += 1;
         let finish = if s.stop_tokens.contains(&token.token) {
-            Some(FinishReason::Stop)
+            Some(SeqFinish::Stop)
         } else {
             s.tokens.push(token.token);
             events.push(Event::Token { seq, token });
@@ -355,10 +355,10 @@ impl Scheduler {
                 .as_ref()
                 .is_some_and(|c| c.should_stop(&s.tokens[s.prompt_len..]))
             {
-                Some(FinishReason::Stop)
+                Some(SeqFinish::Stop)
             } else {
                 (s.generated >= s.max_new_tokens || s.tokens.len() >= context)
-                    .then_some(FinishReason::Length)
+                    .then_some(SeqFinish::Length)
             }
         };
         if let Some(reason) = finish {
@@ -366,10 +366,7 @@ impl Scheduler {
                 Some(s) if s.keep => self.keep_finished(seq, s.tokens),
                 _ => self.store.release(seq),
             }
-            events.push(Event::Finished {
-                seq,
-                reason: SeqFinish::Done(reason),
-            });
+            events.push(Event::Finished { seq, reason });
         }
     }
 
@@ -435,7 +432,7 @@ impl Scheduler {
         if p.prompt_only {
             events.push(Event::Finished {
                 seq: parent,
-                reason: SeqFinish::Done(FinishReason::Length),
+                reason: SeqFinish::Length,
             });
         }
         Ok(())

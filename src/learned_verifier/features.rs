@@ -107,19 +107,34 @@ fn log_count(n: usize) -> f32 {
     (n as f32).ln_1p()
 }
 
+/// A solution's text with every line trimmed and blank lines dropped: what a candidate's
+/// whole text and the same solution cut into steps and joined again (as [`Solution::text`]
+/// does) have in common, so features computed from either are the same.
+///
+/// [`Solution::text`]: ponder_verifiers::Solution::text
+pub fn normalized_text(text: &str) -> String {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// The scalar features of every candidate of one batch (same question), in
 /// [`SCALAR_FEATURES`] order.
 pub fn scalar_features(question: &str, group: &[CandidateView<'_>]) -> Vec<Vec<f32>> {
-    let answers: Vec<Option<String>> = group
+    let texts: Vec<String> = group.iter().map(|c| normalized_text(c.text)).collect();
+    let answers: Vec<Option<String>> = texts
         .iter()
-        .map(|c| extract_answer(c.text).map(|a| canonical_answer(&a)))
+        .map(|t| extract_answer(t).map(|a| canonical_answer(&a)))
         .collect();
     let question_numbers = numbers_in(question);
     let calc = CalcCheck::default();
     group
         .iter()
+        .zip(&texts)
         .zip(&answers)
-        .map(|(c, answer)| {
+        .map(|((c, text), answer)| {
             let agreement = answer.as_deref().map_or(0.0, |a| {
                 let same = answers
                     .iter()
@@ -132,24 +147,24 @@ pub fn scalar_features(question: &str, group: &[CandidateView<'_>]) -> Vec<Vec<f
             let stated_f64 = answer
                 .as_deref()
                 .and_then(|a| numbers_in(a).into_iter().next_back());
-            let report = check_text(c.text);
+            let report = check_text(text);
             let last_value_match = match (&stated, &report.last_value) {
                 (Some(s), Some(l)) => s == l,
                 _ => false,
             };
-            let steps = [c.text.to_string()];
+            let steps = [text.clone()];
             let conf = c.confidence;
             vec![
                 agreement,
                 flag(answer.is_some()),
-                flag(has_clear_answer(c.text)),
+                flag(has_clear_answer(text)),
                 flag(stated.is_some()),
                 flag(stated_f64.is_some_and(|v| question_numbers.contains(&v))),
                 log_count(report.equalities.len()),
                 log_count(report.false_count()),
                 calc.score_steps(&steps, true).overall,
                 flag(last_value_match),
-                log_count(c.text.chars().count()),
+                log_count(text.chars().count()),
                 flag(c.complete),
                 flag(conf.is_some()),
                 conf.map_or(0.0, |t| t.mean),
@@ -218,8 +233,9 @@ impl Featurizer {
         else {
             return Ok(rows);
         };
+        let normalized: Vec<String> = group.iter().map(|c| normalized_text(c.text)).collect();
         let mut texts: Vec<&str> = vec![question];
-        texts.extend(group.iter().map(|c| c.text));
+        texts.extend(normalized.iter().map(String::as_str));
         let mut embedded = embedder.embed(&texts)?.into_iter();
         let Some(q) = embedded.next() else {
             return Ok(rows);
@@ -304,6 +320,18 @@ mod tests {
         assert_eq!(feature(&rows[0], "confidence_mean"), 3.0);
         assert_eq!(feature(&rows[1], "has_confidence"), 0.0);
         assert_eq!(feature(&rows[1], "confidence_mean"), 0.0);
+    }
+
+    #[test]
+    fn a_text_and_its_steps_joined_again_give_the_same_features() {
+        let whole = "Step one: 2 + 2 = 4.\n\n  Step two: 4 × 3 = 12.\n\nThe answer is 12.";
+        let steps = ponder_verifiers::split_steps(whole, "\n\n");
+        let joined = steps.join("\n");
+        assert_ne!(whole, joined);
+        assert_eq!(
+            scalar_features("q", &[view(whole)]),
+            scalar_features("q", &[view(&joined)])
+        );
     }
 
     #[test]

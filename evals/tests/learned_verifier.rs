@@ -1,0 +1,158 @@
+//! The learned outcome verifier end to end with the real default model: a harness run with
+//! `--verifier learned` records every candidate's score; the candidates exported from that
+//! run (`ponder-eval candidates`) and scored offline by the shipped model give the same
+//! scores — what `ponder verifier train` fits on is exactly what the verifier sees at run
+//! time. And the shipped model file is what `ponder verifier train` makes of the committed
+//! data.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+
+use std::path::Path;
+use std::process::Command;
+
+use ponder::learned_verifier::{
+    self, read_groups, FeatureSet, Featurizer, FitOptions, OutcomeModel,
+};
+
+const BIN: &str = env!("CARGO_BIN_EXE_ponder-eval");
+
+fn repo(path: &str) -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(path)
+}
+
+fn ok(cmd: &mut Command) -> String {
+    let out = cmd.output().expect("run ponder-eval");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        out.status.success(),
+        "ponder-eval failed ({}); is the model installed (bash scripts/setup-models.sh)?\n{stderr}",
+        out.status
+    );
+    stderr
+}
+
+#[test]
+fn scores_recorded_at_run_time_equal_the_offline_scores_of_the_exported_candidates() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let run = tmp.path().join("run");
+    let model_path = repo(learned_verifier::DEFAULT_MODEL);
+    ok(Command::new(BIN).args([
+        "run",
+        "--dataset",
+        &repo("evals/data/gsm_gen.jsonl").display().to_string(),
+        "--split",
+        "train",
+        "--limit",
+        "2",
+        "--strategies",
+        "weighted_best_of_n",
+        "--params",
+        r#"{"weighted_best_of_n": {"n": 4, "max_tokens": 96, "score_by": "orm"}}"#,
+        "--budgets",
+        "1024",
+        "--verifier",
+        &format!("learned:{}", model_path.display()),
+        "--out",
+        &run.display().to_string(),
+    ]));
+    let rows: Vec<serde_json::Value> = std::fs::read_to_string(run.join("results.jsonl"))
+        .expect("results")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("row"))
+        .collect();
+    assert_eq!(rows.len(), 2);
+    let exported = tmp.path().join("candidates.jsonl");
+    ok(Command::new(BIN).args([
+        "candidates",
+        &run.display().to_string(),
+        "--dataset",
+        &repo("evals/data/gsm_gen.jsonl").display().to_string(),
+        "--out",
+        &exported.display().to_string(),
+    ]));
+    let groups = read_groups(&exported).expect("groups");
+    assert_eq!(groups.len(), 2);
+    let model = OutcomeModel::load(&model_path).expect("model");
+    assert_eq!(
+        model.feature_set,
+        FeatureSet::Scalar,
+        "the shipped model needs no encoder"
+    );
+    let featurizer = Featurizer::new(model.feature_set, None);
+    let features = learned_verifier::group_features(&featurizer, &groups).expect("features");
+    for ((row, group), xs) in rows.iter().zip(&groups).zip(&features) {
+        let recorded: Vec<f64> = row["candidate_scores"]
+            .as_array()
+            .expect("scores")
+            .iter()
+            .map(|s| s.as_f64().expect("every candidate scored"))
+            .collect();
+        assert_eq!(recorded.len(), group.candidates.len());
+        assert!(
+            group.candidates.iter().all(|c| c.confidence.is_some()),
+            "the local generator reports confidences"
+        );
+        for (r, x) in recorded.iter().zip(xs) {
+            let offline = f64::from(model.probability(x));
+            assert!(
+                (r - offline).abs() < 1e-6,
+                "run time {r} vs offline {offline}"
+            );
+            assert!((0.0..=1.0).contains(r));
+        }
+    }
+}
+
+#[test]
+fn the_shipped_model_is_what_training_on_the_committed_data_makes() {
+    let shipped = OutcomeModel::load(&repo(learned_verifier::DEFAULT_MODEL)).expect("model");
+    let featurizer = Featurizer::new(shipped.feature_set, None);
+    let train = read_groups(&repo("data/verifier/train.jsonl")).expect("train set");
+    let heldout = read_groups(&repo("data/verifier/heldout.jsonl")).expect("held-out set");
+    let again = learned_verifier::train(
+        &featurizer,
+        &train,
+        &shipped.training.data,
+        Some((
+            &heldout,
+            &shipped.heldout.as_ref().expect("evaluation").data,
+        )),
+        FitOptions {
+            ..shipped.training.options
+        },
+    )
+    .expect("train");
+    for (a, b) in again.weights.iter().zip(&shipped.weights) {
+        assert!(
+            (a - b).abs() < 1e-3,
+            "weights {:?} vs {:?}",
+            again.weights,
+            shipped.weights
+        );
+    }
+    assert_eq!(again.feature_names, shipped.feature_names);
+    assert_eq!(again.training.candidates, shipped.training.candidates);
+    let (e, s) = (again.heldout.expect("eval"), shipped.heldout.expect("eval"));
+    assert_eq!(
+        (
+            e.problems,
+            e.positives,
+            e.majority.correct,
+            e.oracle.correct
+        ),
+        (
+            s.problems,
+            s.positives,
+            s.majority.correct,
+            s.oracle.correct
+        )
+    );
+    assert!((e.auroc.unwrap_or(0.0) - s.auroc.unwrap_or(0.0)).abs() < 1e-3);
+    assert!(
+        train.iter().all(|g| g.split == ponder::split::Split::Train)
+            && heldout
+                .iter()
+                .all(|g| g.split == ponder::split::Split::HeldOut),
+        "the committed sets are on their sides of the split"
+    );
+}

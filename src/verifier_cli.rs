@@ -152,7 +152,7 @@ fn baseline_scores(
                     "calc" => Ok(calc
                         .score_steps(std::slice::from_ref(&c.text), c.finished)
                         .overall),
-                    "confidence" => Ok(c.confidence.map_or(0.0, |t| t.mean)),
+                    "confidence" => Ok(c.trace_confidence.map_or(0.0, |t| t.mean)),
                     _ => Err(anyhow::anyhow!(
                         "--baseline `{rule}`: expected calc or confidence"
                     )),

@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 
-use ponder::learned_verifier::{CandidateGroup, LabelledCandidate};
+use ponder::learned_verifier::CandidateGroup;
 use ponder::split::{split_of, Split};
 
 use crate::dataset::EvalProblem;
@@ -50,18 +50,7 @@ pub fn export(rows: &[ResultRow], problems: &[EvalProblem], split: Option<Split>
             question: (*question).to_string(),
             gold: row.gold.clone(),
             split: side,
-            candidates: row
-                .candidates
-                .iter()
-                .map(|c| LabelledCandidate {
-                    text: c.text.clone(),
-                    answer: c.answer.clone(),
-                    correct: c.correct,
-                    tokens: c.tokens,
-                    finished: c.finished,
-                    confidence: c.trace_confidence,
-                })
-                .collect(),
+            candidates: row.candidates.clone(),
         });
     }
     out
@@ -70,7 +59,8 @@ pub fn export(rows: &[ResultRow], problems: &[EvalProblem], split: Option<Split>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::results::{CandidateRecord, Spend};
+    use crate::results::Spend;
+    use ponder::learned_verifier::LabelledCandidate;
 
     fn problem(id: &str) -> EvalProblem {
         EvalProblem {
@@ -98,7 +88,7 @@ mod tests {
             candidate_answers: vec![Some("1".into()); candidates],
             candidate_scores: vec![None; candidates],
             candidates: (0..candidates)
-                .map(|i| CandidateRecord {
+                .map(|i| LabelledCandidate {
                     text: format!("The answer is {i}."),
                     answer: Some(i.to_string()),
                     correct: i == 1,

@@ -10,7 +10,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 
-use ponder_verifiers::TraceConfidence;
+use ponder::learned_verifier::LabelledCandidate;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{EvalError, Result};
@@ -28,24 +28,6 @@ pub struct Spend {
     pub verifier_calls: u64,
     /// Tokens charged against the budget.
     pub spent: u64,
-}
-
-/// One candidate of an item, whole.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CandidateRecord {
-    /// Its solution text.
-    pub text: String,
-    /// Its extracted (or forced) final answer.
-    pub answer: Option<String>,
-    /// Whether `answer` is equivalent to the gold answer.
-    pub correct: bool,
-    /// Tokens generated along it.
-    pub tokens: usize,
-    /// Whether the model ended it (not a cap).
-    pub finished: bool,
-    /// Its confidence summary, if the generator reported log-probabilities.
-    #[serde(default)]
-    pub trace_confidence: Option<TraceConfidence>,
 }
 
 /// One item's result.
@@ -84,7 +66,7 @@ pub struct ResultRow {
     /// Every candidate whole, in the same order: what an outcome verifier is trained and
     /// evaluated on (`ponder-eval candidates` exports them; empty in rows written before).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub candidates: Vec<CandidateRecord>,
+    pub candidates: Vec<LabelledCandidate>,
     /// How many candidates were correct.
     pub candidates_correct: usize,
     /// `completed`, `budget`, `deadline`, `cancelled`; `None` on error.

@@ -18,12 +18,13 @@ use std::time::Instant;
 
 use async_trait::async_trait;
 use futures::StreamExt;
+use ponder::learned_verifier::LabelledCandidate;
 use ponder_verifiers::TraceConfidence;
 use serde::Deserialize;
 
 use crate::dataset::EvalProblem;
 use crate::error::{EvalError, Result};
-use crate::results::{CandidateRecord, ItemKey, ResultRow, ResultsFile, Spend};
+use crate::results::{ItemKey, ResultRow, ResultsFile, Spend};
 
 /// One item of the grid.
 #[derive(Debug, Clone)]
@@ -279,7 +280,7 @@ pub fn grade(item: &Item, attempt: Attempt, wall_ms: u64) -> ResultRow {
             let candidates = s
                 .candidates
                 .into_iter()
-                .map(|c| CandidateRecord {
+                .map(|c| LabelledCandidate {
                     correct: is(&c.answer),
                     answer: c.answer,
                     text: c.text,

@@ -89,7 +89,10 @@ fn scores_recorded_at_run_time_equal_the_offline_scores_of_the_exported_candidat
             .collect();
         assert_eq!(recorded.len(), group.candidates.len());
         assert!(
-            group.candidates.iter().all(|c| c.confidence.is_some()),
+            group
+                .candidates
+                .iter()
+                .all(|c| c.trace_confidence.is_some()),
             "the local generator reports confidences"
         );
         for (r, x) in recorded.iter().zip(xs) {

@@ -16,7 +16,8 @@ use serde::{Deserialize, Serialize};
 use super::error::{LearnedVerifierError, Result};
 pub use crate::split::Split;
 
-/// One candidate of a problem, labelled.
+/// One candidate of a problem, labelled: what the harness records per candidate in its
+/// result rows and what the learned verifier trains on.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LabelledCandidate {
     /// The solution text as the search produced it (what a verifier is shown).
@@ -31,7 +32,7 @@ pub struct LabelledCandidate {
     pub finished: bool,
     /// Its confidence summary, if the generator reported log-probabilities.
     #[serde(default)]
-    pub confidence: Option<TraceConfidence>,
+    pub trace_confidence: Option<TraceConfidence>,
 }
 
 /// Every candidate of one problem.

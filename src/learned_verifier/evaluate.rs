@@ -182,7 +182,7 @@ mod tests {
                     correct: equivalent(gold, a),
                     tokens: 10,
                     finished: true,
-                    confidence: None,
+                    trace_confidence: None,
                 })
                 .collect(),
         }

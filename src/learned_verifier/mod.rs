@@ -66,7 +66,7 @@ pub fn group_features(
                 .map(|c| CandidateView {
                     text: &c.text,
                     complete: c.finished,
-                    confidence: c.confidence,
+                    confidence: c.trace_confidence,
                 })
                 .collect();
             featurizer.features(&g.question, &views)

@@ -56,16 +56,10 @@ enum RouterCommand {
     /// Put measured accuracy vs spend into the calibration table: a `ponder-eval calibrate`
     /// table (levels mapped to difficulties) or a `ponder bench strategies` table (one difficulty).
     Calibrate {
-        /// A `ponder-eval calibrate` table (accuracy vs spend per level, strategy and budget):
-        /// levels map to difficulties by --easy-max-level and --hard-min-level.
+        /// A `ponder-eval calibrate` table (the router's schema, difficulties already mapped
+        /// from the dataset's levels): its rows replace the table's rows of its difficulties.
         #[arg(long, conflicts_with = "bench", required_unless_present = "bench")]
         harness: Option<PathBuf>,
-        /// Levels up to this one are easy.
-        #[arg(long, default_value_t = 2)]
-        easy_max_level: u32,
-        /// Levels from this one are hard (between: medium).
-        #[arg(long, default_value_t = 4)]
-        hard_min_level: u32,
         /// Or: a `ponder bench strategies` JSON table, all of one difficulty (--difficulty).
         #[arg(long, requires = "difficulty")]
         bench: Option<PathBuf>,
@@ -195,8 +189,6 @@ pub(crate) fn run(args: RouterArgs) -> anyhow::Result<()> {
         }
         RouterCommand::Calibrate {
             harness,
-            easy_max_level,
-            hard_min_level,
             bench,
             difficulty,
             table: path,
@@ -208,13 +200,7 @@ pub(crate) fn run(args: RouterArgs) -> anyhow::Result<()> {
                 Err(_) => CalibrationTable::default(),
             };
             let n = match (&harness, &bench, &difficulty) {
-                (Some(h), _, _) => router::calibrate::merge_harness(
-                    &mut table,
-                    h,
-                    easy_max_level,
-                    hard_min_level,
-                    &source,
-                )?,
+                (Some(h), _, _) => router::calibrate::merge_harness(&mut table, h)?,
                 (None, Some(b), Some(d)) => {
                     router::calibrate::merge_bench(&mut table, b, d, &source)?
                 }

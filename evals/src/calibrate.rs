@@ -1,69 +1,137 @@
-//! `ponder-eval calibrate`: the router's calibration table from a run — accuracy and mean
-//! spend per (difficulty level, strategy, budget). The router's allocator reads it to choose the
-//! cheapest setting that reaches the best accuracy it can expect for a query's difficulty.
+//! `ponder-eval calibrate`: the router's calibration table from a run, in the router's own
+//! schema ([`ponder::router::CalibrationTable`], the one calibration schema): accuracy and
+//! mean spend per (difficulty, strategy, width, per-branch cap, budget). Dataset levels map to
+//! the router's difficulties with [`difficulty_of_level`]; a strategy's width and cap are
+//! read from the parameters the run gave it (its registered defaults where it gave none), so
+//! `auto` can run exactly the configuration that was measured. `ponder router calibrate
+//! --harness FILE` merges the file into the router's table.
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
+use ponder::router::calibrate::{difficulty_of_level, shape};
+use ponder::router::{CalibrationRow, CalibrationTable};
+use ponder_strategies::Registry;
 
 use crate::results::ResultRow;
 use crate::stats::mean;
 
-/// One row of the table.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CalibrationRow {
-    /// Difficulty level (0 when the dataset has none).
-    pub level: u32,
-    /// Strategy.
-    pub strategy: String,
-    /// Budget.
-    pub budget: i64,
-    /// Items.
-    pub n: usize,
-    /// Accuracy.
-    pub accuracy: f64,
-    /// Mean tokens charged.
-    pub mean_spent: f64,
-}
-
-/// The table file.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CalibrationTable {
-    /// Format version.
-    pub version: u32,
-    /// Where it came from (the run directory).
-    pub source: String,
-    /// Rows sorted by level, strategy, budget.
-    pub rows: Vec<CalibrationRow>,
-}
-
-/// Builds the table from a run's rows.
-pub fn calibrate(rows: &[ResultRow], source: &str) -> CalibrationTable {
-    let mut cells: BTreeMap<(u32, String, i64), Vec<&ResultRow>> = BTreeMap::new();
-    for r in rows {
+/// Builds the table from a run's graded rows (rows a server refused to run are skipped):
+/// levels up to `easy_max` are easy, from `hard_min` hard, between them medium (no level:
+/// easy).
+pub fn calibrate(
+    rows: &[ResultRow],
+    source: &str,
+    easy_max: u32,
+    hard_min: u32,
+) -> CalibrationTable {
+    let registry = Registry::with_builtins();
+    type Key = (&'static str, String, usize, usize, u64);
+    let mut cells: BTreeMap<Key, Vec<&ResultRow>> = BTreeMap::new();
+    for r in rows
+        .iter()
+        .filter(|r| r.http_status.is_none() && r.budget > 0)
+    {
+        let (n, max_tokens) = shape(&registry, &r.strategy, &r.params);
+        let difficulty = difficulty_of_level(r.level.unwrap_or(0), easy_max, hard_min);
+        let budget = u64::try_from(r.budget).unwrap_or(0);
         cells
-            .entry((r.level.unwrap_or(0), r.strategy.clone(), r.budget))
+            .entry((difficulty, r.strategy.clone(), n, max_tokens, budget))
             .or_default()
             .push(r);
     }
     let rows = cells
         .into_iter()
-        .map(|((level, strategy, budget), rs)| CalibrationRow {
-            level,
-            strategy,
-            budget,
-            n: rs.len(),
-            accuracy: mean(
-                &rs.iter()
-                    .map(|r| f64::from(u8::from(r.correct)))
-                    .collect::<Vec<_>>(),
-            ),
-            mean_spent: mean(&rs.iter().map(|r| r.spend.spent as f64).collect::<Vec<_>>()),
-        })
+        .map(
+            |((difficulty, strategy, n, max_tokens, budget), rs)| CalibrationRow {
+                difficulty: difficulty.into(),
+                strategy,
+                n,
+                max_tokens,
+                budget,
+                accuracy: mean(
+                    &rs.iter()
+                        .map(|r| f64::from(u8::from(r.correct)))
+                        .collect::<Vec<_>>(),
+                ),
+                mean_spent: mean(&rs.iter().map(|r| r.spend.spent as f64).collect::<Vec<_>>()),
+                problems: rs.len(),
+                source: source.into(),
+            },
+        )
         .collect();
-    CalibrationTable {
-        version: 1,
-        source: source.into(),
-        rows,
+    CalibrationTable { rows }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::results::Spend;
+
+    fn row(
+        level: u32,
+        strategy: &str,
+        params: serde_json::Value,
+        correct: bool,
+        spent: u64,
+    ) -> ResultRow {
+        ResultRow {
+            problem_id: "p".into(),
+            strategy: strategy.into(),
+            budget: 512,
+            seed: 0,
+            level: Some(level),
+            verifier: "none".into(),
+            params,
+            load: None,
+            gold: "1".into(),
+            answer: None,
+            correct,
+            candidate_answers: Vec::new(),
+            candidate_scores: Vec::new(),
+            candidates: Vec::new(),
+            candidates_correct: 0,
+            finish_reason: Some("completed".into()),
+            error: None,
+            http_status: None,
+            spend: Spend {
+                spent,
+                ..Spend::default()
+            },
+            wall_ms: 1,
+        }
+    }
+
+    #[test]
+    fn levels_pool_into_difficulties_and_each_configuration_is_its_own_row() {
+        let null = serde_json::Value::Null;
+        let n8 = serde_json::json!({"n": 8, "max_tokens": 64});
+        let rows = vec![
+            row(1, "best_of_n", null.clone(), true, 100),
+            row(2, "best_of_n", null.clone(), false, 300),
+            row(5, "best_of_n", null.clone(), false, 500),
+            row(1, "best_of_n", n8.clone(), true, 400),
+            ResultRow {
+                http_status: Some(503),
+                ..row(1, "best_of_n", null, true, 0)
+            },
+        ];
+        let table = calibrate(&rows, "runs/x", 2, 4);
+        let find = |d: &str, n: usize| {
+            table
+                .rows
+                .iter()
+                .find(|r| r.difficulty == d && r.n == n)
+                .expect("row")
+        };
+        let defaults = find("easy", 4);
+        assert_eq!((defaults.problems, defaults.max_tokens), (2, 1024));
+        assert!(
+            (defaults.accuracy - 0.5).abs() < 1e-12 && (defaults.mean_spent - 200.0).abs() < 1e-9
+        );
+        let wide = find("easy", 8);
+        assert_eq!((wide.problems, wide.max_tokens, wide.budget), (1, 64, 512));
+        assert_eq!(find("hard", 4).problems, 1);
+        assert_eq!(table.rows.len(), 3, "the refused row is not counted");
+        assert!(table.rows.iter().all(|r| r.source == "runs/x"));
     }
 }

@@ -28,7 +28,7 @@ pub mod runner;
 pub use ponder::split;
 pub mod stats;
 
-pub use calibrate::{calibrate, CalibrationRow, CalibrationTable};
+pub use calibrate::calibrate;
 pub use dataset::{load, parse, Dataset, DatasetOptions, EvalProblem, Preset};
 pub use error::{EvalError, Result};
 pub use grade::{grade_jsonl, GradeSummary};

@@ -24,10 +24,17 @@ enum Command {
         /// The run directory.
         dir: PathBuf,
     },
-    /// Write the router's calibration table (accuracy and spend per level, strategy, budget).
+    /// Write the router's calibration table from a run (accuracy and spend per difficulty,
+    /// strategy configuration and budget), for `ponder router calibrate --harness`.
     Calibrate {
         /// The run directory.
         dir: PathBuf,
+        /// Dataset levels up to this one are easy.
+        #[arg(long, default_value_t = 2)]
+        easy_max_level: u32,
+        /// Levels from this one are hard (between: medium).
+        #[arg(long, default_value_t = 4)]
+        hard_min_level: u32,
         /// Where to write the table.
         #[arg(long, default_value = "calibration.json")]
         out: PathBuf,
@@ -181,9 +188,19 @@ fn main() -> anyhow::Result<()> {
             );
             Ok(())
         }
-        Command::Calibrate { dir, out } => {
+        Command::Calibrate {
+            dir,
+            out,
+            easy_max_level,
+            hard_min_level,
+        } => {
             let rows = ponder_evals::read_rows(&dir)?;
-            let table = ponder_evals::calibrate(&rows, &dir.display().to_string());
+            let table = ponder_evals::calibrate(
+                &rows,
+                &dir.display().to_string(),
+                easy_max_level,
+                hard_min_level,
+            );
             std::fs::write(&out, serde_json::to_string_pretty(&table)?)
                 .with_context(|| format!("writing {}", out.display()))?;
             eprintln!(

@@ -1,7 +1,9 @@
-//! Calibration rows from `ponder bench strategies` output: each (strategy, budget) cell of the
-//! JSON table becomes a [`CalibrationRow`] for the difficulty of the problem set it was run on,
-//! with the strategy's width and per-branch cap read from its registered defaults (the bench
-//! runs every strategy with its defaults).
+//! Filling the calibration table: from `ponder bench strategies` output (each (strategy,
+//! budget) cell becomes a [`CalibrationRow`] for the difficulty of the problem set it was run
+//! on, with the strategy's width and per-branch cap read from its registered defaults, which
+//! the bench runs) and from `ponder-eval calibrate` tables, which are written in this same
+//! schema ([`merge_harness`]). [`shape`] and [`difficulty_of_level`] are shared with the
+//! harness so both sources describe a configuration the same way.
 
 use std::path::Path;
 
@@ -26,31 +28,39 @@ pub struct BenchCell {
     pub mean_spent: f64,
 }
 
-/// Width and per-branch cap of `strategy` with its default parameters.
-pub fn default_shape(registry: &Registry, strategy: &str) -> (usize, usize) {
+/// Width (N, k or max traces) and per-branch token cap of `strategy` run with `params` (an
+/// object of overrides; `null` or a missing key: the registered default).
+pub fn shape(registry: &Registry, strategy: &str, params: &serde_json::Value) -> (usize, usize) {
     let defaults = registry
         .list()
         .into_iter()
         .find(|i| i.name == strategy)
         .map(|i| i.defaults)
         .unwrap_or_default();
-    let get = |key: &str| {
-        defaults
-            .get(key)
-            .and_then(|v| v.as_u64())
-            .map(|v| v as usize)
-    };
-    let n = get("n")
-        .or_else(|| get("k"))
-        .or_else(|| get("max_n"))
+    let get = |v: &serde_json::Value, key: &str| v.get(key).cloned();
+    let value = |key: &str| get(params, key).or_else(|| get(&defaults, key));
+    let int = |key: &str| value(key).and_then(|v| v.as_u64()).map(|v| v as usize);
+    let n = int("n")
+        .or_else(|| int("k"))
+        .or_else(|| int("max_n"))
         .unwrap_or(1);
-    let steps = defaults
-        .get("steps")
-        .and_then(|s| Some(s.get("max_step_tokens")?.as_u64()? * s.get("max_steps")?.as_u64()?));
-    let max_tokens = get("max_tokens")
+    let step = |key: &str| {
+        get(params, "steps")
+            .and_then(|s| s.get(key).and_then(serde_json::Value::as_u64))
+            .or_else(|| get(&defaults, "steps").and_then(|s| s.get(key)?.as_u64()))
+    };
+    let steps = step("max_step_tokens")
+        .zip(step("max_steps"))
+        .map(|(a, b)| a * b);
+    let max_tokens = int("max_tokens")
         .or(steps.map(|s| s as usize))
         .unwrap_or(1024);
     (n, max_tokens)
+}
+
+/// [`shape`] with the registered defaults.
+pub fn default_shape(registry: &Registry, strategy: &str) -> (usize, usize) {
+    shape(registry, strategy, &serde_json::Value::Null)
 }
 
 /// Reads a bench JSON file into rows for `difficulty`, replacing `table`'s rows of that
@@ -83,22 +93,6 @@ pub fn merge_bench(
     Ok(cells.len())
 }
 
-/// One row of `ponder-eval calibrate` output (the fields calibration needs).
-#[derive(Debug, Clone, Deserialize)]
-struct HarnessRow {
-    level: u32,
-    strategy: String,
-    budget: i64,
-    n: usize,
-    accuracy: f64,
-    mean_spent: f64,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-struct HarnessTable {
-    rows: Vec<HarnessRow>,
-}
-
 /// The router's difficulty for a dataset level: levels up to `easy_max` are easy, from
 /// `hard_min` hard, between them medium (level 0, "no level", counts as easy).
 pub fn difficulty_of_level(level: u32, easy_max: u32, hard_min: u32) -> &'static str {
@@ -111,52 +105,19 @@ pub fn difficulty_of_level(level: u32, easy_max: u32, hard_min: u32) -> &'static
     }
 }
 
-/// Reads a `ponder-eval calibrate` table into rows, mapping each dataset level to a difficulty
-/// with [`difficulty_of_level`] and pooling the levels of one difficulty (weighted by items).
-/// Replaces `table`'s rows of every difficulty the file has. Returns the rows written.
-pub fn merge_harness(
-    table: &mut CalibrationTable,
-    harness: &Path,
-    easy_max: u32,
-    hard_min: u32,
-    source: &str,
-) -> Result<usize> {
+/// Merges a `ponder-eval calibrate` table (the same schema as `table`) into `table`:
+/// replaces `table`'s rows of every difficulty the file has. Returns the rows merged.
+pub fn merge_harness(table: &mut CalibrationTable, harness: &Path) -> Result<usize> {
     let text = std::fs::read_to_string(harness).map_err(|e| RouterError::read(harness, e))?;
-    let file: HarnessTable = serde_json::from_str(&text)
+    let file: CalibrationTable = serde_json::from_str(&text)
         .map_err(|e| RouterError::corrupt(harness, "`ponder-eval calibrate` table", e))?;
-    let mut pooled: std::collections::BTreeMap<(&'static str, String, u64), (usize, f64, f64)> =
-        Default::default();
-    for r in file.rows.iter().filter(|r| r.n > 0 && r.budget > 0) {
-        let key = (
-            difficulty_of_level(r.level, easy_max, hard_min),
-            r.strategy.clone(),
-            r.budget as u64,
-        );
-        let cell = pooled.entry(key).or_default();
-        cell.0 += r.n;
-        cell.1 += r.accuracy * r.n as f64;
-        cell.2 += r.mean_spent * r.n as f64;
-    }
-    let registry = Registry::with_builtins();
-    let difficulties: std::collections::BTreeSet<&str> = pooled.keys().map(|k| k.0).collect();
+    let difficulties: std::collections::BTreeSet<&str> =
+        file.rows.iter().map(|r| r.difficulty.as_str()).collect();
     table
         .rows
         .retain(|r| !difficulties.contains(r.difficulty.as_str()));
-    for ((difficulty, strategy, budget), (n, correct, spent)) in &pooled {
-        let (width, max_tokens) = default_shape(&registry, strategy);
-        table.rows.push(CalibrationRow {
-            difficulty: (*difficulty).into(),
-            strategy: strategy.clone(),
-            n: width,
-            max_tokens,
-            budget: *budget,
-            accuracy: correct / *n as f64,
-            mean_spent: spent / *n as f64,
-            problems: *n,
-            source: source.into(),
-        });
-    }
-    Ok(pooled.len())
+    table.rows.extend(file.rows.iter().cloned());
+    Ok(file.rows.len())
 }
 
 #[cfg(test)]
@@ -164,33 +125,54 @@ mod tests {
     use super::*;
 
     #[test]
-    fn harness_levels_pool_into_difficulties_weighted_by_items() {
+    fn a_harness_table_replaces_the_rows_of_its_difficulties_only() {
+        let row = |difficulty: &str, strategy: &str| CalibrationRow {
+            difficulty: difficulty.into(),
+            strategy: strategy.into(),
+            n: 4,
+            max_tokens: 256,
+            budget: 1024,
+            accuracy: 0.5,
+            mean_spent: 700.0,
+            problems: 100,
+            source: "runs/a".into(),
+        };
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("cal.json");
-        let rows = serde_json::json!({"version": 1, "source": "run", "rows": [
-            {"level": 1, "strategy": "best_of_n", "budget": 512, "n": 10, "accuracy": 0.5, "mean_spent": 100.0},
-            {"level": 2, "strategy": "best_of_n", "budget": 512, "n": 30, "accuracy": 0.1, "mean_spent": 200.0},
-            {"level": 5, "strategy": "best_of_n", "budget": 512, "n": 4, "accuracy": 0.0, "mean_spent": 500.0}
-        ]});
-        std::fs::write(&path, rows.to_string()).expect("write");
-        let mut table = CalibrationTable::default();
+        let file = CalibrationTable {
+            rows: vec![row("easy", "best_of_n"), row("easy", "self_consistency")],
+        };
+        std::fs::write(&path, serde_json::to_string(&file).expect("json")).expect("write");
+        let mut table = CalibrationTable {
+            rows: vec![row("easy", "beam_search"), row("hard", "mcts")],
+        };
+        assert_eq!(merge_harness(&mut table, &path).expect("merge"), 2);
+        let mut kept: Vec<(&str, &str)> = table
+            .rows
+            .iter()
+            .map(|r| (r.difficulty.as_str(), r.strategy.as_str()))
+            .collect();
+        kept.sort_unstable();
         assert_eq!(
-            merge_harness(&mut table, &path, 2, 4, "test").expect("merge"),
-            2
+            kept,
+            vec![
+                ("easy", "best_of_n"),
+                ("easy", "self_consistency"),
+                ("hard", "mcts")
+            ]
         );
-        let easy = table
-            .rows
-            .iter()
-            .find(|r| r.difficulty == "easy")
-            .expect("easy row");
-        assert_eq!(easy.problems, 40);
-        assert!((easy.accuracy - 0.2).abs() < 1e-12 && (easy.mean_spent - 175.0).abs() < 1e-9);
-        assert!(table
-            .rows
-            .iter()
-            .any(|r| r.difficulty == "hard" && r.problems == 4));
         std::fs::write(&path, "{\"rows\": 3}").expect("write");
-        let e = merge_harness(&mut table, &path, 2, 4, "test").expect_err("corrupt");
+        let e = merge_harness(&mut table, &path).expect_err("corrupt");
         assert!(e.to_string().contains("cal.json"), "{e}");
+    }
+
+    #[test]
+    fn a_shape_reads_the_parameters_given_over_the_defaults() {
+        let registry = Registry::with_builtins();
+        assert_eq!(default_shape(&registry, "best_of_n"), (4, 1024));
+        let params = serde_json::json!({"n": 8, "max_tokens": 64});
+        assert_eq!(shape(&registry, "best_of_n", &params), (8, 64));
+        let steps = serde_json::json!({"steps": {"max_step_tokens": 10, "max_steps": 3}});
+        assert_eq!(shape(&registry, "beam_search", &steps).1, 30);
     }
 }

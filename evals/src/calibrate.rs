@@ -75,29 +75,16 @@ mod tests {
         spent: u64,
     ) -> ResultRow {
         ResultRow {
-            problem_id: "p".into(),
             strategy: strategy.into(),
             budget: 512,
-            seed: 0,
             level: Some(level),
-            verifier: "none".into(),
             params,
-            load: None,
-            gold: "1".into(),
-            answer: None,
             correct,
-            candidate_answers: Vec::new(),
-            candidate_scores: Vec::new(),
-            candidates: Vec::new(),
-            candidates_correct: 0,
-            finish_reason: Some("completed".into()),
-            error: None,
-            http_status: None,
             spend: Spend {
                 spent,
                 ..Spend::default()
             },
-            wall_ms: 1,
+            ..crate::results::test_row("p")
         }
     }
 

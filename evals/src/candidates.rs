@@ -59,7 +59,6 @@ pub fn export(rows: &[ResultRow], problems: &[EvalProblem], split: Option<Split>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::results::Spend;
     use ponder::learned_verifier::LabelledCandidate;
 
     fn problem(id: &str) -> EvalProblem {
@@ -74,17 +73,9 @@ mod tests {
 
     fn row(id: &str, candidates: usize) -> ResultRow {
         ResultRow {
-            problem_id: id.into(),
             strategy: "weighted_best_of_n".into(),
             budget: 2048,
-            seed: 0,
-            level: None,
             verifier: "calc".into(),
-            params: serde_json::Value::Null,
-            load: None,
-            gold: "1".into(),
-            answer: Some("1".into()),
-            correct: true,
             candidate_answers: vec![Some("1".into()); candidates],
             candidate_scores: vec![None; candidates],
             candidates: (0..candidates)
@@ -98,11 +89,7 @@ mod tests {
                 })
                 .collect(),
             candidates_correct: usize::from(candidates > 1),
-            finish_reason: Some("completed".into()),
-            error: None,
-            http_status: None,
-            spend: Spend::default(),
-            wall_ms: 1,
+            ..crate::results::test_row(id)
         }
     }
 

@@ -252,32 +252,22 @@ pub fn markdown(cells: &[CellReport]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::results::Spend;
 
     fn row(id: &str, answers: &[&str], scores: &[f32], picked: &str) -> ResultRow {
         let gold = "12";
         let is = |a: &str| ponder_verifiers::equivalent(gold, a);
         ResultRow {
-            problem_id: id.into(),
             strategy: "weighted_best_of_n".into(),
             budget: 100,
-            seed: 0,
-            level: None,
             verifier: "calc".into(),
-            params: serde_json::Value::Null,
-            load: None,
             gold: gold.into(),
             answer: Some(picked.into()),
             correct: is(picked),
             candidate_answers: answers.iter().map(|a| Some(a.to_string())).collect(),
             candidate_scores: scores.iter().map(|s| Some(*s)).collect(),
-            candidates: Vec::new(),
             candidates_correct: answers.iter().filter(|a| is(a)).count(),
-            finish_reason: Some("completed".into()),
-            error: None,
-            http_status: None,
-            spend: Spend::default(),
             wall_ms: 1,
+            ..crate::results::test_row(id)
         }
     }
 

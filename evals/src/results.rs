@@ -211,34 +211,36 @@ impl ResultsFile {
     }
 }
 
+/// A graded row with neutral values, for tests to override with struct-update syntax.
+#[cfg(test)]
+pub(crate) fn test_row(id: &str) -> ResultRow {
+    ResultRow {
+        problem_id: id.into(),
+        strategy: "s".into(),
+        budget: 10,
+        seed: 0,
+        level: None,
+        verifier: "none".into(),
+        params: serde_json::Value::Null,
+        load: None,
+        gold: "1".into(),
+        answer: Some("1".into()),
+        correct: true,
+        candidate_answers: vec![Some("1".into())],
+        candidate_scores: vec![None],
+        candidates: Vec::new(),
+        candidates_correct: 1,
+        finish_reason: Some("completed".into()),
+        error: None,
+        http_status: None,
+        spend: Spend::default(),
+        wall_ms: 3,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn row(id: &str) -> ResultRow {
-        ResultRow {
-            problem_id: id.into(),
-            strategy: "s".into(),
-            budget: 10,
-            seed: 0,
-            level: None,
-            verifier: "none".into(),
-            params: serde_json::Value::Null,
-            load: None,
-            gold: "1".into(),
-            answer: Some("1".into()),
-            correct: true,
-            candidate_answers: vec![Some("1".into())],
-            candidate_scores: vec![None],
-            candidates: Vec::new(),
-            candidates_correct: 1,
-            finish_reason: Some("completed".into()),
-            error: None,
-            http_status: None,
-            spend: Spend::default(),
-            wall_ms: 3,
-        }
-    }
 
     #[test]
     fn a_torn_last_line_is_cut_and_complete_rows_are_kept() -> Result<()> {
@@ -246,8 +248,8 @@ mod tests {
         {
             let (mut f, done) = ResultsFile::open(dir.path())?;
             assert!(done.is_empty());
-            f.append(&row("a"))?;
-            f.append(&row("b"))?;
+            f.append(&test_row("a"))?;
+            f.append(&test_row("b"))?;
         }
         // Simulate a kill in the middle of writing a third row.
         let path = dir.path().join(RESULTS_FILE);
@@ -256,7 +258,7 @@ mod tests {
         std::fs::write(&path, &bytes).map_err(|e| err(&path, e))?;
         let (mut f, done) = ResultsFile::open(dir.path())?;
         assert_eq!(done.len(), 2);
-        f.append(&row("c"))?;
+        f.append(&test_row("c"))?;
         let rows = read_rows(dir.path())?;
         assert_eq!(
             rows.iter()

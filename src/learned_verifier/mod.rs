@@ -1,8 +1,7 @@
 //! The learned outcome verifier: a small model, trained on Ponder's own labelled harness runs,
 //! that scores a finished candidate by the probability that its answer is right.
 //!
-//! A 135M model cannot judge its own steps (the LLM-as-PRM barely separates right from wrong
-//! on it), but the *set* of candidates a search produced, and what each one shows on its face,
+//! A 135M model is a poor judge of its own steps, but the *set* of candidates a search produced, and what each one shows on its face,
 //! carry signal: agreement with the other candidates, whether the arithmetic it writes holds,
 //! whether its answer is the quantity it computed last or a number copied from the question,
 //! how it ended, and the model's token confidence along it ([`features`]). A logistic model
@@ -126,6 +125,50 @@ pub fn evaluate_model(
 
 /// The learned outcome verifier as a [`Verifier`]: a model and the featurizer it was trained
 /// with.
+///
+/// # Example: fit on labelled candidates, then score a batch
+///
+/// ```
+/// use ponder::learned_verifier::{
+///     train, CandidateGroup, FeatureSet, Featurizer, FitOptions, LabelledCandidate,
+///     LearnedVerifier, Split,
+/// };
+/// use ponder_verifiers::{Solution, Verifier};
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// // Right answers here agree with each other; wrong ones are alone.
+/// let candidate = |answer: &str, correct| LabelledCandidate {
+///     text: format!("So the total is {answer}. The answer is {answer}."),
+///     answer: Some(answer.into()),
+///     correct,
+///     tokens: 12,
+///     finished: true,
+///     trace_confidence: None,
+/// };
+/// let group = |id: &str| CandidateGroup {
+///     problem_id: id.into(),
+///     question: "Ann has 3 boxes of 4 pens. How many pens?".into(),
+///     gold: "12".into(),
+///     split: Split::Train,
+///     candidates: vec![candidate("12", true), candidate("12", true), candidate("7", false)],
+/// };
+/// let featurizer = Featurizer::new(FeatureSet::Scalar, None);
+/// let groups = vec![group("a"), group("b")];
+/// let model = train(&featurizer, &groups, "example", None, FitOptions::default())?;
+/// let verifier = LearnedVerifier::new(model, None);
+///
+/// let steps = |t: &str| vec![t.to_string()];
+/// let (a, b, c) = (steps("The answer is 12."), steps("The answer is 12."), steps("The answer is 9."));
+/// fn solution(steps: &[String]) -> Solution<'_> {
+///     let problem = "Ben has 2 bags of 6 apples. How many apples?";
+///     Solution { problem, steps, complete: true, confidence: None }
+/// }
+/// let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+/// let scores = rt.block_on(verifier.score_batch(&[solution(&a), solution(&b), solution(&c)]))?;
+/// assert!(scores[0].overall > scores[2].overall, "the agreeing answer scores higher");
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone)]
 pub struct LearnedVerifier {
     model: Arc<OutcomeModel>,

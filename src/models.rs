@@ -13,16 +13,23 @@ pub const DEFAULT_EMBEDDER: &str = "all-minilm-l6-v2";
 /// What to run when a default model is missing.
 pub const SETUP_HINT: &str = "run `bash scripts/setup-models.sh` to install the default models";
 
-/// The models directory: `$PONDER_MODELS`, else `./models` if present, else the checkout's.
-pub fn models_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("PONDER_MODELS") {
-        return PathBuf::from(dir);
+/// Where a file or directory the project ships lives: `$var` if set, else `relative` under the
+/// working directory if it exists there, else `relative` in the checkout this binary was built
+/// from. The models directory, the router file and the learned verifier's model resolve so.
+pub fn shipped_path(var: &str, relative: &str) -> PathBuf {
+    if let Some(p) = std::env::var_os(var) {
+        return PathBuf::from(p);
     }
-    let local = PathBuf::from("models");
-    if local.is_dir() {
+    let local = PathBuf::from(relative);
+    if local.exists() {
         return local;
     }
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("models")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(relative)
+}
+
+/// The models directory: `$PONDER_MODELS`, else `./models` if present, else the checkout's.
+pub fn models_dir() -> PathBuf {
+    shipped_path("PONDER_MODELS", "models")
 }
 
 /// Path of the default generator model.

@@ -41,14 +41,7 @@ pub const DEFAULT_MODEL: &str = "data/verifier/outcome.json";
 /// `$PONDER_LEARNED_VERIFIER`, else `./data/verifier/outcome.json` if present, else the
 /// checkout's.
 pub fn default_model_path() -> PathBuf {
-    if let Some(p) = std::env::var_os("PONDER_LEARNED_VERIFIER") {
-        return PathBuf::from(p);
-    }
-    let local = PathBuf::from(DEFAULT_MODEL);
-    if local.is_file() {
-        return local;
-    }
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(DEFAULT_MODEL)
+    crate::models::shipped_path("PONDER_LEARNED_VERIFIER", DEFAULT_MODEL)
 }
 
 /// The feature vectors of every candidate of `groups`, group by group.

@@ -19,14 +19,7 @@ pub const DEFAULT_ROUTER: &str = "data/router/router.json";
 
 /// `$PONDER_ROUTER`, else `./data/router/router.json` if present, else the checkout's.
 pub fn default_router_path() -> PathBuf {
-    if let Some(p) = std::env::var_os("PONDER_ROUTER") {
-        return PathBuf::from(p);
-    }
-    let local = PathBuf::from(DEFAULT_ROUTER);
-    if local.is_file() {
-        return local;
-    }
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(DEFAULT_ROUTER)
+    crate::models::shipped_path("PONDER_ROUTER", DEFAULT_ROUTER)
 }
 
 /// Everything the router loads besides the encoder weights.

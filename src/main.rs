@@ -67,7 +67,7 @@ struct ReasonArgs {
     params: String,
     /// Token budget: generated + computed prefill + verifier tokens.
     #[arg(long, default_value_t = 4096, allow_negative_numbers = true)]
-    budget: i64,
+    budget: u64,
     /// Seed: the same seed replays the same search.
     #[arg(long, default_value_t = 0)]
     seed: u64,
@@ -158,7 +158,7 @@ struct BenchArgs {
     strategies: Vec<String>,
     /// `strategies`: comma-separated token budgets.
     #[arg(long, value_delimiter = ',', default_value = "512,2048")]
-    budgets: Vec<i64>,
+    budgets: Vec<u64>,
     /// `strategies`: run only the first N problems.
     #[arg(long)]
     limit: Option<usize>,
@@ -170,7 +170,7 @@ struct BenchArgs {
     steps: usize,
     /// `search`: the token budget of every search.
     #[arg(long, default_value_t = 20_000)]
-    budget_tokens: i64,
+    budget_tokens: u64,
     /// `strategies`: print a Markdown table instead of JSON.
     #[arg(long)]
     markdown: bool,
@@ -486,17 +486,6 @@ fn run_reason(args: ReasonArgs) -> anyhow::Result<()> {
     } else {
         ponder_strategies::Registry::with_builtins()
     };
-    // Reject a bad strategy or parameters before loading the model.
-    registry.build(&args.strategy, params.clone())?;
-    let opts = ponder::runtime::RuntimeOptions {
-        model: args.model.unwrap_or_else(ponder::models::default_llm_path),
-        kv_memory: args.kv_memory.as_u64(),
-        device: Some(args.device),
-        tokenizer: args.tokenizer,
-        ..ponder::runtime::RuntimeOptions::default_model()
-    };
-    let runtime = ponder::runtime::Runtime::start(&opts)
-        .with_context(|| format!("loading {}", opts.model.display()))?;
     let request = ponder::reason::ReasonRequest {
         problem: args.problem,
         history: Vec::new(),
@@ -506,6 +495,17 @@ fn run_reason(args: ReasonArgs) -> anyhow::Result<()> {
         deadline_ms: args.deadline_ms,
         seed: args.seed,
     };
+    // A bad strategy, parameter or budget is refused before the model loads.
+    let valid = request.validate(&registry, ponder::reason::MAX_BUDGET_TOKENS)?;
+    let opts = ponder::runtime::RuntimeOptions {
+        model: args.model.unwrap_or_else(ponder::models::default_llm_path),
+        kv_memory: args.kv_memory.as_u64(),
+        device: Some(args.device),
+        tokenizer: args.tokenizer,
+        ..ponder::runtime::RuntimeOptions::default_model()
+    };
+    let runtime = ponder::runtime::Runtime::start(&opts)
+        .with_context(|| format!("loading {}", opts.model.display()))?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
@@ -518,7 +518,7 @@ fn run_reason(args: ReasonArgs) -> anyhow::Result<()> {
             .await
             .map_err(anyhow::Error::msg)?;
         let cancel = tokio_util::sync::CancellationToken::new();
-        anyhow::Ok(ponder::reason::reason(&registry, generator, verifier, &request, cancel).await?)
+        anyhow::Ok(ponder::reason::run_valid(valid, generator, verifier, cancel, None).await?)
     })?;
     if args.json {
         println!("{}", serde_json::to_string(&outcome)?);

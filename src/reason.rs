@@ -1,12 +1,16 @@
-//! One reasoning request, end to end: validate what the caller asked for, build the strategy
-//! from the registry, run it under the budget over a generator, return the `Outcome`.
-//! Shared by `ponder reason` and (later) the `/v1/reason` endpoint.
+//! One reasoning request, end to end: validate what the caller asked for once (the strategy
+//! built from the registry, the budget within its cap, the question non-empty), then run it
+//! under the budget over a generator and return the `Outcome`. Every caller goes through here:
+//! `ponder reason`, `/v1/reason`, a chat or completion request with a strategy, the harness and
+//! the benches. The edges check their own fields first (the API against its `Limits`); what
+//! [`ReasonRequest::validate`] returns is what the runner trusts, so nothing is checked twice.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use ponder_strategies::{
-    run, Budget, Context, Generator, Outcome, Problem, Registry, StrategyError, Turn,
+    run, Budget, Context, Generator, Outcome, Problem, ProgressSender, Registry, Strategy,
+    StrategyError, Turn,
 };
 use ponder_verifiers::Verifier;
 use tokio_util::sync::CancellationToken;
@@ -24,17 +28,98 @@ pub struct ReasonRequest {
     /// Its parameters (JSON object; `null` for defaults).
     pub params: serde_json::Value,
     /// Token budget (generated + computed prefill + verifier tokens).
-    pub budget_tokens: i64,
+    pub budget_tokens: u64,
     /// Optional deadline in milliseconds.
     pub deadline_ms: Option<u64>,
     /// Seed for a replayable search.
     pub seed: u64,
 }
 
-/// Largest budget accepted (a typo guard, not a policy).
-pub const MAX_BUDGET_TOKENS: i64 = 10_000_000;
+/// Largest budget accepted where the caller sets no cap of its own (a typo guard, not a
+/// policy; the server's cap is its `--max-budget-tokens`).
+pub const MAX_BUDGET_TOKENS: u64 = 10_000_000;
 
-/// Validates `req` and runs it.
+/// A [`ReasonRequest`] checked once: its strategy built, its budget in range, its conversation
+/// turned into the strategy's [`Problem`]. Only [`ReasonRequest::validate`] makes one.
+pub struct ValidReasonRequest {
+    strategy: Box<dyn Strategy>,
+    problem: Problem,
+    budget: Budget,
+    seed: u64,
+}
+
+impl std::fmt::Debug for ValidReasonRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ValidReasonRequest")
+            .field("strategy", &self.strategy.name())
+            .field("budget", &self.budget)
+            .field("seed", &self.seed)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ValidReasonRequest {
+    /// The strategy's registered name.
+    pub fn strategy_name(&self) -> &str {
+        self.strategy.name()
+    }
+
+    /// The token budget.
+    pub fn budget_tokens(&self) -> u64 {
+        self.budget.tokens
+    }
+
+    /// The seed.
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+
+    /// The strategy's problem (question, system message, earlier turns).
+    pub fn problem(&self) -> &Problem {
+        &self.problem
+    }
+}
+
+impl ReasonRequest {
+    /// Checks the request against `registry` and a budget cap of `max_budget_tokens`: the
+    /// question is not empty, the budget is in `1..=max_budget_tokens`, the strategy is
+    /// registered and its parameters are valid. Each error names the field.
+    pub fn validate(
+        &self,
+        registry: &Registry,
+        max_budget_tokens: u64,
+    ) -> Result<ValidReasonRequest, StrategyError> {
+        if self.problem.trim().is_empty() {
+            return Err(StrategyError::invalid(
+                &self.strategy,
+                "problem",
+                "must not be empty",
+            ));
+        }
+        if self.budget_tokens == 0 || self.budget_tokens > max_budget_tokens {
+            return Err(StrategyError::invalid(
+                &self.strategy,
+                "budget_tokens",
+                format!(
+                    "must be in 1..={max_budget_tokens}, got {}",
+                    self.budget_tokens
+                ),
+            ));
+        }
+        let strategy = registry.build(&self.strategy, self.params.clone())?;
+        Ok(ValidReasonRequest {
+            strategy,
+            problem: problem(self),
+            budget: Budget {
+                tokens: self.budget_tokens,
+                deadline: self.deadline_ms.map(Duration::from_millis),
+            },
+            seed: self.seed,
+        })
+    }
+}
+
+/// Validates `req` (budget cap [`MAX_BUDGET_TOKENS`]) and runs it.
 pub async fn reason(
     registry: &Registry,
     generator: Arc<dyn Generator>,
@@ -42,41 +127,20 @@ pub async fn reason(
     req: &ReasonRequest,
     cancel: CancellationToken,
 ) -> Result<Outcome, StrategyError> {
-    reason_with_progress(registry, generator, verifier, req, cancel, None).await
+    let valid = req.validate(registry, MAX_BUDGET_TOKENS)?;
+    run_valid(valid, generator, verifier, cancel, None).await
 }
 
-/// [`reason`], reporting the search's [`ponder_strategies::Progress`] to `progress` while it runs.
-pub async fn reason_with_progress(
-    registry: &Registry,
+/// Runs a validated request, reporting the search's [`ponder_strategies::Progress`] to
+/// `progress` while it runs.
+pub async fn run_valid(
+    req: ValidReasonRequest,
     generator: Arc<dyn Generator>,
     verifier: Option<Arc<dyn Verifier>>,
-    req: &ReasonRequest,
     cancel: CancellationToken,
-    progress: Option<ponder_strategies::ProgressSender>,
+    progress: Option<ProgressSender>,
 ) -> Result<Outcome, StrategyError> {
-    if req.problem.trim().is_empty() {
-        return Err(StrategyError::invalid(
-            &req.strategy,
-            "problem",
-            "must not be empty",
-        ));
-    }
-    if req.budget_tokens <= 0 || req.budget_tokens > MAX_BUDGET_TOKENS {
-        return Err(StrategyError::invalid(
-            &req.strategy,
-            "budget_tokens",
-            format!(
-                "must be in 1..={MAX_BUDGET_TOKENS}, got {}",
-                req.budget_tokens
-            ),
-        ));
-    }
-    let strategy = registry.build(&req.strategy, req.params.clone())?;
-    let budget = Budget {
-        tokens: req.budget_tokens as u64,
-        deadline: req.deadline_ms.map(Duration::from_millis),
-    };
-    let mut ctx = Context::new(generator, problem(req), budget)
+    let mut ctx = Context::new(generator, req.problem, req.budget)
         .with_seed(req.seed)
         .with_cancellation(cancel);
     if let Some(v) = verifier {
@@ -85,12 +149,12 @@ pub async fn reason_with_progress(
     if let Some(p) = progress {
         ctx = ctx.with_progress(p);
     }
-    run(strategy.as_ref(), ctx).await
+    run(req.strategy.as_ref(), ctx).await
 }
 
 /// The strategy's problem: the question, the conversation's first system message (else the
 /// default one) and every other earlier turn in order.
-pub fn problem(req: &ReasonRequest) -> Problem {
+fn problem(req: &ReasonRequest) -> Problem {
     let mut problem = Problem::new(req.problem.clone());
     let mut turns = req.history.iter().peekable();
     if let Some(system) = turns.next_if(|t| t.role == "system") {
@@ -114,6 +178,55 @@ mod tests {
             deadline_ms: None,
             seed: 0,
         }
+    }
+
+    fn invalid_field(e: StrategyError) -> String {
+        match e {
+            StrategyError::InvalidParameter { field, .. } => field,
+            other => panic!("expected an invalid field, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn validation_names_the_field_and_builds_the_strategy_once() {
+        let registry = Registry::with_builtins();
+        let valid = request(Vec::new())
+            .validate(&registry, 1000)
+            .expect("a valid request");
+        assert_eq!(valid.strategy_name(), "best_of_n");
+        assert_eq!(valid.budget_tokens(), 100);
+        for (budget, cap) in [(0, 1000), (101, 100)] {
+            let req = ReasonRequest {
+                budget_tokens: budget,
+                ..request(Vec::new())
+            };
+            let e = req
+                .validate(&registry, cap)
+                .expect_err("budget out of range");
+            assert!(e.to_string().contains(&format!("1..={cap}")), "{e}");
+            assert_eq!(invalid_field(e), "budget_tokens");
+        }
+        let blank = ReasonRequest {
+            problem: " \n".into(),
+            ..request(Vec::new())
+        };
+        assert_eq!(
+            invalid_field(blank.validate(&registry, 1000).expect_err("blank")),
+            "problem"
+        );
+        let bad_params = ReasonRequest {
+            params: serde_json::json!({"n": 0}),
+            ..request(Vec::new())
+        };
+        assert_eq!(
+            invalid_field(bad_params.validate(&registry, 1000).expect_err("n = 0")),
+            "n"
+        );
+        let unknown = ReasonRequest {
+            strategy: "no_such".into(),
+            ..request(Vec::new())
+        };
+        assert!(unknown.validate(&registry, 1000).is_err());
     }
 
     #[test]

@@ -305,7 +305,7 @@ fn every_builtin_strategy_runs_through_ponder_serve_over_llama_cpp_and_fails_ove
         .expect("spawn ponder serve");
     let ponder = crate::util::served_url(&mut child);
     let client = reqwest::Client::new();
-    let ask = |strategy: &str, budget: i64| {
+    let ask = |strategy: &str, budget: u64| {
         // The engine tests' small settings, answers capped at 32 tokens: llama-cpp-python
         // computes each token's logprobs in Python (~0.1 s a token here), and what this test
         // checks is every strategy's path through a real engine, not its answers.
@@ -348,7 +348,7 @@ fn every_builtin_strategy_runs_through_ponder_serve_over_llama_cpp_and_fails_ove
         let spent = out["usage"]["generated_tokens"].as_u64().unwrap()
             + out["usage"]["prefill_tokens_computed"].as_u64().unwrap()
             + out["usage"]["verifier_tokens"].as_u64().unwrap_or(0);
-        assert!(spent <= budget as u64, "{name}: spent {spent} of {budget}");
+        assert!(spent <= budget, "{name}: spent {spent} of {budget}");
         assert_eq!(
             out["usage"]["generated_tokens"].as_u64().unwrap(),
             reported() - before,

@@ -393,6 +393,54 @@ fn the_actor_batches_concurrent_groups_and_streams_their_events() {
     });
 }
 
+/// A group nobody listens to is cancelled and gives every block back, kept prompt included:
+/// a `submit` given up before its reply arrived (the client left while a stream was opening)
+/// and a handle dropped midway, before reading the event that reports its kept prompt.
+#[test]
+fn a_group_nobody_listens_to_is_cancelled_and_keeps_nothing() {
+    let exec = ponder::engine::Executor::spawn(scheduler(256, 512)).expect("spawn");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        let idle = exec.kv_stats().await.expect("stats");
+        let p = prompt("Count from one to fifty, slowly.");
+        let keep = |seed: u64| GroupRequest {
+            keep: true,
+            ..group(&p, (0..3).map(|i| sample(seed + i)).collect(), 200)
+        };
+        // Given up while waiting for the reply (polled once: the command is sent; the handle
+        // is almost never made in time, and dropped at once if it is).
+        let given_up = tokio::time::timeout(std::time::Duration::ZERO, exec.submit(keep(1))).await;
+        drop(given_up);
+        // Dropped after the prompt is computed, its events unread.
+        let handle = exec.submit(keep(10)).await.expect("submit");
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        drop(handle);
+        let mut stats = exec.kv_stats().await.expect("stats");
+        for _ in 0..200 {
+            if stats.used_blocks == 0 {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            stats = exec.kv_stats().await.expect("stats");
+        }
+        assert_eq!(stats.used_blocks, 0, "no block stays referenced: {stats:?}");
+        assert_eq!(
+            stats.free_blocks + stats.cached_blocks,
+            idle.free_blocks,
+            "{stats:?}"
+        );
+        let c = exec.counters().await.expect("counters");
+        assert!(
+            c.tokens_generated < 3 * 200,
+            "the abandoned groups were cancelled, not run out ({} tokens)",
+            c.tokens_generated
+        );
+    });
+}
+
 /// Ids a `keep` group's events report as kept: its branches and its prompt.
 fn kept_ids(events: &[Event]) -> Vec<u64> {
     let mut ids = Vec::new();

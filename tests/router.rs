@@ -252,7 +252,7 @@ fn chat_is_answered_directly_and_hard_math_thinks() {
 fn run_auto(
     generator: Arc<dyn Generator>,
     problem: &str,
-    budget: i64,
+    budget: u64,
 ) -> Result<Outcome, StrategyError> {
     let registry = router::registry_with_auto(shipped());
     let req = ReasonRequest {

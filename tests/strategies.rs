@@ -53,7 +53,7 @@ fn solve_on(
     problem: &str,
     strategy: &str,
     params: serde_json::Value,
-    budget: i64,
+    budget: u64,
     seed: u64,
 ) -> Result<Outcome, StrategyError> {
     let req = ReasonRequest {
@@ -78,7 +78,7 @@ fn solve(
     problem: &str,
     strategy: &str,
     params: serde_json::Value,
-    budget: i64,
+    budget: u64,
     seed: u64,
 ) -> Result<Outcome, StrategyError> {
     solve_on(runtime(), problem, strategy, params, budget, seed)
@@ -131,7 +131,7 @@ fn every_strategy_runs_on_the_real_engine_within_budget_and_metered_exactly() {
         let after = block_on(rt.counters()).expect("counters");
         let u = out.usage;
         assert!(
-            u.spent() <= budget as u64,
+            u.spent() <= budget,
             "{name}: spent {} of {budget}",
             u.spent()
         );
@@ -269,13 +269,13 @@ fn a_binding_budget_replays_the_same_search_whatever_the_cache_holds() {
 
 #[test]
 fn bad_requests_get_named_errors() {
-    let err = |strategy: &str, params: serde_json::Value, budget: i64| {
+    let err = |strategy: &str, params: serde_json::Value, budget: u64| {
         solve("What is 1+1?", strategy, params, budget, 0)
             .err()
             .map(|e| e.to_string())
             .unwrap_or_default()
     };
-    assert!(err("best_of_n", json!({}), -5).contains("budget_tokens"));
+    assert!(err("best_of_n", json!({}), 0).contains("budget_tokens"));
     assert!(err("nonesuch", json!({}), 100).contains("valid strategies"));
     assert!(err("beam_search", json!({"width": 0}), 100).contains("width"));
     let tiny = err("best_of_n", json!({}), 10);
@@ -317,4 +317,98 @@ fn a_search_computes_each_tree_position_once_and_then_holds_no_block() {
         );
         assert_eq!(kv.used_blocks, 0, "{name}: blocks still held: {kv:?}");
     }
+}
+
+/// Issue 34: plain decoding goes through the generator port. A streamed `extend` sends every
+/// token as it is sampled, each with the text it completes; the pieces of a choice concatenate
+/// to exactly the text and tokens the call returns, the last one says why it ended, and
+/// streaming changes nothing the call computes (same seeds, same text).
+#[test]
+fn streamed_pieces_rebuild_each_choice_exactly() {
+    use ponder_strategies::{
+        CostTally, ExtendRequest, Generator, LogitAdjust, Sampling, StopKind, Turn,
+    };
+    let generator = runtime().generator();
+    let run = |stream: bool| {
+        block_on(async {
+            let turns = [Turn::new("user", "Write one sentence about the sea.")];
+            let text = generator.render_chat(&turns).expect("render");
+            let (root, prompt) = generator.open_text(&text).await.expect("open");
+            assert_eq!(Some(prompt as u64), Some(prompt_tokens_of(&text)));
+            let requests: Vec<ExtendRequest> = (0..3u64)
+                .map(|i| ExtendRequest {
+                    seq: if i == 0 {
+                        root
+                    } else {
+                        generator.fork(root).expect("fork")
+                    },
+                    max_tokens: 24,
+                    stop: vec![".".into()],
+                    sampling: Sampling {
+                        seed: 11 + i,
+                        ..Sampling::default()
+                    },
+                    logits: LogitAdjust::default(),
+                })
+                .collect();
+            let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+            let tally = CostTally::default();
+            let out = if stream {
+                generator.extend_streamed(&requests, &tally, &tx).await
+            } else {
+                generator.extend_tallied(&requests, &tally).await
+            }
+            .expect("extend");
+            drop(tx);
+            let mut pieces = Vec::new();
+            while let Some(p) = rx.recv().await {
+                pieces.push(p);
+            }
+            for r in &requests {
+                generator.release(r.seq);
+            }
+            (out, pieces)
+        })
+    };
+    let (out, pieces) = run(true);
+    for (i, ext) in out.iter().enumerate() {
+        let mine: Vec<_> = pieces.iter().filter(|p| p.index == i).collect();
+        let text: String = mine.iter().map(|p| p.text.as_str()).collect();
+        let tokens: Vec<_> = mine.iter().flat_map(|p| p.tokens.clone()).collect();
+        assert_eq!(text, ext.text, "choice {i}: pieces rebuild the text");
+        assert_eq!(tokens, ext.tokens, "choice {i}: pieces carry every token");
+        assert!(mine.len() > 2, "choice {i} streamed token by token");
+        let last = mine.last().expect("a last piece");
+        assert_eq!(
+            last.finish,
+            Some(ext.stop),
+            "choice {i}: the last piece ends it"
+        );
+        assert!(mine.iter().rev().skip(1).all(|p| p.finish.is_none()));
+        let joined: String = ext.tokens.iter().map(|t| t.text.as_str()).collect();
+        assert_eq!(
+            joined, ext.text,
+            "choice {i}: each token carries its own text"
+        );
+        assert!(matches!(
+            ext.stop,
+            StopKind::Stop | StopKind::Eos | StopKind::Length
+        ));
+    }
+    let (plain, none) = run(false);
+    assert!(none.is_empty(), "extend without a stream sends no pieces");
+    let texts = |o: &[ponder_strategies::Extension]| -> Vec<String> {
+        o.iter().map(|e| e.text.clone()).collect()
+    };
+    assert_eq!(
+        texts(&plain),
+        texts(&out),
+        "streaming changes nothing computed"
+    );
+}
+
+fn prompt_tokens_of(text: &str) -> u64 {
+    ponder::engine::encode_prompt(&runtime().model, text)
+        .expect("encode")
+        .len() as u64
 }

@@ -33,7 +33,7 @@ pub fn calibrate(
     {
         let (n, max_tokens) = shape(&registry, &r.strategy, &r.params);
         let difficulty = difficulty_of_level(r.level.unwrap_or(0), easy_max, hard_min);
-        let budget = u64::try_from(r.budget).unwrap_or(0);
+        let budget = r.budget;
         cells
             .entry((difficulty, r.strategy.clone(), n, max_tokens, budget))
             .or_default()

@@ -91,7 +91,7 @@ struct RunArgs {
     strategies: Vec<String>,
     /// Comma-separated token budgets.
     #[arg(long, value_delimiter = ',', required = true)]
-    budgets: Vec<i64>,
+    budgets: Vec<u64>,
     /// Comma-separated seeds.
     #[arg(long, value_delimiter = ',', default_value = "0")]
     seeds: Vec<u64>,

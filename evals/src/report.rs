@@ -21,7 +21,7 @@ pub struct CellReport {
     /// Verifier.
     pub verifier: String,
     /// Budget.
-    pub budget: i64,
+    pub budget: u64,
     /// Items (problems × seeds).
     pub n: usize,
     /// Fraction answered correctly.
@@ -113,7 +113,7 @@ fn bits(xs: impl Iterator<Item = bool>) -> Vec<f64> {
 
 /// Aggregates rows per (strategy, verifier, budget), sorted in that order.
 pub fn summarize(rows: &[ResultRow]) -> Vec<CellReport> {
-    let mut cells: BTreeMap<(String, String, i64), Vec<&ResultRow>> = BTreeMap::new();
+    let mut cells: BTreeMap<(String, String, u64), Vec<&ResultRow>> = BTreeMap::new();
     for r in rows {
         cells
             .entry((r.strategy.clone(), r.verifier.clone(), r.budget))

@@ -38,7 +38,7 @@ pub struct ResultRow {
     /// Strategy.
     pub strategy: String,
     /// Token budget.
-    pub budget: i64,
+    pub budget: u64,
     /// Seed.
     pub seed: u64,
     /// Problem level, if the dataset has levels.
@@ -109,7 +109,7 @@ pub struct ItemKey {
     /// Strategy.
     pub strategy: String,
     /// Budget.
-    pub budget: i64,
+    pub budget: u64,
     /// Seed.
     pub seed: u64,
     /// Verifier.

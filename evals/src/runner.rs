@@ -34,7 +34,7 @@ pub struct Item {
     /// Strategy name.
     pub strategy: String,
     /// Token budget.
-    pub budget: i64,
+    pub budget: u64,
     /// Seed.
     pub seed: u64,
     /// The strategy's parameters (`null`: its defaults).
@@ -322,7 +322,7 @@ pub fn grade(item: &Item, attempt: Attempt, wall_ms: u64) -> ResultRow {
 pub fn grid(
     problems: &[EvalProblem],
     strategies: &[String],
-    budgets: &[i64],
+    budgets: &[u64],
     seeds: &[u64],
     setup: &Setup,
 ) -> Vec<Item> {

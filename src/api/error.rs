@@ -137,17 +137,7 @@ pub struct ErrorDetail {
 
 impl AppError {
     /// The status, error type, offending field and code.
-    fn parts(
-        &self,
-    ) -> (
-        StatusCode,
-        &'static str,
-        Option<String>,
-        Option<&'static str>,
-    ) {
-        const INVALID: &str = "invalid_request_error";
-        // The request's fan-out (n x max_tokens) needs more KV blocks than the server has.
-        const KV_CAPACITY: &str = "kv_capacity_exceeded";
+    fn parts(&self) -> Parts {
         match self {
             Self::Validation(v) => match v {
                 ValidationError::Invalid { field, .. } => (
@@ -254,6 +244,29 @@ impl AppError {
                     None,
                     Some(KV_CAPACITY),
                 ),
+                StrategyError::Generator(GeneratorError::Engine(e)) => {
+                    match e.downcast_ref::<EngineError>() {
+                        Some(e) => engine_parts(e),
+                        None => (
+                            StatusCode::INTERNAL_SERVER_ERROR,
+                            "server_error",
+                            None,
+                            None,
+                        ),
+                    }
+                }
+                StrategyError::Generator(GeneratorError::InvalidPrompt(_)) => (
+                    StatusCode::BAD_REQUEST,
+                    INVALID,
+                    Some("prompt".into()),
+                    None,
+                ),
+                StrategyError::Generator(GeneratorError::InvalidRequest { field, .. }) => (
+                    StatusCode::BAD_REQUEST,
+                    INVALID,
+                    Some((*field).into()),
+                    None,
+                ),
                 StrategyError::Generator(_) | StrategyError::Verifier(_) => (
                     StatusCode::INTERNAL_SERVER_ERROR,
                     "server_error",
@@ -261,38 +274,7 @@ impl AppError {
                     None,
                 ),
             },
-            Self::Engine(e) => match e {
-                EngineError::PromptTooLong { .. } => (
-                    StatusCode::BAD_REQUEST,
-                    INVALID,
-                    Some("messages".into()),
-                    Some("context_length_exceeded"),
-                ),
-                EngineError::InvalidInput { field, .. } => (
-                    StatusCode::BAD_REQUEST,
-                    INVALID,
-                    Some((*field).into()),
-                    None,
-                ),
-                EngineError::ExceedsKvPool { .. } => (
-                    StatusCode::UNPROCESSABLE_ENTITY,
-                    INVALID,
-                    None,
-                    Some(KV_CAPACITY),
-                ),
-                EngineError::ChatTemplate(_) => (
-                    StatusCode::BAD_REQUEST,
-                    INVALID,
-                    Some("messages".into()),
-                    None,
-                ),
-                _ => (
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "server_error",
-                    None,
-                    None,
-                ),
-            },
+            Self::Engine(e) => engine_parts(e),
             Self::NoEngine => (
                 StatusCode::BAD_GATEWAY,
                 "server_error",
@@ -325,6 +307,54 @@ impl AppError {
                 code,
             },
         }
+    }
+}
+
+type Parts = (
+    StatusCode,
+    &'static str,
+    Option<String>,
+    Option<&'static str>,
+);
+
+const INVALID: &str = "invalid_request_error";
+// The request's fan-out (n x max_tokens) needs more KV blocks than the server has.
+const KV_CAPACITY: &str = "kv_capacity_exceeded";
+
+/// The status, error type, offending field and code of an engine error (raised directly, or
+/// behind the generator port).
+fn engine_parts(e: &EngineError) -> Parts {
+    match e {
+        EngineError::PromptTooLong { .. } => (
+            StatusCode::BAD_REQUEST,
+            INVALID,
+            Some("messages".into()),
+            Some("context_length_exceeded"),
+        ),
+        EngineError::InvalidInput { field, .. } => (
+            StatusCode::BAD_REQUEST,
+            INVALID,
+            Some((*field).into()),
+            None,
+        ),
+        EngineError::ExceedsKvPool { .. } => (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            INVALID,
+            None,
+            Some(KV_CAPACITY),
+        ),
+        EngineError::ChatTemplate(_) => (
+            StatusCode::BAD_REQUEST,
+            INVALID,
+            Some("messages".into()),
+            None,
+        ),
+        _ => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "server_error",
+            None,
+            None,
+        ),
     }
 }
 

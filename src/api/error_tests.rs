@@ -76,7 +76,7 @@ fn generator_errors_map_by_variant_not_by_message() {
             missing: "choices",
             shown: misleading.into(),
         },
-        GeneratorError::InvalidPrompt(misleading.into()),
+        GeneratorError::Unsupported("open_text"),
         GeneratorError::UnknownSequence(7),
         GeneratorError::Stopped,
         GeneratorError::SequenceCancelled,
@@ -91,6 +91,52 @@ fn generator_errors_map_by_variant_not_by_message() {
             "{e} must not be read as an outage"
         );
     }
+}
+
+/// What the caller got wrong, found behind the port (plain decoding opens and validates through
+/// the generator), is the caller's error, as when the API finds it: a 400 naming the field.
+#[test]
+fn caller_errors_behind_the_port_are_400s_naming_the_field() {
+    let too_long = || EngineError::PromptTooLong {
+        tokens: 9000,
+        context: 8192,
+    };
+    let rows: Vec<(GeneratorError, Seen)> = vec![
+        (
+            GeneratorError::InvalidPrompt("the prompt is empty".into()),
+            (400, "invalid_request_error", Some("prompt"), None),
+        ),
+        (
+            GeneratorError::InvalidRequest {
+                field: "logit_bias",
+                reason: "token 99999 is not in the model's vocabulary".into(),
+            },
+            (400, "invalid_request_error", Some("logit_bias"), None),
+        ),
+        (
+            GeneratorError::Engine(Box::new(too_long())),
+            (
+                400,
+                "invalid_request_error",
+                Some("messages"),
+                Some("context_length_exceeded"),
+            ),
+        ),
+    ];
+    for (e, want) in rows {
+        let e = generator(e);
+        let (status, kind, param, code) = seen(&e);
+        assert_eq!(
+            (status, kind.as_str(), param.as_deref(), code.as_deref()),
+            want,
+            "{e}"
+        );
+    }
+    // The same engine error raised directly maps the same way.
+    assert_eq!(
+        seen(&AppError::Engine(too_long())),
+        seen(&generator(GeneratorError::Engine(Box::new(too_long()))))
+    );
 }
 
 #[test]

@@ -8,7 +8,6 @@
 //! drops them: the group is cancelled and its KV blocks are freed at the next scheduler step.
 #![deny(clippy::indexing_slicing)]
 
-use std::collections::HashMap;
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Instant;
@@ -18,7 +17,10 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use futures_util::Stream;
-use ponder_strategies::{GeneratorError, Outcome, Progress, SearchFinish, Stops, StrategyError};
+use ponder_strategies::{
+    CostTally, ExtendRequest, GeneratorError, LogitAdjust, Outcome, Piece, Progress, Sampling,
+    SearchFinish, StopKind, Stops, StrategyError, TokenInfo, Turn,
+};
 use serde_json::json;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -33,15 +35,10 @@ use super::responses::{
     ChatCompletion, ChoiceFinish, PonderChunkField, ProgressUpdate, SearchSummary, TextCompletion,
 };
 use super::sse::{data, done, ChoiceOut, Envelope, Flavor};
-use super::types::{ChatCompletionRequest, CompletionRequest, ReasonBody, UsageOut};
+use super::types::{ChatCompletionRequest, CompletionRequest, Logprobs, ReasonBody, UsageOut};
 use super::validate::{self, PromptIn, ValidGeneration};
 use super::AppState;
-use crate::backends::StopStrings;
-use crate::engine::{
-    encode_prompt, Event as EngineEvent, GroupHandle, GroupRequest, LoadedModel, SampledToken,
-    SeqFinish, StopCondition,
-};
-use crate::reason::{reason_with_progress, ReasonRequest};
+use crate::reason::{run_valid, ReasonRequest, ValidReasonRequest};
 
 /// `POST /v1/chat/completions`.
 #[utoipa::path(post, path = "/v1/chat/completions", tag = "completions",
@@ -84,6 +81,7 @@ pub(crate) async fn reason(
 ) -> Result<Json<Outcome>> {
     let req = validate::reason(&body, &state.limits, &state.registry)?;
     check_question_fits(&state, &req.problem)?;
+    let req = req.validate(&state.registry, state.limits.max_budget_tokens)?;
     let start = Instant::now();
     let slot = admit(&state).await?;
     let search = Search::spawn(&state, req, None)?;
@@ -110,70 +108,88 @@ async fn generate(
     if valid.strategy.is_some() {
         return search(state, valid, flavor, start).await;
     }
-    match (&state.remote, &state.runtime) {
-        (Some(pool), _) => {
-            let pool = Arc::clone(pool);
-            super::generate_remote::direct(state, pool, valid, flavor, start).await
-        }
-        (None, Some(runtime)) => {
-            let runtime = Arc::clone(runtime);
-            direct(state, runtime, valid, flavor, start).await
-        }
-        (None, None) => Err(AppError::NoEngine),
-    }
+    direct(state, valid, flavor, start).await
 }
 
 // ---------------------------------------------------------------------------------------------
-// Plain decoding through the executor.
+// Plain decoding, through the generator port.
 
-/// One choice's tokens so far and what of its text has been sent.
+/// One choice as its pieces arrive: its text and tokens so far (the generator's text keeps a
+/// stop string; the reply does not), what of them has been sent, and why it ended.
 #[derive(Debug, Default)]
 struct Choice {
-    ids: Vec<u32>,
-    tokens: Vec<SampledToken>,
+    text: String,
+    tokens: Vec<TokenInfo>,
     sent_bytes: usize,
     sent_tokens: usize,
-    finish: Option<ChoiceFinish>,
-    /// When its last token arrived (for the inter-token latency).
-    last_token_at: Option<Instant>,
+    finish: Option<StopKind>,
 }
 
-/// Decodes choices, cutting the text at the first stop string (which OpenAI does not return).
-#[derive(Debug)]
-struct Decoder {
-    model: Arc<LoadedModel>,
-    stop: Stops,
-}
-
-impl Decoder {
-    fn text(&self, ids: &[u32]) -> String {
-        self.text_and_stop(ids).0
-    }
-
-    /// The text up to the first stop string, and that stop string.
-    fn text_and_stop(&self, ids: &[u32]) -> (String, Option<String>) {
-        let mut text = self.model.tokenizer.decode(ids).unwrap_or_default();
-        let first = self.stop.first_in(&text).map(|(at, s)| (at, s.to_string()));
-        match first {
-            Some((at, s)) => {
-                text.truncate(at);
-                (text, Some(s))
-            }
-            None => (text, None),
+impl Choice {
+    /// The reply's text: up to the first stop string (which OpenAI does not return), and that
+    /// stop string.
+    fn cut<'a>(&'a self, stops: &'a Stops) -> (&'a str, Option<&'a str>) {
+        match stops.first_in(&self.text) {
+            Some((at, s)) => (self.text.get(..at).unwrap_or_default(), Some(s)),
+            None => (&self.text, None),
         }
     }
 
-    /// Text of `choice` not yet sent; while it runs, holds back what could still turn out to be
-    /// the start of a stop string or half of a multi-byte character.
-    fn delta(&self, choice: &mut Choice, finished: bool) -> Option<String> {
-        let text = self.text(&choice.ids);
+    fn finish_reason(&self) -> Option<ChoiceFinish> {
+        self.finish.map(|f| match f {
+            StopKind::Length => ChoiceFinish::Length,
+            StopKind::Stop | StopKind::Eos => ChoiceFinish::Stop,
+        })
+    }
+
+    fn out(&self, stops: &Stops, logprobs: Option<Logprobs>) -> ChoiceOut {
+        let (text, stop) = self.cut(stops);
+        ChoiceOut {
+            text: text.to_string(),
+            logprobs,
+            finish: self.finish_reason().unwrap_or(ChoiceFinish::Stop),
+            stop_reason: stop.map(str::to_string),
+        }
+    }
+}
+
+/// A plain request's choices, folded from the generator's pieces.
+struct PlainRun {
+    choices: Vec<Choice>,
+    stops: Stops,
+    first_token: bool,
+}
+
+impl PlainRun {
+    fn new(n: usize, stops: Stops) -> Self {
+        Self {
+            choices: (0..n).map(|_| Choice::default()).collect(),
+            stops,
+            first_token: true,
+        }
+    }
+
+    /// Adds `piece` to its choice (timing the request's first token); returns the choice.
+    fn push(&mut self, piece: Piece, metrics: &Metrics, start: Instant) -> Option<usize> {
+        if self.first_token && !piece.tokens.is_empty() {
+            self.first_token = false;
+            metrics.ttft(start.elapsed());
+        }
+        let choice = self.choices.get_mut(piece.index)?;
+        choice.text.push_str(&piece.text);
+        choice.tokens.extend(piece.tokens);
+        choice.finish = piece.finish.or(choice.finish);
+        Some(piece.index)
+    }
+
+    /// Text of choice `i` not yet sent; while it runs, holds back what could still turn out to
+    /// be the start of a stop string.
+    fn delta(&mut self, i: usize) -> Option<String> {
+        let choice = self.choices.get_mut(i)?;
+        let (text, stop) = choice.cut(&self.stops);
         let mut end = text.len();
-        if !finished {
-            if text.ends_with('\u{FFFD}') {
-                return None;
-            }
-            let hold = self.stop.hold_back();
-            end = end.saturating_sub(hold);
+        if choice.finish.is_none() && stop.is_none() {
+            end = end.saturating_sub(self.stops.hold_back());
             while end > 0 && !text.is_char_boundary(end) {
                 end -= 1;
             }
@@ -185,287 +201,204 @@ impl Decoder {
         choice.sent_bytes = end;
         delta
     }
-}
 
-fn finish_name(reason: SeqFinish) -> ChoiceFinish {
-    match reason {
-        SeqFinish::Length => ChoiceFinish::Length,
-        SeqFinish::Stop | SeqFinish::Cancelled => ChoiceFinish::Stop,
+    /// Counts every choice by its finish reason, and the request's end-to-end latency.
+    fn finished(&self, metrics: &Metrics, prompt_tokens: u64, completion: &[u64], start: Instant) {
+        for (c, tokens) in self.choices.iter().zip(completion) {
+            let reason = c.finish_reason().map_or("abort", ChoiceFinish::as_str);
+            metrics.finished(reason, prompt_tokens, *tokens);
+        }
+        metrics.e2e(start.elapsed());
     }
 }
 
+/// A request without a strategy, on whichever engine serves (the local model or the
+/// backends): the conversation rendered in the model's chat format (or the text sent as is),
+/// opened once and forked into `n` choices with seeds `seed`, `seed + 1`, …, continued in one
+/// streamed `extend`.
 async fn direct(
     state: Arc<AppState>,
-    runtime: Arc<crate::runtime::Runtime>,
     valid: ValidGeneration,
     flavor: Flavor,
     start: Instant,
 ) -> Result<Response> {
-    let model = Arc::clone(&runtime.model);
+    let generator = state.generator()?;
+    if let Some(vocab) = generator.vocab_size() {
+        if let Some((t, _)) = valid
+            .sampling
+            .logit_bias
+            .iter()
+            .find(|(t, _)| *t as usize >= vocab)
+        {
+            return Err(ValidationError::invalid(
+                "logit_bias",
+                format!("token {t} is not in the model's vocabulary of {vocab} tokens"),
+            )
+            .into());
+        }
+    }
     let text = match &valid.prompt {
-        PromptIn::Chat(messages) => model.render_chat(messages)?,
+        PromptIn::Chat(messages) => {
+            let turns: Vec<Turn> = messages
+                .iter()
+                .map(|m| Turn::new(m.role.as_str(), m.content.as_str()))
+                .collect();
+            generator.render_chat(&turns)?
+        }
         PromptIn::Text(t) => t.clone(),
     };
-    let ids = encode_prompt(&model, &text)?;
-    let vocab = model.model.config().vocab_size;
-    if let Some((t, _)) = valid
-        .sampling
-        .logit_bias
-        .iter()
-        .find(|(t, _)| *t as usize >= vocab)
-    {
-        return Err(ValidationError::invalid(
-            "logit_bias",
-            format!("token {t} is not in the model's vocabulary of {vocab} tokens"),
-        )
-        .into());
-    }
-    let context = model.model.config().context_length;
-    let prompt_len = ids.len();
-    let room = context.saturating_sub(prompt_len);
-    let max_tokens = valid
-        .max_tokens
-        .unwrap_or(state.limits.default_max_tokens.min(room));
-    if room == 0 || max_tokens > room {
-        return Err(ValidationError::ContextLength {
-            prompt: prompt_len,
-            tokens: prompt_len + max_tokens.max(1),
-            context,
+    let (root, prompt_len) = generator.open_text(&text).await?;
+    let context = generator.context_length();
+    let room = context.map(|c| c.saturating_sub(prompt_len));
+    let max_tokens = valid.max_tokens.unwrap_or(
+        state
+            .limits
+            .default_max_tokens
+            .min(room.unwrap_or(usize::MAX)),
+    );
+    if let (Some(room), Some(context)) = (room, context) {
+        if room == 0 || max_tokens > room {
+            generator.release(root);
+            return Err(ValidationError::ContextLength {
+                prompt: prompt_len,
+                tokens: prompt_len + max_tokens.max(1),
+                context,
+            }
+            .into());
         }
-        .into());
     }
-    let stop_condition = (!valid.stop.is_empty()).then(|| {
-        Arc::new(StopStrings::new(
-            Arc::clone(&model),
-            Stops::new(&valid.stop),
-        )) as Arc<dyn StopCondition>
-    });
-    let samples = (0..valid.n as u64)
-        .map(|i| crate::engine::SamplingParams {
-            seed: valid.sampling.seed.wrapping_add(i),
-            ..valid.sampling.clone()
-        })
-        .collect();
-    let request = GroupRequest {
-        prompt: ids,
-        samples,
-        max_new_tokens: max_tokens,
-        stop_tokens: model.tokenizer.eos().to_vec(),
-        stop_condition,
-        priority: 0,
-        keep: false,
-        resume: None,
-    };
+    let p = &valid.sampling;
+    let mut requests = Vec::with_capacity(valid.n);
+    for i in 0..valid.n as u64 {
+        let seq = if i == 0 { root } else { generator.fork(root)? };
+        requests.push(ExtendRequest {
+            seq,
+            max_tokens,
+            stop: valid.stop.clone(),
+            sampling: Sampling {
+                temperature: p.temperature,
+                top_p: p.top_p,
+                top_k: p.top_k,
+                min_p: p.min_p,
+                seed: p.seed.wrapping_add(i),
+                top_logprobs: p.top_logprobs,
+            },
+            logits: LogitAdjust {
+                repetition_penalty: p.repetition_penalty,
+                presence_penalty: p.presence_penalty,
+                frequency_penalty: p.frequency_penalty,
+                logit_bias: p.logit_bias.clone(),
+            },
+        });
+    }
     let slot = admit(&state).await?;
-    let handle = runtime.executor.submit(request).await?;
-    let env = Envelope::new(flavor, &valid.model);
-    let decoder = Decoder {
-        model,
-        stop: Stops::new(&valid.stop),
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let tally = Arc::new(CostTally::default());
+    // The call, owning the sender: the channel closes once it has sent its last piece. It runs
+    // inside the response (future or stream), so a client that goes away drops it, and the
+    // generator cancels its sequences and frees their KV at once.
+    let work = {
+        let tally = Arc::clone(&tally);
+        async move {
+            let out = generator.extend_streamed(&requests, &tally, &tx).await;
+            for r in &requests {
+                generator.release(r.seq);
+            }
+            out
+        }
     };
+    let env = Envelope::new(flavor, &valid.model);
+    let mut run = PlainRun::new(valid.n, Stops::new(&valid.stop));
+    let prompt_tokens = prompt_len as u64;
     if valid.stream {
         let interval = state.limits.keep_alive;
-        let events = direct_stream(
-            state,
-            env,
-            decoder,
-            handle,
-            slot,
-            valid,
-            prompt_len as u64,
-            start,
-        );
+        let events = async_stream::stream! {
+            let _slot = slot;
+            let mut work = std::pin::pin!(work);
+            let mut result = None;
+            if env.flavor == Flavor::Chat {
+                for i in 0..run.choices.len() {
+                    yield Ok::<Event, Infallible>(data(&env.chunk(i, Some(""), true, None, None)));
+                }
+            }
+            loop {
+                let piece = match result {
+                    // Pieces as they come while the call runs; then the rest, until closed.
+                    None => tokio::select! {
+                        biased;
+                        piece = rx.recv() => piece,
+                        r = &mut work => {
+                            result = Some(r);
+                            continue;
+                        }
+                    },
+                    Some(_) => rx.recv().await,
+                };
+                let Some(piece) = piece else { break };
+                let Some(i) = run.push(piece, &state.metrics, start) else { continue };
+                let delta = run.delta(i);
+                let Some(choice) = run.choices.get_mut(i) else { continue };
+                let finished = choice.finish.is_some();
+                let logprobs = if valid.logprobs && (delta.is_some() || finished) {
+                    let from = choice.sent_tokens;
+                    choice.sent_tokens = choice.tokens.len();
+                    Some(env.logprobs(choice.tokens.get(from..).unwrap_or_default(), 0))
+                } else {
+                    None
+                };
+                if delta.is_some() || logprobs.is_some() {
+                    yield Ok(data(&env.chunk(i, Some(delta.as_deref().unwrap_or("")), false, logprobs, None)));
+                }
+                if finished {
+                    yield Ok(data(&env.chunk(i, None, false, None, choice.finish_reason())));
+                }
+            }
+            match result {
+                Some(Ok(exts)) => {
+                    let completion: Vec<u64> = exts.iter().map(|e| e.cost.generated).collect();
+                    if valid.include_usage {
+                        let usage = UsageOut::new(prompt_tokens, completion.iter().sum(), tally.get().prefill_reused, 0);
+                        yield Ok(data(&env.bare_chunk(Some(&usage), None)));
+                    }
+                    run.finished(&state.metrics, prompt_tokens, &completion, start);
+                }
+                Some(Err(e)) => yield Ok(data(&json!(AppError::from(e).body()))),
+                None => {}
+            }
+            yield Ok(done());
+        };
         return Ok(Sse::new(events)
             .keep_alive(keep_alive(&interval))
             .into_response());
     }
-    let mut run = DirectRun::new(handle);
-    while let Some((i, token)) = run.next().await? {
-        if let Some(t) = token {
-            run.time(i, &state.metrics, start);
-            run.push(i, t);
+    let (exts, ()) = tokio::join!(work, async {
+        while let Some(piece) = rx.recv().await {
+            run.push(piece, &state.metrics, start);
         }
-    }
-    run.finished(&state.metrics, prompt_len as u64, start);
-    let completion: u64 = run.choices.iter().map(|c| c.ids.len() as u64).sum();
-    let usage = UsageOut::new(prompt_len as u64, completion, run.cached, 0);
+    });
+    let exts = exts?;
+    drop(slot);
+    let completion: Vec<u64> = exts.iter().map(|e| e.cost.generated).collect();
+    run.finished(&state.metrics, prompt_tokens, &completion, start);
+    let usage = UsageOut::new(
+        prompt_tokens,
+        completion.iter().sum(),
+        tally.get().prefill_reused,
+        0,
+    );
     let choices = run
         .choices
         .iter()
         .map(|c| {
-            let (text, stop_reason) = decoder.text_and_stop(&c.ids);
-            let logprobs = valid
-                .logprobs
-                .then(|| env.logprobs(&decoder.model, &c.tokens, 0));
-            ChoiceOut {
-                text,
-                logprobs,
-                finish: c.finish.unwrap_or(ChoiceFinish::Stop),
-                stop_reason,
-            }
+            let logprobs = valid.logprobs.then(|| env.logprobs(&c.tokens, 0));
+            c.out(&run.stops, logprobs)
         })
         .collect();
-    let body = env.response(choices, &usage, None);
-    drop(slot);
-    Ok(Json(body).into_response())
+    Ok(Json(env.response(choices, &usage, None)).into_response())
 }
 
 pub(super) fn keep_alive(interval: &std::time::Duration) -> KeepAlive {
     KeepAlive::new().interval(*interval).text("keep-alive")
-}
-
-/// The executor's events for one group, folded into choices.
-struct DirectRun {
-    handle: GroupHandle,
-    index: HashMap<crate::engine::SeqId, usize>,
-    choices: Vec<Choice>,
-    open: usize,
-    cached: u64,
-    first_token: bool,
-}
-
-impl DirectRun {
-    fn new(handle: GroupHandle) -> Self {
-        let index = handle
-            .seqs
-            .iter()
-            .enumerate()
-            .map(|(i, s)| (*s, i))
-            .collect();
-        let n = handle.seqs.len();
-        Self {
-            handle,
-            index,
-            choices: (0..n).map(|_| Choice::default()).collect(),
-            open: n,
-            cached: 0,
-            first_token: true,
-        }
-    }
-
-    /// Times a token of choice `i` arriving: the request's first token, or the gap since the
-    /// choice's last.
-    fn time(&mut self, i: usize, metrics: &Metrics, start: Instant) {
-        let now = Instant::now();
-        if self.first_token {
-            self.first_token = false;
-            metrics.ttft(now - start);
-        }
-        if let Some(choice) = self.choices.get_mut(i) {
-            if let Some(before) = choice.last_token_at.replace(now) {
-                metrics.inter_token(now - before);
-            }
-        }
-    }
-
-    /// Counts every choice by its finish reason, and the request's end-to-end latency.
-    fn finished(&self, metrics: &Metrics, prompt_tokens: u64, start: Instant) {
-        for c in &self.choices {
-            metrics.finished(
-                c.finish.map_or("abort", ChoiceFinish::as_str),
-                prompt_tokens,
-                c.ids.len() as u64,
-            );
-        }
-        metrics.e2e(start.elapsed());
-    }
-
-    /// Records a token of choice `i`.
-    fn push(&mut self, i: usize, token: SampledToken) {
-        if let Some(choice) = self.choices.get_mut(i) {
-            choice.ids.push(token.token);
-            choice.tokens.push(token);
-        }
-    }
-
-    /// The next token of some choice (`Some((i, Some(token)))`), a choice finishing
-    /// (`Some((i, None))`, its `finish` set), or `None` when every choice has finished.
-    async fn next(&mut self) -> Result<Option<(usize, Option<SampledToken>)>> {
-        loop {
-            if self.open == 0 {
-                return Ok(None);
-            }
-            let Some(event) = self.handle.events.recv().await else {
-                return Err(AppError::Strategy(GeneratorError::Stopped.into()));
-            };
-            match event {
-                EngineEvent::Token { seq, token } => {
-                    if let Some(&i) = self.index.get(&seq) {
-                        return Ok(Some((i, Some(token))));
-                    }
-                }
-                EngineEvent::Prefill { reused, .. } => self.cached += reused,
-                EngineEvent::Finished { seq, reason } => {
-                    if let Some(&i) = self.index.get(&seq) {
-                        self.open -= 1;
-                        if let Some(choice) = self.choices.get_mut(i) {
-                            choice.finish = Some(finish_name(reason));
-                        }
-                        return Ok(Some((i, None)));
-                    }
-                }
-            }
-        }
-    }
-}
-
-#[allow(clippy::too_many_arguments)]
-fn direct_stream(
-    state: Arc<AppState>,
-    env: Envelope,
-    decoder: Decoder,
-    handle: GroupHandle,
-    slot: Slot,
-    valid: ValidGeneration,
-    prompt_tokens: u64,
-    start: Instant,
-) -> impl Stream<Item = std::result::Result<Event, Infallible>> {
-    async_stream::stream! {
-        let _slot = slot;
-        let mut run = DirectRun::new(handle);
-        if env.flavor == Flavor::Chat {
-            for i in 0..run.choices.len() {
-                yield Ok(data(&env.chunk(i, Some(""), true, None, None)));
-            }
-        }
-        loop {
-            let next = run.next().await;
-            let (i, token) = match next {
-                Ok(Some(x)) => x,
-                Ok(None) => break,
-                Err(e) => {
-                    yield Ok(data(&json!(e.body())));
-                    break;
-                }
-            };
-            let finished = token.is_none();
-            if let Some(t) = token {
-                run.time(i, &state.metrics, start);
-                run.push(i, t);
-            }
-            let Some(choice) = run.choices.get_mut(i) else { continue };
-            let delta = decoder.delta(choice, finished);
-            let logprobs = if valid.logprobs && (delta.is_some() || finished) {
-                let from = choice.sent_tokens;
-                choice.sent_tokens = choice.tokens.len();
-                Some(env.logprobs(&decoder.model, choice.tokens.get(from..).unwrap_or_default(), 0))
-            } else {
-                None
-            };
-            if delta.is_some() || logprobs.is_some() {
-                yield Ok(data(&env.chunk(i, Some(delta.as_deref().unwrap_or("")), false, logprobs, None)));
-            }
-            if finished {
-                yield Ok(data(&env.chunk(i, None, false, None, choice.finish)));
-            }
-        }
-        if valid.include_usage {
-            let completion: u64 = run.choices.iter().map(|c| c.ids.len() as u64).sum();
-            yield Ok(data(&env.bare_chunk(Some(&UsageOut::new(prompt_tokens, completion, run.cached, 0)), None)));
-        }
-        run.finished(&state.metrics, prompt_tokens, start);
-        yield Ok(done());
-    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -481,11 +414,10 @@ struct Search {
 impl Search {
     fn spawn(
         state: &Arc<AppState>,
-        req: ReasonRequest,
+        req: ValidReasonRequest,
         progress: Option<mpsc::UnboundedSender<Progress>>,
     ) -> Result<Self> {
         let cancel = CancellationToken::new();
-        let registry = Arc::clone(&state.registry);
         let generator = state.generator()?;
         let verifier = state.verifier.clone();
         // The LLM-as-PRM judges with a generator of this search's own, on the engine the search
@@ -494,9 +426,9 @@ impl Search {
         let token = cancel.clone();
         let span = tracing::info_span!(
             "search",
-            strategy = %req.strategy,
-            budget_tokens = req.budget_tokens,
-            seed = req.seed,
+            strategy = %req.strategy_name(),
+            budget_tokens = req.budget_tokens(),
+            seed = req.seed(),
         );
         let task = tokio::spawn(
             async move {
@@ -504,9 +436,7 @@ impl Search {
                     Some(v) => Some(v.for_search(judge).await.map_err(GeneratorError::Failed)?),
                     None => None,
                 };
-                let outcome =
-                    reason_with_progress(&registry, generator, verifier, &req, token, progress)
-                        .await;
+                let outcome = run_valid(req, generator, verifier, token, progress).await;
                 if let Ok(o) = &outcome {
                     tracing::debug!(
                         spent = o.usage.spent(),
@@ -621,12 +551,13 @@ async fn search(
         history,
         strategy: strategy.name.clone(),
         params: strategy.params.clone(),
-        budget_tokens: strategy.budget_tokens as i64,
+        budget_tokens: strategy.budget_tokens,
         deadline_ms: strategy.deadline_ms,
         seed: valid.sampling.seed,
     };
-    // Parameters are checked before a slot is taken, so a bad request is a 400, not a queue spot.
-    state.registry.build(&req.strategy, req.params.clone())?;
+    // Checked (the strategy built) before a slot is taken, so a bad request is a 400, not a
+    // queue spot.
+    let req = req.validate(&state.registry, state.limits.max_budget_tokens)?;
     let slot = admit(&state).await?;
     let env = Envelope::new(flavor, &valid.model);
     if valid.stream {

@@ -16,7 +16,6 @@ mod error;
 mod extract;
 mod fields;
 mod generate;
-mod generate_remote;
 mod guard;
 mod handlers;
 #[cfg(test)]

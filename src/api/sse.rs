@@ -5,7 +5,6 @@
 #![deny(clippy::indexing_slicing)]
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use axum::response::sse::Event;
 use serde::Serialize;
@@ -19,7 +18,7 @@ use super::responses::{
     TextCompletionChunk, TextCompletionObject,
 };
 use super::types::{ChatLogprobs, Logprobs, TextLogprobs, TokenLogprob, TopLogprob, UsageOut};
-use crate::engine::{LoadedModel, SampledToken};
+use ponder_strategies::TokenInfo;
 
 /// Which OpenAI API a response speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -182,37 +181,26 @@ impl Envelope {
         }
     }
 
-    /// Logprobs of `tokens` in this flavour's shape (`text_start`: offset of the first token's text).
-    pub(crate) fn logprobs(
-        &self,
-        model: &Arc<LoadedModel>,
-        tokens: &[SampledToken],
-        text_start: usize,
-    ) -> Logprobs {
-        let text = |id: u32| model.tokenizer.decode(&[id]).unwrap_or_default();
+    /// OpenAI's logprobs of `tokens` (each with its own text and its alternatives'), the
+    /// first of which starts at byte `text_start` of the choice's text.
+    pub(crate) fn logprobs(&self, tokens: &[TokenInfo], text_start: usize) -> Logprobs {
         match self.flavor {
             Flavor::Chat => {
                 let content = tokens
                     .iter()
-                    .map(|t| {
-                        let token = text(t.token);
-                        TokenLogprob {
-                            bytes: token.as_bytes().to_vec(),
-                            token,
-                            logprob: f64::from(t.logprob),
-                            top_logprobs: t
-                                .top_logprobs
-                                .iter()
-                                .map(|(id, lp)| {
-                                    let token = text(*id);
-                                    TopLogprob {
-                                        bytes: token.as_bytes().to_vec(),
-                                        token,
-                                        logprob: f64::from(*lp),
-                                    }
-                                })
-                                .collect(),
-                        }
+                    .map(|t| TokenLogprob {
+                        bytes: t.text.as_bytes().to_vec(),
+                        token: t.text.clone(),
+                        logprob: f64::from(t.logprob),
+                        top_logprobs: t
+                            .top
+                            .iter()
+                            .map(|(token, lp)| TopLogprob {
+                                bytes: token.as_bytes().to_vec(),
+                                token: token.clone(),
+                                logprob: f64::from(*lp),
+                            })
+                            .collect(),
                     })
                     .collect();
                 Logprobs::Chat(ChatLogprobs { content })
@@ -220,26 +208,23 @@ impl Envelope {
             Flavor::Text => {
                 let mut offset = text_start;
                 let mut text_offset = Vec::new();
-                let mut strs = Vec::new();
                 for t in tokens {
-                    let s = text(t.token);
                     text_offset.push(offset);
-                    offset += s.len();
-                    strs.push(s);
+                    offset += t.text.len();
                 }
                 let top_logprobs = tokens
                     .iter()
                     .map(|t| {
-                        t.top_logprobs
+                        t.top
                             .iter()
-                            .map(|(id, lp)| (text(*id), f64::from(*lp)))
+                            .map(|(token, lp)| (token.clone(), f64::from(*lp)))
                             .collect::<BTreeMap<_, _>>()
                     })
                     .collect();
                 Logprobs::Text(TextLogprobs {
                     text_offset,
                     token_logprobs: tokens.iter().map(|t| f64::from(t.logprob)).collect(),
-                    tokens: strs,
+                    tokens: tokens.iter().map(|t| t.text.clone()).collect(),
                     top_logprobs,
                 })
             }

@@ -15,7 +15,8 @@ use axum::extract::{MatchedPath, Request};
 use axum::http::{HeaderName, HeaderValue, Response};
 use axum::middleware::Next;
 use ponder_strategies::{
-    ExtendRequest, Extension, Generator, Prompt, Result as StrategyResult, SeqHandle,
+    CostTally, ExtendRequest, Extension, Generator, PieceSender, Prompt, Result as StrategyResult,
+    SeqHandle, Turn,
 };
 use tower_http::classify::{ServerErrorsAsFailures, SharedClassifier};
 use tower_http::trace::{MakeSpan, OnResponse, TraceLayer};
@@ -136,22 +137,63 @@ impl Generator for Traced {
     }
 
     async fn extend(&self, batch: &[ExtendRequest]) -> StrategyResult<Vec<Extension>> {
-        let span = tracing::debug_span!("extend", seqs = batch.len());
-        async {
-            let out = self.0.extend(batch).await;
-            if let Ok(ext) = &out {
-                let generated: u64 = ext.iter().map(|e| e.cost.generated).sum();
-                tracing::debug!(generated, "extended");
-            }
-            out
-        }
-        .instrument(span)
-        .await
+        traced_extend(batch.len(), self.0.extend(batch)).await
+    }
+
+    async fn extend_tallied(
+        &self,
+        batch: &[ExtendRequest],
+        tally: &CostTally,
+    ) -> StrategyResult<Vec<Extension>> {
+        traced_extend(batch.len(), self.0.extend_tallied(batch, tally)).await
+    }
+
+    async fn extend_streamed(
+        &self,
+        batch: &[ExtendRequest],
+        tally: &CostTally,
+        pieces: &PieceSender,
+    ) -> StrategyResult<Vec<Extension>> {
+        traced_extend(batch.len(), self.0.extend_streamed(batch, tally, pieces)).await
     }
 
     fn release(&self, seq: SeqHandle) {
         self.0.release(seq)
     }
+
+    fn render_chat(&self, turns: &[Turn]) -> StrategyResult<String> {
+        self.0.render_chat(turns)
+    }
+
+    async fn open_text(&self, text: &str) -> StrategyResult<(SeqHandle, usize)> {
+        self.0.open_text(text).await
+    }
+
+    fn context_length(&self) -> Option<usize> {
+        self.0.context_length()
+    }
+
+    fn vocab_size(&self) -> Option<usize> {
+        self.0.vocab_size()
+    }
+}
+
+/// `call` (one extend of `seqs` sequences) in a `debug` span, logging what it generated.
+async fn traced_extend(
+    seqs: usize,
+    call: impl std::future::Future<Output = StrategyResult<Vec<Extension>>>,
+) -> StrategyResult<Vec<Extension>> {
+    let span = tracing::debug_span!("extend", seqs);
+    async {
+        let out = call.await;
+        if let Ok(ext) = &out {
+            let generated: u64 = ext.iter().map(|e| e.cost.generated).sum();
+            tracing::debug!(generated, "extended");
+        }
+        out
+    }
+    .instrument(span)
+    .await
 }
 
 #[cfg(test)]

@@ -513,7 +513,7 @@ pub(crate) fn reason(
         history: Vec::new(),
         strategy,
         params: body.params.clone(),
-        budget_tokens: budget as i64,
+        budget_tokens: budget,
         deadline_ms,
         seed: match &body.seed {
             Some(s) => seed_of(s)?,
@@ -523,7 +523,7 @@ pub(crate) fn reason(
 }
 
 /// The problem a strategy answers: the last user message, and the whole conversation before it
-/// (system message and earlier turns, in order; see [`crate::reason::problem`]). Messages after
+/// (system message and earlier turns, in order; see `ReasonRequest::validate`). Messages after
 /// the last user message (an assistant prefix) are not part of the question.
 pub(crate) fn problem_of(prompt: &PromptIn) -> (String, Vec<ponder_strategies::Turn>) {
     match prompt {

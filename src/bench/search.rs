@@ -31,7 +31,7 @@ pub struct SearchBenchOptions {
     /// Most steps; whole-solution strategies get `max_step_tokens * max_steps` tokens.
     pub max_steps: usize,
     /// Token budget of every search.
-    pub budget_tokens: i64,
+    pub budget_tokens: u64,
     /// Seed of every search.
     pub seed: u64,
 }

@@ -194,7 +194,7 @@ pub struct TableOptions {
     /// Strategy names.
     pub strategies: Vec<String>,
     /// Token budgets.
-    pub budgets: Vec<i64>,
+    pub budgets: Vec<u64>,
     /// Seed of every search.
     pub seed: u64,
 }
@@ -205,7 +205,7 @@ pub struct TableRow {
     /// Strategy.
     pub strategy: String,
     /// Budget in tokens.
-    pub budget: i64,
+    pub budget: u64,
     /// Problems run.
     pub problems: usize,
     /// Problems answered correctly (math grader).
@@ -311,7 +311,7 @@ pub fn strategy_table(
 
 /// The table as Markdown: one row per strategy, accuracy and mean spend per budget.
 pub fn markdown_table(rows: &[TableRow]) -> String {
-    let mut budgets: Vec<i64> = rows.iter().map(|r| r.budget).collect();
+    let mut budgets: Vec<u64> = rows.iter().map(|r| r.budget).collect();
     budgets.sort_unstable();
     budgets.dedup();
     let mut out = String::from("| strategy |");

@@ -75,9 +75,21 @@ impl GroupHandle {
 
 impl Drop for GroupHandle {
     /// A dropped handle (its caller gave up, e.g. a cancelled request) cancels whatever of its
-    /// group is still running, so its blocks come back.
+    /// group is still running, so its blocks come back. A kept group's prompt is the caller's to
+    /// release once it reads the prefill event; one it will never read is released here if it
+    /// was delivered already, and by the executor (which cannot deliver it) otherwise.
     fn drop(&mut self) {
         self.cancel();
+        self.events.close();
+        while let Ok(event) = self.events.try_recv() {
+            if let Event::Prefill {
+                kept_prompt: Some(id),
+                ..
+            } = event
+            {
+                let _ = self.commands.send(Command::ReleaseKept(id));
+            }
+        }
     }
 }
 
@@ -267,8 +279,13 @@ fn run(mut scheduler: Scheduler, mut rx: mpsc::UnboundedReceiver<Command>) {
                             Event::Token { .. } => {}
                         }
                     }
-                    if let Some(tx) = routes.events.get(&seq) {
-                        let _ = tx.send(event);
+                    match routes.events.get(&seq) {
+                        Some(tx) => {
+                            if let Err(unread) = tx.send(event) {
+                                unreceived(&mut scheduler, unread.0);
+                            }
+                        }
+                        None => unreceived(&mut scheduler, event),
                     }
                     if last {
                         routes.events.remove(&seq);
@@ -302,6 +319,25 @@ fn run(mut scheduler: Scheduler, mut rx: mpsc::UnboundedReceiver<Command>) {
     }
 }
 
+/// An event nobody can receive (its group's handle was dropped, or never reached its caller:
+/// a `submit` given up while waiting for the reply). Nobody wants that sequence any more: it is
+/// cancelled, and what the event would have handed the caller to release (a kept prompt, a
+/// kept finished branch) is released, or nobody would.
+fn unreceived(scheduler: &mut Scheduler, event: Event) {
+    match event {
+        Event::Prefill {
+            seq, kept_prompt, ..
+        } => {
+            scheduler.cancel(seq);
+            if let Some(id) = kept_prompt {
+                scheduler.release_kept(id);
+            }
+        }
+        Event::Token { seq, .. } => scheduler.cancel(seq),
+        Event::Finished { seq, .. } => scheduler.release_kept(seq),
+    }
+}
+
 fn handle(scheduler: &mut Scheduler, routes: &mut Routes, cmd: Command) {
     match cmd {
         Command::Score { req, reply, span } => match scheduler.submit_score(req) {
@@ -327,7 +363,12 @@ fn handle(scheduler: &mut Scheduler, routes: &mut Routes, cmd: Command) {
                 }
                 (seqs, rx)
             });
-            let _ = reply.send(result);
+            // A caller that gave up waiting gets no handle to cancel its group with: cancel it.
+            if let Err(Ok((seqs, _))) = reply.send(result) {
+                for seq in seqs {
+                    scheduler.cancel(seq);
+                }
+            }
         }
         Command::Cancel(seq) => scheduler.cancel(seq),
         Command::ReleaseKept(seq) => scheduler.release_kept(seq),

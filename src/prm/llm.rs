@@ -23,7 +23,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use ponder_strategies::{
-    ExtendRequest, Generator, GeneratorError, Prompt, Sampling, SeqHandle, StrategyError,
+    ExtendRequest, Generator, GeneratorError, LogitAdjust, Prompt, Sampling, SeqHandle,
+    StrategyError,
 };
 use ponder_verifiers::prm::yes_probability;
 use ponder_verifiers::{Aggregation, AnswerState, Scores, Solution, Verifier, VerifierError};
@@ -239,6 +240,7 @@ impl Verifier for LlmPrm {
                 max_tokens: 1,
                 stop: Vec::new(),
                 sampling,
+                logits: LogitAdjust::default(),
             })
             .collect();
         let extended = if requests.is_empty() {

@@ -23,7 +23,8 @@ use tokio_util::sync::CancellationToken;
 use crate::budget::{Budget, Charge, Meter, Usage};
 use crate::error::{GeneratorError, Result, StrategyError};
 use crate::generator::{
-    CostTally, ExtendRequest, Extension, Generator, Prompt, Sampling, SeqHandle, StopKind,
+    CostTally, ExtendRequest, Extension, Generator, LogitAdjust, Prompt, Sampling, SeqHandle,
+    StopKind,
 };
 use crate::outcome::{Candidate, SearchFinish};
 use crate::params::ScoreBy;
@@ -413,6 +414,7 @@ impl Context {
                     seed: self.seed_for(b.node, *draw),
                     ..spec.sampling
                 },
+                logits: LogitAdjust::default(),
             })
             .collect();
         // The call races cancellation and the deadline; the loser is dropped (the engine then

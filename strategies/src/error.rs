@@ -108,6 +108,18 @@ pub enum GeneratorError {
     /// The prompt cannot be opened (empty, or longer than the model's context).
     #[error("invalid prompt: {0}")]
     InvalidPrompt(String),
+    /// A request field this generator cannot honour (a `logit_bias` token outside its
+    /// vocabulary); the field is named.
+    #[error("invalid {field}: {reason}")]
+    InvalidRequest {
+        /// The request field.
+        field: &'static str,
+        /// What is wrong, with the limit.
+        reason: String,
+    },
+    /// A call this generator does not implement (it serves strategies only).
+    #[error("this generator does not support {0}")]
+    Unsupported(&'static str),
     /// A handle this generator never issued, or one already released (a caller bug).
     #[error("unknown sequence {0}")]
     UnknownSequence(u64),

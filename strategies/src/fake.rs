@@ -230,6 +230,7 @@ impl FakeGenerator {
                 }
                 text.push_str(tok);
                 tokens.push(TokenInfo {
+                    text: (*tok).to_string(),
                     logprob: chunk.logprob,
                     top: top_alternatives(chunk.logprob, req.sampling.top_logprobs),
                 });

@@ -8,11 +8,18 @@
 //! (cancelled, past its deadline) is charged what its [`CostTally`] saw computed. Implementations: the
 //! engine's `LocalGenerator` in the service crate, and [`crate::fake::FakeGenerator`] for
 //! algorithm tests.
+//!
+//! Plain decoding (a chat or completion request without a strategy) goes through the same port:
+//! [`Generator::render_chat`] and [`Generator::open_text`] open the conversation or the raw
+//! prompt as the caller sent it, [`LogitAdjust`] carries OpenAI's penalties and biases, and
+//! [`Generator::extend_streamed`] sends each token's text as it is generated. Those three are
+//! provided (refusing, or streaming whole results), so a generator written for strategies only
+//! needs none of them.
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
-use crate::error::Result;
+use crate::error::{GeneratorError, Result};
 
 /// An opaque handle on one sequence held by a generator.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -110,6 +117,40 @@ impl Sampling {
     }
 }
 
+/// Changes to the logits before sampling, beyond temperature and truncation: OpenAI's
+/// penalties and biases (and the common repetition penalty). Strategies leave them off; plain
+/// decoding passes what the request asked for.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct LogitAdjust {
+    /// Above 1 discourages tokens already in the context (1 = off).
+    pub repetition_penalty: f64,
+    /// Subtracted once from the logit of every token generated so far (0 = off).
+    pub presence_penalty: f64,
+    /// Subtracted from a token's logit once per time it was generated so far (0 = off).
+    pub frequency_penalty: f64,
+    /// Added to the logits of these token ids of the generator's model (-100 bans a token).
+    pub logit_bias: Vec<(u32, f32)>,
+}
+
+impl Default for LogitAdjust {
+    fn default() -> Self {
+        Self {
+            repetition_penalty: 1.0,
+            presence_penalty: 0.0,
+            frequency_penalty: 0.0,
+            logit_bias: Vec::new(),
+        }
+    }
+}
+
+impl LogitAdjust {
+    /// Whether nothing is adjusted.
+    pub fn is_off(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
 /// One sequence to continue.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ExtendRequest {
@@ -121,6 +162,9 @@ pub struct ExtendRequest {
     pub stop: Vec<String>,
     /// Sampling parameters and seed.
     pub sampling: Sampling,
+    /// Penalties and biases (off for strategies).
+    #[serde(default)]
+    pub logits: LogitAdjust,
 }
 
 /// Why one continuation (one [`Extension`] of one sequence) ended: the generator port's view,
@@ -188,11 +232,33 @@ impl CostTally {
 /// One generated token's probabilities.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TokenInfo {
+    /// The token's own text (empty where the generator does not know it).
+    #[serde(default)]
+    pub text: String,
     /// Log-probability of the sampled token (under the unmodified distribution).
     pub logprob: f32,
     /// The most likely alternatives as (text, logprob), most likely first.
     pub top: Vec<(String, f32)>,
 }
+
+/// A piece of one continuation, sent while it is generated
+/// ([`Generator::extend_streamed`]). The pieces of one request, in order, concatenate to its
+/// [`Extension::text`] and [`Extension::tokens`]; the last one carries its finish.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Piece {
+    /// Which request of the batch.
+    pub index: usize,
+    /// Text completed by these tokens (empty while a multi-byte character is incomplete).
+    pub text: String,
+    /// The tokens' probabilities (one per token generated; a generator that returns whole
+    /// completions sends them all in one piece).
+    pub tokens: Vec<TokenInfo>,
+    /// Set on the request's last piece: why it ended.
+    pub finish: Option<StopKind>,
+}
+
+/// Where [`Generator::extend_streamed`] sends its pieces.
+pub type PieceSender = tokio::sync::mpsc::UnboundedSender<Piece>;
 
 /// The result of continuing one sequence.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -250,4 +316,48 @@ pub trait Generator: Send + Sync {
     }
     /// Forgets a sequence (its KV stays cached for reuse until evicted).
     fn release(&self, seq: SeqHandle);
+
+    /// `turns` in this model's chat format, ending where the assistant replies: how plain
+    /// decoding renders a chat request (a strategy's prompt goes through [`Generator::open`]).
+    /// Provided: refused, for a generator that serves strategies only.
+    fn render_chat(&self, turns: &[Turn]) -> Result<String> {
+        let _ = turns;
+        Err(GeneratorError::Unsupported("render_chat").into())
+    }
+    /// Opens a sequence on text as given (a raw completion prompt, or a conversation rendered
+    /// by [`Generator::render_chat`]); returns the handle and its length in this model's
+    /// tokens. Provided: refused, for a generator that serves strategies only.
+    async fn open_text(&self, text: &str) -> Result<(SeqHandle, usize)> {
+        let _ = text;
+        Err(GeneratorError::Unsupported("open_text").into())
+    }
+    /// The model's context window in tokens, where known.
+    fn context_length(&self) -> Option<usize> {
+        None
+    }
+    /// The model's vocabulary size (what [`LogitAdjust::logit_bias`] ids index), where known.
+    fn vocab_size(&self) -> Option<usize> {
+        None
+    }
+    /// [`Generator::extend_tallied`], sending each request's text to `pieces` as it is
+    /// generated (for streaming replies). Provided: one piece per request, whole, once the call
+    /// returns (a generator that returns whole completions).
+    async fn extend_streamed(
+        &self,
+        batch: &[ExtendRequest],
+        tally: &CostTally,
+        pieces: &PieceSender,
+    ) -> Result<Vec<Extension>> {
+        let out = self.extend_tallied(batch, tally).await?;
+        for (index, e) in out.iter().enumerate() {
+            // A receiver that went away wants no more pieces; the results still return.
+            let _ = pieces.send(Piece {
+                index,
+                text: e.text.clone(),
+                tokens: e.tokens.clone(),
+                finish: Some(e.stop),
+            });
+        }
+        Ok(out)
+    }
 }

@@ -46,8 +46,8 @@ pub use deepconf::{percentile, ConfidenceMeasure, DeepConf, DeepConfMode, DeepCo
 pub use error::{GeneratorError, Result, StrategyError};
 pub use first_finish::{FirstFinish, FirstFinishParams, ShortMofKParams};
 pub use generator::{
-    Cost, CostTally, ExtendRequest, Extension, Generator, Prompt, Sampling, SeqHandle, StopKind,
-    TokenInfo, Turn,
+    Cost, CostTally, ExtendRequest, Extension, Generator, LogitAdjust, Piece, PieceSender, Prompt,
+    Sampling, SeqHandle, StopKind, TokenInfo, Turn,
 };
 pub use mcts::{puct, LeafValue, Mcts, MctsParams, MctsSelect};
 pub use outcome::{Candidate, Outcome, SearchFinish, Selection};

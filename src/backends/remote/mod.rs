@@ -34,7 +34,7 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use ponder_strategies::{
     Cost, ExtendRequest, Extension, Generator, GeneratorError, Prompt, Result, SeqHandle, StopKind,
-    Stops, StrategyError,
+    Stops, StrategyError, Turn,
 };
 use serde_json::json;
 
@@ -97,40 +97,13 @@ impl RemoteGenerator {
     }
 
     /// `messages` as the backend model is prompted (chat format, ending where it replies).
-    pub fn render_messages(&self, messages: &[ChatMessage]) -> Result<String> {
+    fn render_messages(&self, messages: &[ChatMessage]) -> Result<String> {
         match &self.pool.opts.format {
             Some(f) => f
                 .render_messages(messages)
                 .map_err(|e| GeneratorError::Engine(Box::new(e)).into()),
             None => Ok(format::chatml_messages(messages)),
         }
-    }
-
-    /// Opens a sequence on already rendered text (a chat rendered by [`Self::render_messages`],
-    /// or a raw completion prompt); returns it and its length in the backend's tokens.
-    pub async fn open_text(&self, text: String) -> Result<(SeqHandle, usize)> {
-        if text.trim().is_empty() {
-            return Err(GeneratorError::InvalidPrompt("the prompt is empty".into()).into());
-        }
-        let affinity = affinity_key(&text);
-        let tokens = self.count_prompt(affinity, &text).await;
-        if let Some(context) = self.pool.context() {
-            if tokens >= context {
-                return Err(GeneratorError::InvalidPrompt(format!(
-                    "{tokens} tokens do not fit the backend model's context of {context}"
-                ))
-                .into());
-            }
-        }
-        Ok((
-            self.insert(RemoteSeq {
-                affinity,
-                tokens,
-                uncached: tokens,
-                text,
-            }),
-            tokens,
-        ))
     }
 
     /// The pool this generator runs on.
@@ -177,7 +150,7 @@ impl RemoteGenerator {
             // Explicit, so servers with other defaults (llama-cpp-python: min_p 0.05,
             // repeat_penalty 1.1) sample as asked; servers ignore names they do not know.
             "min_p": s.min_p,
-            "repeat_penalty": 1.0,
+            "repeat_penalty": req.logits.repetition_penalty,
         });
         if let Some(fields) = body.as_object_mut() {
             // Only when set: "off" is 0 on some servers and -1 on others (llama-cpp-python's
@@ -187,6 +160,25 @@ impl RemoteGenerator {
             }
             if !stops.is_empty() {
                 fields.insert("stop".into(), json!(stops.as_slice()));
+            }
+            // OpenAI's penalties and biases, sent only when set (plain decoding passes them).
+            let l = &req.logits;
+            if l.repetition_penalty != 1.0 {
+                fields.insert("repetition_penalty".into(), json!(l.repetition_penalty));
+            }
+            if l.presence_penalty != 0.0 {
+                fields.insert("presence_penalty".into(), json!(l.presence_penalty));
+            }
+            if l.frequency_penalty != 0.0 {
+                fields.insert("frequency_penalty".into(), json!(l.frequency_penalty));
+            }
+            if !l.logit_bias.is_empty() {
+                let bias: serde_json::Map<String, serde_json::Value> = l
+                    .logit_bias
+                    .iter()
+                    .map(|(t, b)| (t.to_string(), json!(b)))
+                    .collect();
+                fields.insert("logit_bias".into(), serde_json::Value::Object(bias));
             }
         }
         let v = self
@@ -245,7 +237,7 @@ impl Generator for RemoteGenerator {
             return Err(GeneratorError::InvalidPrompt("the user message is empty".into()).into());
         }
         let text = self.render(prompt)?;
-        self.open_text(text).await
+        self.open_text(&text).await
     }
 
     fn fork(&self, seq: SeqHandle) -> Result<SeqHandle> {
@@ -312,5 +304,42 @@ impl Generator for RemoteGenerator {
 
     fn release(&self, seq: SeqHandle) {
         self.lock().remove(&seq.0);
+    }
+
+    fn render_chat(&self, turns: &[Turn]) -> Result<String> {
+        let messages: Vec<ChatMessage> = turns
+            .iter()
+            .map(|t| ChatMessage::new(&t.role, &t.content))
+            .collect();
+        self.render_messages(&messages)
+    }
+
+    async fn open_text(&self, text: &str) -> Result<(SeqHandle, usize)> {
+        if text.trim().is_empty() {
+            return Err(GeneratorError::InvalidPrompt("the prompt is empty".into()).into());
+        }
+        let affinity = affinity_key(text);
+        let tokens = self.count_prompt(affinity, text).await;
+        if let Some(context) = self.pool.context() {
+            if tokens >= context {
+                return Err(GeneratorError::InvalidPrompt(format!(
+                    "{tokens} tokens do not fit the backend model's context of {context}"
+                ))
+                .into());
+            }
+        }
+        Ok((
+            self.insert(RemoteSeq {
+                affinity,
+                tokens,
+                uncached: tokens,
+                text: text.to_string(),
+            }),
+            tokens,
+        ))
+    }
+
+    fn context_length(&self) -> Option<usize> {
+        self.pool.context()
     }
 }

@@ -148,6 +148,11 @@ pub(super) fn token_infos(lp: &Value) -> Vec<TokenInfo> {
                     .collect();
                 top.sort_by(|a, b| b.1.total_cmp(&a.1));
                 TokenInfo {
+                    text: t
+                        .get("token")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_string(),
                     logprob: t.get("logprob").and_then(Value::as_f64).unwrap_or(0.0) as f32,
                     top,
                 }
@@ -158,6 +163,7 @@ pub(super) fn token_infos(lp: &Value) -> Vec<TokenInfo> {
         return Vec::new();
     };
     let tops = lp.get("top_logprobs").and_then(Value::as_array);
+    let texts = lp.get("tokens").and_then(Value::as_array);
     lps.iter()
         .enumerate()
         .map(|(i, l)| {
@@ -172,6 +178,11 @@ pub(super) fn token_infos(lp: &Value) -> Vec<TokenInfo> {
                 .unwrap_or_default();
             top.sort_by(|a, b| b.1.total_cmp(&a.1));
             TokenInfo {
+                text: texts
+                    .and_then(|t| t.get(i))
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string(),
                 logprob: l.as_f64().unwrap_or(0.0) as f32,
                 top,
             }

@@ -1,222 +1,91 @@
-//! [`LocalGenerator`]: the strategies' `Generator` port over the local executor.
-//!
-//! Sequences are token lists kept here; the KV lives in the executor's paged store. Every branch
-//! is submitted with [`GroupRequest::keep`]: when it finishes, the executor keeps its KV —
-//! partial last block included — under the branch's engine id, held here by a [`Kept`] handle
-//! shared by every fork of the sequence. The next `extend` of the sequence (or of a fork, a
-//! probe) resumes from that kept branch and computes only the tokens after it, so a search
-//! computes each position of its tree once; the last handle dropped (branches released)
-//! releases the engine's blocks. Without a kept branch (given up under memory pressure) the
-//! radix prefix index still serves every full block. Requests of one `extend` call whose
-//! sequences hold identical tokens go to the executor as one group (prompt prefilled once,
-//! branches forked copy-on-write); all groups of a call are submitted before any is awaited, so
-//! they share forward passes. Stop strings are checked inside the scheduler after every token
-//! ([`StopStrings`]), so a step ends exactly at its delimiter whatever the timing.
-//!
-//! Accounting: prefill is *charged* as if this generator's search ran alone — the tokens after
-//! the longest prefix any sequence of this generator computed before ([`TokenTree`], token
-//! granularity), once per distinct token list (exactly [`Generator::prefill_bound_batch`]).
-//! On a quiet engine that is exactly what the engine computes. Blocks another request left in
-//! the cache still save the engine the work, but not the search its budget; KV the engine lost
-//! (evicted, preempted) is recomputed but not charged, and reported as
-//! [`Cost::recomputed`]: otherwise the same request with the same seed could spend, and so
-//! answer, differently depending on what else ran. A call dropped midway (cancelled, past its
-//! deadline) is charged what the engine computed, through [`Generator::extend_tallied`].
-#![deny(clippy::indexing_slicing)]
+//! One `extend` call of the [`LocalGenerator`]: its requests grouped by identical tokens
+//! (each group resumes from the kept branch covering most of its tokens), the groups submitted
+//! to the executor together, and their events folded into results: tokens and their
+//! probabilities, the kept branch of every finished sequence, the token tree of computed
+//! positions, the cost tallied as it happens and, when streaming, each token sent as a
+//! [`Piece`]. What is charged is described in the parent module.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use async_trait::async_trait;
 use ponder_strategies::{
-    Cost, CostTally, ExtendRequest, Extension, Generator, GeneratorError, Prompt, Result,
-    SeqHandle, StopKind, Stops, StrategyError, TokenInfo,
+    Cost, CostTally, ExtendRequest, Extension, GeneratorError, Piece, PieceSender, Result,
+    StopKind, Stops, StrategyError, TokenInfo,
 };
 
-use super::token_tree::TokenTree;
-use crate::engine::{
-    encode_prompt, ChatMessage, EngineError, Event, Executor, GroupHandle, GroupRequest,
-    LoadedModel, SamplingParams, SeqFinish, SeqId, StopCondition,
-};
-
-/// The engine's [`StopCondition`] for a request's [`Stops`]: stops a branch once its generated
-/// text completes one of them (the matching is [`Stops::completed`]'s; this decodes the tokens).
-#[derive(Debug)]
-pub struct StopStrings {
-    model: Arc<LoadedModel>,
-    stops: Stops,
-}
-
-/// Tokens of generated text decoded to test for a stop string (enough for any delimiter).
-const STOP_WINDOW: usize = 16;
-
-impl StopStrings {
-    /// Stops a branch of `model` once its generated text completes one of `stops`.
-    pub fn new(model: Arc<LoadedModel>, stops: Stops) -> Self {
-        Self { model, stops }
-    }
-}
-
-impl StopCondition for StopStrings {
-    fn should_stop(&self, generated: &[u32]) -> bool {
-        let Some((_, earlier)) = generated.split_last() else {
-            return false;
-        };
-        let start = generated.len().saturating_sub(STOP_WINDOW);
-        let tok = &self.model.tokenizer;
-        let (Ok(now), Ok(before)) = (
-            tok.decode(generated.get(start..).unwrap_or_default()),
-            tok.decode(earlier.get(start..).unwrap_or_default()),
-        ) else {
-            return false;
-        };
-        // Stop when the latest token completed a new occurrence of a stop string.
-        self.stops.completed(&before, &now)
-    }
-}
-
-/// A branch the executor keeps (see [`GroupRequest::keep`]); dropping the last handle on it
-/// releases its KV blocks.
-#[derive(Debug)]
-struct Kept {
-    id: SeqId,
-    executor: Arc<Executor>,
-}
-
-impl Drop for Kept {
-    fn drop(&mut self) {
-        self.executor.release_kept(self.id);
-    }
-}
-
-/// Engine branches of a call not yet handed to a [`Kept`]: released if the call is dropped
-/// (cancelled, past its deadline) or fails before it sees them finish.
-struct Unclaimed {
-    executor: Arc<Executor>,
-    ids: HashSet<SeqId>,
-}
-
-impl Drop for Unclaimed {
-    fn drop(&mut self) {
-        for &id in &self.ids {
-            self.executor.release_kept(id);
-        }
-    }
-}
-
-#[derive(Debug, Clone)]
-struct LocalSeq {
-    tokens: Vec<u32>,
-    /// Positions whose KV the executor has computed for this sequence.
-    computed: usize,
-    /// The engine branch holding those positions, while the executor keeps it.
-    kept: Option<Arc<Kept>>,
-}
-
-/// The `Generator` port over the local executor.
-#[derive(Debug)]
-pub struct LocalGenerator {
-    model: Arc<LoadedModel>,
-    executor: Arc<Executor>,
-    block_size: usize,
-    seqs: Mutex<HashMap<u64, LocalSeq>>,
-    tree: Mutex<TokenTree>,
-    next: AtomicU64,
-    priority: i32,
-    on_token: Option<InterToken>,
-}
-
-/// Told the time between two successive tokens of one sequence, as the engine produces them
-/// (what `/metrics` reports as inter-token latency).
-#[derive(Clone)]
-pub struct InterToken(pub Arc<dyn Fn(std::time::Duration) + Send + Sync>);
-
-impl std::fmt::Debug for InterToken {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("InterToken")
-    }
-}
-
-fn engine(e: EngineError) -> StrategyError {
-    match e {
-        EngineError::ExceedsKvPool { .. } => StrategyError::Capacity(Box::new(e)),
-        e => GeneratorError::Engine(Box::new(e)).into(),
-    }
-}
+use super::{engine, Kept, LocalGenerator, StopStrings, Unclaimed};
+use crate::engine::{Event, GroupHandle, GroupRequest, SamplingParams, SeqFinish, StopCondition};
 
 impl LocalGenerator {
-    /// A generator over `executor`, which runs `model` with KV blocks of `block_size` tokens.
-    pub fn new(model: Arc<LoadedModel>, executor: Arc<Executor>, block_size: usize) -> Self {
-        Self {
-            model,
-            executor,
-            block_size: block_size.max(1),
-            seqs: Mutex::new(HashMap::new()),
-            tree: Mutex::default(),
-            next: AtomicU64::new(1),
-            priority: 0,
-            on_token: None,
+    /// One `extend` call: every request of `batch` continued, the engine's work tallied as it
+    /// happens, each token sent to `pieces` when given.
+    pub(super) async fn run_batch(
+        &self,
+        batch: &[ExtendRequest],
+        tally: &CostTally,
+        pieces: Option<&PieceSender>,
+    ) -> Result<Vec<Extension>> {
+        self.check_logits(batch)?;
+        let mut groups = self.groups(batch)?;
+        let mut results: Vec<Option<Extension>> = vec![None; batch.len()];
+        let mut unclaimed = Unclaimed {
+            executor: Arc::clone(&self.executor),
+            ids: HashSet::new(),
+        };
+        self.complete_prefixes(&mut groups, tally, &mut unclaimed)
+            .await?;
+        let mut handles = Vec::new();
+        for g in &groups {
+            if g.max_tokens == 0 {
+                for &i in &g.members {
+                    if let Some(pieces) = pieces {
+                        let _ = pieces.send(Piece {
+                            index: i,
+                            text: String::new(),
+                            tokens: Vec::new(),
+                            finish: Some(StopKind::Length),
+                        });
+                    }
+                    if let Some(result) = results.get_mut(i) {
+                        *result = Some(Extension {
+                            text: String::new(),
+                            tokens: Vec::new(),
+                            stop: StopKind::Length,
+                            cost: Cost::default(),
+                        });
+                    }
+                }
+                continue;
+            }
+            let handle = self
+                .executor
+                .submit(self.group_request(g, batch))
+                .await
+                .map_err(engine)?;
+            unclaimed.ids.extend(handle.seqs.iter().copied());
+            handles.push((g, handle));
         }
-    }
-
-    /// Reports the time between successive tokens of each sequence to `on_token`.
-    pub fn with_inter_token(mut self, on_token: InterToken) -> Self {
-        self.on_token = Some(on_token);
-        self
-    }
-
-    /// Runs this generator's sequences at `priority` (higher runs first, preempted last).
-    pub fn with_priority(mut self, priority: i32) -> Self {
-        self.priority = priority;
-        self
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, LocalSeq>> {
-        self.seqs.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn tree(&self) -> std::sync::MutexGuard<'_, TokenTree> {
-        self.tree.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Leading positions of `tokens` this search has computed (charged nothing again).
-    fn paid(&self, tokens: &[u32]) -> usize {
-        self.tree().known(tokens)
-    }
-
-    /// Leading positions of `tokens` the next extension is not charged for, continuing from a
-    /// kept branch that holds `kept` of them (`None`: no kept branch). Without one, the engine
-    /// finds only whole blocks in its prefix index and computes the trailing partial block
-    /// again, so the charge starts at the last whole block this search computed: charges
-    /// never fall below what the engine computes for the search.
-    fn charged_from(&self, tokens: &[u32], kept: Option<usize>) -> usize {
-        let known = self.paid(tokens);
-        let whole = known / self.block_size.max(1) * self.block_size.max(1);
-        kept.map_or(whole, |computed| whole.max(known.min(computed)))
-    }
-
-    /// Tokens per KV block of the executor (charges are per token, whatever its block size).
-    pub fn block_size(&self) -> usize {
-        self.block_size
-    }
-
-    /// Positions of this search's token tree computed so far (each counted once).
-    pub fn tree_positions(&self) -> usize {
-        self.tree().len()
-    }
-
-    fn get(&self, seq: SeqHandle) -> Result<LocalSeq> {
-        self.lock()
-            .get(&seq.0)
-            .cloned()
-            .ok_or_else(|| StrategyError::from(GeneratorError::UnknownSequence(seq.0)))
-    }
-
-    fn insert(&self, seq: LocalSeq) -> SeqHandle {
-        let id = self.next.fetch_add(1, Ordering::Relaxed);
-        self.lock().insert(id, seq);
-        SeqHandle(id)
+        for (g, handle) in handles {
+            self.collect(
+                g,
+                handle,
+                batch,
+                Report { tally, pieces },
+                &mut unclaimed,
+                &mut results,
+            )
+            .await?;
+        }
+        results
+            .into_iter()
+            .map(|r| {
+                r.ok_or_else(|| {
+                    StrategyError::from(GeneratorError::Failed(
+                        "a sequence ended without a result".into(),
+                    ))
+                })
+            })
+            .collect()
     }
 
     fn sampling(req: &ExtendRequest) -> SamplingParams {
@@ -225,15 +94,57 @@ impl LocalGenerator {
             top_k: req.sampling.top_k,
             top_p: req.sampling.top_p,
             min_p: req.sampling.min_p,
-            repetition_penalty: 1.0,
+            repetition_penalty: req.logits.repetition_penalty,
+            presence_penalty: req.logits.presence_penalty,
+            frequency_penalty: req.logits.frequency_penalty,
+            logit_bias: req.logits.logit_bias.clone(),
             seed: req.sampling.seed,
             top_logprobs: req.sampling.top_logprobs,
-            ..SamplingParams::default()
         }
     }
 
-    fn token_text(&self, id: u32) -> String {
-        self.model.tokenizer.decode(&[id]).unwrap_or_default()
+    /// Refuses a `logit_bias` token outside the model's vocabulary.
+    fn check_logits(&self, batch: &[ExtendRequest]) -> Result<()> {
+        let vocab = self.model.model.config().vocab_size;
+        let outside = batch
+            .iter()
+            .flat_map(|r| r.logits.logit_bias.iter())
+            .find(|(t, _)| *t as usize >= vocab);
+        match outside {
+            Some((t, _)) => Err(GeneratorError::InvalidRequest {
+                field: "logit_bias",
+                reason: format!("token {t} is not in the model's vocabulary of {vocab} tokens"),
+            }
+            .into()),
+            None => Ok(()),
+        }
+    }
+
+    /// Sends token `info` of request `i` to `pieces`, with the text it completes: the decoded
+    /// `ids` past the `sent` bytes already sent, held back while a character is incomplete.
+    fn send_piece(
+        &self,
+        pieces: &PieceSender,
+        i: usize,
+        ids: &[u32],
+        info: TokenInfo,
+        sent: &mut HashMap<usize, usize>,
+    ) {
+        let text = self.model.tokenizer.decode(ids).unwrap_or_default();
+        let from = sent.get(&i).copied().unwrap_or(0);
+        let new = if text.ends_with('\u{FFFD}') {
+            ""
+        } else {
+            text.get(from..).unwrap_or_default()
+        };
+        sent.insert(i, from + new.len());
+        // A receiver that went away wants no more pieces.
+        let _ = pieces.send(Piece {
+            index: i,
+            text: new.to_string(),
+            tokens: vec![info],
+            finish: None,
+        });
     }
 
     /// Groups `batch`'s requests that continue identical tokens with identical limits; each
@@ -436,10 +347,11 @@ impl LocalGenerator {
         g: &Group,
         mut handle: GroupHandle,
         batch: &[ExtendRequest],
-        tally: &CostTally,
+        report: Report<'_>,
         unclaimed: &mut Unclaimed,
         results: &mut [Option<Extension>],
     ) -> Result<()> {
+        let Report { tally, pieces } = report;
         let index: HashMap<_, _> = handle
             .seqs
             .iter()
@@ -452,6 +364,8 @@ impl LocalGenerator {
         let mut prompt_kept: Option<Arc<Kept>> = None;
         let mut open = handle.seqs.len();
         let mut last_token: HashMap<crate::engine::SeqId, std::time::Instant> = HashMap::new();
+        // Text bytes already sent to `pieces`, per request.
+        let mut sent: HashMap<usize, usize> = HashMap::new();
         while open > 0 {
             let Some(event) = handle.events.recv().await else {
                 return Err(GeneratorError::Stopped.into());
@@ -476,10 +390,15 @@ impl LocalGenerator {
                         .iter()
                         .map(|(id, lp)| (self.token_text(*id), *lp))
                         .collect();
-                    entry.1.push(TokenInfo {
+                    let info = TokenInfo {
+                        text: self.token_text(token.token),
                         logprob: token.logprob,
                         top,
-                    });
+                    };
+                    if let Some(pieces) = pieces {
+                        self.send_piece(pieces, i, &entry.0, info.clone(), &mut sent);
+                    }
+                    entry.1.push(info);
                 }
                 Event::Prefill {
                     seq,
@@ -521,6 +440,15 @@ impl LocalGenerator {
                             return Err(GeneratorError::SequenceCancelled.into())
                         }
                     };
+                    if let Some(pieces) = pieces {
+                        let from = sent.get(&i).copied().unwrap_or(0);
+                        let _ = pieces.send(Piece {
+                            index: i,
+                            text: text.get(from..).unwrap_or_default().to_string(),
+                            tokens: Vec::new(),
+                            finish: Some(stop),
+                        });
+                    }
                     // An end-of-sequence token was sampled (a decode step) but is not text.
                     let eos = u64::from(stop == StopKind::Eos);
                     tally.add(Cost {
@@ -589,6 +517,14 @@ impl LocalGenerator {
     }
 }
 
+/// Where one call reports the engine's work as it happens: the cost tally, and each token when
+/// streaming.
+#[derive(Clone, Copy)]
+struct Report<'a> {
+    tally: &'a CostTally,
+    pieces: Option<&'a PieceSender>,
+}
+
 /// One executor group: requests (by index) that continue the same tokens.
 struct Group {
     tokens: Vec<u32>,
@@ -603,128 +539,4 @@ struct Group {
     /// Positions read (computed, reused) and recomputed by a prefix completed for this group
     /// first (see [`LocalGenerator::complete_prefixes`]).
     prefix: (u64, u64),
-}
-
-#[async_trait]
-impl Generator for LocalGenerator {
-    async fn open(&self, prompt: &Prompt) -> Result<(SeqHandle, usize)> {
-        if prompt.user.trim().is_empty() {
-            return Err(GeneratorError::InvalidPrompt("the user message is empty".into()).into());
-        }
-        let messages: Vec<ChatMessage> = prompt
-            .messages()
-            .map(|(role, content)| ChatMessage::new(role, content))
-            .collect();
-        let text = self.model.render_chat(&messages).map_err(engine)?;
-        let tokens = encode_prompt(&self.model, &text).map_err(engine)?;
-        let len = tokens.len();
-        Ok((
-            self.insert(LocalSeq {
-                tokens,
-                computed: 0,
-                kept: None,
-            }),
-            len,
-        ))
-    }
-
-    fn fork(&self, seq: SeqHandle) -> Result<SeqHandle> {
-        let copy = self.get(seq)?;
-        Ok(self.insert(copy))
-    }
-
-    fn append(&self, seq: SeqHandle, text: &str) -> Result<usize> {
-        let ids = self.model.tokenizer.encode(text).map_err(engine)?;
-        let mut seqs = self.lock();
-        let s = seqs
-            .get_mut(&seq.0)
-            .ok_or_else(|| StrategyError::from(GeneratorError::UnknownSequence(seq.0)))?;
-        s.tokens.extend_from_slice(&ids);
-        Ok(ids.len())
-    }
-
-    fn prefill_bound(&self, seq: SeqHandle) -> Result<usize> {
-        let s = self.get(seq)?;
-        // What this search computed before is free; the rest is charged.
-        let kept = s.kept.as_ref().map(|_| s.computed);
-        Ok(s.tokens.len() - self.charged_from(&s.tokens, kept))
-    }
-
-    fn prefill_bound_batch(&self, seqs: &[SeqHandle]) -> Result<usize> {
-        // `extend` sends sequences with identical tokens as one group: their context is
-        // computed once, continuing from the kept branch that covers most of it.
-        let mut distinct: Vec<(Vec<u32>, Option<usize>)> = Vec::new();
-        for seq in seqs {
-            let s = self.get(*seq)?;
-            let kept = s.kept.as_ref().map(|_| s.computed);
-            match distinct.iter_mut().find(|(t, _)| *t == s.tokens) {
-                Some((_, k)) => *k = (*k).max(kept),
-                None => distinct.push((s.tokens, kept)),
-            }
-        }
-        Ok(distinct
-            .iter()
-            .map(|(tokens, kept)| tokens.len() - self.charged_from(tokens, *kept))
-            .sum())
-    }
-
-    async fn extend(&self, batch: &[ExtendRequest]) -> Result<Vec<Extension>> {
-        self.extend_tallied(batch, &CostTally::default()).await
-    }
-
-    async fn extend_tallied(
-        &self,
-        batch: &[ExtendRequest],
-        tally: &CostTally,
-    ) -> Result<Vec<Extension>> {
-        let mut groups = self.groups(batch)?;
-        let mut results: Vec<Option<Extension>> = vec![None; batch.len()];
-        let mut unclaimed = Unclaimed {
-            executor: Arc::clone(&self.executor),
-            ids: HashSet::new(),
-        };
-        self.complete_prefixes(&mut groups, tally, &mut unclaimed)
-            .await?;
-        let mut handles = Vec::new();
-        for g in &groups {
-            if g.max_tokens == 0 {
-                for &i in &g.members {
-                    if let Some(result) = results.get_mut(i) {
-                        *result = Some(Extension {
-                            text: String::new(),
-                            tokens: Vec::new(),
-                            stop: StopKind::Length,
-                            cost: Cost::default(),
-                        });
-                    }
-                }
-                continue;
-            }
-            let handle = self
-                .executor
-                .submit(self.group_request(g, batch))
-                .await
-                .map_err(engine)?;
-            unclaimed.ids.extend(handle.seqs.iter().copied());
-            handles.push((g, handle));
-        }
-        for (g, handle) in handles {
-            self.collect(g, handle, batch, tally, &mut unclaimed, &mut results)
-                .await?;
-        }
-        results
-            .into_iter()
-            .map(|r| {
-                r.ok_or_else(|| {
-                    StrategyError::from(GeneratorError::Failed(
-                        "a sequence ended without a result".into(),
-                    ))
-                })
-            })
-            .collect()
-    }
-
-    fn release(&self, seq: SeqHandle) {
-        self.lock().remove(&seq.0);
-    }
 }

@@ -7,6 +7,7 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use ponder_strategies::{GeneratorError, StrategyError};
+use ponder_verifiers::VerifierError;
 use serde::Serialize;
 use thiserror::Error;
 use utoipa::ToSchema;
@@ -232,7 +233,8 @@ impl AppError {
                     None,
                     Some("cancelled"),
                 ),
-                StrategyError::Generator(GeneratorError::Unavailable { .. }) => (
+                StrategyError::Generator(GeneratorError::Unavailable { .. })
+                | StrategyError::Verifier(VerifierError::Unavailable { .. }) => (
                     StatusCode::BAD_GATEWAY,
                     "server_error",
                     None,

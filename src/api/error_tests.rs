@@ -43,18 +43,22 @@ fn seen(e: &AppError) -> (u16, String, Option<String>, Option<String>) {
 fn generator_errors_map_by_variant_not_by_message() {
     let misleading = "backend unavailable: every attempt failed";
     let unavailable = [
-        GeneratorError::Unavailable {
+        generator(GeneratorError::Unavailable {
             attempts: 3,
             last: "http://a:1: HTTP 503".into(),
-        },
+        }),
         // The message no longer starts with the old prefix: still the same variant, same status.
-        GeneratorError::Unavailable {
+        generator(GeneratorError::Unavailable {
             attempts: 0,
             last: String::new(),
-        },
+        }),
+        // The LLM-as-PRM's judge behind the same backends: its outage is one too.
+        AppError::Strategy(StrategyError::Verifier(VerifierError::Unavailable {
+            verifier: "llm-prm".into(),
+            message: "backend unavailable: 3 attempts failed".into(),
+        })),
     ];
     for e in unavailable {
-        let e = generator(e);
         assert_eq!(
             seen(&e),
             (

@@ -1,11 +1,14 @@
-//! The generation endpoints. A request without a strategy runs straight through the executor
-//! (its `n` choices are one group: the prompt is prefilled once and forked), so `stream: true`
-//! yields real tokens as the batch produces them. A request with a strategy (`strategy`,
-//! `ponder/<name>`, `budget_tokens` or `reasoning_effort`) runs the search on a task; streaming
-//! sends its progress (leader, vote margin, spend) in the `ponder` extension field, then the
-//! answer. Either way the request holds a queue [`Slot`] and the executor's group handle (or the
-//! search's cancellation guard) inside the response future or stream, so a client that goes away
-//! drops them: the group is cancelled and its KV blocks are freed at the next scheduler step.
+//! The generation endpoints. A request without a strategy is plain decoding through the
+//! generator port, on the local model or the backends alike: the conversation rendered by the
+//! generator, opened once, forked into its `n` choices (the prompt is prefilled once) and
+//! continued by one `extend_streamed`, so `stream: true` yields real tokens as the batch
+//! produces them. A request with a strategy (`strategy`, `ponder/<name>`, `budget_tokens` or
+//! `reasoning_effort`) is validated once into a `ValidReasonRequest` and runs the search on a
+//! task; streaming sends its progress (leader, vote margin, spend) in the `ponder` extension
+//! field, then the answer. Either way the request holds a queue [`Slot`] and its work (the
+//! generator call, or the search's cancellation guard) inside the response future or stream,
+//! so a client that goes away drops them: its sequences are cancelled and their KV blocks are
+//! freed at the next scheduler step.
 #![deny(clippy::indexing_slicing)]
 
 use std::convert::Infallible;

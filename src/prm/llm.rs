@@ -88,10 +88,19 @@ impl std::fmt::Debug for LlmPrm {
 
 const NAME: &str = "llm-prm";
 
+/// The judge's generator failed: an outage of its backend stays an outage (by variant).
 fn backend(e: StrategyError) -> VerifierError {
-    VerifierError::Backend {
-        verifier: NAME.into(),
-        message: e.to_string(),
+    match e {
+        StrategyError::Generator(GeneratorError::Unavailable { .. }) => {
+            VerifierError::Unavailable {
+                verifier: NAME.into(),
+                message: e.to_string(),
+            }
+        }
+        e => VerifierError::Backend {
+            verifier: NAME.into(),
+            message: e.to_string(),
+        },
     }
 }
 
@@ -314,5 +323,30 @@ impl Verifier for LlmPrm {
 impl Drop for LlmPrm {
     fn drop(&mut self) {
         self.generator.release(self.root);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_outage_of_the_judge_stays_an_outage_and_nothing_else_becomes_one() {
+        let outage = backend(
+            GeneratorError::Unavailable {
+                attempts: 2,
+                last: "connection refused".into(),
+            }
+            .into(),
+        );
+        assert!(
+            matches!(outage, VerifierError::Unavailable { .. }),
+            "{outage:?}"
+        );
+        let failure = backend(GeneratorError::Stopped.into());
+        assert!(
+            matches!(failure, VerifierError::Backend { .. }),
+            "{failure:?}"
+        );
     }
 }

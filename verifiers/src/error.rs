@@ -15,6 +15,15 @@ pub enum VerifierError {
         /// What the backend said.
         message: String,
     },
+    /// The backend a verifier relies on could not be reached at all (every attempt failed):
+    /// an outage, which the server reports as a bad gateway, not as its own failure.
+    #[error("verifier `{verifier}`: backend unavailable: {message}")]
+    Unavailable {
+        /// The verifier's name.
+        verifier: String,
+        /// What the last attempt met.
+        message: String,
+    },
     /// The caller asked for something the verifier cannot do (a configuration mistake, not a
     /// bad solution).
     #[error("verifier `{verifier}`: invalid request: {reason}")]

@@ -6,7 +6,9 @@
 //!    and the allocator picks a calibration row for that difficulty (or a direct answer).
 //! 2. **Run as measured.** The row's strategy is built from the row's own parameters (its N,
 //!    per-branch cap and every other parameter the measured run gave it) and runs under the
-//!    row's budget; the context's meter refuses anything past it. Under load the allocator
+//!    row's budget; the context's meter refuses anything past it. The row's `verifier` says
+//!    what it was measured with; the search scores with the server's (rows are not yet
+//!    filtered by it). Under load the allocator
 //!    narrows N ([`super::calibrate::with_width`]) and the budget with it, and says so.
 //! 3. **Probe** (the adaptive part of compute-optimal scaling, Snell et al. 2024; an
 //!    Adaptive-Consistency / DeepConf-style early look, Aggarwal et al. 2023, Fu et al. 2025).
@@ -19,8 +21,9 @@
 //!    - *confident*: both finished (not cut at the cap) and each trace's lowest group
 //!      confidence ([`ponder_verifiers::TraceConfidence`]) is at least `probe_confidence`.
 //!
-//!    The bin: agree and confident → `easy`; disagree → `hard` (widen, and verify where the
-//!    hard row has a verifier); agree but not confident → the predicted difficulty. In a bin
+//!    The bin: agree and confident → `easy`; disagree → `hard` (widen to the hard row's N; a
+//!    best-of-N row scores with the server's verifier); agree but not confident → the
+//!    predicted difficulty. In a bin
 //!    other than the predicted one, the allocator's own rule picks the row (cheapest within
 //!    tolerance of the best measured accuracy) among the rows that can take the probe's
 //!    samples as their first two: strategies with a sample plan that samples alike, N ≥ 2,

@@ -236,7 +236,7 @@ fn chat_is_answered_directly_and_hard_math_thinks() {
         )
         .expect("route");
     assert!(
-        busy.allocation.max_n < math.allocation.max_n || busy.allocation.max_n == 1,
+        busy.allocation.n < math.allocation.n || busy.allocation.n == 1,
         "{busy:?}"
     );
     let full = r
@@ -298,43 +298,21 @@ fn auto_answers_chat_directly_and_reports_the_decision() {
 }
 
 #[test]
-fn auto_stops_early_when_the_vote_agrees() {
+fn auto_runs_the_shipped_row_as_measured_with_the_probe_as_its_first_samples() {
     let out = run_auto(Arc::new(FakeGenerator::arithmetic()), "What is 2+3?", 4096).expect("auto");
     let decision = out.router.clone().expect("router object");
     assert_eq!(decision["category"], "math");
     assert_eq!(decision["think"], true);
     assert_eq!(out.answer.as_deref(), Some("5"));
-    let max_n = decision["max_n"].as_u64().expect("max_n") as usize;
-    // Every trace agrees, so the first round decides: fewer traces than the cap.
-    assert!(
-        out.candidates.len() < max_n,
-        "{} traces of at most {max_n}",
-        out.candidates.len()
-    );
+    let row = &decision["row"];
+    assert_eq!(decision["strategy"], row["strategy"], "{decision}");
+    let n = row["n"].as_u64().expect("row n") as usize;
+    let probe = &decision["probe"];
+    assert_eq!(probe["samples"], 2, "{decision}");
+    assert_eq!(probe["agree"], true);
+    // The probe's two samples are the row's first two: N samples in all, not N + 2.
+    assert_eq!(out.candidates.len(), n, "{decision}");
     assert!(out.usage.spent() <= 4096);
-}
-
-#[test]
-fn auto_widens_within_the_cap_when_answers_disagree() {
-    // Every trace reaches a different answer: the vote never settles.
-    let generator = Arc::new(FakeGenerator::new(|s| {
-        FakeChunk::last(
-            format!("So the result is \\boxed{{{}}}.", s.seed % 1000),
-            -0.1,
-        )
-    }));
-    let out = run_auto(generator, "What is 2+3?", 4096).expect("auto");
-    let decision = out.router.clone().expect("router object");
-    let n = decision["n"].as_u64().expect("n") as usize;
-    let max_n = decision["max_n"].as_u64().expect("max_n") as usize;
-    assert!(max_n > n.div_ceil(2), "{decision}");
-    assert_eq!(out.candidates.len(), max_n, "it widens to the cap");
-    let allocated = decision["budget_tokens"].as_u64().expect("budget_tokens");
-    assert!(
-        out.usage.spent() <= allocated && allocated <= 4096,
-        "{} spent of {allocated}",
-        out.usage.spent()
-    );
 }
 
 #[test]
@@ -369,4 +347,185 @@ fn auto_runs_a_search_strategy_under_the_allocations_budget() {
 fn auto_rejects_an_empty_problem() {
     let err = run_auto(Arc::new(FakeGenerator::arithmetic()), "  ", 1024).expect_err("empty");
     assert!(err.to_string().contains("problem"), "{err}");
+}
+
+/// A router over the shipped encoder and classifier with `rows` as its calibration table.
+fn router_with_table(rows: serde_json::Value) -> Arc<Router> {
+    let shipped_path = Path::new(env!("CARGO_MANIFEST_DIR")).join(router::file::DEFAULT_ROUTER);
+    let mut file = RouterFile::load(&shipped_path).expect("shipped router");
+    file.allocator.table.rows = serde_json::from_value(rows).expect("rows");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("router.json");
+    file.save(&path).expect("save");
+    Arc::new(Router::load(&path, &embedder_dir()).expect("router with a test table"))
+}
+
+/// Every difficulty's rows: self-consistency at a 40-token cap. The easy bin measured two
+/// samples as good as four (so an agreeing probe stops); the hard bin's row takes six.
+fn probe_table() -> &'static Arc<Router> {
+    static R: OnceLock<Arc<Router>> = OnceLock::new();
+    R.get_or_init(|| {
+        let row = |difficulty: &str, n: usize, accuracy: f64, spent: f64| {
+            serde_json::json!({
+                "difficulty": difficulty, "strategy": "self_consistency",
+                "params": {"n": n, "max_tokens": 40, "force_answer": false},
+                "verifier": "none", "n": n, "max_tokens": 40, "budget": 4096,
+                "accuracy": accuracy, "mean_spent": spent, "problems": 100, "source": "test"
+            })
+        };
+        router_with_table(serde_json::json!([
+            row("easy", 2, 0.80, 100.0),
+            row("easy", 4, 0.82, 200.0),
+            row("medium", 4, 0.50, 200.0),
+            row("hard", 6, 0.40, 300.0),
+        ]))
+    })
+}
+
+fn run_with(
+    router: &Arc<Router>,
+    generator: Arc<dyn Generator>,
+    problem: &str,
+    params: serde_json::Value,
+) -> Outcome {
+    let registry = router::registry_with_auto(Arc::clone(router));
+    let req = ReasonRequest {
+        problem: problem.into(),
+        history: Vec::new(),
+        strategy: "auto".into(),
+        params,
+        budget_tokens: 4096,
+        deadline_ms: None,
+        seed: 11,
+    };
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+        .block_on(reason(
+            &registry,
+            generator,
+            None,
+            &req,
+            CancellationToken::new(),
+        ))
+        .expect("auto")
+}
+
+/// Never ends on its own and writes no number; asked for an answer (forced), says 7.
+fn endless() -> Arc<dyn Generator> {
+    Arc::new(FakeGenerator::new(|s| {
+        if s.text.ends_with("\\boxed{") {
+            FakeChunk::last("7}", -0.05)
+        } else {
+            FakeChunk::step("thinking it over once more ", -0.2)
+        }
+    }))
+}
+
+#[test]
+fn auto_stops_after_two_agreeing_confident_probe_samples() {
+    let out = run_with(
+        probe_table(),
+        Arc::new(FakeGenerator::arithmetic()),
+        "What is 2+3?",
+        serde_json::json!({"load": 0.0}),
+    );
+    let decision = out.router.clone().expect("router object");
+    let probe = &decision["probe"];
+    assert_eq!(probe["agree"], true, "{decision}");
+    assert_eq!(probe["confident"], true, "{decision}");
+    assert_eq!(probe["bin"], "easy");
+    assert_eq!(probe["answers"], serde_json::json!(["5", "5"]));
+    // The easy bin's 2-sample row is as accurate as its 4-sample row and cheaper: the probe
+    // was the whole run.
+    assert_eq!(decision["row"]["n"], 2, "{decision}");
+    assert_eq!(out.candidates.len(), 2);
+    assert_eq!(out.answer.as_deref(), Some("5"));
+    let sampled: usize = out.candidates.iter().map(|c| c.tokens).sum();
+    assert_eq!(
+        out.usage.generated_tokens, sampled as u64,
+        "exactly two samples"
+    );
+    assert_eq!(probe["spent"].as_u64(), Some(out.usage.spent()));
+}
+
+#[test]
+fn auto_runs_the_hard_row_when_the_probe_disagrees_counting_the_probe_in_its_n() {
+    let out = run_with(
+        probe_table(),
+        endless(),
+        "What is 2+3?",
+        serde_json::json!({"load": 0.0}),
+    );
+    let decision = out.router.clone().expect("router object");
+    let probe = &decision["probe"];
+    assert_eq!(probe["agree"], false, "{decision}");
+    assert_eq!(probe["bin"], "hard");
+    assert_eq!(probe["cap"], 40);
+    let row = &decision["row"];
+    assert_eq!(
+        (row["difficulty"].as_str(), row["n"].as_u64()),
+        (Some("hard"), Some(6))
+    );
+    // Six samples in all, the probe's two among them, each at the row's 40-token cap.
+    assert_eq!(out.candidates.len(), 6, "{decision}");
+    assert!(out.candidates.iter().all(|c| c.tokens == 40 && !c.finished));
+    assert_eq!(
+        out.usage.generated_tokens,
+        6 * 40,
+        "no probe token is drawn twice"
+    );
+    // The row's other parameters reach the strategy too: `force_answer: false` asks no
+    // candidate for an answer, so none has one and nothing is charged for probing answers.
+    assert!(out.candidates.iter().all(|c| c.answer.is_none()));
+    assert_eq!(out.usage.probe_tokens, 0);
+    assert_eq!(
+        decision["params"],
+        serde_json::json!({"n": 6, "max_tokens": 40, "force_answer": false})
+    );
+}
+
+#[test]
+fn a_pinned_load_is_recorded_and_replays_identically() {
+    let run = |load: f64| {
+        run_with(
+            probe_table(),
+            endless(),
+            "What is 2+3?",
+            serde_json::json!({"load": load}),
+        )
+    };
+    let (a, b) = (run(0.6), run(0.6));
+    let strip = |o: &Outcome| {
+        let mut v = serde_json::to_value(o).expect("serialize");
+        v["router"]["route_ms"] = serde_json::Value::Null;
+        v["usage"]["wall_ms"] = serde_json::Value::Null;
+        v
+    };
+    assert_eq!(
+        strip(&a),
+        strip(&b),
+        "a seeded run at a pinned load replays"
+    );
+    let decision = a.router.clone().expect("router object");
+    assert_eq!(decision["load"], 0.6);
+    assert_eq!(decision["degraded"], true, "{decision}");
+    let (n, measured) = (
+        decision["n"].as_u64().expect("n"),
+        decision["row"]["n"].as_u64().expect("row n"),
+    );
+    assert!(n < measured, "{decision}");
+    assert_eq!(
+        decision["params"]["n"].as_u64(),
+        Some(n),
+        "the shrunk width ran"
+    );
+    assert_eq!(a.candidates.len() as u64, n);
+    assert!(
+        decision.get("probe").is_none(),
+        "no probe while shrinking: {decision}"
+    );
+    let idle = run(0.0);
+    assert_eq!(idle.router.expect("router")["degraded"], false);
 }

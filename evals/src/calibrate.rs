@@ -1,10 +1,12 @@
 //! `ponder-eval calibrate`: the router's calibration table from a run, in the router's own
 //! schema ([`ponder::router::CalibrationTable`], the one calibration schema): accuracy and
-//! mean spend per (difficulty, strategy, width, per-branch cap, budget). Dataset levels map to
-//! the router's difficulties with [`difficulty_of_level`]; a strategy's width and cap are
-//! read from the parameters the run gave it (its registered defaults where it gave none), so
-//! `auto` can run exactly the configuration that was measured. `ponder router calibrate
-//! --harness FILE` merges the file into the router's table.
+//! mean spend per (difficulty, strategy, parameters, verifier, budget). Dataset levels map to
+//! the router's difficulties with [`difficulty_of_level`]; each row keeps the parameters the
+//! run gave its strategy (`null`: its registered defaults) and the verifier it scored with,
+//! and states the width and cap those parameters mean ([`shape`]), so `auto` runs exactly the
+//! configuration that was measured. Rows of `auto` itself are not calibrated (the table is
+//! what `auto` chooses from). `ponder router calibrate --harness FILE` merges the file into
+//! the router's table.
 
 use std::collections::BTreeMap;
 
@@ -25,26 +27,36 @@ pub fn calibrate(
     hard_min: u32,
 ) -> CalibrationTable {
     let registry = Registry::with_builtins();
-    type Key = (&'static str, String, usize, usize, u64);
+    // The parameters' JSON text keys the cell (serde_json writes an object's keys sorted).
+    type Key = (&'static str, String, String, String, u64);
     let mut cells: BTreeMap<Key, Vec<&ResultRow>> = BTreeMap::new();
     for r in rows
         .iter()
-        .filter(|r| r.http_status.is_none() && r.budget > 0)
+        .filter(|r| r.http_status.is_none() && r.budget > 0 && r.strategy != "auto")
     {
-        let (n, max_tokens) = shape(&registry, &r.strategy, &r.params);
         let difficulty = difficulty_of_level(r.level.unwrap_or(0), easy_max, hard_min);
         let budget = r.budget;
-        cells
-            .entry((difficulty, r.strategy.clone(), n, max_tokens, budget))
-            .or_default()
-            .push(r);
+        let key = (
+            difficulty,
+            r.strategy.clone(),
+            r.params.to_string(),
+            r.verifier.clone(),
+            budget,
+        );
+        cells.entry(key).or_default().push(r);
     }
     let rows = cells
         .into_iter()
-        .map(
-            |((difficulty, strategy, n, max_tokens, budget), rs)| CalibrationRow {
+        .map(|((difficulty, strategy, _, verifier, budget), rs)| {
+            let params = rs
+                .first()
+                .map_or(serde_json::Value::Null, |r| r.params.clone());
+            let (n, max_tokens) = shape(&registry, &strategy, &params);
+            CalibrationRow {
                 difficulty: difficulty.into(),
                 strategy,
+                params,
+                verifier,
                 n,
                 max_tokens,
                 budget,
@@ -56,8 +68,8 @@ pub fn calibrate(
                 mean_spent: mean(&rs.iter().map(|r| r.spend.spent as f64).collect::<Vec<_>>()),
                 problems: rs.len(),
                 source: source.into(),
-            },
-        )
+            }
+        })
         .collect();
     CalibrationTable { rows }
 }
@@ -98,6 +110,11 @@ mod tests {
             row(5, "best_of_n", null.clone(), false, 500),
             row(1, "best_of_n", n8.clone(), true, 400),
             ResultRow {
+                verifier: "calculation".into(),
+                ..row(1, "best_of_n", null.clone(), false, 100)
+            },
+            row(1, "auto", serde_json::json!({"load": 0.0}), true, 50),
+            ResultRow {
                 http_status: Some(503),
                 ..row(1, "best_of_n", null, true, 0)
             },
@@ -107,7 +124,7 @@ mod tests {
             table
                 .rows
                 .iter()
-                .find(|r| r.difficulty == d && r.n == n)
+                .find(|r| r.difficulty == d && r.n == n && r.verifier == "none")
                 .expect("row")
         };
         let defaults = find("easy", 4);
@@ -115,10 +132,27 @@ mod tests {
         assert!(
             (defaults.accuracy - 0.5).abs() < 1e-12 && (defaults.mean_spent - 200.0).abs() < 1e-9
         );
+        assert!(defaults.params.is_null());
         let wide = find("easy", 8);
         assert_eq!((wide.problems, wide.max_tokens, wide.budget), (1, 64, 512));
+        assert_eq!(wide.params, n8, "the row keeps the parameters the run gave");
         assert_eq!(find("hard", 4).problems, 1);
-        assert_eq!(table.rows.len(), 3, "the refused row is not counted");
+        let verified: Vec<_> = table
+            .rows
+            .iter()
+            .filter(|r| r.verifier == "calculation")
+            .collect();
+        assert_eq!(
+            verified.len(),
+            1,
+            "another verifier is another configuration"
+        );
+        assert!((verified[0].accuracy - 0.0).abs() < 1e-12);
+        assert!(
+            table.rows.iter().all(|r| r.strategy != "auto"),
+            "auto is not a row"
+        );
+        assert_eq!(table.rows.len(), 4, "the refused row is not counted");
         assert!(table.rows.iter().all(|r| r.source == "runs/x"));
     }
 }

@@ -496,4 +496,47 @@ mod tests {
         assert!(rows.iter().all(|r| r.correct && r.http_status.is_none()));
         Ok(())
     }
+
+    #[test]
+    fn the_harness_pins_autos_load_unless_told_otherwise() {
+        let mut setup = Setup::default();
+        assert!(setup.pin_load, "pinned by default");
+        assert_eq!(setup.params_for("auto"), serde_json::json!({"load": 0.0}));
+        setup
+            .params
+            .insert("auto".into(), serde_json::json!({"probe": false}));
+        assert_eq!(
+            setup.params_for("auto"),
+            serde_json::json!({"probe": false, "load": 0.0})
+        );
+        setup
+            .params
+            .insert("auto".into(), serde_json::json!({"load": 0.5}));
+        assert_eq!(
+            setup.params_for("auto"),
+            serde_json::json!({"load": 0.5}),
+            "a set load stays"
+        );
+        assert!(
+            setup.params_for("self_consistency").is_null(),
+            "only auto has a load"
+        );
+        setup.pin_load = false;
+        setup.params.clear();
+        assert!(
+            setup.params_for("auto").is_null(),
+            "--live-load: the measured load"
+        );
+        // The load the router ran under is what each row records.
+        let items = grid(
+            &problems(),
+            &["auto".to_string()],
+            &[64],
+            &[0],
+            &Setup::default(),
+        );
+        assert!(items
+            .iter()
+            .all(|i| i.params == serde_json::json!({"load": 0.0})));
+    }
 }

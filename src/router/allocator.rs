@@ -1,32 +1,44 @@
 //! The compute allocator: from (category, difficulty, the request's budget, the current load)
-//! choose whether to think at all, which strategy, how wide (N), how long each branch may run
-//! and how much of the budget to spend — using a calibration table of accuracy vs spend per
-//! difficulty and strategy that `ponder bench strategies` measures (see [`CalibrationTable`]).
+//! choose whether to think at all and which measured configuration to run — a row of the
+//! calibration table of accuracy vs spend per difficulty and strategy configuration that
+//! `ponder-eval calibrate` (or `ponder bench strategies`) measures (see [`CalibrationTable`]).
 //!
-//! Rules, in order (compute-optimal scaling: spend where the table says it pays):
+//! Rules, in order (compute-optimal scaling, Snell et al. 2024: spend where the table says it
+//! pays):
 //! 1. Direct answer (no chain of thought, one greedy reply) for chat and writing, and for easy
 //!    queries of categories that do not need derivations (knowledge) — the semantic-router
 //!    result: reasoning only when it pays.
-//! 2. Otherwise, among the table's rows for the predicted difficulty (the nearest measured
-//!    difficulty when it has none) whose budget fits the request's, take the best accuracy and
-//!    then the *cheapest* row within `tolerance` of it: more spend that does not buy accuracy
-//!    is not spent.
-//! 3. The request's budget is a hard cap: the allocation's budget never exceeds it, and N ×
-//!    per-branch cap fits inside it.
-//! 4. Under load (`load` in [0, 1]: busy share of the server) N shrinks — down to one branch —
-//!    rather than requests queueing; at full load every query is answered directly.
+//! 2. Otherwise, among the table's rows for the difficulty (the nearest measured difficulty
+//!    when it has none) whose budget fits the request's, take the best accuracy and then the
+//!    *cheapest* row (mean spend) within `tolerance` of it: more spend that does not buy
+//!    accuracy is not spent ([`Allocator::choose_row`]). The allocation is that row as
+//!    measured: its strategy, its parameters, its N and per-branch cap, its budget.
+//! 3. The request's budget is a hard cap: only rows whose budget fits it are chosen; when none
+//!    does, a small self-consistency vote inside the budget runs (an unmeasured fallback, said
+//!    so in `basis`).
+//! 4. Under load (`load` in [0, 1]: busy share of the server) N shrinks — down to one branch,
+//!    the row's budget shrinking with it — rather than requests queueing; at full load every
+//!    query is answered directly. The load is part of the decision `auto` records, and a
+//!    caller can pin it (`auto`'s `load` parameter) so a seeded run replays.
 
 use serde::{Deserialize, Serialize};
 
-/// One measured cell: a strategy's accuracy and mean spend at a budget, on problems of one
-/// difficulty.
+/// One measured cell: a strategy configuration's accuracy and mean spend at a budget, on
+/// problems of one difficulty.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CalibrationRow {
     /// Difficulty of the problems it was measured on.
     pub difficulty: String,
     /// Strategy name.
     pub strategy: String,
-    /// Its width (N, k or max traces) with the parameters it ran with.
+    /// The strategy's parameters as the measured run gave them (`null`: its registered
+    /// defaults): `auto` builds the strategy from exactly these.
+    #[serde(default)]
+    pub params: serde_json::Value,
+    /// The verifier the measured run scored with (`none`: the model's own confidence).
+    #[serde(default = "no_verifier")]
+    pub verifier: String,
+    /// Its width (N, k or max traces) with those parameters.
     pub n: usize,
     /// Its per-branch token cap with those parameters.
     pub max_tokens: usize,
@@ -42,7 +54,11 @@ pub struct CalibrationRow {
     pub source: String,
 }
 
-/// Accuracy vs spend per difficulty and strategy.
+fn no_verifier() -> String {
+    "none".into()
+}
+
+/// Accuracy vs spend per difficulty and strategy configuration.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct CalibrationTable {
     /// The cells.
@@ -91,11 +107,6 @@ pub struct AllocatorConfig {
     pub direct_when_easy: Vec<String>,
     /// Token cap of a direct answer.
     pub direct_tokens: usize,
-    /// How far `auto` may widen past the table's N while the vote is undecided (× N).
-    pub widen: f64,
-    /// Strategies that are "N samples and a vote": `auto` runs them as an adaptive vote that
-    /// stops early on a clear margin and widens on disagreement.
-    pub voting: Vec<String>,
     /// When the table has nothing that fits the budget: per-branch cap of the fallback vote.
     pub fallback_tokens: usize,
 }
@@ -108,15 +119,6 @@ impl Default for AllocatorConfig {
             direct_categories: s(&["chat", "writing"]),
             direct_when_easy: s(&["knowledge"]),
             direct_tokens: 256,
-            widen: 2.0,
-            voting: s(&[
-                "self_consistency",
-                "best_of_n",
-                "weighted_best_of_n",
-                "deepconf",
-                "short_m_of_k",
-                "adaptive_parallel",
-            ]),
             fallback_tokens: 256,
         }
     }
@@ -127,19 +129,21 @@ impl Default for AllocatorConfig {
 pub struct Allocation {
     /// Whether to reason at all (false: one direct greedy answer).
     pub think: bool,
-    /// What to run: `direct`, the table's strategy, or `adaptive_parallel` for a voting one.
+    /// What runs: `direct`, the row's strategy, or `self_consistency` for the fallback vote.
     pub strategy: String,
-    /// The strategy the table row named (before mapping to the adaptive vote).
-    pub table_strategy: Option<String>,
-    /// Branches to start with.
+    /// The parameters it is built with: the row's (`null`: the strategy's defaults); under
+    /// load, `auto` writes the shrunk width here.
+    pub params: serde_json::Value,
+    /// The measured row it runs (none: a direct answer or the fallback vote).
+    pub row: Option<CalibrationRow>,
+    /// Branches it runs (the row's N, fewer under load).
     pub n: usize,
-    /// Most branches the search may widen to while the vote is undecided.
-    pub max_n: usize,
-    /// Per-branch token cap.
+    /// Per-branch token cap (the row's).
     pub max_tokens: usize,
-    /// Tokens this search may spend (≤ the request's budget).
+    /// Tokens this search may spend: the row's budget (scaled by N under load; ≤ the
+    /// request's).
     pub budget_tokens: u64,
-    /// Whether load made it smaller than the table asked for.
+    /// Whether load made it smaller than the row measured.
     pub degraded: bool,
     /// Why, in a few words.
     pub basis: String,
@@ -155,22 +159,27 @@ pub struct Allocator {
     pub config: AllocatorConfig,
 }
 
+/// `load` clamped to [0, 1] (0 when not a number).
+fn clamp_load(load: f64) -> f64 {
+    if load.is_finite() {
+        load.clamp(0.0, 1.0)
+    } else {
+        0.0
+    }
+}
+
 impl Allocator {
     /// Chooses the compute for a query of `category` and `difficulty` under `budget` tokens at
     /// `load` (clamped to [0, 1]).
     pub fn allocate(&self, category: &str, difficulty: &str, budget: u64, load: f64) -> Allocation {
         let c = &self.config;
-        let load = if load.is_finite() {
-            load.clamp(0.0, 1.0)
-        } else {
-            0.0
-        };
+        let load = clamp_load(load);
         let direct = |basis: String, degraded: bool| Allocation {
             think: false,
             strategy: "direct".into(),
-            table_strategy: None,
+            params: serde_json::Value::Null,
+            row: None,
             n: 1,
-            max_n: 1,
             max_tokens: c.direct_tokens.min(budget as usize).max(1),
             budget_tokens: budget,
             degraded,
@@ -186,81 +195,99 @@ impl Allocator {
         if load >= 0.95 {
             return direct(format!("load {load:.2}: answered directly"), true);
         }
+        self.allocate_row(difficulty, budget, load, |_| true)
+    }
+
+    /// Among the rows for `difficulty` (the nearest measured difficulty when it has none) that
+    /// fit `budget` and that `eligible` accepts: the cheapest (mean spend) whose accuracy is
+    /// within `tolerance` of the best (ties: the more accurate, then the earlier row).
+    pub fn choose_row(
+        &self,
+        difficulty: &str,
+        budget: u64,
+        eligible: impl Fn(&CalibrationRow) -> bool,
+    ) -> Option<&CalibrationRow> {
         let rows: Vec<&CalibrationRow> = self
             .table
             .rows_for(difficulty)
             .into_iter()
-            .filter(|r| r.budget <= budget && r.n > 0)
+            .filter(|r| r.budget <= budget && r.n > 0 && eligible(r))
             .collect();
         let best = rows
             .iter()
             .map(|r| r.accuracy)
             .fold(f64::NEG_INFINITY, f64::max);
-        let chosen = rows
-            .iter()
-            .filter(|r| r.accuracy >= best - c.tolerance)
+        rows.into_iter()
+            .filter(|r| r.accuracy >= best - self.config.tolerance)
             .min_by(|a, b| {
                 a.mean_spent
                     .total_cmp(&b.mean_spent)
                     .then(b.accuracy.total_cmp(&a.accuracy))
-            });
-        let (table_strategy, n, per_branch, cap, basis) = match chosen {
-            Some(r) => (
-                Some(r.strategy.clone()),
-                r.n,
-                r.max_tokens.min((r.budget as usize / r.n).max(1)),
-                r.budget,
-                format!(
-                    "{} @ {}: {:.2} accuracy for {:.0} tokens (best {:.2}, {} rows)",
-                    r.strategy,
+            })
+    }
+
+    /// The allocation that runs the row [`Allocator::choose_row`] picks for `difficulty`
+    /// among the `eligible` ones, at `load`; the fallback vote when there is none.
+    pub fn allocate_row(
+        &self,
+        difficulty: &str,
+        budget: u64,
+        load: f64,
+        eligible: impl Fn(&CalibrationRow) -> bool,
+    ) -> Allocation {
+        let load = clamp_load(load);
+        let (strategy, params, row, n, max_tokens, row_budget, basis) =
+            match self.choose_row(difficulty, budget, eligible) {
+                Some(r) => (
+                    r.strategy.clone(),
+                    r.params.clone(),
+                    Some(r.clone()),
+                    r.n,
+                    r.max_tokens,
                     r.budget,
-                    r.accuracy,
-                    r.mean_spent,
-                    best,
-                    rows.len()
+                    format!(
+                        "{} {} (N {}, cap {}) @ {}: {:.2} accuracy for {:.0} tokens on {} problems",
+                        r.difficulty,
+                        r.strategy,
+                        r.n,
+                        r.max_tokens,
+                        r.budget,
+                        r.accuracy,
+                        r.mean_spent,
+                        r.problems
+                    ),
                 ),
-            ),
-            None => {
-                let per_branch = c.fallback_tokens.min(budget as usize).max(1);
-                let n = (budget as usize / per_branch).clamp(1, 4);
-                (
-                    None,
-                    n,
-                    per_branch,
-                    budget,
-                    "no calibration row fits the budget: small vote".to_string(),
-                )
-            }
-        };
-        // Load: keep the whole table's N up to a quarter busy, then shrink linearly to one.
+                None => {
+                    let per_branch = self.config.fallback_tokens.min(budget as usize).max(1);
+                    let n = (budget as usize / per_branch).clamp(1, 4);
+                    (
+                        "self_consistency".to_string(),
+                        serde_json::json!({"n": n, "max_tokens": per_branch}),
+                        None,
+                        n,
+                        per_branch,
+                        budget,
+                        "no calibration row fits the budget: small vote (unmeasured)".to_string(),
+                    )
+                }
+            };
+        // Load: keep the row's N up to a quarter busy, then shrink linearly to one.
         let shrink = 1.0 - ((load - 0.25) / 0.7).clamp(0.0, 1.0);
         let n_loaded = ((n as f64 * shrink).floor() as usize).max(1);
         let degraded = n_loaded < n;
-        let voting = table_strategy.as_ref().is_none_or(|s| c.voting.contains(s));
-        let max_n = if degraded || !voting {
-            n_loaded
+        // Fewer branches, the same per-branch share: the budget shrinks with N.
+        let budget_tokens = if degraded {
+            (row_budget as f64 * n_loaded as f64 / n as f64).ceil() as u64
         } else {
-            // Widen only as far as whole branches still fit in the request's budget.
-            let affordable = (budget as usize / per_branch.max(1)).max(1);
-            ((n as f64 * c.widen).round() as usize)
-                .min(affordable)
-                .max(n_loaded)
+            row_budget
         };
-        // The row's budget bought N branches; widening scales it. Never past the request's.
-        let budget_tokens = (cap as f64 * max_n as f64 / n.max(1) as f64)
-            .ceil()
-            .max(cap as f64) as u64;
         Allocation {
             think: true,
-            strategy: if voting {
-                "adaptive_parallel".into()
-            } else {
-                table_strategy.clone().unwrap_or_default()
-            },
-            table_strategy,
+            strategy,
+            params,
+            row,
             n: n_loaded,
-            max_n,
-            max_tokens: per_branch,
+            max_tokens,
             budget_tokens: budget_tokens.min(budget),
             degraded,
             basis: if degraded {
@@ -275,6 +302,7 @@ impl Allocator {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     fn row(
         difficulty: &str,
@@ -287,6 +315,8 @@ mod tests {
         CalibrationRow {
             difficulty: difficulty.into(),
             strategy: strategy.into(),
+            params: serde_json::json!({"n": n, "max_tokens": 1024}),
+            verifier: "none".into(),
             n,
             max_tokens: 1024,
             budget,
@@ -328,14 +358,15 @@ mod tests {
     }
 
     #[test]
-    fn picks_the_cheapest_row_as_good_as_the_best() {
+    fn picks_the_cheapest_row_as_good_as_the_best_and_runs_it_as_measured() {
         // 0.50 @ 512 is within 0.05 of 0.52 @ 2048 and costs a quarter: more would not help.
-        let x = allocator().allocate("math", "easy", 4096, 0.0);
-        assert_eq!(x.table_strategy.as_deref(), Some("self_consistency"));
-        assert_eq!(x.strategy, "adaptive_parallel");
-        assert_eq!((x.n, x.max_tokens), (8, 64));
-        assert_eq!(x.max_n, 16);
-        assert_eq!(x.budget_tokens, 1024);
+        let a = allocator();
+        let x = a.allocate("math", "easy", 4096, 0.0);
+        assert_eq!(x.strategy, "self_consistency");
+        assert_eq!(x.row.as_ref(), Some(&a.table.rows[0]));
+        assert_eq!(x.params, serde_json::json!({"n": 8, "max_tokens": 1024}));
+        assert_eq!((x.n, x.max_tokens, x.budget_tokens), (8, 1024, 512));
+        assert!(!x.degraded);
     }
 
     #[test]
@@ -346,32 +377,41 @@ mod tests {
                 let x = a.allocate("math", difficulty, budget, 0.0);
                 assert!(x.budget_tokens <= budget, "{budget} {difficulty}: {x:?}");
                 assert!(
-                    x.max_n * x.max_tokens <= budget as usize || x.max_n == 1,
+                    x.row.as_ref().is_none_or(|r| r.budget <= budget),
                     "{budget} {difficulty}: {x:?}"
                 );
             }
         }
         // Nothing in the table fits 300 tokens: a small fallback vote inside the budget.
         let x = a.allocate("math", "easy", 300, 0.0);
-        assert!(x.table_strategy.is_none() && x.think);
+        assert!(x.row.is_none() && x.think && x.strategy == "self_consistency");
+        assert!(x.n * x.max_tokens <= 300, "{x:?}");
     }
 
     #[test]
     fn missing_difficulty_uses_the_nearest_measured_one() {
         let x = allocator().allocate("code", "medium", 4096, 0.0);
         // medium has no rows; easy and hard are equally near, the easier wins.
-        assert_eq!(x.table_strategy.as_deref(), Some("self_consistency"));
-        assert!(x.basis.contains("@ 512"), "{}", x.basis);
+        assert_eq!(x.row.as_ref().map(|r| r.difficulty.as_str()), Some("easy"));
+        assert_eq!(x.budget_tokens, 512);
         let hard = allocator().allocate("math", "hard", 4096, 0.0);
         assert_eq!(
-            hard.table_strategy.as_deref(),
-            Some("self_consistency"),
+            hard.strategy, "self_consistency",
             "0.40 is within 0.05 of 0.45 and cheaper"
         );
     }
 
     #[test]
-    fn load_shrinks_the_width_then_answers_directly() {
+    fn an_eligibility_filter_narrows_the_choice() {
+        let a = allocator();
+        let x = a.allocate_row("hard", 4096, 0.0, |r| r.strategy == "beam_search");
+        assert_eq!(x.strategy, "beam_search");
+        let none = a.allocate_row("hard", 4096, 0.0, |_| false);
+        assert!(none.row.is_none(), "nothing eligible: the fallback");
+    }
+
+    #[test]
+    fn load_shrinks_the_width_and_its_budget_then_answers_directly() {
         let a = allocator();
         let idle = a.allocate("math", "easy", 4096, 0.0);
         let some = a.allocate("math", "easy", 4096, 0.6);
@@ -385,7 +425,67 @@ mod tests {
             some.n,
             busy.n
         );
-        assert_eq!(some.max_n, some.n, "no widening under load");
+        // The same per-branch share: the budget scales with N.
+        assert_eq!(
+            some.budget_tokens,
+            (512.0 * some.n as f64 / 8.0).ceil() as u64
+        );
+        assert!(some.basis.contains("load 0.60"), "{}", some.basis);
         assert!(!full.think && full.degraded);
+    }
+
+    fn arb_row() -> impl Strategy<Value = CalibrationRow> {
+        (
+            0usize..3,
+            1usize..9,
+            prop::sample::select(vec![256u64, 512, 1024, 2048]),
+            0u32..=20,
+            1u32..2000,
+        )
+            .prop_map(|(d, n, budget, acc, spent)| {
+                let mut r = row(
+                    DIFFICULTIES[d],
+                    "self_consistency",
+                    n,
+                    budget,
+                    acc as f64 / 20.0,
+                    spent as f64,
+                );
+                r.strategy = format!("s{n}");
+                r
+            })
+    }
+
+    proptest! {
+        /// The chosen row fits the budget, is eligible, is within `tolerance` of the best
+        /// eligible row of its difficulty, and no eligible row as good is cheaper.
+        #[test]
+        fn the_choice_is_the_cheapest_as_good_as_the_best(
+            rows in prop::collection::vec(arb_row(), 0..12),
+            d in 0usize..3,
+            budget in prop::sample::select(vec![300u64, 512, 1024, 4096]),
+            odd_only in any::<bool>(),
+        ) {
+            let a = Allocator { table: CalibrationTable { rows }, config: AllocatorConfig::default() };
+            let eligible = |r: &CalibrationRow| !odd_only || r.n % 2 == 1;
+            let difficulty = DIFFICULTIES[d];
+            let pool: Vec<&CalibrationRow> = a.table.rows_for(difficulty).into_iter()
+                .filter(|r| r.budget <= budget && eligible(r)).collect();
+            match a.choose_row(difficulty, budget, eligible) {
+                None => prop_assert!(pool.is_empty()),
+                Some(c) => {
+                    prop_assert!(c.budget <= budget && eligible(c));
+                    let best = pool.iter().map(|r| r.accuracy).fold(f64::NEG_INFINITY, f64::max);
+                    prop_assert!(c.accuracy >= best - a.config.tolerance);
+                    for r in &pool {
+                        if r.accuracy >= best - a.config.tolerance {
+                            prop_assert!(r.mean_spent >= c.mean_spent);
+                        }
+                    }
+                }
+            }
+            let x = a.allocate_row(difficulty, budget, 0.0, eligible);
+            prop_assert!(x.budget_tokens <= budget);
+        }
     }
 }

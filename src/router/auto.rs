@@ -1,50 +1,115 @@
-//! The `auto` strategy: route the query, then run what the allocator chose and let the search
-//! adjust it in flight.
+//! The `auto` strategy: route the query, run the measured configuration the allocator chose,
+//! and — for a strategy that begins with independent whole samples — look at the first two
+//! samples before committing to a difficulty bin.
 //!
-//! - Direct answer (chat, writing, easy knowledge, or a saturated server): one greedy reply to
-//!   a "answer directly" prompt, capped at the allocation's tokens.
-//! - A voting strategy in the table (self-consistency, best-of-N…): adaptive parallel thinking
-//!   starting at half the table's N, stopping as soon as the vote's leader is the majority
-//!   with `stop_confidence` posterior probability, widening while the answers disagree up to
-//!   `max_n` (whole branches that fit in the request's budget) — early stopping and widening
-//!   from vote-margin and confidence signals, as in adaptive-parallel / DeepConf.
-//! - Any other strategy (beam search, MCTS…): that strategy with its defaults.
+//! 1. **Route.** The query's category and difficulty are predicted ([`super::Router::route`])
+//!    and the allocator picks a calibration row for that difficulty (or a direct answer).
+//! 2. **Run as measured.** The row's strategy is built from the row's own parameters (its N,
+//!    per-branch cap and every other parameter the measured run gave it) and runs under the
+//!    row's budget; the context's meter refuses anything past it. The row's `verifier` says
+//!    what it was measured with; the search scores with the server's (rows are not yet
+//!    filtered by it). Under load the allocator
+//!    narrows N ([`super::calibrate::with_width`]) and the budget with it, and says so.
+//! 3. **Probe** (the adaptive part of compute-optimal scaling, Snell et al. 2024; an
+//!    Adaptive-Consistency / DeepConf-style early look, Aggarwal et al. 2023, Fu et al. 2025).
+//!    When the row's strategy draws N independent whole samples first
+//!    ([`ponder_strategies::Strategy::sample_plan`]: self-consistency, best-of-N, weighted
+//!    best-of-N) and the server is not shrinking N, `auto` draws that row's first two samples
+//!    ([`Context::probe_samples`], at the row's per-sample cap) and reads them:
+//!    - *agree*: both have a final answer and the answers are equivalent (the grader's
+//!      [`ponder_verifiers::equivalent`], on canonical answers);
+//!    - *confident*: both finished (not cut at the cap) and each trace's lowest group
+//!      confidence ([`ponder_verifiers::TraceConfidence`]) is at least `probe_confidence`.
 //!
-//! The search runs under the allocation's budget (the table row's, scaled by any widening;
-//! never more than the request's): the context's meter refuses anything past it. The
-//! decision is recorded with [`Context::set_router`], so it appears in the `Outcome`.
+//!    The bin: agree and confident → `easy`; disagree → `hard` (widen to the hard row's N; a
+//!    best-of-N row scores with the server's verifier); agree but not confident → the
+//!    predicted difficulty. In a bin
+//!    other than the predicted one, the allocator's own rule picks the row (cheapest within
+//!    tolerance of the best measured accuracy) among the rows that can take the probe's
+//!    samples as their first two: strategies with a sample plan that samples alike, N ≥ 2,
+//!    and a per-sample cap at least the probe's. If none can, the predicted row runs.
+//!    *Stop or run the easy row* is that same rule: a measured 2-sample row of the easy bin
+//!    that is as accurate as the wider ones (within tolerance) is cheaper, and running it
+//!    means taking the two probe samples and drawing nothing more — the search stops with
+//!    the agreed answer. Otherwise the easy row runs with the probe's samples as its first.
+//!    Either way the row draws only N − 2 more samples: the probe's tokens are the row's.
+//!
+//!    Strategies without a sample plan (beam search, MCTS, DeepConf's online filter,
+//!    adaptive parallel thinking, first-finish…) generate in lockstep chunks whose samples a
+//!    probe cannot stand in for; they run as measured, without a probe.
+//!
+//! The decision — prediction, load, the row that ran, and what the probe saw — is recorded
+//! with [`Context::set_router`], so it appears in the `Outcome`'s `router` object.
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use ponder_strategies::{
-    AdaptiveParallel, AdaptiveParallelParams, Context, Decoding, GeneratorError, Prompt, Registry,
-    Result, Sampling, SearchTree, Selection, StepSpec, Strategy, StrategyError,
+    Branch, Context, Decoding, GeneratorError, Prompt, Registry, Result, SamplePlan, Sampling,
+    SearchTree, Selection, StepSpec, Strategy, StrategyError,
 };
+use ponder_verifiers::{equivalent, TraceConfidence};
 use serde::{Deserialize, Serialize};
 
-use super::{Router, RouterError};
+use super::allocator::{Allocation, CalibrationRow};
+use super::calibrate::with_width;
+use super::{Decision, Router, RouterError};
 
 /// System prompt of a direct answer.
 pub const DIRECT_SYSTEM_PROMPT: &str = "Answer directly and briefly, without step-by-step reasoning. If the answer is a number or a short expression, put it in \\boxed{}.";
+
+/// Samples the probe draws.
+pub const PROBE_SAMPLES: usize = 2;
 
 /// Parameters of `auto`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct AutoParams {
-    /// Use this load (0..=1) instead of the measured one (benchmarks, tests).
+    /// Use this load (0..=1) instead of the measured one, so a seeded run replays (the
+    /// harness pins it at 0 by default).
     pub load: Option<f64>,
-    /// Stop widening once the vote's leader has this posterior probability.
-    pub stop_confidence: f64,
+    /// Draw the first two samples before choosing the difficulty bin (for strategies that
+    /// begin with independent whole samples).
+    pub probe: bool,
+    /// Lowest group confidence (DeepConf token confidence, top-5) each probe trace needs to
+    /// count as confident. The default is the lower quartile of that statistic among correct
+    /// SmolLM2-135M candidates in `data/verifier/train.jsonl`; it is model-specific.
+    pub probe_confidence: f32,
 }
 
 impl Default for AutoParams {
     fn default() -> Self {
         Self {
             load: None,
-            stop_confidence: 0.9,
+            probe: true,
+            probe_confidence: 2.75,
         }
     }
+}
+
+/// What the probe saw and what it chose: the `router` object's `probe`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ProbeReport {
+    /// Samples drawn (the row's first two).
+    pub samples: usize,
+    /// Their per-sample cap.
+    pub cap: usize,
+    /// Their canonical final answers.
+    pub answers: Vec<Option<String>>,
+    /// Whether each was finished by the model (not cut at the cap).
+    pub finished: Vec<bool>,
+    /// Each trace's lowest group confidence (none without log-probabilities).
+    pub lowest_group: Vec<Option<f32>>,
+    /// Both answered alike.
+    pub agree: bool,
+    /// Both finished with at least `probe_confidence`.
+    pub confident: bool,
+    /// The difficulty bin chosen from them.
+    pub bin: String,
+    /// Whether the bin's row replaced the predicted one.
+    pub changed_row: bool,
+    /// Tokens the probe charged (part of the row's spend: its samples are the row's first).
+    pub spent: u64,
 }
 
 /// The router-driven strategy.
@@ -68,7 +133,13 @@ impl Auto {
         if let Some(load) = params.load {
             ponder_strategies::in_range("auto", "load", load, 0.0, 1.0)?;
         }
-        ponder_strategies::in_range("auto", "stop_confidence", params.stop_confidence, 0.5, 1.0)?;
+        ponder_strategies::in_range(
+            "auto",
+            "probe_confidence",
+            f64::from(params.probe_confidence),
+            0.0,
+            100.0,
+        )?;
         Ok(Self {
             router,
             params,
@@ -100,6 +171,106 @@ impl Auto {
             support: None,
         })
     }
+
+    /// Builds the allocation's strategy; under load, with the allocation's narrower width
+    /// written into its parameters (and recorded there).
+    fn build(&self, a: &mut Allocation) -> Result<Box<dyn Strategy>> {
+        if a.degraded {
+            a.params = with_width(&self.builtins, &a.strategy, &a.params, a.n);
+        }
+        self.builtins.build(&a.strategy, a.params.clone())
+    }
+
+    /// Whether `row` can take samples drawn like `probe` (at `probe_cap`) as its first two.
+    fn takes_probe(
+        &self,
+        row: &CalibrationRow,
+        probe: &SamplePlan,
+        probe_cap: usize,
+        p: u64,
+    ) -> bool {
+        let Ok(strategy) = self.builtins.build(&row.strategy, row.params.clone()) else {
+            return false;
+        };
+        strategy.sample_plan().is_some_and(|plan| {
+            plan.n >= PROBE_SAMPLES
+                && plan.draws_like(&probe.spec)
+                && plan.sample_cap(row.budget, p) >= probe_cap
+        })
+    }
+
+    /// Draws the probe for `plan`, reads it, and moves `decision` to its bin's row.
+    async fn probe(
+        &self,
+        ctx: &Context,
+        plan: &SamplePlan,
+        decision: &mut Decision,
+        load: f64,
+    ) -> Result<()> {
+        let budget = decision.allocation.budget_tokens;
+        let before = ctx.usage().spent();
+        let drawn: Vec<Branch> = ctx.probe_samples(plan, PROBE_SAMPLES, budget).await?;
+        let mut answers = Vec::with_capacity(drawn.len());
+        for b in &drawn {
+            answers.push(ctx.final_answer(b, plan.force_answer).await);
+        }
+        let finished: Vec<bool> = drawn.iter().map(|b| b.finished).collect();
+        let lowest_group: Vec<Option<f32>> = drawn
+            .iter()
+            .map(|b| TraceConfidence::summary(&b.confidences).map(|c| c.lowest_group))
+            .collect();
+        let agree = answers.len() == PROBE_SAMPLES
+            && match (&answers[0], &answers[1]) {
+                (Some(a), Some(b)) => equivalent(a, b),
+                _ => false,
+            };
+        let confident = finished.len() == PROBE_SAMPLES
+            && finished.iter().all(|f| *f)
+            && lowest_group
+                .iter()
+                .all(|c| c.is_some_and(|c| c >= self.params.probe_confidence));
+        let bin = if agree && confident {
+            "easy".to_string()
+        } else if !agree {
+            "hard".to_string()
+        } else {
+            decision.difficulty.clone()
+        };
+        let predicted_bin = decision
+            .allocation
+            .row
+            .as_ref()
+            .map(|r| r.difficulty.clone());
+        let prompt = ctx.prompt_tokens();
+        let probe_cap = plan.sample_cap(budget, prompt);
+        let mut changed_row = false;
+        if predicted_bin.as_deref() != Some(bin.as_str()) {
+            let allocator = &self.router.file().allocator;
+            let moved = allocator.allocate_row(&bin, decision.request_budget, load, |r| {
+                self.takes_probe(r, plan, probe_cap, prompt)
+            });
+            if moved.row.is_some() && moved.row != decision.allocation.row {
+                decision.allocation = Allocation {
+                    basis: format!("probe -> {bin}: {}", moved.basis),
+                    ..moved
+                };
+                changed_row = true;
+            }
+        }
+        decision.probe = Some(ProbeReport {
+            samples: drawn.len(),
+            cap: probe_cap,
+            answers,
+            finished,
+            lowest_group,
+            agree,
+            confident,
+            bin,
+            changed_row,
+            spent: ctx.usage().spent().saturating_sub(before),
+        });
+        Ok(())
+    }
 }
 
 fn router_error(e: RouterError) -> StrategyError {
@@ -107,6 +278,10 @@ fn router_error(e: RouterError) -> StrategyError {
         RouterError::EmptyQuery => StrategyError::invalid("auto", "problem", "must not be empty"),
         other => GeneratorError::Failed(format!("router: {other}")).into(),
     }
+}
+
+fn record(ctx: &Context, decision: &Decision) {
+    ctx.set_router(serde_json::to_value(decision).unwrap_or(serde_json::Value::Null));
 }
 
 #[async_trait]
@@ -121,11 +296,11 @@ impl Strategy for Auto {
             .load
             .unwrap_or_else(|| self.router.current_load());
         let _in_flight = self.router.enter();
-        let decision = self
+        let mut decision = self
             .router
             .route(&ctx.problem().question, ctx.budget().tokens, load)
             .map_err(router_error)?;
-        ctx.set_router(serde_json::to_value(&decision).unwrap_or(serde_json::Value::Null));
+        record(ctx, &decision);
         if decision.truncated {
             let note = format!(
                 "query truncated to the encoder's {} word pieces for routing",
@@ -133,28 +308,26 @@ impl Strategy for Auto {
             );
             ctx.with_tree(|t| t.note(SearchTree::ROOT, "router_truncated", note));
         }
-        let a = &decision.allocation;
+        if !decision.allocation.think {
+            ctx.narrow_budget(decision.allocation.budget_tokens);
+            return self.direct(ctx, decision.allocation.max_tokens).await;
+        }
+        let mut strategy = self.build(&mut decision.allocation)?;
+        let plan = strategy
+            .sample_plan()
+            .filter(|p| self.params.probe && !decision.allocation.degraded && p.n >= 2);
+        if let Some(plan) = plan {
+            let probed = self.probe(ctx, &plan, &mut decision, load).await;
+            record(ctx, &decision);
+            probed?;
+            if decision.probe.as_ref().is_some_and(|p| p.changed_row) {
+                strategy = self.build(&mut decision.allocation)?;
+            }
+        }
+        record(ctx, &decision);
         // The allocation is what this search may spend (≤ the request's budget).
-        ctx.narrow_budget(a.budget_tokens);
-        if !a.think {
-            return self.direct(ctx, a.max_tokens).await;
-        }
-        if a.strategy == "adaptive_parallel" {
-            let initial = a.n.div_ceil(2).max(1);
-            let params = AdaptiveParallelParams {
-                initial,
-                grow: initial,
-                max_n: a.max_n.max(initial),
-                stop_confidence: self.params.stop_confidence,
-                max_tokens: a.max_tokens,
-                ..AdaptiveParallelParams::default()
-            };
-            return AdaptiveParallel::new(params)?.search(ctx).await;
-        }
-        self.builtins
-            .build(&a.strategy, serde_json::Value::Null)?
-            .search(ctx)
-            .await
+        ctx.narrow_budget(decision.allocation.budget_tokens);
+        strategy.search(ctx).await
     }
 }
 
@@ -162,7 +335,7 @@ impl Strategy for Auto {
 pub fn register_auto(registry: &mut Registry, router: Arc<Router>) {
     registry.register(
         "auto",
-        "route the query (category, difficulty), allocate compute from the calibration table, stop early or widen in flight",
+        "route the query (category, difficulty), probe the first two samples, run the measured calibration row for the bin they point to",
         move |p: AutoParams| Ok(Box::new(Auto::new(Arc::clone(&router), p)?) as Box<dyn Strategy>),
     );
 }

@@ -2,8 +2,9 @@
 //! budget) cell becomes a [`CalibrationRow`] for the difficulty of the problem set it was run
 //! on, with the strategy's width and per-branch cap read from its registered defaults, which
 //! the bench runs) and from `ponder-eval calibrate` tables, which are written in this same
-//! schema ([`merge_harness`]). [`shape`] and [`difficulty_of_level`] are shared with the
-//! harness so both sources describe a configuration the same way.
+//! schema with the parameters each run gave its strategy ([`merge_harness`]). [`shape`] and
+//! [`difficulty_of_level`] are shared with the harness so both sources describe a
+//! configuration the same way; [`with_width`] narrows one (`auto` under load).
 
 use std::path::Path;
 
@@ -58,6 +59,36 @@ pub fn shape(registry: &Registry, strategy: &str, params: &serde_json::Value) ->
     (n, max_tokens)
 }
 
+/// `params` with the width [`shape`] reads (`n`, `k` or `max_n`, whichever the parameters or
+/// the registered defaults have) set to `n`: the same configuration, narrower (`auto` under
+/// load). A strategy with no width parameter is returned as it is.
+pub fn with_width(
+    registry: &Registry,
+    strategy: &str,
+    params: &serde_json::Value,
+    n: usize,
+) -> serde_json::Value {
+    let defaults = registry
+        .list()
+        .into_iter()
+        .find(|i| i.name == strategy)
+        .map(|i| i.defaults)
+        .unwrap_or_default();
+    let has = |v: &serde_json::Value, key: &str| v.get(key).is_some_and(|x| x.is_u64());
+    let Some(key) = ["n", "k", "max_n"]
+        .into_iter()
+        .find(|k| has(params, k) || has(&defaults, k))
+    else {
+        return params.clone();
+    };
+    let mut out = match params {
+        serde_json::Value::Object(m) => m.clone(),
+        _ => serde_json::Map::new(),
+    };
+    out.insert(key.into(), serde_json::json!(n));
+    serde_json::Value::Object(out)
+}
+
 /// [`shape`] with the registered defaults.
 pub fn default_shape(registry: &Registry, strategy: &str) -> (usize, usize) {
     shape(registry, strategy, &serde_json::Value::Null)
@@ -81,6 +112,8 @@ pub fn merge_bench(
         table.rows.push(CalibrationRow {
             difficulty: difficulty.into(),
             strategy: c.strategy.clone(),
+            params: serde_json::Value::Null,
+            verifier: "none".into(),
             n,
             max_tokens,
             budget: c.budget,
@@ -129,6 +162,8 @@ mod tests {
         let row = |difficulty: &str, strategy: &str| CalibrationRow {
             difficulty: difficulty.into(),
             strategy: strategy.into(),
+            params: serde_json::Value::Null,
+            verifier: "none".into(),
             n: 4,
             max_tokens: 256,
             budget: 1024,
@@ -174,5 +209,21 @@ mod tests {
         assert_eq!(shape(&registry, "best_of_n", &params), (8, 64));
         let steps = serde_json::json!({"steps": {"max_step_tokens": 10, "max_steps": 3}});
         assert_eq!(shape(&registry, "beam_search", &steps).1, 30);
+    }
+
+    #[test]
+    fn a_width_is_set_where_shape_reads_it() {
+        let registry = Registry::with_builtins();
+        let narrower = with_width(
+            &registry,
+            "best_of_n",
+            &serde_json::json!({"n": 8, "max_tokens": 64}),
+            3,
+        );
+        assert_eq!(shape(&registry, "best_of_n", &narrower), (3, 64));
+        let defaults = with_width(&registry, "self_consistency", &serde_json::Value::Null, 2);
+        assert_eq!(defaults, serde_json::json!({"n": 2}));
+        let adaptive = with_width(&registry, "adaptive_parallel", &serde_json::Value::Null, 5);
+        assert_eq!(shape(&registry, "adaptive_parallel", &adaptive).0, 5);
     }
 }

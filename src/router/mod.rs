@@ -4,9 +4,10 @@
 //! difficulty by two softmax-regression heads ([`classifier`], trained by
 //! `ponder router train` on `data/router/labelled.jsonl`), and given a compute allocation —
 //! direct answer or not, strategy, N, per-branch cap, budget — by the [`allocator`] from a
-//! calibration table measured by the harness (`ponder-eval calibrate`) or `ponder bench strategies`. The `auto` strategy ([`auto`])
-//! applies the allocation and adjusts it in flight; its decision is the `Outcome`'s `router`
-//! object.
+//! calibration table measured by the harness (`ponder-eval calibrate`) or `ponder bench
+//! strategies`. The `auto` strategy ([`auto`]) runs the chosen row as measured, after a probe
+//! of its first two samples that may move it to the easy or the hard bin's row; its decision
+//! is the `Outcome`'s `router` object.
 //!
 //! [`Router`] is loaded once (encoder weights + router file) and shared across requests; it
 //! keeps a gauge of the `auto` searches in flight, the load the allocator degrades under.
@@ -30,7 +31,10 @@ use std::time::Instant;
 use serde::Serialize;
 
 pub use allocator::{Allocation, Allocator, AllocatorConfig, CalibrationRow, CalibrationTable};
-pub use auto::{register_auto, registry_with_auto, Auto, AutoParams, DIRECT_SYSTEM_PROMPT};
+pub use auto::{
+    register_auto, registry_with_auto, Auto, AutoParams, ProbeReport, DIRECT_SYSTEM_PROMPT,
+    PROBE_SAMPLES,
+};
 pub use classifier::{Classifier, Confusion, Head, Prediction, TrainOptions};
 pub use embed::{cosine, Embedder, Embedding};
 pub use error::{Result, RouterError};
@@ -78,6 +82,10 @@ pub struct Decision {
     pub allocation: Allocation,
     /// Time to embed, classify and allocate, in milliseconds.
     pub route_ms: f64,
+    /// What `auto`'s probe of the first two samples saw and which bin it chose (absent when
+    /// no probe ran).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub probe: Option<ProbeReport>,
 }
 
 /// The loaded router.
@@ -183,6 +191,7 @@ impl Router {
             load,
             allocation,
             route_ms: start.elapsed().as_secs_f64() * 1e3,
+            probe: None,
         })
     }
 

@@ -17,10 +17,12 @@
 //! generates all N. If the budget cannot cover N × `max_tokens`, each branch gets an equal share
 //! (the context divides it). All N solutions are scored in one verifier submission, and each
 //! costs one short answer probe when it marks no final answer ([`Context::add_candidate_forced`]).
+//! The N samples are a [`SamplePlan`] drawn with [`Context::draw_samples`], so samples a probe
+//! drew first ([`Context::probe_samples`]) are reused rather than drawn again.
 //!
 //! **How a strategy is written** (the shape every built-in follows):
 //! 1. a params struct (`Default`, serde, `deny_unknown_fields`) with a `validate` method;
-//! 2. a struct implementing [`Strategy`]: open the prompt, fork, extend (batched), score, record
+//! 2. a struct implementing [`Strategy`]: open the prompt, draw (fork and extend, batched), score, record
 //!    candidates with [`Context::add_candidate`] (or [`Context::add_candidate_forced`]), select;
 //! 3. a registration line in `builtins.rs`.
 
@@ -31,6 +33,7 @@ use crate::context::Context;
 use crate::error::Result;
 use crate::outcome::{Candidate, Selection};
 use crate::params::{positive, Decoding, ScoreBy};
+use crate::samples::SamplePlan;
 use crate::select::{select_best_score, select_by_vote};
 use crate::strategy::Strategy;
 
@@ -82,6 +85,15 @@ impl BestOfN {
         params.decoding.validate(name)?;
         Ok(Self { params, weighted })
     }
+
+    /// The N whole samples it begins with.
+    fn plan(&self) -> SamplePlan {
+        SamplePlan {
+            n: self.params.n,
+            spec: self.params.decoding.whole(self.params.max_tokens),
+            force_answer: true,
+        }
+    }
 }
 
 #[async_trait]
@@ -96,17 +108,10 @@ impl Strategy for BestOfN {
 
     async fn search(&self, ctx: &Context) -> Result<Selection> {
         let root = ctx.open().await?;
-        let mut branches = Vec::with_capacity(self.params.n);
-        for k in 0..self.params.n {
-            branches.push((ctx.fork(&root)?, k as u64));
-        }
+        let plan = self.plan();
+        let done = ctx.draw_samples(&root, &plan).await;
         ctx.release(&root);
-        let done = ctx
-            .extend(
-                branches,
-                &self.params.decoding.whole(self.params.max_tokens),
-            )
-            .await?;
+        let done = done?;
         let scores = ctx
             .score_split(&done, self.params.score_by, &self.params.step_delimiter)
             .await?;
@@ -115,6 +120,10 @@ impl Strategy for BestOfN {
             ctx.release(branch);
         }
         Ok(self.select(&ctx.candidates()))
+    }
+
+    fn sample_plan(&self) -> Option<SamplePlan> {
+        Some(self.plan())
     }
 
     fn select(&self, candidates: &[Candidate]) -> Selection {

@@ -9,7 +9,7 @@
 //! probe can be split ([`Context::probe_fork`], [`Context::probe_read`]) so it is submitted
 //! together with the branch's next step.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use ponder_verifiers::{
@@ -29,6 +29,7 @@ use crate::generator::{
 use crate::outcome::{Candidate, SearchFinish};
 use crate::params::ScoreBy;
 use crate::progress::{Progress, ProgressSender};
+use crate::samples::SamplePool;
 use crate::strategy::Problem;
 use crate::tree::{NodeId, NodeStatus, SearchTree};
 
@@ -107,6 +108,10 @@ pub struct Context {
     /// The first deadline or cancellation a call of this search ran into, even if the
     /// strategy caught the error and returned normally.
     interruption: Mutex<Option<SearchFinish>>,
+    /// Samples a probe drew for the strategy that runs next ([`Context::probe_samples`]).
+    pool: Mutex<SamplePool>,
+    /// Each solution's final answer once read, by (node, forced) ([`Context::final_answer`]).
+    answers: Mutex<HashMap<(NodeId, bool), Option<String>>>,
 }
 
 impl std::fmt::Debug for Context {
@@ -147,6 +152,8 @@ impl Context {
             router: Mutex::new(None),
             progress: None,
             interruption: Mutex::new(None),
+            pool: Mutex::new(SamplePool::default()),
+            answers: Mutex::new(HashMap::new()),
         }
     }
 
@@ -348,6 +355,17 @@ impl Context {
             seq,
             ..branch.clone()
         })
+    }
+
+    /// The probe's pooled samples.
+    pub(crate) fn pool(&self) -> MutexGuard<'_, SamplePool> {
+        lock(&self.pool)
+    }
+
+    /// Most context tokens one extension of all `branches` together may compute.
+    pub(crate) fn prefill_bound(&self, branches: &[Branch]) -> Result<u64> {
+        let seqs: Vec<SeqHandle> = branches.iter().map(|b| b.seq).collect();
+        Ok(self.generator.prefill_bound_batch(&seqs)? as u64)
     }
 
     /// Forgets a branch's sequence.
@@ -662,26 +680,40 @@ impl Context {
         self.push_candidate(branch, score, text, answer)
     }
 
-    /// Records the solution ending at `branch` as a candidate with one canonical answer: the one
-    /// its text marks as final ([`has_clear_answer`]) or, when it marks none, the one the model
-    /// gives when asked ([`Context::probe_answer`], at most [`FORCED_ANSWER_TOKENS`] greedy
-    /// tokens, charged as probe tokens). Either way the answer is put in canonical form
-    /// ([`canonical_answer`]: `45 minutes` → `45`). If the probe is refused (budget, deadline)
-    /// or reads nothing, the answer is extracted from the text as [`Context::add_candidate`]
-    /// does. `branch` must not have been released.
-    pub async fn add_candidate_forced(&self, branch: &Branch, score: Option<f32>) -> usize {
+    /// The canonical final answer ([`canonical_answer`]: `45 minutes` → `45`) of the solution
+    /// ending at `branch`: the one its text marks as final ([`has_clear_answer`]) or, with
+    /// `force` and none marked, the one the model gives when asked ([`Context::probe_answer`],
+    /// at most [`FORCED_ANSWER_TOKENS`] greedy tokens, charged as probe tokens); if the probe is
+    /// refused (budget, deadline) or reads nothing, or without `force`, the answer extracted
+    /// from the text. Read once per (node, `force`): asking again costs nothing, so a probe that
+    /// read a sample's answer does not pay twice when the sample becomes a candidate. `branch`
+    /// must not have been released.
+    pub async fn final_answer(&self, branch: &Branch, force: bool) -> Option<String> {
+        if let Some(known) = lock(&self.answers).get(&(branch.node, force)) {
+            return known.clone();
+        }
         let text = self.with_tree(|t| t.text(branch.node));
-        let forced = if has_clear_answer(&text) {
-            None
-        } else {
+        let forced = if force && !has_clear_answer(&text) {
             self.probe_answer(branch, FORCED_ANSWER_TOKENS)
                 .await
                 .ok()
                 .flatten()
+        } else {
+            None
         };
         let answer = forced
             .or_else(|| extract_answer(&text))
             .map(|a| canonical_answer(&a));
+        lock(&self.answers).insert((branch.node, force), answer.clone());
+        answer
+    }
+
+    /// Records the solution ending at `branch` as a candidate with one canonical answer,
+    /// forced if its text marks none ([`Context::final_answer`] with `force`); returns its
+    /// index.
+    pub async fn add_candidate_forced(&self, branch: &Branch, score: Option<f32>) -> usize {
+        let answer = self.final_answer(branch, true).await;
+        let text = self.with_tree(|t| t.text(branch.node));
         self.push_candidate(branch, score, text, answer)
     }
 

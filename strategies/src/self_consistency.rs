@@ -8,6 +8,7 @@
 //! **Budget**: like best-of-N — one prefill, N forks, one batched call, equal shares when the
 //! budget is short; no verifier calls. A solution that marks no final answer is asked for one
 //! (a short greedy probe, charged as probe tokens), so every vote is one canonical answer.
+//! The N samples are a [`SamplePlan`]: samples a probe drew first are reused.
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -16,6 +17,7 @@ use crate::context::Context;
 use crate::error::Result;
 use crate::outcome::Selection;
 use crate::params::{positive, Decoding};
+use crate::samples::SamplePlan;
 use crate::select::select_by_vote;
 use crate::strategy::Strategy;
 
@@ -59,6 +61,15 @@ impl SelfConsistency {
         params.decoding.validate("self_consistency")?;
         Ok(Self { params })
     }
+
+    /// The N whole samples it votes over.
+    fn plan(&self) -> SamplePlan {
+        SamplePlan {
+            n: self.params.n,
+            spec: self.params.decoding.whole(self.params.max_tokens),
+            force_answer: self.params.force_answer,
+        }
+    }
 }
 
 #[async_trait]
@@ -67,19 +78,16 @@ impl Strategy for SelfConsistency {
         "self_consistency"
     }
 
+    fn sample_plan(&self) -> Option<SamplePlan> {
+        Some(self.plan())
+    }
+
     async fn search(&self, ctx: &Context) -> Result<Selection> {
         let root = ctx.open().await?;
-        let branches = (0..self.params.n)
-            .map(|k| Ok((ctx.fork(&root)?, k as u64)))
-            .collect::<Result<Vec<_>>>()?;
+        let plan = self.plan();
+        let drawn = ctx.draw_samples(&root, &plan).await;
         ctx.release(&root);
-        for branch in ctx
-            .extend(
-                branches,
-                &self.params.decoding.whole(self.params.max_tokens),
-            )
-            .await?
-        {
+        for branch in drawn? {
             if self.params.force_answer {
                 ctx.add_candidate_forced(&branch, None).await;
             } else {

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use crate::context::Context;
 use crate::error::{Result, StrategyError};
 use crate::outcome::{Candidate, Outcome, SearchFinish, Selection};
+use crate::samples::SamplePlan;
 use crate::select::select_by_vote;
 
 /// The system prompt used when a problem brings none: step-by-step, steps separated by a blank
@@ -48,7 +49,7 @@ impl Problem {
 ///
 /// Required: [`Strategy::name`] and [`Strategy::search`]. Provided: [`Strategy::select`],
 /// which picks among the candidates after an interruption by majority vote (ties: higher
-/// score, then earlier). `strategies/src/best_of_n.rs` is the template to copy; a complete
+/// score, then earlier), and [`Strategy::sample_plan`] (`None`). `strategies/src/best_of_n.rs` is the template to copy; a complete
 /// user-defined strategy is in `examples/custom_strategy.rs`:
 ///
 /// ```
@@ -88,6 +89,14 @@ pub trait Strategy: Send + Sync {
     /// Runs the search: spend the context's budget, record candidates with
     /// [`Context::add_candidate`], return the choice.
     async fn search(&self, ctx: &Context) -> Result<Selection>;
+
+    /// The whole samples the search begins with, for a strategy whose first step is N
+    /// independent whole solutions from the prompt drawn with [`Context::draw_samples`]: a
+    /// caller may draw the first of them early ([`Context::probe_samples`]) and the search
+    /// then reuses them. `None` (the default): the search draws otherwise.
+    fn sample_plan(&self) -> Option<SamplePlan> {
+        None
+    }
 
     /// Picks the answer among `candidates` when the search was interrupted.
     fn select(&self, candidates: &[Candidate]) -> Selection {

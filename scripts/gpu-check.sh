@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # GPU check for the kernels: on a machine with an NVIDIA GPU and driver, runs every CUDA
-# kernel's parity test against its CPU reference (attention f32/f16/bf16, KV append/copy)
+# kernel's parity test against its CPU reference (attention f32/f16/bf16, KV append/copy, the
+# decoder layer's gathers, RMSNorm, RoPE, gate, bias, casts and random fill)
 # and the shared-prefix decode timing (cascade vs ungrouped), then
 # prints ONE JSON summary on stdout. Everything else (build and test logs) goes to stderr and
 # to the log file named in the summary. Meant to finish well under 8 minutes on one H100/H200.

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # GPU check for the engine on `--device cuda`: on a machine with an NVIDIA GPU, its driver and a
-# CUDA toolkit's libraries (cuBLAS and NVRTC, loaded at run time), runs the `engine_cuda` tests
-# of a PREBUILT test binary: CPU-vs-CUDA parity of greedy forked branches (tokens equal,
-# logprobs within a stated tolerance; short prompt and a >1024-token shared prefix that the
-# CUDA plan groups) and the decode throughput of a random 1B-shape bf16 model for 1 vs 16
-# branches over a 2048-token prompt. Prints ONE JSON summary on stdout; logs go to stderr and
+# CUDA toolkit's cuBLAS (loaded at run time; every other kernel is PTX from kernels/cuda/,
+# embedded in the binary), runs the `engine_cuda` tests of a PREBUILT test binary: CPU-vs-CUDA
+# parity of greedy forked branches (tokens equal, logprobs within a stated tolerance; short
+# prompt and a >1024-token shared prefix that the CUDA plan groups) and the decode throughput
+# of a random 1B-shape bf16 model for 1 vs 16 branches over a 2048-token prompt. Prints ONE
+# JSON summary on stdout; logs go to stderr and
 # to the log file named in the summary. Needs no cargo, nvcc or network.
 #
 # Build the binary on the build machine (repo root):
@@ -14,7 +15,7 @@
 #   PONDER_GPU_TEST_BIN=.gpu/engine-tests bash scripts/gpu-engine-check.sh
 #
 # Knobs: PONDER_GPU_LOG (log file; default a temp file), PONDER_GPU_TIMEOUT (seconds, default
-# 400), CUDA_LIB_DIR (where libcublas / libnvrtc live; default /usr/local/cuda/lib64).
+# 400), CUDA_LIB_DIR (where libcublas lives; default /usr/local/cuda/lib64).
 # Exit status: 0 when every check ran on the GPU and passed; 1 otherwise (the JSON says why).
 set -uo pipefail
 

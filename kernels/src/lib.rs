@@ -7,6 +7,9 @@
 //! - [`attention`]: paged attention with shared-prefix (cascade) grouping and flash-decoding
 //!   splits; `cascade_attention` is the reference for the CUDA attention kernels.
 //! - [`kv`]: KV cache appends and copy-on-write block copies (f32, f16, bf16).
+//! - [`decoder_ops`]: the decoder layer's row-wise arithmetic (residual add + RMSNorm, RoPE,
+//!   the SiLU gate, row gathers, bias, the random fill): the engine's CPU forward pass and the
+//!   reference of the CUDA forward pass's small kernels.
 //!
 //! - [`HotHelper`]: keeps a helper thread hot across a span of kernel calls (a forward pass).
 //!
@@ -16,6 +19,7 @@ pub mod attention;
 mod cpu;
 #[cfg(feature = "cuda")]
 pub mod cuda;
+pub mod decoder_ops;
 pub mod kv;
 pub mod math;
 mod work_sharing;

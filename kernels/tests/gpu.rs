@@ -1,8 +1,8 @@
 //! GPU parity (feature `cuda`): every CUDA kernel against its CPU reference on random inputs:
 //! attention (f32 / f16 / bf16 KV; grouped automatically, by explicit groups and ungrouped)
 //! against plain softmax over gathered KV, KV append / block copy bitwise against the CPU, the
-//! fused sampler token-for-token against the CPU sampler; plus argument errors and a timing of
-//! the shared-prefix decode step.
+//! decoder layer's small kernels (`decoder_ops`, in `gpu/decoder_ops.rs`); plus argument
+//! errors and a timing of the shared-prefix decode step.
 //!
 //! Each test prints one `GPU_CHECK {json}` line, which `scripts/gpu-check.sh` collects into
 //! its summary. Without a GPU or driver each test prints why and passes (nothing to check);
@@ -22,6 +22,8 @@ use rand::Rng;
 use crate::cascade::{as_groups, edge_batch, Fixture, ATTN_TOL, GEOMETRIES};
 use crate::common::rng;
 use crate::kv::LAYOUTS;
+
+mod decoder_ops;
 
 fn kernels(test: &str) -> Option<CudaKernels> {
     match CudaKernels::new(0) {

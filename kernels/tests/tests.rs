@@ -8,6 +8,8 @@
 //! - `cascade`: cascade attention (the CUDA attention kernels' CPU reference) against plain
 //!   softmax over gathered KV; the softmax-state merge; group errors.
 //! - `kv`: KV append / block copy against element loops, f32 / f16 / bf16; errors.
+//! - `decoder_ops`: the residual add + RMSNorm and RoPE bitwise against candle-nn; gathers,
+//!   bias and the random fill (the references of `cuda/decoder_ops.cu`).
 //! - `stack`: a matmul over stacked matrices equals the parts' own, bitwise; stack errors.
 //! - `nvcc`: every `cuda/*.cu` compiles to PTX for sm_80 and sm_90 and assembles (required
 //!   when `PONDER_REQUIRE_NVCC=1`, as in CI; skipped with a message when nvcc is missing).
@@ -21,6 +23,7 @@
 mod candle_parity;
 mod cascade;
 mod common;
+mod decoder_ops;
 mod errors;
 #[cfg(feature = "cuda")]
 mod gpu;

@@ -14,6 +14,7 @@
 //! [`ComputeDevice::Cpu`]: super::device::ComputeDevice::Cpu
 
 use candle_core::{Device, Tensor};
+use ponder_kernels::decoder_ops;
 
 use super::attention::AttentionShape;
 use super::config::ModelConfig;
@@ -22,7 +23,6 @@ use super::kv::{KvStore, LayerChunk};
 use super::model::{no_lm_head, offsets, read_out, LogitsFor, Readout, SeqChunk};
 use super::models::Activation;
 use super::rope::Rope;
-use super::rows;
 use super::weights::{LayerWeights, Linear, ModelWeights};
 
 /// A decoder's weights in host memory and its RoPE tables.
@@ -124,8 +124,9 @@ impl CpuModel {
     /// The residual stream after the last block, `[tokens, hidden]` (before the final norm).
     ///
     /// The stream stays a plain row-major vector between the kernel calls: the residual adds,
-    /// the norms and the gate run on it in place (`rows`, candle's bits, split across the
-    /// hot helper), and only the projections' inputs become tensors (moved, not copied).
+    /// the norms and the gate run on it in place (`ponder_kernels::decoder_ops`, candle's bits,
+    /// split across the hot helper), and only the projections' inputs become tensors (moved,
+    /// not copied).
     fn residual(&self, batch: &[SeqChunk<'_>], kv: &mut dyn KvStore) -> Result<Tensor> {
         kv.begin_step(batch)?;
         let ids: Vec<u32> = batch
@@ -141,7 +142,7 @@ impl CpuModel {
         let mut delta: Option<Vec<f32>> = None;
         for (layer_idx, layer) in self.weights.layers.iter().enumerate() {
             let mut h = vec![0f32; x.len()];
-            rows::add_and_norm(
+            decoder_ops::add_and_norm(
                 &mut x,
                 delta.as_deref(),
                 &layer.attn_norm.to_vec1()?,
@@ -151,7 +152,7 @@ impl CpuModel {
             let h = Tensor::from_vec(h, (rows, hidden), &self.device)?;
             let attn = self.attention(layer_idx, layer, &h, batch, kv)?;
             let mut h = vec![0f32; x.len()];
-            rows::add_and_norm(&mut x, Some(&attn), &layer.ffn_norm.to_vec1()?, eps, &mut h);
+            decoder_ops::add_and_norm(&mut x, Some(&attn), &layer.ffn_norm.to_vec1()?, eps, &mut h);
             let h = Tensor::from_vec(h, (rows, hidden), &self.device)?;
             let [mut gate, up] = match &layer.gate_up {
                 Some(stacked) => stacked.forward(&h)?,
@@ -161,7 +162,7 @@ impl CpuModel {
                 ],
             };
             match self.config.architecture.layer.activation {
-                Activation::Silu => rows::silu_mul_rows(&mut gate, &up, rows),
+                Activation::Silu => decoder_ops::silu_mul_rows(&mut gate, &up, rows),
             }
             let width = gate.len() / rows.max(1);
             let gated = Tensor::from_vec(gate, (rows, width), &self.device)?;
@@ -242,6 +243,6 @@ impl CpuModel {
 /// `[head_dim]` weight `alpha`, as candle-transformers' per-head q/k norm computes it.
 fn norm_heads(x: &[f32], alpha: &Tensor, eps: f32) -> Result<Vec<f32>> {
     let mut out = vec![0f32; x.len()];
-    rows::norm(x, &alpha.to_vec1()?, eps, &mut out);
+    decoder_ops::rms_norm(x, &alpha.to_vec1()?, eps, &mut out);
     Ok(out)
 }

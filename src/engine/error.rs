@@ -96,7 +96,7 @@ pub enum EngineError {
     Cuda {
         /// What was being done (opening the device, a launch, a copy).
         op: &'static str,
-        /// The driver's, cuBLAS's, NVRTC's or a launcher's error.
+        /// The driver's, cuBLAS's or a launcher's error.
         reason: String,
     },
     /// A CPU kernel rejected its arguments.

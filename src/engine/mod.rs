@@ -25,7 +25,6 @@ mod model;
 mod models;
 mod paged_kv;
 mod rope;
-mod rows;
 mod safetensors;
 mod sampling;
 mod scheduler;

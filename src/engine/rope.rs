@@ -1,4 +1,6 @@
-//! Rotary position embeddings applied in place to token-major packed heads.
+//! Rotary position embeddings applied in place to token-major packed heads: a model's angle
+//! tables, and the rotation (`ponder_kernels::decoder_ops::rope`, the CPU twin of the CUDA
+//! pass's `rope` kernel, which gets these same tables uploaded).
 //!
 //! Rows are `[tokens, heads, head_dim]`, each token at its own position, so one call rotates the
 //! queries (or keys) of every sequence in a batch. The arithmetic is candle's `rope_i` / `rope`
@@ -50,21 +52,13 @@ impl Rope {
 
     /// Rotates `rows` (`positions.len()` tokens × `heads` × `2 * half`) in place.
     pub(crate) fn apply(&self, rows: &mut [f32], heads: usize, positions: &[usize]) {
-        let d = 2 * self.half;
-        for (token, &pos) in rows.chunks_exact_mut(heads * d).zip(positions) {
-            let cos = &self.cos[pos * self.half..(pos + 1) * self.half];
-            let sin = &self.sin[pos * self.half..(pos + 1) * self.half];
-            for head in token.chunks_exact_mut(d) {
-                for i in 0..self.half {
-                    let (a, b) = match self.style {
-                        RopeStyle::Interleaved => (2 * i, 2 * i + 1),
-                        RopeStyle::Halves => (i, i + self.half),
-                    };
-                    let (x0, x1) = (head[a], head[b]);
-                    head[a] = x0 * cos[i] - x1 * sin[i];
-                    head[b] = x0 * sin[i] + x1 * cos[i];
-                }
-            }
-        }
+        ponder_kernels::decoder_ops::rope(
+            rows,
+            heads,
+            positions,
+            (&self.cos, &self.sin),
+            self.half,
+            self.style == RopeStyle::Interleaved,
+        );
     }
 }

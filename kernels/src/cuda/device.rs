@@ -1,5 +1,5 @@
 //! [`CudaKernels`]: one CUDA context and stream with every kernel module loaded, the handle all
-//! launchers hang off (`attention`, `kv`).
+//! launchers hang off (`attention`, `kv`, `decoder_ops`).
 //!
 //! The driver library is loaded at run time (cudarc's `fallback-dynamic-loading`), so a binary
 //! built with feature `cuda` starts on a machine without a GPU; `CudaKernels::new` then returns
@@ -14,6 +14,7 @@ use cudarc::driver::sys::CUdevice_attribute;
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream};
 use cudarc::nvrtc::Ptx;
 
+use super::decoder_ops::DecoderOps;
 use super::error::CudaError;
 use super::ptx::{self, PtxModule};
 
@@ -23,6 +24,8 @@ struct Modules {
     paged_attention: Arc<CudaModule>,
     cascade_attention: Arc<CudaModule>,
     kv_cache: Arc<CudaModule>,
+    /// `decoder_ops.cu`, its functions looked up once.
+    decoder_ops: DecoderOps,
 }
 
 /// Which module a kernel lives in.
@@ -95,6 +98,7 @@ impl CudaKernels {
             paged_attention: load(ptx::PAGED_ATTENTION)?,
             cascade_attention: load(ptx::CASCADE_ATTENTION)?,
             kv_cache: load(ptx::KV_CACHE)?,
+            decoder_ops: DecoderOps::load(&load(ptx::DECODER_OPS)?)?,
         };
         Ok(CudaKernels {
             ctx,
@@ -129,6 +133,11 @@ impl CudaKernels {
     /// Shared memory one CTA may opt in to, in bytes.
     pub(crate) fn max_shared_memory(&self) -> usize {
         self.max_shared_memory
+    }
+
+    /// The functions of `decoder_ops.cu`.
+    pub(crate) fn decoder_ops(&self) -> &DecoderOps {
+        &self.modules.decoder_ops
     }
 
     /// Kernel `name` from `module`.
@@ -166,9 +175,66 @@ mod tests {
     use super::super::attention::{
         cascade_kernel, cascade_smem_bytes, partial_kernel, MAX_HEAD_DIM,
     };
+    use super::super::decoder_ops::KERNELS;
     use super::super::kv::{append_kernel, copy_kernel};
     use super::*;
     use crate::kv::KvDtype;
+
+    /// The parameter types of entry point `name` in `ptx` (`.u64`, `.u32`, `.f32`, ...), or
+    /// `None` when it has no such entry point.
+    fn ptx_params(ptx: &str, name: &str) -> Option<Vec<String>> {
+        let open = format!(".entry {name}(");
+        let start = ptx.find(&open)? + open.len();
+        let len = ptx[start..].find(')')?;
+        Some(
+            ptx[start..start + len]
+                .split(',')
+                .filter_map(|p| p.split_whitespace().nth(1).map(str::to_string))
+                .collect(),
+        )
+    }
+
+    /// Every `decoder_ops.cu` kernel a launcher uses is in the PTX of both architectures,
+    /// with the parameter types, in order, that its launcher pushes.
+    #[test]
+    fn decoder_ops_launchers_match_the_ptx_parameter_lists() {
+        let mut checked = 0;
+        for kernel in KERNELS {
+            let dtypes: &[KvDtype] = if kernel.per_dtype {
+                &[KvDtype::F32, KvDtype::F16, KvDtype::Bf16]
+            } else {
+                &[KvDtype::F32]
+            };
+            let want: Vec<&str> = kernel.params.iter().map(|p| p.ptx()).collect();
+            for &dtype in dtypes {
+                let name = kernel.entry(dtype);
+                for (arch, text) in [
+                    ("sm80", ptx::DECODER_OPS.sm80),
+                    ("sm90", ptx::DECODER_OPS.sm90),
+                ] {
+                    let got = ptx_params(text, &name)
+                        .unwrap_or_else(|| panic!("{name} missing from decoder_ops.{arch}.ptx"));
+                    assert_eq!(got, want, "{name} in decoder_ops.{arch}.ptx");
+                    checked += 1;
+                }
+            }
+        }
+        assert_eq!(checked, 2 * (3 * 3 + 4), "every kernel, both architectures");
+        // The PTX holds no entry point without a launcher.
+        let entries = ptx::DECODER_OPS.sm90.matches(".entry ").count();
+        assert_eq!(entries, 3 * 3 + 4, "decoder_ops.cu entry points");
+    }
+
+    /// The parameter parser reads what nvcc writes (a wrong parser would pass any list).
+    #[test]
+    fn ptx_params_reads_an_entry_points_types() {
+        let ptx = ".visible .entry k(\n\t.param .u64 .ptr .align 1 k_param_0,\n\t.param .u32 k_param_1,\n\t.param .f32 k_param_2\n)\n{";
+        assert_eq!(
+            ptx_params(ptx, "k"),
+            Some(vec![".u64".into(), ".u32".into(), ".f32".into()])
+        );
+        assert_eq!(ptx_params(ptx, "other"), None);
+    }
 
     /// Every name a launcher asks for is an entry point of its module's PTX, for both
     /// architectures: a renamed kernel fails here, without a GPU.

@@ -63,6 +63,17 @@ pub enum CudaError {
         /// The value given.
         got: usize,
     },
+    /// A launcher pushed arguments that differ from its kernel's declared parameter list (a
+    /// bug in this crate, reported instead of launching).
+    #[error("the launcher of `{kernel}` pushed {pushed}; the kernel takes {declared}")]
+    ArgumentList {
+        /// The kernel (its stem for per-dtype kernels).
+        kernel: &'static str,
+        /// The argument types pushed.
+        pushed: String,
+        /// The parameter types declared.
+        declared: String,
+    },
     /// A size does not fit the kernels' 32-bit indices or the launch grid.
     #[error("`{arg}` = {value} exceeds the CUDA kernels' limit of {max}")]
     TooLarge {

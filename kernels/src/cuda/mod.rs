@@ -9,10 +9,12 @@
 //! | --- | --- | --- |
 //! | `plan_attention` + `run_attention` (`paged_attention`, `cascade_attention`) | `paged_attention.cu`, `cascade_attention.cu` | `attention::{paged_attention, cascade_attention}` |
 //! | `kv_append`, `kv_copy_blocks` | `kv_cache.cu` | `kv::{append, copy_blocks}` |
+//! | `gather_rows`, `rms_norm`, `rope`, `silu_mul`, `add_bias`, `from_f32`, `fill_random` | `decoder_ops.cu` | `decoder_ops::{gather_rows, rms_norm, rope, add_bias, fill_random}`, `math::silu_mul`, `KvElem::from_f32` |
 //!
 //! Without the feature none of this (nor cudarc) is built.
 
 mod attention;
+mod decoder_ops;
 mod device;
 mod error;
 mod kv;

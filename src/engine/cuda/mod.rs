@@ -1,7 +1,9 @@
-//! The engine on a CUDA GPU (feature `cuda`; `device.rs` swaps in `cuda_stub.rs` without it): [`Gpu`] (one device: our attention/KV kernels,
-//! cuBLAS, and the small elementwise kernels of `ops_src.cu`, all queued on one stream), the
-//! device weights (`weights.rs`), the device KV memory behind `PagedKvStore` (`kv.rs`) and the
-//! forward pass over them (`forward.rs`).
+//! The engine on a CUDA GPU (feature `cuda`; `device.rs` swaps in `cuda_stub.rs` without it):
+//! [`Gpu`] (one device: `ponder-kernels`' CUDA kernels — attention, KV writes and the small
+//! kernels of `kernels/cuda/decoder_ops.cu` (`ops.rs`), all PTX built by that crate — and
+//! cuBLAS, all queued on one stream), the device weights (`weights.rs`), the device KV memory
+//! behind `PagedKvStore` (`kv.rs`) and the forward pass over them (`forward.rs`). No CUDA
+//! source lives in the engine.
 //!
 //! What runs where. On the GPU: the embedding gather, RMSNorm, RoPE, SiLU·mul, every
 //! projection (cuBLAS `GemmEx`, f32 accumulation; f32 or bf16 weights), KV append and
@@ -18,7 +20,8 @@
 //! `libnvrtc` at build time. The build machine has only the nvcc wheels (no driver library and
 //! no cuBLAS), so `cargo build --features cuda` could not link, and a binary linked that way
 //! would not even start (CPU included) where those libraries are missing. cudarc's
-//! `fallback-dynamic-loading` (what `ponder-kernels` uses) loads cuBLAS and NVRTC at run time.
+//! `fallback-dynamic-loading` (what `ponder-kernels` uses) loads cuBLAS at run time; nothing
+//! is compiled at run time (no NVRTC).
 //! GGUF weights are dequantized on the host and uploaded as f32 (no quantized matmul on GPU).
 #![allow(unsafe_code)]
 
@@ -35,7 +38,6 @@ use ponder_kernels::cuda::CudaKernels;
 
 pub(crate) use forward::CudaModel;
 pub(crate) use kv::{DeviceKv, StepSeq};
-pub(crate) use ops::Ops;
 pub(crate) use weights::WeightDtype;
 
 use crate::engine::error::{EngineError, Result};
@@ -49,12 +51,11 @@ pub(crate) type DeviceSlice = cudarc::driver::CudaSlice<f32>;
 pub(crate) struct Gpu {
     pub(crate) kernels: CudaKernels,
     pub(crate) blas: CudaBlas,
-    pub(crate) ops: Ops,
     ordinal: usize,
 }
 
 impl Gpu {
-    /// Opens device `ordinal`: our kernels, cuBLAS and the NVRTC-compiled ops.
+    /// Opens device `ordinal`: our kernels (every module of `ponder-kernels`) and cuBLAS.
     pub(crate) fn open(ordinal: usize) -> Result<Arc<Self>> {
         let kernels = CudaKernels::new(ordinal).map_err(|e| cuda_err("opening the device", e))?;
         let stream = Arc::clone(kernels.stream());
@@ -63,11 +64,9 @@ impl Gpu {
             CudaBlas::new(Arc::clone(&stream))
         })?
         .map_err(|e| cuda_err("creating a cuBLAS handle", e))?;
-        let ops = Ops::load(&kernels)?;
         Ok(Arc::new(Self {
             kernels,
             blas,
-            ops,
             ordinal,
         }))
     }

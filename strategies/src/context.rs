@@ -5,9 +5,9 @@
 //! reserves budget first, checks the deadline and cancellation, records each generated step in
 //! the tree and settles the cost. A strategy works with [`Branch`]es (a sequence plus the tree
 //! node it ends at); forking a branch is free, extending a batch of branches is one engine call,
-//! and scoring a batch of branches is one verifier submission ([`Context::score_batch`]). A
-//! probe can be split ([`Context::probe_fork`], [`Context::probe_read`]) so it is submitted
-//! together with the branch's next step.
+//! and scoring a batch of branches is one verifier submission ([`Context::score_batch`]).
+//! Answer probes are in `probe.rs`, drawing whole samples (and a router's early look at them)
+//! in `samples.rs`.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -93,7 +93,7 @@ pub struct StepSpec {
 
 /// The state of one running search.
 pub struct Context {
-    generator: Arc<dyn Generator>,
+    pub(crate) generator: Arc<dyn Generator>,
     verifier: Option<Arc<dyn Verifier>>,
     meter: Meter,
     tree: Mutex<SearchTree>,
@@ -398,7 +398,7 @@ impl Context {
             .map(|v| v.into_iter().map(|(b, _)| b).collect())
     }
 
-    async fn extend_as(
+    pub(crate) async fn extend_as(
         &self,
         branches: Vec<(Branch, u64)>,
         spec: &StepSpec,
@@ -499,63 +499,6 @@ impl Context {
             out.push((b, ext));
         }
         Ok(out)
-    }
-
-    /// Asks the model for its answer so far: [`Context::probe_fork`] then
-    /// [`Context::probe_read`]. Charged as probe tokens.
-    pub async fn probe_answer(&self, branch: &Branch, max_tokens: usize) -> Result<Option<String>> {
-        let probe = self.probe_fork(branch)?;
-        self.probe_read(probe, max_tokens).await
-    }
-
-    /// The first half of a probe, done at once: forks `branch` and appends [`ANSWER_PROBE`].
-    /// A strategy that submits the probe together with the branch's next step forks first
-    /// (so the probe reads the branch as it is now), then awaits [`Context::probe_read`] and
-    /// the step together.
-    pub fn probe_fork(&self, branch: &Branch) -> Result<Branch> {
-        let probe = self.fork(branch)?;
-        if let Err(e) = self.generator.append(probe.seq, ANSWER_PROBE) {
-            self.release(&probe);
-            return Err(e);
-        }
-        Ok(probe)
-    }
-
-    /// The second half of a probe: decodes the fork made by [`Context::probe_fork`] greedily
-    /// until the `\boxed{` it ends in is closed — braces balanced, so `\frac{1}{2}` is read
-    /// whole — or `max_tokens` are spent, then releases the fork. Each decode stops at a `}`;
-    /// an inner brace closes a group, not the box, so decoding resumes from there. Charged as
-    /// probe tokens.
-    pub async fn probe_read(&self, probe: Branch, max_tokens: usize) -> Result<Option<String>> {
-        let mut text = String::new();
-        let mut left = max_tokens;
-        let mut current = probe.clone();
-        let result: Result<()> = async {
-            while left > 0 {
-                let spec = StepSpec {
-                    max_tokens: left,
-                    stop: vec!["}".into()],
-                    sampling: Sampling::greedy(0),
-                };
-                let (next, ext) = self
-                    .extend_as(vec![(current.clone(), 0)], &spec, Charge::Probe)
-                    .await?
-                    .into_iter()
-                    .next()
-                    .ok_or_else(|| GeneratorError::Failed("probe returned nothing".into()))?;
-                text.push_str(&ext.text);
-                left = left.saturating_sub(ext.tokens.len());
-                current = next;
-                if ext.stop != StopKind::Stop || ext.tokens.is_empty() || box_closed(&text) {
-                    break;
-                }
-            }
-            Ok(())
-        }
-        .await;
-        self.release(&probe);
-        result?;
-        Ok(extract_answer(&format!("\\boxed{{{text}")))
     }
 
     /// Scores the solution ending at `branch`: [`Context::score_batch`] of one.
@@ -787,36 +730,5 @@ impl Context {
             self.report_node(t, branch.node);
         });
         self.release(branch);
-    }
-}
-
-/// Whether the text after an opening `\boxed{` closes it: braces balanced back to depth 0.
-fn box_closed(text: &str) -> bool {
-    let mut depth = 1i32;
-    for c in text.chars() {
-        match c {
-            '{' => depth += 1,
-            '}' => {
-                depth -= 1;
-                if depth == 0 {
-                    return true;
-                }
-            }
-            _ => {}
-        }
-    }
-    false
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_box_closes_when_its_braces_balance() {
-        assert!(!box_closed("\\frac{1}"));
-        assert!(box_closed("\\frac{1}{2}}"));
-        assert!(box_closed("7}"));
-        assert!(!box_closed("7"));
     }
 }

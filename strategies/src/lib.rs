@@ -26,6 +26,7 @@ mod lockstep;
 mod mcts;
 mod outcome;
 mod params;
+mod probe;
 mod progress;
 mod registry;
 mod samples;

@@ -235,21 +235,12 @@ impl Generator for LocalGenerator {
         if prompt.user.trim().is_empty() {
             return Err(GeneratorError::InvalidPrompt("the user message is empty".into()).into());
         }
-        let messages: Vec<ChatMessage> = prompt
+        let turns: Vec<Turn> = prompt
             .messages()
-            .map(|(role, content)| ChatMessage::new(role, content))
+            .map(|(role, content)| Turn::new(role, content))
             .collect();
-        let text = self.model.render_chat(&messages).map_err(engine)?;
-        let tokens = encode_prompt(&self.model, &text).map_err(engine)?;
-        let len = tokens.len();
-        Ok((
-            self.insert(LocalSeq {
-                tokens,
-                computed: 0,
-                kept: None,
-            }),
-            len,
-        ))
+        let text = self.render_chat(&turns)?;
+        self.open_text(&text).await
     }
 
     fn fork(&self, seq: SeqHandle) -> Result<SeqHandle> {

@@ -136,6 +136,7 @@ struct BenchArgs {
     #[arg(long, default_value_t = 512)]
     max_step_tokens: usize,
     /// `nsample`: batched runs to measure (interleaved with the naive samples; the median counts).
+    /// `search`: rounds of best-of-N then every strategy (each row reports the median round).
     #[arg(long, default_value_t = 3)]
     repeat: usize,
     /// A .gguf file or safetensors directory [default: the installed SmolLM2].
@@ -449,6 +450,7 @@ fn run_strategy_bench(args: BenchArgs, model: PathBuf) -> anyhow::Result<()> {
             max_steps: args.steps,
             budget_tokens: args.budget_tokens,
             seed: 7,
+            repeat: args.repeat,
         };
         let report = ponder::bench::search_bench(&runtime, &opts)?;
         println!("{}", serde_json::to_string_pretty(&report)?);

@@ -550,3 +550,49 @@ fn kept_branches_give_way_before_anything_is_preempted_or_refused() {
     assert!(s.counters().kept_branches >= 1);
     assert_eq!(s.counters().preemptions, 0);
 }
+
+#[test]
+fn prompts_submitted_together_compute_their_shared_opening_once() {
+    // Three prompts sharing an opening of several whole blocks, each with its own tail (an
+    // LLM judge's questions after the same instructions and problem), submitted in one go.
+    let opening = prompt(
+        "You check math solutions. I show you a problem and a solution, one step per line. \
+         For the step I ask about, answer Yes if it is correct and No if it is wrong. \
+         Problem: A farmer has 3 pens with 4 sheep in each pen.",
+    );
+    let shared = opening.len() / BLOCK * BLOCK;
+    assert!(shared >= 3 * BLOCK, "the opening spans whole blocks");
+    let tails: [&[u32]; 3] = [&[11, 12, 13], &[21, 22, 23, 24], &[31, 32]];
+    let prompts: Vec<Vec<u32>> = tails
+        .iter()
+        .map(|t| {
+            let mut p = opening[..shared].to_vec();
+            p.extend_from_slice(t);
+            p
+        })
+        .collect();
+    let mut together = scheduler(256, 512);
+    let ids: Vec<u64> = prompts
+        .iter()
+        .map(|p| {
+            together
+                .submit(group(p, vec![sample(7)], 4))
+                .expect("submit")[0]
+        })
+        .collect();
+    let events = together.run_to_completion().expect("run");
+    let computed = together.counters().prefill_tokens_computed as usize;
+    assert_eq!(
+        computed,
+        shared + tails.iter().map(|t| t.len()).sum::<usize>(),
+        "the shared opening is computed once, then each tail"
+    );
+    // What each prompt samples is what it samples alone.
+    let got = tokens_by_seq(&events);
+    for (p, id) in prompts.iter().zip(&ids) {
+        let mut alone = scheduler(256, 512);
+        let one = alone.submit(group(p, vec![sample(7)], 4)).expect("submit")[0];
+        let events = alone.run_to_completion().expect("run");
+        assert_eq!(tokens_by_seq(&events)[&one], got[id]);
+    }
+}

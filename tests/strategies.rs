@@ -317,6 +317,22 @@ fn a_search_computes_each_tree_position_once_and_then_holds_no_block() {
         );
         assert_eq!(kv.used_blocks, 0, "{name}: blocks still held: {kv:?}");
     }
+    // Several answer-convergence chains, each probing while its next step runs: a probe and
+    // the step continue the same branch, whose last sampled token one of them computes once.
+    let rt = start();
+    let params = json!({"n": 3, "patience": 2, "steps": {"max_step_tokens": 12, "max_steps": 6}});
+    let out = solve_on(
+        &rt,
+        "What is 12 + 7?",
+        "answer_convergence",
+        params,
+        3000,
+        1,
+    )
+    .unwrap_or_else(|e| panic!("answer_convergence: {e}"));
+    let u = out.usage;
+    assert!(u.probe_tokens > 0, "the chains probed: {u:?}");
+    assert_eq!(u.recomputed_tokens, 0, "{u:?}");
 }
 
 /// Issue 34: plain decoding goes through the generator port. A streamed `extend` sends every

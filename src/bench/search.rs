@@ -6,7 +6,9 @@
 //!
 //! Every search runs to its own end under one generous budget, so strategies generate
 //! different amounts; the ratio compares rates, not totals. Wall time includes the verifier.
-//! Best-of-N runs once unreported before each verifier's rows, so the baseline is warm.
+//! Best-of-N runs once unreported per verifier first, so the baseline is warm; then `repeat`
+//! rounds each run best-of-N and every strategy, and a row reports the median round's ratio
+//! (each round's ratio is listed too).
 
 use std::time::Instant;
 
@@ -34,6 +36,8 @@ pub struct SearchBenchOptions {
     pub budget_tokens: u64,
     /// Seed of every search.
     pub seed: u64,
+    /// Rounds: each runs best-of-N and then every strategy, with each verifier.
+    pub repeat: usize,
 }
 
 /// One strategy with one verifier.
@@ -43,14 +47,16 @@ pub struct SearchRow {
     pub strategy: String,
     /// `none` or `llm-prm`.
     pub verifier: String,
-    /// Wall time of the search.
+    /// Wall time of the search (the median round's).
     pub wall_s: f64,
     /// Tokens sampled.
     pub generated_tokens: u64,
     /// `generated_tokens / wall_s`.
     pub tokens_per_s: f64,
-    /// `tokens_per_s` over best-of-N's with the same verifier.
+    /// Median over rounds of `tokens_per_s` over best-of-N's in the same round and verifier.
     pub vs_best_of_n: f64,
+    /// That ratio in every round, in order.
+    pub vs_best_of_n_runs: Vec<f64>,
     /// Tokens the verifier computed.
     pub verifier_tokens: u64,
     /// Positions computed more than once (0 is the contract).
@@ -74,6 +80,8 @@ pub struct SearchReport {
     pub max_step_tokens: usize,
     /// Most steps.
     pub max_steps: usize,
+    /// Rounds per row.
+    pub repeat: usize,
     /// Every strategy, without a verifier then with the LLM-as-PRM.
     pub rows: Vec<SearchRow>,
     /// The lowest `vs_best_of_n` per verifier (`none`, `llm-prm`).
@@ -95,7 +103,7 @@ fn params(strategy: &str, o: &SearchBenchOptions) -> Value {
         "ab_mcts" => json!({
             "iterations": o.n.div_ceil(2).max(1), "batch": 2, "max_tokens": max_tokens
         }),
-        "answer_convergence" => json!({"steps": steps}),
+        "answer_convergence" => json!({"n": o.n, "steps": steps}),
         "deepconf" => json!({"n": o.n, "max_tokens": max_tokens, "chunk_tokens": chunk_tokens}),
         "first_finish" | "short_m_of_k" => {
             json!({"k": o.n, "max_tokens": max_tokens, "chunk_tokens": chunk_tokens})
@@ -135,6 +143,7 @@ fn run_one(
         generated_tokens: 0,
         tokens_per_s: 0.0,
         vs_best_of_n: 0.0,
+        vs_best_of_n_runs: Vec::new(),
         verifier_tokens: 0,
         recomputed_tokens: 0,
         tree_tokens: 0,
@@ -168,8 +177,6 @@ pub fn search_bench(runtime: &Runtime, o: &SearchBenchOptions) -> anyhow::Result
         .filter(|n| n != "auto" && n != "best_of_n")
         .collect();
     names.insert(0, "best_of_n".into());
-    let mut rows = Vec::new();
-    let mut min_vs_best_of_n = Vec::new();
     let request = |name: &str| ReasonRequest {
         problem: o.problem.clone(),
         history: Vec::new(),
@@ -179,22 +186,54 @@ pub fn search_bench(runtime: &Runtime, o: &SearchBenchOptions) -> anyhow::Result
         deadline_ms: None,
         seed: o.seed,
     };
-    for verifier in [VerifierChoice::None, VerifierChoice::LlmPrm] {
-        // Warm-up, not reported: the first search on a fresh engine pays first touches (the
-        // KV pool's pages, the weights' cache lines, the verifier's first load), which would
-        // slow the baseline and flatter every ratio after it.
-        run_one(runtime, &registry, &verifier, &request("best_of_n"))?;
-        let mut baseline = None;
+    let verifiers = [VerifierChoice::None, VerifierChoice::LlmPrm];
+    // rounds[v][round][strategy]: every round runs best-of-N first, then each strategy, so a
+    // ratio compares runs minutes apart on the same host.
+    let mut rounds: Vec<Vec<Vec<SearchRow>>> = vec![Vec::new(); verifiers.len()];
+    // Warm-up, not reported: the first search on a fresh engine pays first touches (the KV
+    // pool's pages, the weights' cache lines, the verifier's first load), which would slow the
+    // baseline and flatter every ratio after it.
+    for verifier in &verifiers {
+        run_one(runtime, &registry, verifier, &request("best_of_n"))?;
+    }
+    for round in 0..o.repeat.max(1) {
+        for (v, verifier) in verifiers.iter().enumerate() {
+            let mut this = Vec::with_capacity(names.len());
+            for name in &names {
+                let row = run_one(runtime, &registry, verifier, &request(name))?;
+                tracing::info!(round, strategy = %name, verifier = %verifier, tokens_per_s = row.tokens_per_s, "search bench");
+                this.push(row);
+            }
+            if let Some(r) = rounds.get_mut(v) {
+                r.push(this);
+            }
+        }
+    }
+    let mut rows = Vec::new();
+    let mut min_vs_best_of_n = Vec::new();
+    for (verifier, runs) in verifiers.iter().zip(rounds) {
         let mut lowest: Option<(String, f64)> = None;
-        for name in &names {
-            let req = request(name);
-            let mut row = run_one(runtime, &registry, &verifier, &req)?;
-            let base = *baseline.get_or_insert(row.tokens_per_s);
-            row.vs_best_of_n = row.tokens_per_s / base.max(1e-9);
+        for (i, name) in names.iter().enumerate() {
+            let mut ratios = Vec::with_capacity(runs.len());
+            let mut of_name: Vec<SearchRow> = Vec::with_capacity(runs.len());
+            for round in &runs {
+                let (Some(base), Some(row)) = (round.first(), round.get(i)) else {
+                    continue;
+                };
+                ratios.push(row.tokens_per_s / base.tokens_per_s.max(1e-9));
+                of_name.push(row.clone());
+            }
+            let Some(mid) = median_index(&ratios) else {
+                continue;
+            };
+            let Some(mut row) = of_name.get(mid).cloned() else {
+                continue;
+            };
+            row.vs_best_of_n = ratios.get(mid).copied().unwrap_or_default();
+            row.vs_best_of_n_runs = ratios;
             if lowest.as_ref().is_none_or(|(_, r)| row.vs_best_of_n < *r) {
                 lowest = Some((name.clone(), row.vs_best_of_n));
             }
-            tracing::info!(strategy = %name, verifier = %verifier, ratio = row.vs_best_of_n, "search bench");
             rows.push(row);
         }
         if let Some((name, ratio)) = lowest {
@@ -207,7 +246,28 @@ pub fn search_bench(runtime: &Runtime, o: &SearchBenchOptions) -> anyhow::Result
         n: o.n,
         max_step_tokens: o.max_step_tokens,
         max_steps: o.max_steps,
+        repeat: o.repeat.max(1),
         rows,
         min_vs_best_of_n,
     })
+}
+
+/// The index of the median of `values` (the lower middle for an even count).
+fn median_index(values: &[f64]) -> Option<usize> {
+    let mut order: Vec<usize> = (0..values.len()).collect();
+    order.sort_by(|&a, &b| values[a].total_cmp(&values[b]));
+    order.get(values.len().saturating_sub(1) / 2).copied()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::median_index;
+
+    #[test]
+    fn the_median_round_is_the_middle_ratio() {
+        assert_eq!(median_index(&[]), None);
+        assert_eq!(median_index(&[0.7]), Some(0));
+        assert_eq!(median_index(&[0.9, 0.5, 0.7]), Some(2));
+        assert_eq!(median_index(&[0.9, 0.5, 0.7, 0.8]), Some(2));
+    }
 }

@@ -145,21 +145,35 @@ impl Executor {
     }
 
     /// Queues a group; its events arrive on the returned handle.
-    pub async fn submit(&self, req: GroupRequest) -> Result<GroupHandle> {
+    ///
+    /// The group is sent to the executor when this is called, not when the future is first
+    /// polled, so a caller with many groups submits them all and then awaits the handles: they
+    /// join the same step (the executor reads its commands between steps, so awaiting each
+    /// reply before sending the next group would cost a forward pass per group). A future
+    /// dropped unawaited cancels its group (the reply cannot be delivered).
+    pub fn submit(
+        &self,
+        req: GroupRequest,
+    ) -> impl std::future::Future<Output = Result<GroupHandle>> + Send + 'static {
         let (reply, answer) = oneshot::channel();
-        self.commands
+        let sent = self
+            .commands
             .send(Command::Submit {
                 req,
                 reply,
                 span: tracing::Span::current(),
             })
-            .map_err(|_| stopped())?;
-        let (seqs, events) = answer.await.map_err(|_| stopped())??;
-        Ok(GroupHandle {
-            seqs,
-            events,
-            commands: self.commands.clone(),
-        })
+            .map_err(|_| stopped());
+        let commands = self.commands.clone();
+        async move {
+            sent?;
+            let (seqs, events) = answer.await.map_err(|_| stopped())??;
+            Ok(GroupHandle {
+                seqs,
+                events,
+                commands,
+            })
+        }
     }
 
     /// Queues a scoring request; it joins the next forward pass. Submit many before awaiting

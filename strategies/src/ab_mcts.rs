@@ -29,8 +29,9 @@
 //!
 //! **Budget.** A fresh answer forks the question's cached prefix; a refinement is a new prompt
 //! (question + previous answer) whose shared opening the engine serves from the search's kept
-//! root prompt, so only the answer and the request after it are prefilled and charged. One engine call and one verifier
-//! submission per iteration.
+//! root prompt, so only the answer and the request after it are prefilled and charged; a
+//! node's refinement prompt is kept for the search, so refining it again forks that prompt's
+//! KV. One engine call and one verifier submission per iteration.
 
 use std::collections::HashMap;
 
@@ -224,6 +225,7 @@ impl Strategy for AbMcts {
         let mut nodes: HashMap<NodeId, AbNode> = HashMap::new();
         nodes.insert(SearchTree::ROOT, AbNode::default());
         let (mut wider, mut deeper, mut draws) = (0u32, 0u32, 0u64);
+        let mut refine_roots: HashMap<NodeId, Branch> = HashMap::new();
         for _ in 0..p.iterations {
             let picks: Vec<NodeId> = (0..p.batch)
                 .map(|_| self.choose(&nodes, &mut rng))
@@ -233,7 +235,15 @@ impl Strategy for AbMcts {
                 let branch = match nodes.get(at) {
                     Some(node) if *at != SearchTree::ROOT => {
                         deeper += 1;
-                        ctx.open_with(&self.refine_prompt(ctx, node)).await?
+                        // The refinement prompt of a node is opened once and kept, so a node
+                        // refined again forks its computed KV instead of recomputing the tail.
+                        let opened = match refine_roots.get(at) {
+                            Some(b) => b.clone(),
+                            None => ctx.open_with(&self.refine_prompt(ctx, node)).await?,
+                        };
+                        let fork = ctx.fork(&opened)?;
+                        refine_roots.insert(*at, opened);
+                        fork
                     }
                     _ => {
                         wider += 1;
@@ -284,6 +294,9 @@ impl Strategy for AbMcts {
             }
         }
         ctx.release(&root);
+        for opened in refine_roots.values() {
+            ctx.release(opened);
+        }
         ctx.with_tree(|t| {
             t.note(SearchTree::ROOT, "wider", wider);
             t.note(SearchTree::ROOT, "deeper", deeper);

@@ -12,20 +12,26 @@
 //! ends early only when the model ends it (its own `\boxed{}` answer counts); out of steps, a
 //! last probe is read and the latest probe answer is returned.
 //!
-//! **Parameters** ([`AnswerConvergenceParams`]): `patience` (3), `probe_tokens` (12),
+//! **Chains** (`n`, default 1 as in the papers): `n` such chains run at once, each with its own
+//! seed and its own convergence test, their steps and probes sharing the engine's batches;
+//! the answer is the majority vote over the chains' answers (self-consistency over early-stopped
+//! chains, as Dynasor applies its certainty probe to each of several samples).
+//!
+//! **Parameters** ([`AnswerConvergenceParams`]): `n` (1), `patience` (3), `probe_tokens` (12),
 //! `min_steps` before probing (1), `steps` (`max_steps` 24), `decoding`.
 //!
-//! **Budget.** One step call plus one probe per step, overlapped; probes are counted in
-//! `usage.probe_tokens`. Saves the rest of a long solution once the answer has settled.
+//! **Budget.** One step call plus one probe per step and chain, overlapped; probes are counted
+//! in `usage.probe_tokens`. Saves the rest of a long solution once the answer has settled.
 
 use async_trait::async_trait;
 use ponder_verifiers::equivalent;
 use serde::{Deserialize, Serialize};
 
-use crate::context::Context;
+use crate::context::{Branch, Context};
 use crate::error::Result;
-use crate::outcome::Selection;
+use crate::outcome::{Candidate, Selection};
 use crate::params::{positive, Decoding, Steps};
+use crate::select::select_by_vote;
 use crate::strategy::Strategy;
 use crate::tree::NodeStatus;
 
@@ -33,6 +39,8 @@ use crate::tree::NodeStatus;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct AnswerConvergenceParams {
+    /// Chains run at once; their answers are voted on.
+    pub n: usize,
     /// Consecutive agreeing probes that end the search.
     pub patience: usize,
     /// Most tokens a probe may decode.
@@ -48,6 +56,7 @@ pub struct AnswerConvergenceParams {
 impl Default for AnswerConvergenceParams {
     fn default() -> Self {
         Self {
+            n: 1,
             patience: 3,
             probe_tokens: 12,
             min_steps: 1,
@@ -69,6 +78,7 @@ pub struct AnswerConvergence {
 impl AnswerConvergence {
     /// Validates `params`.
     pub fn new(params: AnswerConvergenceParams) -> Result<Self> {
+        positive("answer_convergence", "n", params.n)?;
         positive("answer_convergence", "patience", params.patience)?;
         positive("answer_convergence", "probe_tokens", params.probe_tokens)?;
         params.steps.validate("answer_convergence")?;
@@ -85,10 +95,54 @@ impl Strategy for AnswerConvergence {
 
     async fn search(&self, ctx: &Context) -> Result<Selection> {
         let p = &self.params;
-        let mut branch = ctx.open().await?;
+        let root = ctx.open().await?;
+        // The chains' first steps are one call: the prompt is computed once for all of them.
+        let mut first = Vec::with_capacity(p.n);
+        for c in 0..p.n as u64 {
+            first.push((ctx.fork(&root)?, c));
+        }
+        let started = ctx.extend(first, &p.steps.spec(&p.decoding)).await;
+        ctx.release(&root);
+        let chains = started?
+            .into_iter()
+            .enumerate()
+            .map(|(c, branch)| self.chain(ctx, branch, c as u64));
+        let ended = futures_util::future::join_all(chains).await;
+        let mut picks = Vec::with_capacity(ended.len());
+        for chain in ended {
+            picks.push(chain?);
+        }
+        match picks.as_slice() {
+            [one] => Ok(one.clone()),
+            _ => Ok(self.select(&ctx.candidates())),
+        }
+    }
+
+    /// Majority vote over every chain's answer: a converged chain's probe answer counts as
+    /// fully as the answer of a chain the model ended.
+    fn select(&self, candidates: &[Candidate]) -> Selection {
+        let all: Vec<Candidate> = candidates
+            .iter()
+            .map(|c| Candidate {
+                finished: true,
+                ..c.clone()
+            })
+            .collect();
+        select_by_vote(&all, false)
+    }
+}
+
+impl AnswerConvergence {
+    /// One chain from its first step `branch`, drawing with `draw`: its answer, recorded as a
+    /// candidate.
+    async fn chain(&self, ctx: &Context, mut branch: Branch, draw: u64) -> Result<Selection> {
+        let p = &self.params;
         let spec = p.steps.spec(&p.decoding);
         let mut streak: Option<(String, usize)> = None;
-        for step in 0..p.steps.max_steps {
+        if branch.finished {
+            return Ok(ended_by_model(ctx, &branch));
+        }
+        for step in 1..p.steps.max_steps {
             // Probe where the branch stands now, submitted with its next step.
             let probe = if step >= p.min_steps {
                 Some(ctx.probe_fork(&branch)?)
@@ -96,7 +150,7 @@ impl Strategy for AnswerConvergence {
                 None
             };
             let before = branch.clone();
-            let (next, probed) = tokio::join!(ctx.extend(vec![(branch, 0)], &spec), async {
+            let (next, probed) = tokio::join!(ctx.extend(vec![(branch, draw)], &spec), async {
                 match probe {
                     Some(fork) => ctx.probe_read(fork, p.probe_tokens).await.map(Some),
                     None => Ok(None),
@@ -125,12 +179,7 @@ impl Strategy for AnswerConvergence {
                 crate::error::GeneratorError::Failed("extend returned nothing".into())
             })?;
             if branch.finished {
-                let i = ctx.add_candidate(&branch, None);
-                return Ok(Selection {
-                    answer: ctx.candidates()[i].answer.clone(),
-                    candidate: Some(i),
-                    support: None,
-                });
+                return Ok(ended_by_model(ctx, &branch));
             }
         }
         // Out of steps: a last probe, and the latest probe answer is the answer.
@@ -146,14 +195,12 @@ impl Strategy for AnswerConvergence {
             support: None,
         })
     }
-}
 
-impl AnswerConvergence {
     /// Records the probe of `at`; once `patience` probes agree, `at` is the converged answer.
     fn observe(
         &self,
         ctx: &Context,
-        at: &crate::context::Branch,
+        at: &Branch,
         probe: Option<String>,
         streak: &mut Option<(String, usize)>,
     ) -> Option<Selection> {
@@ -175,5 +222,15 @@ impl AnswerConvergence {
             candidate: Some(i),
             support: None,
         })
+    }
+}
+
+/// A chain the model ended itself: its own answer, recorded as a candidate.
+fn ended_by_model(ctx: &Context, branch: &Branch) -> Selection {
+    let i = ctx.add_candidate(branch, None);
+    Selection {
+        answer: ctx.candidates().get(i).and_then(|c| c.answer.clone()),
+        candidate: Some(i),
+        support: None,
     }
 }

@@ -507,6 +507,59 @@ fn answer_convergence_stops_once_probes_agree() -> Result<(), StrategyError> {
 }
 
 #[test]
+fn answer_convergence_runs_n_chains_at_once_and_votes_their_answers() -> Result<(), StrategyError> {
+    // Each chain's first step carries its seed; the probe answers 7 for chains whose seed is
+    // divisible by 3 and 5 otherwise, so chains can disagree and the vote decides.
+    let generator = Arc::new(FakeGenerator::new(|s: FakeState<'_>| {
+        if s.text.ends_with("\\boxed{") {
+            let first = s.text.split("\n\n").next().unwrap_or("");
+            let seed: u64 = first.trim_start_matches("seed ").parse().unwrap_or(1);
+            return FakeChunk::last(if seed % 3 == 0 { "7}" } else { "5}" }, -0.01);
+        }
+        match s.text.matches("\n\n").count() {
+            0 => FakeChunk::step(format!("seed {}\n\n", s.seed), -0.1),
+            d => FakeChunk::step(format!("step {d}\n\n"), -0.1),
+        }
+    }));
+    let out = solve(
+        "answer_convergence",
+        json!({"n": 5, "patience": 2}),
+        generator.clone(),
+        None,
+        1_000_000,
+        3,
+    )?;
+    assert_eq!(out.candidates.len(), 5, "one answer per chain");
+    let openings: std::collections::HashSet<&str> = out
+        .candidates
+        .iter()
+        .map(|c| c.text.split("\n\n").next().unwrap_or(""))
+        .collect();
+    assert_eq!(openings.len(), 5, "every chain draws its own seed");
+    let sevens = out
+        .candidates
+        .iter()
+        .filter(|c| c.answer.as_deref() == Some("7"))
+        .count();
+    let majority = if sevens * 2 > out.candidates.len() {
+        "7"
+    } else {
+        "5"
+    };
+    assert_eq!(
+        out.answer.as_deref(),
+        Some(majority),
+        "{:?}",
+        out.candidates
+    );
+    assert!(
+        generator.counters().max_in_flight >= 5,
+        "the chains run at once, not one after another"
+    );
+    Ok(())
+}
+
+#[test]
 fn adaptive_parallel_widens_only_while_answers_disagree() -> Result<(), StrategyError> {
     let agree = FakeGenerator::new(|_s: FakeState<'_>| FakeChunk::last("so \\boxed{4}", -0.1));
     // 3–0 gives the leader posterior 15/16 ≥ 0.9: decided after the first round.

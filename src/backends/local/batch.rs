@@ -13,8 +13,11 @@ use ponder_strategies::{
     StopKind, Stops, StrategyError, TokenInfo,
 };
 
+use super::inflight::{Announced, InFlight};
 use super::{engine, Kept, LocalGenerator, StopStrings, Unclaimed};
-use crate::engine::{Event, GroupHandle, GroupRequest, SamplingParams, SeqFinish, StopCondition};
+use crate::engine::{
+    Event, GroupHandle, GroupRequest, SamplingParams, SeqFinish, SeqId, StopCondition,
+};
 
 impl LocalGenerator {
     /// One `extend` call: every request of `batch` continued, the engine's work tallied as it
@@ -34,7 +37,15 @@ impl LocalGenerator {
         };
         self.complete_prefixes(&mut groups, tally, &mut unclaimed)
             .await?;
-        let mut handles = Vec::new();
+        // A group that computes part of its prompt announces it: a concurrent call needing
+        // exactly that prompt waits for it (see `complete_prefixes`).
+        for g in groups.iter_mut() {
+            if g.max_tokens > 0 && g.resume.as_ref().is_none_or(|(_, c)| *c < g.tokens.len()) {
+                g.announced = Some(self.inflight.announce(&g.tokens));
+            }
+        }
+        // Every group is sent before any reply is awaited, so they all join the same step.
+        let mut submitted = Vec::new();
         for g in &groups {
             if g.max_tokens == 0 {
                 for &i in &g.members {
@@ -57,11 +68,11 @@ impl LocalGenerator {
                 }
                 continue;
             }
-            let handle = self
-                .executor
-                .submit(self.group_request(g, batch))
-                .await
-                .map_err(engine)?;
+            submitted.push((g, self.executor.submit(self.group_request(g, batch))));
+        }
+        let mut handles = Vec::with_capacity(submitted.len());
+        for (g, reply) in submitted {
+            let handle = reply.await.map_err(engine)?;
             unclaimed.ids.extend(handle.seqs.iter().copied());
             handles.push((g, handle));
         }
@@ -170,6 +181,7 @@ impl LocalGenerator {
                         stop: req.stop.clone(),
                         resume: None,
                         prefix: (0, 0),
+                        announced: None,
                     });
                     groups.len() - 1
                 }
@@ -191,6 +203,24 @@ impl LocalGenerator {
                 g.resume = self.kept_prefix(&g.tokens);
             }
             g.cached = self.charged_from(&g.tokens, g.resume.as_ref().map(|(_, c)| *c));
+        }
+        // Whole blocks an earlier group of this call shares are computed once: the engine
+        // admits a prompt only after the blocks it shares with one being computed are indexed.
+        let bs = self.block_size.max(1);
+        for i in 1..groups.len() {
+            let (earlier, rest) = groups.split_at_mut(i);
+            let Some(g) = rest.first_mut() else { continue };
+            let limit = g.tokens.len().saturating_sub(1);
+            for e in earlier.iter() {
+                let shared = e
+                    .tokens
+                    .iter()
+                    .zip(&g.tokens)
+                    .take_while(|(a, b)| a == b)
+                    .count()
+                    .min(limit);
+                g.cached = g.cached.max(shared / bs * bs);
+            }
         }
         Ok(groups)
     }
@@ -231,19 +261,21 @@ impl LocalGenerator {
     /// or other forced text appended to a fork of it) would compute that token in its own
     /// context, and the sequence would compute it again when it continues. So that sequence's
     /// tokens are computed and kept first (one prompt-only group each, all submitted together);
-    /// the sequence and the group both continue from there.
+    /// the sequence and the group both continue from there. Where a concurrent call of this
+    /// generator is computing exactly those tokens already (the step a probe was submitted
+    /// with), the group waits for that call's kept prompt instead.
     async fn complete_prefixes(
         &self,
         groups: &mut [Group],
         tally: &CostTally,
         unclaimed: &mut Unclaimed,
     ) -> Result<()> {
-        let mut pending: Vec<(Vec<u32>, Vec<usize>, GroupHandle)> = Vec::new();
+        let mut prefixes: Vec<(Vec<u32>, Vec<usize>, u64)> = Vec::new();
         for (gi, g) in groups.iter().enumerate() {
             let Some((resume, _)) = &g.resume else {
                 continue;
             };
-            if let Some(p) = pending.iter_mut().find(|p| g.tokens.starts_with(&p.0)) {
+            if let Some(p) = prefixes.iter_mut().find(|p| g.tokens.starts_with(&p.0)) {
                 p.1.push(gi);
                 continue;
             }
@@ -254,61 +286,120 @@ impl LocalGenerator {
                     && g.tokens.starts_with(&s.tokens))
                 .then(|| s.tokens.clone())
             });
-            let Some(prefix) = prefix else { continue };
-            let req = GroupRequest {
-                prompt: prefix.clone(),
-                samples: Vec::new(),
-                max_new_tokens: 1,
-                stop_tokens: Vec::new(),
-                stop_condition: None,
-                priority: self.priority,
-                keep: true,
-                resume: Some(resume.id),
-            };
-            let handle = self.executor.submit(req).await.map_err(engine)?;
-            unclaimed.ids.extend(handle.seqs.iter().copied());
-            pending.push((prefix, vec![gi], handle));
+            if let Some(prefix) = prefix {
+                prefixes.push((prefix, vec![gi], resume.id));
+            }
         }
-        for (prefix, members, mut handle) in pending {
-            let (mut read, mut recomputed, mut kept) = (0, 0, None);
-            while let Some(event) = handle.events.recv().await {
-                match event {
-                    Event::Prefill {
-                        computed, reused, ..
-                    } => {
-                        tally.add(Cost {
-                            prefill_computed: computed,
-                            prefill_reused: reused,
-                            ..Cost::default()
-                        });
-                        let from = prefix.len().saturating_sub(computed as usize);
-                        recomputed += self.tree().record(&prefix, from);
-                        read += computed + reused;
-                    }
-                    Event::Finished { seq, reason } => {
-                        unclaimed.ids.remove(&seq);
-                        if reason == SeqFinish::Cancelled {
-                            return Err(GeneratorError::SequenceCancelled.into());
-                        }
-                        kept = Some(Arc::new(Kept {
-                            id: seq,
-                            executor: Arc::clone(&self.executor),
-                        }));
-                        break;
-                    }
-                    Event::Token { .. } => {}
+        // Each prefix group is sent at once; replies are awaited after all are sent.
+        let mut replies = Vec::new();
+        let mut waits = Vec::new();
+        for (prefix, members, resume) in prefixes {
+            match self.inflight.find(&prefix) {
+                Some(slot) => waits.push((prefix, members, resume, slot)),
+                None => {
+                    let reply = self.executor.submit(self.prefix_request(&prefix, resume));
+                    replies.push((prefix, members, reply));
                 }
             }
-            let Some(kept) = kept else {
-                return Err(GeneratorError::Stopped.into());
-            };
-            self.adopt(&prefix, &kept);
-            for (j, gi) in members.into_iter().enumerate() {
-                if let Some(g) = groups.get_mut(gi) {
-                    // The prefix's own reads are reported once, with the first group.
-                    g.prefix = if j == 0 { (read, recomputed) } else { (0, 0) };
-                    g.resume = Some((Arc::clone(&kept), prefix.len()));
+        }
+        let mut handles = Vec::with_capacity(replies.len());
+        for (prefix, members, reply) in replies {
+            let handle = reply.await.map_err(engine)?;
+            unclaimed.ids.extend(handle.seqs.iter().copied());
+            handles.push((prefix, members, handle));
+        }
+        for (prefix, members, handle) in handles {
+            self.read_prefix(&prefix, &members, handle, groups, tally, unclaimed)
+                .await?;
+        }
+        for (prefix, members, resume, slot) in waits {
+            if let Some(kept) = InFlight::wait(slot).await {
+                // Computed, and charged, by the call that announced it.
+                self.adopt(&prefix, &kept);
+                for &gi in &members {
+                    if let Some(g) = groups.get_mut(gi) {
+                        g.resume = Some((Arc::clone(&kept), prefix.len()));
+                        g.cached = g.cached.max(prefix.len());
+                    }
                 }
+                continue;
+            }
+            // That call ended without it: compute it here.
+            let handle = self
+                .executor
+                .submit(self.prefix_request(&prefix, resume))
+                .await
+                .map_err(engine)?;
+            unclaimed.ids.extend(handle.seqs.iter().copied());
+            self.read_prefix(&prefix, &members, handle, groups, tally, unclaimed)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// A prompt-only group computing and keeping `prefix`, continuing the kept `resume`.
+    fn prefix_request(&self, prefix: &[u32], resume: SeqId) -> GroupRequest {
+        GroupRequest {
+            prompt: prefix.to_vec(),
+            samples: Vec::new(),
+            max_new_tokens: 1,
+            stop_tokens: Vec::new(),
+            stop_condition: None,
+            priority: self.priority,
+            keep: true,
+            resume: Some(resume),
+        }
+    }
+
+    /// Reads a prefix group to its end: the prefix is kept, adopted by the sequences holding
+    /// exactly it, and `members` continue from it.
+    async fn read_prefix(
+        &self,
+        prefix: &[u32],
+        members: &[usize],
+        mut handle: GroupHandle,
+        groups: &mut [Group],
+        tally: &CostTally,
+        unclaimed: &mut Unclaimed,
+    ) -> Result<()> {
+        let (mut read, mut recomputed, mut kept) = (0, 0, None);
+        while let Some(event) = handle.events.recv().await {
+            match event {
+                Event::Prefill {
+                    computed, reused, ..
+                } => {
+                    tally.add(Cost {
+                        prefill_computed: computed,
+                        prefill_reused: reused,
+                        ..Cost::default()
+                    });
+                    let from = prefix.len().saturating_sub(computed as usize);
+                    recomputed += self.tree().record(prefix, from);
+                    read += computed + reused;
+                }
+                Event::Finished { seq, reason } => {
+                    unclaimed.ids.remove(&seq);
+                    if reason == SeqFinish::Cancelled {
+                        return Err(GeneratorError::SequenceCancelled.into());
+                    }
+                    kept = Some(Arc::new(Kept {
+                        id: seq,
+                        executor: Arc::clone(&self.executor),
+                    }));
+                    break;
+                }
+                Event::Token { .. } => {}
+            }
+        }
+        let Some(kept) = kept else {
+            return Err(GeneratorError::Stopped.into());
+        };
+        self.adopt(prefix, &kept);
+        for (j, &gi) in members.iter().enumerate() {
+            if let Some(g) = groups.get_mut(gi) {
+                // The prefix's own reads are reported once, with the first group.
+                g.prefix = if j == 0 { (read, recomputed) } else { (0, 0) };
+                g.resume = Some((Arc::clone(&kept), prefix.len()));
             }
         }
         Ok(())
@@ -363,7 +454,7 @@ impl LocalGenerator {
         let mut recomputed = g.prefix.1;
         let mut prompt_kept: Option<Arc<Kept>> = None;
         let mut open = handle.seqs.len();
-        let mut last_token: HashMap<crate::engine::SeqId, std::time::Instant> = HashMap::new();
+        let mut last_token: HashMap<SeqId, std::time::Instant> = HashMap::new();
         // Text bytes already sent to `pieces`, per request.
         let mut sent: HashMap<usize, usize> = HashMap::new();
         while open > 0 {
@@ -407,10 +498,14 @@ impl LocalGenerator {
                     kept_prompt,
                 } => {
                     if let Some(id) = kept_prompt {
-                        prompt_kept = Some(Arc::new(Kept {
+                        let kept = Arc::new(Kept {
                             id,
                             executor: Arc::clone(&self.executor),
-                        }));
+                        });
+                        if let Some(announced) = &g.announced {
+                            announced.computed(&kept);
+                        }
+                        prompt_kept = Some(kept);
                     }
                     tally.add(Cost {
                         prefill_computed: computed,
@@ -539,4 +634,6 @@ struct Group {
     /// Positions read (computed, reused) and recomputed by a prefix completed for this group
     /// first (see [`LocalGenerator::complete_prefixes`]).
     prefix: (u64, u64),
+    /// While the group runs: its prompt, announced to concurrent calls (see [`super::inflight`]).
+    announced: Option<Announced>,
 }

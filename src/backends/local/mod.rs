@@ -29,6 +29,7 @@
 #![deny(clippy::indexing_slicing)]
 
 mod batch;
+mod inflight;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -127,6 +128,8 @@ pub struct LocalGenerator {
     block_size: usize,
     seqs: Mutex<HashMap<u64, LocalSeq>>,
     tree: Mutex<TokenTree>,
+    /// Prompts this generator's calls in flight are computing.
+    inflight: Arc<inflight::InFlight>,
     next: AtomicU64,
     priority: i32,
     on_token: Option<InterToken>,
@@ -159,6 +162,7 @@ impl LocalGenerator {
             block_size: block_size.max(1),
             seqs: Mutex::new(HashMap::new()),
             tree: Mutex::default(),
+            inflight: Arc::default(),
             next: AtomicU64::new(1),
             priority: 0,
             on_token: None,

@@ -184,6 +184,7 @@ impl Scheduler {
     fn admit(&mut self) {
         let running = self.seqs.values().filter(|s| s.running).count();
         let mut slots = self.config.max_running.saturating_sub(running);
+        let mut deferred = Vec::new();
         while slots > 0 {
             let Some(id) = self.waiting.pop_front() else {
                 break;
@@ -191,6 +192,10 @@ impl Scheduler {
             let Some(s) = self.seqs.get(&id) else {
                 continue;
             };
+            if self.prefilling_shared_blocks(s) {
+                deferred.push(id);
+                continue;
+            }
             // Admit only what can take its first prefill chunk now; otherwise a preempted
             // sequence would be re-admitted and preempted again every step.
             let first_chunk = s.tokens.len().min(self.config.max_step_tokens);
@@ -234,6 +239,33 @@ impl Scheduler {
                 }
             }
         }
+        for id in deferred.into_iter().rev() {
+            self.waiting.push_front(id);
+        }
+    }
+
+    /// Whether a running sequence is about to compute a whole block of `s`'s prompt that it
+    /// shares (same tokens from position 0) and that no cache holds yet. Admitting `s` now would
+    /// compute those positions twice in the same step; one step later the prefix index serves
+    /// them (a block enters the index when its positions are planned). Many prompts sharing a
+    /// long opening — the questions an LLM judge asks after the same instructions and problem,
+    /// requests with one system prompt — so compute it once.
+    fn prefilling_shared_blocks(&self, s: &Sequence) -> bool {
+        let bs = self.store.block_size().max(1);
+        let limit = s.tokens.len().saturating_sub(1);
+        self.seqs.values().any(|a| {
+            if !a.running || !matches!(a.phase, Phase::Prefill) {
+                return false;
+            }
+            let shared = a
+                .tokens
+                .iter()
+                .zip(&s.tokens)
+                .take_while(|(x, y)| x == y)
+                .count()
+                .min(limit);
+            a.computed / bs * bs + bs <= shared / bs * bs
+        })
     }
 
     /// Decode tokens first, then prefill chunks within the step's token budget; preempts until

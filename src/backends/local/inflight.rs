@@ -1,0 +1,84 @@
+//! Prompts a call in flight is computing, announced so that a concurrent call of the same
+//! search needing exactly those positions waits for them instead of computing them again.
+//!
+//! The case it exists for: an answer probe submitted together with the step that continues its
+//! branch (`answer_convergence`). Both continue a branch whose last sampled token is not yet
+//! computed; the step's group computes it and keeps its prompt, and the probe resumes from that
+//! kept prompt. Waiting is only ever for a call already submitted, which never waits in turn;
+//! if that call ends without computing the prompt (cancelled, failed), the waiter computes it
+//! itself. It must not hold anything past the call that announced it.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::watch;
+
+use super::Kept;
+
+type Slot = watch::Receiver<Option<Arc<Kept>>>;
+
+/// Announced prompts by their tokens.
+#[derive(Debug, Default)]
+pub(super) struct InFlight {
+    prompts: Mutex<HashMap<Vec<u32>, (u64, Slot)>>,
+    next: AtomicU64,
+}
+
+impl InFlight {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Vec<u32>, (u64, Slot)>> {
+        self.prompts.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Announces that the caller's group computes and keeps the prompt `tokens`; the entry
+    /// lasts as long as the returned [`Announced`].
+    pub(super) fn announce(self: &Arc<Self>, tokens: &[u32]) -> Announced {
+        let (tx, rx) = watch::channel(None);
+        let ticket = self.next.fetch_add(1, Ordering::Relaxed);
+        self.lock().insert(tokens.to_vec(), (ticket, rx));
+        Announced {
+            owner: Arc::clone(self),
+            tokens: tokens.to_vec(),
+            ticket,
+            tx,
+        }
+    }
+
+    /// A call in flight computing exactly `tokens`, if any.
+    pub(super) fn find(&self, tokens: &[u32]) -> Option<Slot> {
+        self.lock().get(tokens).map(|(_, rx)| rx.clone())
+    }
+
+    /// The kept prompt once its call has computed it; `None` if that call ended without.
+    pub(super) async fn wait(mut slot: Slot) -> Option<Arc<Kept>> {
+        slot.wait_for(Option::is_some).await.ok()?.clone()
+    }
+}
+
+/// One announced prompt; dropping it withdraws the announcement.
+#[derive(Debug)]
+pub(super) struct Announced {
+    owner: Arc<InFlight>,
+    tokens: Vec<u32>,
+    ticket: u64,
+    tx: watch::Sender<Option<Arc<Kept>>>,
+}
+
+impl Announced {
+    /// The prompt is computed and kept as `kept`: waiters resume from it.
+    pub(super) fn computed(&self, kept: &Arc<Kept>) {
+        self.tx.send_replace(Some(Arc::clone(kept)));
+    }
+}
+
+impl Drop for Announced {
+    fn drop(&mut self) {
+        let mut prompts = self.owner.lock();
+        if prompts
+            .get(&self.tokens)
+            .is_some_and(|(t, _)| *t == self.ticket)
+        {
+            prompts.remove(&self.tokens);
+        }
+    }
+}

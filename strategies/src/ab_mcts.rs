@@ -17,12 +17,17 @@
 //! whose mean is drawn via its precision. A new answer's score joins GEN at its parent, CONT at
 //! every ancestor above, and the subtree evidence of its parent and every ancestor.
 //!
-//! Each iteration makes `batch` independent selections (TreeQuest's `ask_batch`), generates
-//! all their answers in one engine call and scores them in one verifier submission (a
-//! finished answer is cut into steps at `step_delimiter` for a PRM). Every answer is a
-//! candidate; the answer is the best-scored finished one.
+//! `batch` answers are in flight at once (TreeQuest's `ask_batch`/`tell`, pipelined): the
+//! first `batch` selections are made at once, and each later one as soon as the oldest answer
+//! in flight is generated and scored, with the evidence of every answer before it in launch
+//! order — so the engine keeps `batch` answers running instead of waiting for the slowest of
+//! a round, and a seed replays the same tree whatever order the answers finish in. Each
+//! answer is scored by the verifier as soon as it is generated (a finished answer is cut into
+//! steps at `step_delimiter` for a PRM); concurrent answers and scorings share engine steps.
+//! Every answer is a candidate; the answer is the best-scored finished one.
 //!
-//! **Parameters** ([`AbMctsParams`]): `iterations` (4), `batch` (2 answers per iteration),
+//! **Parameters** ([`AbMctsParams`]): `iterations` (4), `batch` (2 answers in flight;
+//! `iterations × batch` answers in all),
 //! `posterior` (`beta` | `gaussian`), `max_tokens` per answer (1024), `step_delimiter`
 //! (`"\n\n"`), `score_by` (`prm_last`), `decoding`. Random draws use the context's seeded RNG,
 //! so a seed replays the same tree.
@@ -31,17 +36,18 @@
 //! (question + previous answer) whose shared opening the engine serves from the search's kept
 //! root prompt, so only the answer and the request after it are prefilled and charged; a
 //! node's refinement prompt is kept for the search, so refining it again forks that prompt's
-//! KV. One engine call and one verifier submission per iteration.
+//! KV. One engine call and one verifier submission per answer.
 
 use std::collections::HashMap;
 
 use async_trait::async_trait;
+use futures_util::stream::{FuturesOrdered, StreamExt};
 use rand::Rng;
 use rand_distr::{Beta, Distribution, Gamma, Normal};
 use serde::{Deserialize, Serialize};
 
-use crate::context::{Branch, Context};
-use crate::error::Result;
+use crate::context::{Branch, Context, StepSpec};
+use crate::error::{GeneratorError, Result};
 use crate::generator::Prompt;
 use crate::outcome::{Candidate, Selection};
 use crate::params::{positive, Decoding, ScoreBy};
@@ -63,9 +69,9 @@ pub enum Posterior {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct AbMctsParams {
-    /// Rounds of `batch` expansions.
+    /// Answers in all, in units of `batch`.
     pub iterations: usize,
-    /// Answers generated per iteration.
+    /// Answers in flight at once.
     pub batch: usize,
     /// Posterior family.
     pub posterior: Posterior,
@@ -196,6 +202,71 @@ impl AbMcts {
         cur
     }
 
+    /// Generates the answer at `branch` (drawn with `draw`) and scores it: the node it was
+    /// generated at, the answer and its score.
+    async fn answer(
+        &self,
+        ctx: &Context,
+        branch: Branch,
+        draw: u64,
+        spec: &StepSpec,
+        at: NodeId,
+    ) -> Result<(NodeId, Branch, f64)> {
+        let p = &self.params;
+        let answers = ctx.extend(vec![(branch, draw)], spec).await?;
+        let scores = ctx
+            .score_split(&answers, p.score_by, &p.step_delimiter)
+            .await?;
+        let (Some(answer), Some(r)) = (answers.into_iter().next(), scores.first()) else {
+            return Err(GeneratorError::Failed("extend returned nothing".into()).into());
+        };
+        Ok((at, answer, *r as f64))
+    }
+
+    /// Records an answer generated at `at` with score `r`: a candidate, a new node, and its
+    /// score added to GEN at `at`, to CONT above it and to every subtree on the way up.
+    fn back_up(
+        &self,
+        ctx: &Context,
+        nodes: &mut HashMap<NodeId, AbNode>,
+        at: NodeId,
+        answer: &Branch,
+        r: f64,
+    ) {
+        let depth = nodes.get(&at).map_or(0, |n| n.depth) + 1;
+        ctx.with_tree(|t| {
+            t.note(answer.node, "ab_depth", depth);
+            if at != SearchTree::ROOT {
+                t.note(answer.node, "refines", at);
+            }
+        });
+        ctx.add_candidate(answer, Some(r as f32));
+        ctx.release(answer);
+        let text = ctx.with_tree(|t| t.text(answer.node));
+        let mut fresh = AbNode {
+            text,
+            score: r,
+            depth,
+            parent: Some(at),
+            ..AbNode::default()
+        };
+        fresh.subtree.add(r);
+        nodes.insert(answer.node, fresh);
+        if let Some(n) = nodes.get_mut(&at) {
+            n.children.push(answer.node);
+            n.generated.add(r);
+            n.subtree.add(r);
+        }
+        let mut up = nodes.get(&at).and_then(|n| n.parent);
+        while let Some(a) = up {
+            up = nodes.get_mut(&a).and_then(|n| {
+                n.deeper.add(r);
+                n.subtree.add(r);
+                n.parent
+            });
+        }
+    }
+
     /// The prompt that asks the model to refine `node`'s answer, shown with its score.
     fn refine_prompt(&self, ctx: &Context, node: &AbNode) -> Prompt {
         Prompt {
@@ -224,25 +295,26 @@ impl Strategy for AbMcts {
         let mut rng = ctx.rng(0xAB);
         let mut nodes: HashMap<NodeId, AbNode> = HashMap::new();
         nodes.insert(SearchTree::ROOT, AbNode::default());
-        let (mut wider, mut deeper, mut draws) = (0u32, 0u32, 0u64);
         let mut refine_roots: HashMap<NodeId, Branch> = HashMap::new();
-        for _ in 0..p.iterations {
-            let picks: Vec<NodeId> = (0..p.batch)
-                .map(|_| self.choose(&nodes, &mut rng))
-                .collect();
-            let mut requests: Vec<(Branch, u64)> = Vec::with_capacity(picks.len());
-            for at in &picks {
-                let branch = match nodes.get(at) {
-                    Some(node) if *at != SearchTree::ROOT => {
+        let (mut wider, mut deeper) = (0u32, 0u32);
+        let total = (p.iterations * p.batch) as u64;
+        // Answers in flight, yielded in the order they were launched.
+        let mut in_flight = FuturesOrdered::new();
+        let mut launched = 0u64;
+        loop {
+            while launched < total && in_flight.len() < p.batch {
+                let at = self.choose(&nodes, &mut rng);
+                let branch = match nodes.get(&at) {
+                    Some(node) if at != SearchTree::ROOT => {
                         deeper += 1;
                         // The refinement prompt of a node is opened once and kept, so a node
                         // refined again forks its computed KV instead of recomputing the tail.
-                        let opened = match refine_roots.get(at) {
+                        let opened = match refine_roots.get(&at) {
                             Some(b) => b.clone(),
                             None => ctx.open_with(&self.refine_prompt(ctx, node)).await?,
                         };
                         let fork = ctx.fork(&opened)?;
-                        refine_roots.insert(*at, opened);
+                        refine_roots.insert(at, opened);
                         fork
                     }
                     _ => {
@@ -250,48 +322,14 @@ impl Strategy for AbMcts {
                         ctx.fork(&root)?
                     }
                 };
-                requests.push((branch, draws));
-                draws += 1;
+                in_flight.push_back(self.answer(ctx, branch, launched, &spec, at));
+                launched += 1;
             }
-            let answers = ctx.extend(requests, &spec).await?;
-            let scores = ctx
-                .score_split(&answers, p.score_by, &p.step_delimiter)
-                .await?;
-            for ((answer, r), at) in answers.iter().zip(scores).zip(picks) {
-                let r = r as f64;
-                let depth = nodes.get(&at).map_or(0, |n| n.depth) + 1;
-                ctx.with_tree(|t| {
-                    t.note(answer.node, "ab_depth", depth);
-                    if at != SearchTree::ROOT {
-                        t.note(answer.node, "refines", at);
-                    }
-                });
-                ctx.add_candidate(answer, Some(r as f32));
-                ctx.release(answer);
-                let text = ctx.with_tree(|t| t.text(answer.node));
-                let mut fresh = AbNode {
-                    text,
-                    score: r,
-                    depth,
-                    parent: Some(at),
-                    ..AbNode::default()
-                };
-                fresh.subtree.add(r);
-                nodes.insert(answer.node, fresh);
-                if let Some(n) = nodes.get_mut(&at) {
-                    n.children.push(answer.node);
-                    n.generated.add(r);
-                    n.subtree.add(r);
-                }
-                let mut up = nodes.get(&at).and_then(|n| n.parent);
-                while let Some(a) = up {
-                    up = nodes.get_mut(&a).and_then(|n| {
-                        n.deeper.add(r);
-                        n.subtree.add(r);
-                        n.parent
-                    });
-                }
-            }
+            let Some(done) = in_flight.next().await else {
+                break;
+            };
+            let (at, answer, r) = done?;
+            self.back_up(ctx, &mut nodes, at, &answer, r);
         }
         ctx.release(&root);
         for opened in refine_roots.values() {

@@ -171,12 +171,27 @@ fn ab_mcts_goes_wider_when_fresh_samples_score_well() -> Result<(), StrategyErro
 }
 
 #[test]
-fn ab_mcts_expands_a_batch_per_iteration() -> Result<(), StrategyError> {
-    let generator = answers(|_| 0.4, |q| q);
-    let params = json!({"iterations": 3, "batch": 3});
-    solve("ab_mcts", params, generator.clone(), Some(q_score()), 1)?;
-    let c = generator.counters();
-    assert_eq!((c.extend_calls, c.sequences_extended), (3, 9));
+fn ab_mcts_keeps_batch_answers_in_flight_and_replays_by_seed() -> Result<(), StrategyError> {
+    let run = || -> Result<(Outcome, u64, usize), StrategyError> {
+        let generator = answers(|s| 0.2 + (s % 7) as f32 / 10.0, |q| (q + 0.1).min(0.99));
+        let params = json!({"iterations": 3, "batch": 3});
+        let out = solve("ab_mcts", params, generator.clone(), Some(q_score()), 1)?;
+        let c = generator.counters();
+        Ok((out, c.sequences_extended, c.max_in_flight))
+    };
+    let (first, extended, in_flight) = run()?;
+    assert_eq!(extended, 9, "iterations × batch answers");
+    assert_eq!(in_flight, 3, "batch answers run at once, never more");
+    // A later selection waits for the oldest answer in flight and sees every answer before
+    // it in launch order, so the tree does not depend on which answer finished first.
+    let (again, _, _) = run()?;
+    let shape = |o: &Outcome| {
+        o.tree
+            .nodes()
+            .map(|n| (n.id, n.parent, o.tree.text(n.id)))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(shape(&first), shape(&again));
     Ok(())
 }
 

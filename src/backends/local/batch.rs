@@ -261,15 +261,38 @@ impl LocalGenerator {
     /// or other forced text appended to a fork of it) would compute that token in its own
     /// context, and the sequence would compute it again when it continues. So that sequence's
     /// tokens are computed and kept first (one prompt-only group each, all submitted together);
-    /// the sequence and the group both continue from there. Where a concurrent call of this
-    /// generator is computing exactly those tokens already (the step a probe was submitted
-    /// with), the group waits for that call's kept prompt instead.
+    /// the sequence and the group both continue from there. First, a group that shares more
+    /// of its prompt with a concurrent call's than it holds (the step a probe was submitted
+    /// with, forks of one prompt extended in separate calls) waits for that call's kept prompt
+    /// and continues from it ([`super::inflight`]).
     async fn complete_prefixes(
         &self,
         groups: &mut [Group],
         tally: &CostTally,
         unclaimed: &mut Unclaimed,
     ) -> Result<()> {
+        // A group sharing more of its prompt with one a concurrent call is computing than it
+        // holds already resumes from that call's kept prompt once it is computed (a call waits
+        // only for calls already submitted, which never wait in turn).
+        let mut waits = Vec::new();
+        for (gi, g) in groups.iter().enumerate() {
+            let holds = g.resume.as_ref().map_or(0, |(_, c)| *c).max(g.cached);
+            if let Some((shared, slot)) = self.inflight.longest_shared(&g.tokens) {
+                if shared > holds {
+                    waits.push((gi, shared, slot));
+                }
+            }
+        }
+        for (gi, shared, slot) in waits {
+            let Some(kept) = InFlight::wait(slot).await else {
+                continue; // that call ended without it: compute it here
+            };
+            if let Some(g) = groups.get_mut(gi) {
+                // Computed, and charged, by the call that announced it.
+                g.cached = g.cached.max(shared);
+                g.resume = Some((kept, shared));
+            }
+        }
         let mut prefixes: Vec<(Vec<u32>, Vec<usize>, u64)> = Vec::new();
         for (gi, g) in groups.iter().enumerate() {
             let Some((resume, _)) = &g.resume else {
@@ -292,15 +315,9 @@ impl LocalGenerator {
         }
         // Each prefix group is sent at once; replies are awaited after all are sent.
         let mut replies = Vec::new();
-        let mut waits = Vec::new();
         for (prefix, members, resume) in prefixes {
-            match self.inflight.find(&prefix) {
-                Some(slot) => waits.push((prefix, members, resume, slot)),
-                None => {
-                    let reply = self.executor.submit(self.prefix_request(&prefix, resume));
-                    replies.push((prefix, members, reply));
-                }
-            }
+            let reply = self.executor.submit(self.prefix_request(&prefix, resume));
+            replies.push((prefix, members, reply));
         }
         let mut handles = Vec::with_capacity(replies.len());
         for (prefix, members, reply) in replies {
@@ -309,28 +326,6 @@ impl LocalGenerator {
             handles.push((prefix, members, handle));
         }
         for (prefix, members, handle) in handles {
-            self.read_prefix(&prefix, &members, handle, groups, tally, unclaimed)
-                .await?;
-        }
-        for (prefix, members, resume, slot) in waits {
-            if let Some(kept) = InFlight::wait(slot).await {
-                // Computed, and charged, by the call that announced it.
-                self.adopt(&prefix, &kept);
-                for &gi in &members {
-                    if let Some(g) = groups.get_mut(gi) {
-                        g.resume = Some((Arc::clone(&kept), prefix.len()));
-                        g.cached = g.cached.max(prefix.len());
-                    }
-                }
-                continue;
-            }
-            // That call ended without it: compute it here.
-            let handle = self
-                .executor
-                .submit(self.prefix_request(&prefix, resume))
-                .await
-                .map_err(engine)?;
-            unclaimed.ids.extend(handle.seqs.iter().copied());
             self.read_prefix(&prefix, &members, handle, groups, tally, unclaimed)
                 .await?;
         }

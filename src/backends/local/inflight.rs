@@ -1,10 +1,12 @@
 //! Prompts a call in flight is computing, announced so that a concurrent call of the same
-//! search needing exactly those positions waits for them instead of computing them again.
+//! search needing some of those positions waits for them instead of computing them again.
 //!
-//! The case it exists for: an answer probe submitted together with the step that continues its
-//! branch (`answer_convergence`). Both continue a branch whose last sampled token is not yet
-//! computed; the step's group computes it and keeps its prompt, and the probe resumes from that
-//! kept prompt. Waiting is only ever for a call already submitted, which never waits in turn;
+//! The cases it exists for: an answer probe submitted together with the step that continues its
+//! branch (`answer_convergence`: both continue a branch whose last sampled token is not yet
+//! computed); forks of one prompt extended in separate calls (AB-MCTS's answers in flight);
+//! two new prompts sharing an opening past any kept sequence (two refinement prompts). The
+//! first call's group computes the shared positions and keeps its prompt; the other resumes
+//! from that kept prompt, at token granularity. Waiting is only ever for a call already submitted, which never waits in turn;
 //! if that call ends without computing the prompt (cancelled, failed), the waiter computes it
 //! itself. It must not hold anything past the call that announced it.
 
@@ -44,9 +46,22 @@ impl InFlight {
         }
     }
 
-    /// A call in flight computing exactly `tokens`, if any.
-    pub(super) fn find(&self, tokens: &[u32]) -> Option<Slot> {
-        self.lock().get(tokens).map(|(_, rx)| rx.clone())
+    /// The prompt in flight sharing the longest opening with `tokens`: how many leading
+    /// tokens it shares, and its slot.
+    pub(super) fn longest_shared(&self, tokens: &[u32]) -> Option<(usize, Slot)> {
+        self.lock()
+            .iter()
+            .map(|(prompt, (_, rx))| {
+                let shared = prompt
+                    .iter()
+                    .zip(tokens)
+                    .take_while(|(a, b)| a == b)
+                    .count();
+                (shared, rx)
+            })
+            .filter(|(shared, _)| *shared > 0)
+            .max_by_key(|(shared, _)| *shared)
+            .map(|(shared, rx)| (shared, rx.clone()))
     }
 
     /// The kept prompt once its call has computed it; `None` if that call ended without.

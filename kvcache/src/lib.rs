@@ -42,3 +42,8 @@ pub use config::KvCacheConfig;
 pub use error::{KvCacheError, Result};
 pub use manager::KvCacheManager;
 pub use types::{Appended, BlockId, CopyBlock, KvCacheStats, SeqId, Slot};
+
+/// How many leading tokens `a` and `b` share.
+pub fn shared_prefix_len(a: &[u32], b: &[u32]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}

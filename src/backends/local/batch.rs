@@ -8,6 +8,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
+use ponder_kvcache::shared_prefix_len;
 use ponder_strategies::{
     Cost, CostTally, ExtendRequest, Extension, GeneratorError, Piece, PieceSender, Result,
     StopKind, Stops, StrategyError, TokenInfo,
@@ -212,13 +213,7 @@ impl LocalGenerator {
             let Some(g) = rest.first_mut() else { continue };
             let limit = g.tokens.len().saturating_sub(1);
             for e in earlier.iter() {
-                let shared = e
-                    .tokens
-                    .iter()
-                    .zip(&g.tokens)
-                    .take_while(|(a, b)| a == b)
-                    .count()
-                    .min(limit);
+                let shared = shared_prefix_len(&e.tokens, &g.tokens).min(limit);
                 g.cached = g.cached.max(shared / bs * bs);
             }
         }
@@ -236,11 +231,7 @@ impl LocalGenerator {
             .filter_map(|s| {
                 let kept = s.kept.as_ref()?;
                 let computed = s.tokens.get(..s.computed)?;
-                let shared = computed
-                    .iter()
-                    .zip(tokens)
-                    .take_while(|(a, b)| a == b)
-                    .count();
+                let shared = shared_prefix_len(computed, tokens);
                 (shared > 0).then(|| (Arc::clone(kept), shared))
             })
             .max_by_key(|(_, shared)| *shared)

@@ -14,6 +14,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use ponder_kvcache::shared_prefix_len;
 use tokio::sync::watch;
 
 use super::Kept;
@@ -51,14 +52,7 @@ impl InFlight {
     pub(super) fn longest_shared(&self, tokens: &[u32]) -> Option<(usize, Slot)> {
         self.lock()
             .iter()
-            .map(|(prompt, (_, rx))| {
-                let shared = prompt
-                    .iter()
-                    .zip(tokens)
-                    .take_while(|(a, b)| a == b)
-                    .count();
-                (shared, rx)
-            })
+            .map(|(prompt, (_, rx))| (shared_prefix_len(prompt, tokens), rx))
             .filter(|(shared, _)| *shared > 0)
             .max_by_key(|(shared, _)| *shared)
             .map(|(shared, rx)| (shared, rx.clone()))

@@ -91,12 +91,7 @@ impl Scheduler {
         let Some(k) = self.kept.get(i) else {
             return Ok(reused);
         };
-        let shared = k
-            .tokens
-            .iter()
-            .zip(&s.tokens)
-            .take_while(|(a, b)| a == b)
-            .count();
+        let shared = ponder_kvcache::shared_prefix_len(&k.tokens, &s.tokens);
         let exact = (shared == s.tokens.len() && shared == k.tokens.len())
             .then(|| k.logits.clone())
             .flatten();

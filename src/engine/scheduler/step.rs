@@ -257,13 +257,7 @@ impl Scheduler {
             if !a.running || !matches!(a.phase, Phase::Prefill) {
                 return false;
             }
-            let shared = a
-                .tokens
-                .iter()
-                .zip(&s.tokens)
-                .take_while(|(x, y)| x == y)
-                .count()
-                .min(limit);
+            let shared = ponder_kvcache::shared_prefix_len(&a.tokens, &s.tokens).min(limit);
             a.computed / bs * bs + bs <= shared / bs * bs
         })
     }

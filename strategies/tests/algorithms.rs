@@ -560,6 +560,31 @@ fn answer_convergence_runs_n_chains_at_once_and_votes_their_answers() -> Result<
 }
 
 #[test]
+fn adaptive_parallel_starting_with_four_decides_an_easy_question_in_one_round(
+) -> Result<(), StrategyError> {
+    // At the default stop confidence (0.95) four agreeing answers are the fewest that decide
+    // (3–0 gives 15/16): a first round of four decides an easy question with nothing after it.
+    let agree = FakeGenerator::new(|_s: FakeState<'_>| FakeChunk::last("so \\boxed{4}", -0.1));
+    let out = solve(
+        "adaptive_parallel",
+        json!({"initial": 4}),
+        Arc::new(agree),
+        None,
+        1_000_000,
+        1,
+    )?;
+    assert_eq!(out.candidates.len(), 4);
+    let rounds = out
+        .tree
+        .get(SearchTree::ROOT)
+        .and_then(|n| n.notes.get("rounds"))
+        .and_then(|v| v.as_u64());
+    assert_eq!(rounds, Some(1), "decided without widening");
+    assert_eq!(out.answer.as_deref(), Some("4"));
+    Ok(())
+}
+
+#[test]
 fn adaptive_parallel_widens_only_while_answers_disagree() -> Result<(), StrategyError> {
     let agree = FakeGenerator::new(|_s: FakeState<'_>| FakeChunk::last("so \\boxed{4}", -0.1));
     // 3–0 gives the leader posterior 15/16 ≥ 0.9: decided after the first round.

@@ -6,9 +6,14 @@
 //! computed); forks of one prompt extended in separate calls (AB-MCTS's answers in flight);
 //! two new prompts sharing an opening past any kept sequence (two refinement prompts). The
 //! first call's group computes the shared positions and keeps its prompt; the other resumes
-//! from that kept prompt, at token granularity. Waiting is only ever for a call already submitted, which never waits in turn;
-//! if that call ends without computing the prompt (cancelled, failed), the waiter computes it
-//! itself. It must not hold anything past the call that announced it.
+//! from that kept prompt, at token granularity.
+//!
+//! Waiting is only ever for a call already submitted, which never waits in turn; the wait ends
+//! when that call reads its group's prefill, so it needs that call to be polled, as any
+//! future's progress does (strategies run concurrent calls under `join!` or
+//! `FuturesOrdered`, which poll them all). If that call ends without computing the prompt
+//! (cancelled, failed), the waiter computes it itself. An announcement lives exactly as long
+//! as the call's group.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};

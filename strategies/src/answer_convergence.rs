@@ -18,7 +18,8 @@
 //! chains, as Dynasor applies its certainty probe to each of several samples).
 //!
 //! **Parameters** ([`AnswerConvergenceParams`]): `n` (1), `patience` (3), `probe_tokens` (12),
-//! `min_steps` before probing (1), `steps` (`max_steps` 24), `decoding`.
+//! `min_steps` before probing (1; the first probe follows the first step at the earliest),
+//! `steps` (`max_steps` 24), `decoding`.
 //!
 //! **Budget.** One step call plus one probe per step and chain, overlapped; probes are counted
 //! in `usage.probe_tokens`. Saves the rest of a long solution once the answer has settled.
@@ -45,7 +46,7 @@ pub struct AnswerConvergenceParams {
     pub patience: usize,
     /// Most tokens a probe may decode.
     pub probe_tokens: usize,
-    /// Steps before the first probe.
+    /// Steps before the first probe (at least one is always generated first).
     pub min_steps: usize,
     /// Step settings.
     pub steps: Steps,

@@ -99,9 +99,11 @@ fn params(strategy: &str, o: &SearchBenchOptions) -> Value {
         }
         "beam_search" | "dvts" => json!({"n": o.n, "steps": steps}),
         "a_star" | "mcts" => json!({"expansions": o.n, "steps": steps}),
-        // AB-MCTS's nodes are whole answers: N of them, N/2 in flight at once.
+        // AB-MCTS's nodes are whole answers: N of them, N/2 in flight at once (the bench's
+        // budget never binds, so the pipelined mode replays here).
         "ab_mcts" => json!({
-            "iterations": 2, "batch": o.n.div_ceil(2).max(1), "max_tokens": max_tokens
+            "iterations": 2, "batch": o.n.div_ceil(2).max(1), "pipeline": true,
+            "max_tokens": max_tokens
         }),
         "answer_convergence" => json!({"n": o.n, "steps": steps}),
         "deepconf" => json!({"n": o.n, "max_tokens": max_tokens, "chunk_tokens": chunk_tokens}),

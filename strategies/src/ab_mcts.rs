@@ -17,17 +17,18 @@
 //! whose mean is drawn via its precision. A new answer's score joins GEN at its parent, CONT at
 //! every ancestor above, and the subtree evidence of its parent and every ancestor.
 //!
-//! `batch` answers are in flight at once (TreeQuest's `ask_batch`/`tell`, pipelined): the
-//! first `batch` selections are made at once, and each later one as soon as the oldest answer
-//! in flight is generated and scored, with the evidence of every answer before it in launch
-//! order — so the engine keeps `batch` answers running instead of waiting for the slowest of
-//! a round, and a seed replays the same tree whatever order the answers finish in. Each
-//! answer is scored by the verifier as soon as it is generated (a finished answer is cut into
-//! steps at `step_delimiter` for a PRM); concurrent answers and scorings share engine steps.
-//! Every answer is a candidate; the answer is the best-scored finished one.
+//! Each iteration makes `batch` selections (TreeQuest's `ask_batch`), generates all their
+//! answers in one engine call and scores them in one verifier submission (a finished answer
+//! is cut into steps at `step_delimiter` for a PRM). With `pipeline`, `batch` answers are in
+//! flight at once instead: each later selection is made as soon as the oldest answer in flight
+//! is generated and scored, with the evidence of every answer before it in launch order, so
+//! the engine keeps `batch` answers running instead of waiting for the slowest of a round, and
+//! no selection depends on which answer finishes first (node numbers may). Its limit: under a budget that
+//! binds, the last answers' share of what is left depends on which concurrent answers have
+//! settled, so a replay can cut them at other lengths — rounds (the default) replay exactly
+//! under any budget. Every answer is a candidate; the answer is the best-scored finished one.
 //!
-//! **Parameters** ([`AbMctsParams`]): `iterations` (4), `batch` (2 answers in flight;
-//! `iterations × batch` answers in all),
+//! **Parameters** ([`AbMctsParams`]): `iterations` (4), `batch` (2), `pipeline` (false),
 //! `posterior` (`beta` | `gaussian`), `max_tokens` per answer (1024), `step_delimiter`
 //! (`"\n\n"`), `score_by` (`prm_last`), `decoding`. Random draws use the context's seeded RNG,
 //! so a seed replays the same tree.
@@ -36,7 +37,7 @@
 //! (question + previous answer) whose shared opening the engine serves from the search's kept
 //! root prompt, so only the answer and the request after it are prefilled and charged; a
 //! node's refinement prompt is kept for the search, so refining it again forks that prompt's
-//! KV. One engine call and one verifier submission per answer.
+//! KV. One engine call and one verifier submission per round (per answer with `pipeline`).
 
 use std::collections::HashMap;
 
@@ -69,10 +70,13 @@ pub enum Posterior {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct AbMctsParams {
-    /// Answers in all, in units of `batch`.
+    /// Rounds of `batch` answers (`iterations × batch` answers in all).
     pub iterations: usize,
-    /// Answers in flight at once.
+    /// Answers per round, or in flight at once with `pipeline`.
     pub batch: usize,
+    /// Keep `batch` answers in flight, each new selection as soon as the oldest is scored,
+    /// instead of rounds of one call each.
+    pub pipeline: bool,
     /// Posterior family.
     pub posterior: Posterior,
     /// Most tokens per answer.
@@ -90,6 +94,7 @@ impl Default for AbMctsParams {
         Self {
             iterations: 4,
             batch: 2,
+            pipeline: false,
             posterior: Posterior::Beta,
             max_tokens: 1024,
             step_delimiter: "\n\n".into(),
@@ -202,6 +207,36 @@ impl AbMcts {
         cur
     }
 
+    /// The branch to generate at `at`: a fork of the question (wider) or of `at`'s refinement
+    /// prompt (deeper), counted in `moves` (wider, deeper). A node's refinement prompt is
+    /// opened once and kept, so a node refined again forks its computed KV.
+    async fn branch_at(
+        &self,
+        ctx: &Context,
+        root: &Branch,
+        nodes: &HashMap<NodeId, AbNode>,
+        refine_roots: &mut HashMap<NodeId, Branch>,
+        at: NodeId,
+        moves: &mut (u32, u32),
+    ) -> Result<Branch> {
+        match nodes.get(&at) {
+            Some(node) if at != SearchTree::ROOT => {
+                moves.1 += 1;
+                let opened = match refine_roots.get(&at) {
+                    Some(b) => b.clone(),
+                    None => ctx.open_with(&self.refine_prompt(ctx, node)).await?,
+                };
+                let fork = ctx.fork(&opened)?;
+                refine_roots.insert(at, opened);
+                Ok(fork)
+            }
+            _ => {
+                moves.0 += 1;
+                ctx.fork(root)
+            }
+        }
+    }
+
     /// Generates the answer at `branch` (drawn with `draw`) and scores it: the node it was
     /// generated at, the answer and its score.
     async fn answer(
@@ -296,48 +331,56 @@ impl Strategy for AbMcts {
         let mut nodes: HashMap<NodeId, AbNode> = HashMap::new();
         nodes.insert(SearchTree::ROOT, AbNode::default());
         let mut refine_roots: HashMap<NodeId, Branch> = HashMap::new();
-        let (mut wider, mut deeper) = (0u32, 0u32);
-        let total = (p.iterations * p.batch) as u64;
-        // Answers in flight, yielded in the order they were launched.
-        let mut in_flight = FuturesOrdered::new();
+        let mut moves = (0u32, 0u32); // (wider, deeper)
         let mut launched = 0u64;
-        loop {
-            while launched < total && in_flight.len() < p.batch {
-                let at = self.choose(&nodes, &mut rng);
-                let branch = match nodes.get(&at) {
-                    Some(node) if at != SearchTree::ROOT => {
-                        deeper += 1;
-                        // The refinement prompt of a node is opened once and kept, so a node
-                        // refined again forks its computed KV instead of recomputing the tail.
-                        let opened = match refine_roots.get(&at) {
-                            Some(b) => b.clone(),
-                            None => ctx.open_with(&self.refine_prompt(ctx, node)).await?,
-                        };
-                        let fork = ctx.fork(&opened)?;
-                        refine_roots.insert(at, opened);
-                        fork
-                    }
-                    _ => {
-                        wider += 1;
-                        ctx.fork(&root)?
-                    }
+        if p.pipeline {
+            let total = (p.iterations * p.batch) as u64;
+            // Answers in flight, yielded in the order they were launched.
+            let mut in_flight = FuturesOrdered::new();
+            loop {
+                while launched < total && in_flight.len() < p.batch {
+                    let at = self.choose(&nodes, &mut rng);
+                    let branch = self
+                        .branch_at(ctx, &root, &nodes, &mut refine_roots, at, &mut moves)
+                        .await?;
+                    in_flight.push_back(self.answer(ctx, branch, launched, &spec, at));
+                    launched += 1;
+                }
+                let Some(done) = in_flight.next().await else {
+                    break;
                 };
-                in_flight.push_back(self.answer(ctx, branch, launched, &spec, at));
-                launched += 1;
+                let (at, answer, r) = done?;
+                self.back_up(ctx, &mut nodes, at, &answer, r);
             }
-            let Some(done) = in_flight.next().await else {
-                break;
-            };
-            let (at, answer, r) = done?;
-            self.back_up(ctx, &mut nodes, at, &answer, r);
+        } else {
+            for _ in 0..p.iterations {
+                let mut picks = Vec::with_capacity(p.batch);
+                let mut requests = Vec::with_capacity(p.batch);
+                for _ in 0..p.batch {
+                    let at = self.choose(&nodes, &mut rng);
+                    let branch = self
+                        .branch_at(ctx, &root, &nodes, &mut refine_roots, at, &mut moves)
+                        .await?;
+                    requests.push((branch, launched));
+                    picks.push(at);
+                    launched += 1;
+                }
+                let answers = ctx.extend(requests, &spec).await?;
+                let scores = ctx
+                    .score_split(&answers, p.score_by, &p.step_delimiter)
+                    .await?;
+                for ((answer, r), at) in answers.iter().zip(scores).zip(picks) {
+                    self.back_up(ctx, &mut nodes, at, answer, r as f64);
+                }
+            }
         }
         ctx.release(&root);
         for opened in refine_roots.values() {
             ctx.release(opened);
         }
         ctx.with_tree(|t| {
-            t.note(SearchTree::ROOT, "wider", wider);
-            t.note(SearchTree::ROOT, "deeper", deeper);
+            t.note(SearchTree::ROOT, "wider", moves.0);
+            t.note(SearchTree::ROOT, "deeper", moves.1);
         });
         Ok(self.select(&ctx.candidates()))
     }

@@ -15,7 +15,9 @@
 //! **Chains** (`n`, default 1 as in the papers): `n` such chains run at once, each with its own
 //! seed and its own convergence test, their steps and probes sharing the engine's batches;
 //! the answer is the majority vote over the chains' answers (self-consistency over early-stopped
-//! chains, as Dynasor applies its certainty probe to each of several samples).
+//! chains, as Dynasor applies its certainty probe to each of several samples). Under a budget
+//! that binds, concurrent chains' shares of what is left depend on which has settled, so with
+//! `n` > 1 a replay can cut the last steps at other lengths; one chain replays exactly.
 //!
 //! **Parameters** ([`AnswerConvergenceParams`]): `n` (1), `patience` (3), `probe_tokens` (12),
 //! `min_steps` before probing (1; the first probe follows the first step at the earliest),

@@ -88,8 +88,9 @@ fn ab_shape(
     fresh: fn(u64) -> f32,
     refine: fn(f32) -> f32,
     posterior: &str,
+    pipeline: bool,
 ) -> Result<(Outcome, u64, u64), StrategyError> {
-    let params = json!({"iterations": 8, "batch": 2, "posterior": posterior});
+    let params = json!({"iterations": 8, "batch": 2, "posterior": posterior, "pipeline": pipeline});
     let out = solve(
         "ab_mcts",
         params,
@@ -109,7 +110,7 @@ fn ab_shape(
 #[test]
 fn ab_mcts_nodes_are_answers_and_a_refinement_sees_the_answer_and_its_score(
 ) -> Result<(), StrategyError> {
-    let (out, wider, deeper) = ab_shape(|_| 0.3, |q| (q + 0.2).min(0.99), "beta")?;
+    let (out, wider, deeper) = ab_shape(|_| 0.3, |q| (q + 0.2).min(0.99), "beta", false)?;
     assert_eq!(wider + deeper, 16, "8 iterations of 2 expansions");
     // Every node is a complete answer, and a candidate.
     let nodes: Vec<_> = out
@@ -136,8 +137,9 @@ fn ab_mcts_nodes_are_answers_and_a_refinement_sees_the_answer_and_its_score(
 
 #[test]
 fn ab_mcts_goes_deeper_when_refinements_score_well() -> Result<(), StrategyError> {
-    for posterior in ["beta", "gaussian"] {
-        let (out, wider, deeper) = ab_shape(|_| 0.2, |q| (q + 0.25).min(0.99), posterior)?;
+    for (posterior, pipeline) in [("beta", false), ("gaussian", false), ("beta", true)] {
+        let (out, wider, deeper) =
+            ab_shape(|_| 0.2, |q| (q + 0.25).min(0.99), posterior, pipeline)?;
         assert!(
             deeper > wider,
             "{posterior}: wider {wider} vs deeper {deeper}"
@@ -160,8 +162,13 @@ fn ab_mcts_goes_deeper_when_refinements_score_well() -> Result<(), StrategyError
 
 #[test]
 fn ab_mcts_goes_wider_when_fresh_samples_score_well() -> Result<(), StrategyError> {
-    for posterior in ["beta", "gaussian"] {
-        let (_, wider, deeper) = ab_shape(|s| 0.5 + (s % 50) as f32 / 100.0, |_| 0.05, posterior)?;
+    for (posterior, pipeline) in [("beta", false), ("gaussian", false), ("beta", true)] {
+        let (_, wider, deeper) = ab_shape(
+            |s| 0.5 + (s % 50) as f32 / 100.0,
+            |_| 0.05,
+            posterior,
+            pipeline,
+        )?;
         assert!(
             wider > deeper,
             "{posterior}: wider {wider} vs deeper {deeper}"
@@ -171,10 +178,20 @@ fn ab_mcts_goes_wider_when_fresh_samples_score_well() -> Result<(), StrategyErro
 }
 
 #[test]
+fn ab_mcts_expands_a_batch_per_round_in_one_call() -> Result<(), StrategyError> {
+    let generator = answers(|_| 0.4, |q| q);
+    let params = json!({"iterations": 3, "batch": 3});
+    solve("ab_mcts", params, generator.clone(), Some(q_score()), 1)?;
+    let c = generator.counters();
+    assert_eq!((c.extend_calls, c.sequences_extended), (3, 9));
+    Ok(())
+}
+
+#[test]
 fn ab_mcts_keeps_batch_answers_in_flight_and_replays_by_seed() -> Result<(), StrategyError> {
     let run = || -> Result<(Outcome, u64, usize), StrategyError> {
         let generator = answers(|s| 0.2 + (s % 7) as f32 / 10.0, |q| (q + 0.1).min(0.99));
-        let params = json!({"iterations": 3, "batch": 3});
+        let params = json!({"iterations": 3, "batch": 3, "pipeline": true});
         let out = solve("ab_mcts", params, generator.clone(), Some(q_score()), 1)?;
         let c = generator.counters();
         Ok((out, c.sequences_extended, c.max_in_flight))

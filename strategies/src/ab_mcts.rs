@@ -247,15 +247,31 @@ impl AbMcts {
         spec: &StepSpec,
         at: NodeId,
     ) -> Result<(NodeId, Branch, f64)> {
-        let p = &self.params;
         let answers = ctx.extend(vec![(branch, draw)], spec).await?;
-        let scores = ctx
-            .score_split(&answers, p.score_by, &p.step_delimiter)
-            .await?;
+        let scores = self.scored(ctx, &answers).await?;
         let (Some(answer), Some(r)) = (answers.into_iter().next(), scores.first()) else {
             return Err(GeneratorError::Failed("extend returned nothing".into()).into());
         };
         Ok((at, answer, *r as f64))
+    }
+
+    /// The verifier's scores of `answers`. If scoring fails (the budget cannot cover the
+    /// verifier, a deadline), the answers are kept as unscored candidates first, so the search
+    /// still ends with the best answer it generated.
+    async fn scored(&self, ctx: &Context, answers: &[Branch]) -> Result<Vec<f32>> {
+        let p = &self.params;
+        match ctx
+            .score_split(answers, p.score_by, &p.step_delimiter)
+            .await
+        {
+            Ok(scores) => Ok(scores),
+            Err(e) => {
+                for answer in answers {
+                    ctx.add_candidate(answer, None);
+                }
+                Err(e)
+            }
+        }
     }
 
     /// Records an answer generated at `at` with score `r`: a candidate, a new node, and its
@@ -366,9 +382,7 @@ impl Strategy for AbMcts {
                     launched += 1;
                 }
                 let answers = ctx.extend(requests, &spec).await?;
-                let scores = ctx
-                    .score_split(&answers, p.score_by, &p.step_delimiter)
-                    .await?;
+                let scores = self.scored(ctx, &answers).await?;
                 for ((answer, r), at) in answers.iter().zip(scores).zip(picks) {
                     self.back_up(ctx, &mut nodes, at, answer, r as f64);
                 }

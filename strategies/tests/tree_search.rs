@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use ponder_strategies::fake::{FakeChunk, FakeGenerator, FakeState};
 use ponder_strategies::{
-    run, Budget, Context, Outcome, Problem, Registry, SearchTree, StrategyError,
+    run, Budget, Context, Outcome, Problem, Registry, SearchFinish, SearchTree, StrategyError,
 };
 use ponder_verifiers::{FnVerifier, Scores, Solution, Verifier};
 use serde_json::json;
@@ -209,6 +209,50 @@ fn ab_mcts_keeps_batch_answers_in_flight_and_replays_by_seed() -> Result<(), Str
             .collect::<Vec<_>>()
     };
     assert_eq!(shape(&first), shape(&again));
+    Ok(())
+}
+
+/// A model-backed verifier whose worst case no budget here can cover: every scoring is refused.
+struct Unaffordable;
+
+#[async_trait::async_trait]
+impl Verifier for Unaffordable {
+    fn name(&self) -> &str {
+        "unaffordable"
+    }
+
+    async fn score(&self, solution: Solution<'_>) -> ponder_verifiers::Result<Scores> {
+        Ok(Scores::uniform(solution.steps.len(), 1.0))
+    }
+
+    fn cost_bound(&self, _solution: &Solution<'_>) -> u64 {
+        u64::MAX / 4
+    }
+}
+
+#[test]
+fn ab_mcts_keeps_answers_whose_scoring_the_budget_refuses() -> Result<(), StrategyError> {
+    for pipeline in [false, true] {
+        let params = json!({"iterations": 4, "batch": 2, "pipeline": pipeline});
+        let out = solve(
+            "ab_mcts",
+            params,
+            answers(|_| 0.4, |q| q),
+            Some(Arc::new(Unaffordable)),
+            2,
+        )?;
+        // The first round's answers were generated, then their scoring was refused: they stay
+        // as unscored candidates and the search ends with one of them, not `BudgetTooSmall`.
+        assert_eq!(
+            out.finish_reason,
+            SearchFinish::Budget,
+            "pipeline {pipeline}"
+        );
+        assert_eq!(out.answer.as_deref(), Some("5"), "pipeline {pipeline}");
+        assert!(!out.candidates.is_empty());
+        assert!(out.candidates.iter().all(|c| c.score.is_none()));
+        assert_eq!(out.usage.verifier_tokens, 0);
+    }
     Ok(())
 }
 

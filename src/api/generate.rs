@@ -226,19 +226,15 @@ async fn direct(
     start: Instant,
 ) -> Result<Response> {
     let generator = state.generator()?;
+    let p = &valid.sampling;
+    let logits = LogitAdjust {
+        repetition_penalty: p.repetition_penalty,
+        presence_penalty: p.presence_penalty,
+        frequency_penalty: p.frequency_penalty,
+        logit_bias: p.logit_bias.clone(),
+    };
     if let Some(vocab) = generator.vocab_size() {
-        if let Some((t, _)) = valid
-            .sampling
-            .logit_bias
-            .iter()
-            .find(|(t, _)| *t as usize >= vocab)
-        {
-            return Err(ValidationError::invalid(
-                "logit_bias",
-                format!("token {t} is not in the model's vocabulary of {vocab} tokens"),
-            )
-            .into());
-        }
+        logits.check_vocab(vocab).map_err(StrategyError::from)?;
     }
     let text = match &valid.prompt {
         PromptIn::Chat(messages) => {
@@ -270,7 +266,6 @@ async fn direct(
             .into());
         }
     }
-    let p = &valid.sampling;
     let mut requests = Vec::with_capacity(valid.n);
     for i in 0..valid.n as u64 {
         let seq = if i == 0 { root } else { generator.fork(root)? };
@@ -286,12 +281,7 @@ async fn direct(
                 seed: p.seed.wrapping_add(i),
                 top_logprobs: p.top_logprobs,
             },
-            logits: LogitAdjust {
-                repetition_penalty: p.repetition_penalty,
-                presence_penalty: p.presence_penalty,
-                frequency_penalty: p.frequency_penalty,
-                logit_bias: p.logit_bias.clone(),
-            },
+            logits: logits.clone(),
         });
     }
     let slot = admit(&state).await?;

@@ -149,6 +149,18 @@ impl LogitAdjust {
     pub fn is_off(&self) -> bool {
         *self == Self::default()
     }
+
+    /// Refuses a `logit_bias` token outside a model vocabulary of `vocab` tokens, naming the
+    /// field (the API checks before any work, a generator before sampling).
+    pub fn check_vocab(&self, vocab: usize) -> Result<(), GeneratorError> {
+        match self.logit_bias.iter().find(|(t, _)| *t as usize >= vocab) {
+            Some((t, _)) => Err(GeneratorError::InvalidRequest {
+                field: "logit_bias",
+                reason: format!("token {t} is not in the model's vocabulary of {vocab} tokens"),
+            }),
+            None => Ok(()),
+        }
+    }
 }
 
 /// One sequence to continue.

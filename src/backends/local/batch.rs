@@ -118,18 +118,10 @@ impl LocalGenerator {
     /// Refuses a `logit_bias` token outside the model's vocabulary.
     fn check_logits(&self, batch: &[ExtendRequest]) -> Result<()> {
         let vocab = self.model.model.config().vocab_size;
-        let outside = batch
-            .iter()
-            .flat_map(|r| r.logits.logit_bias.iter())
-            .find(|(t, _)| *t as usize >= vocab);
-        match outside {
-            Some((t, _)) => Err(GeneratorError::InvalidRequest {
-                field: "logit_bias",
-                reason: format!("token {t} is not in the model's vocabulary of {vocab} tokens"),
-            }
-            .into()),
-            None => Ok(()),
+        for r in batch {
+            r.logits.check_vocab(vocab)?;
         }
+        Ok(())
     }
 
     /// Sends token `info` of request `i` to `pieces`, with the text it completes: the decoded

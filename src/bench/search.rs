@@ -110,10 +110,10 @@ fn params(strategy: &str, o: &SearchBenchOptions) -> Value {
         "first_finish" | "short_m_of_k" => {
             json!({"k": o.n, "max_tokens": max_tokens, "chunk_tokens": chunk_tokens})
         }
-        // Four traces first: the fewest agreeing answers that decide at the default stop
-        // confidence (a first round of 2 always needs a second).
+        // Its default first round (4) where N allows.
         "adaptive_parallel" => json!({
-            "initial": 4, "max_n": o.n, "max_tokens": max_tokens, "chunk_tokens": chunk_tokens
+            "initial": o.n.min(4), "max_n": o.n, "max_tokens": max_tokens,
+            "chunk_tokens": chunk_tokens
         }),
         _ => json!({}),
     }

@@ -22,10 +22,9 @@
 //!   `join = synthesize` opens a fresh prompt listing the answers with their vote counts and
 //!   decodes a final `\boxed{}` answer greedily.
 //!
-//! **Parameters** ([`AdaptiveParallelParams`]): `initial` (2; 4 is the fewest agreeing
-//! answers that decide at the default `stop_confidence`, so with 4 an easy question is decided
-//! by its first round — fewer never saves a token, only adds a round. The default stays 2
-//! while the shipped calibration rows, measured with it, run it), `grow` (2), `max_n` (8),
+//! **Parameters** ([`AdaptiveParallelParams`]): `initial` (4: the fewest agreeing answers
+//! that decide at the default `stop_confidence`, so an easy question is decided by its first
+//! round — fewer never saves a token, only adds a round), `grow` (2), `max_n` (8),
 //! `stop_confidence` (0.95), `prune_ratio` (0.8), `window` (32), `chunk_tokens` (48),
 //! `max_tokens` (1024), `join` (`vote`), `synthesis_tokens` (256), `decoding`. Every trace has
 //! its own draw id for the whole search, so no two traces open alike.
@@ -89,7 +88,7 @@ pub struct AdaptiveParallelParams {
 impl Default for AdaptiveParallelParams {
     fn default() -> Self {
         Self {
-            initial: 2,
+            initial: 4,
             grow: 2,
             max_n: 8,
             stop_confidence: 0.95,

@@ -107,16 +107,17 @@ pub trait Strategy: Send + Sync {
 /// Runs `strategy` in `ctx` to an [`Outcome`].
 ///
 /// Budget, deadline and cancellation end the search with the best answer so far (`finish_reason`
-/// says which). If the budget ends it before any candidate exists, that is
+/// says which). A search that ends before recording any candidate (stopped, or at its own
+/// limits) answers with the solution that got furthest, as its one unfinished candidate; if
+/// the budget stopped it before anything was generated, that is
 /// [`StrategyError::BudgetTooSmall`]. Every sequence the search opened is released.
 pub async fn run(strategy: &dyn Strategy, ctx: Context) -> Result<Outcome> {
     let result = strategy.search(&ctx).await;
     ctx.release_all();
-    let candidates = ctx.candidates();
     let (selection, finish_reason) = match result {
         // A strategy that caught a deadline or cancellation still ended because of it.
         Ok(selection) => (
-            selection,
+            Some(selection),
             ctx.interruption().unwrap_or(SearchFinish::Completed),
         ),
         Err(e) if e.is_interruption() => {
@@ -125,8 +126,17 @@ pub async fn run(strategy: &dyn Strategy, ctx: Context) -> Result<Outcome> {
                 StrategyError::Cancelled => SearchFinish::Cancelled,
                 _ => SearchFinish::Budget,
             };
-            tracing::debug!(strategy = strategy.name(), error = %e, candidates = candidates.len(), "search interrupted");
-            if candidates.is_empty() && reason == SearchFinish::Budget {
+            tracing::debug!(strategy = strategy.name(), error = %e, candidates = ctx.candidates().len(), "search interrupted");
+            (None, reason)
+        }
+        Err(e) => return Err(e),
+    };
+    // Ended (by a stop or by its own limits) before any candidate: the solution that got
+    // furthest answers; if nothing was generated under a budget stop, the budget was too small
+    // for any answer.
+    let selection = match selection {
+        _ if ctx.candidates().is_empty() => {
+            if ctx.add_furthest_partial().is_none() && finish_reason == SearchFinish::Budget {
                 let usage = ctx.usage();
                 return Err(StrategyError::BudgetTooSmall {
                     budget: ctx.budget().tokens,
@@ -134,10 +144,13 @@ pub async fn run(strategy: &dyn Strategy, ctx: Context) -> Result<Outcome> {
                     prompt_tokens: ctx.prompt_tokens(),
                 });
             }
-            (strategy.select(&candidates), reason)
+            strategy.select(&ctx.candidates())
         }
-        Err(e) => return Err(e),
+        Some(selection) => selection,
+        // Interrupted: the strategy picks among what it recorded.
+        None => strategy.select(&ctx.candidates()),
     };
+    let candidates = ctx.candidates();
     let text = selection
         .candidate
         .and_then(|i| candidates.get(i))

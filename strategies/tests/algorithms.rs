@@ -499,6 +499,58 @@ fn a_budget_too_small_for_any_answer_is_a_typed_error() {
     );
 }
 
+#[test]
+fn a_budget_that_ends_a_search_before_any_candidate_answers_with_the_furthest_solution() {
+    // Steps never end a solution, so no candidate exists when the budget runs out.
+    let endless = || {
+        Arc::new(FakeGenerator::new(|s: FakeState<'_>| {
+            let d = s.text.matches("\n\n").count();
+            FakeChunk::step(format!("so far x = {} w w w w w w\n\n", d + 1), -0.2)
+        }))
+    };
+    for name in [
+        "beam_search",
+        "dvts",
+        "a_star",
+        "mcts",
+        "first_finish",
+        "short_m_of_k",
+    ] {
+        let out = solve(name, json!({}), endless(), None, 600, 3)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        // Stopped by the budget, or (A*, MCTS) at the search's own limits first.
+        assert!(
+            matches!(
+                out.finish_reason,
+                SearchFinish::Budget | SearchFinish::Completed
+            ),
+            "{name}: {:?}",
+            out.finish_reason
+        );
+        assert_eq!(out.candidates.len(), 1, "{name}");
+        let only = &out.candidates[0];
+        assert!(!only.finished, "{name}");
+        // The furthest path: no node of the tree has generated more tokens above it.
+        let path_tokens = |id: usize| -> usize {
+            out.tree
+                .path(id)
+                .iter()
+                .filter_map(|i| out.tree.get(*i))
+                .map(|n| n.tokens)
+                .sum()
+        };
+        let most = out.tree.nodes().map(|n| path_tokens(n.id)).max();
+        assert_eq!(Some(path_tokens(only.node)), most, "{name}");
+        assert_eq!(only.text, out.tree.text(only.node), "{name}");
+        assert!(
+            only.answer.is_some(),
+            "{name}: the answer is read from the text"
+        );
+        assert_eq!(out.selected, Some(0), "{name}");
+        assert!(out.usage.spent() <= 600, "{name}");
+    }
+}
+
 mod budget_property {
     use super::*;
     use proptest::prelude::*;

@@ -52,6 +52,7 @@ pub fn calibrate(
                 .first()
                 .map_or(serde_json::Value::Null, |r| r.params.clone());
             let (n, max_tokens) = shape(&registry, &strategy, &params);
+            let correct: Vec<f64> = rs.iter().map(|r| f64::from(u8::from(r.correct))).collect();
             CalibrationRow {
                 difficulty: difficulty.into(),
                 strategy,
@@ -60,11 +61,8 @@ pub fn calibrate(
                 n,
                 max_tokens,
                 budget,
-                accuracy: mean(
-                    &rs.iter()
-                        .map(|r| f64::from(u8::from(r.correct)))
-                        .collect::<Vec<_>>(),
-                ),
+                accuracy: mean(&correct),
+                accuracy_ci: Some(accuracy_ci(&correct)),
                 mean_spent: mean(&rs.iter().map(|r| r.spend.spent as f64).collect::<Vec<_>>()),
                 problems: rs.len(),
                 source: source.into(),
@@ -72,6 +70,14 @@ pub fn calibrate(
         })
         .collect();
     CalibrationTable { rows }
+}
+
+/// 95% bootstrap interval of a row's accuracy (2,000 resamples, seed 0: the same rows give
+/// the same interval), rounded to three places.
+fn accuracy_ci(correct: &[f64]) -> [f64; 2] {
+    let (lo, hi) = ponder_verifiers::metrics::bootstrap_ci(correct, 0.95, 2000, 0);
+    let round = |x: f64| (x * 1000.0).round() / 1000.0;
+    [round(lo), round(hi)]
 }
 
 #[cfg(test)]
@@ -133,6 +139,8 @@ mod tests {
             (defaults.accuracy - 0.5).abs() < 1e-12 && (defaults.mean_spent - 200.0).abs() < 1e-9
         );
         assert!(defaults.params.is_null());
+        // One right of two: the interval spans what resampling two problems can give.
+        assert_eq!(defaults.accuracy_ci, Some([0.0, 1.0]));
         let wide = find("easy", 8);
         assert_eq!((wide.problems, wide.max_tokens, wide.budget), (1, 64, 512));
         assert_eq!(wide.params, n8, "the row keeps the parameters the run gave");

@@ -46,6 +46,10 @@ pub struct CalibrationRow {
     pub budget: u64,
     /// Share answered correctly.
     pub accuracy: f64,
+    /// 95% bootstrap confidence interval of `accuracy` over the problems (absent in rows
+    /// measured before it was recorded, and in `ponder bench strategies` rows).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accuracy_ci: Option<[f64; 2]>,
     /// Mean tokens charged per problem.
     pub mean_spent: f64,
     /// Problems measured.
@@ -321,6 +325,7 @@ mod tests {
             max_tokens: 1024,
             budget,
             accuracy,
+            accuracy_ci: None,
             mean_spent,
             problems: 12,
             source: "test".into(),

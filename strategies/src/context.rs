@@ -310,23 +310,17 @@ impl Context {
     }
 
     /// Records the solution that got furthest ([`SearchTree::furthest`]) as an unfinished
-    /// candidate, its answer read from its text (nothing is generated: the budget is spent).
-    /// For a search the budget stopped before it recorded any candidate, so it still answers
-    /// with what it wrote; `None` when nothing was generated.
+    /// candidate, its answer read from its text (nothing more is generated), so a search that
+    /// ended before recording any candidate still answers with what it wrote; `None` when
+    /// nothing was generated.
     pub(crate) fn add_furthest_partial(&self) -> Option<usize> {
         let (node, text, tokens, score) = self.with_tree(|t| {
             let id = t.furthest()?;
-            let tokens = t
-                .path(id)
-                .iter()
-                .filter_map(|i| t.get(*i))
-                .map(|n| n.tokens)
-                .sum();
             let score = t.get(id).and_then(|n| n.score);
             if let Some(n) = t.get_mut(id) {
                 n.status = NodeStatus::Truncated;
             }
-            Some((id, t.text(id), tokens, score))
+            Some((id, t.text(id), t.path_tokens(id), score))
         })?;
         let answer = extract_answer(&text).map(|a| canonical_answer(&a));
         self.with_tree(|t| {

@@ -215,19 +215,24 @@ impl SearchTree {
         self.graph.node_indices().map(|i| &self.graph[i])
     }
 
+    /// Tokens generated from the root down to `id`.
+    pub fn path_tokens(&self, id: NodeId) -> usize {
+        self.path(id)
+            .into_iter()
+            .filter_map(|i| self.get(i).map(|n| n.tokens))
+            .sum()
+    }
+
     /// The solution that got furthest: the node with the most generated tokens from the root
     /// down to it (ties: the higher score, then the earlier node); `None` when nothing was
-    /// generated. What a search stopped by its budget before any candidate falls back to.
+    /// generated. What a search that ended before recording any candidate answers with.
     pub fn furthest(&self) -> Option<NodeId> {
-        let tokens = |id: NodeId| -> usize {
-            self.path(id)
-                .into_iter()
-                .filter_map(|i| self.get(i).map(|n| n.tokens))
-                .sum()
-        };
         self.nodes()
             .filter(|n| n.id != Self::ROOT)
-            .map(|n| (tokens(n.id), n.score.unwrap_or(f32::NEG_INFINITY), n.id))
+            .map(|n| {
+                let score = n.score.unwrap_or(f32::NEG_INFINITY);
+                (self.path_tokens(n.id), score, n.id)
+            })
             .filter(|(t, _, _)| *t > 0)
             .max_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)).then(b.2.cmp(&a.2)))
             .map(|(_, _, id)| id)

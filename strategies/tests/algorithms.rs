@@ -531,16 +531,8 @@ fn a_budget_that_ends_a_search_before_any_candidate_answers_with_the_furthest_so
         let only = &out.candidates[0];
         assert!(!only.finished, "{name}");
         // The furthest path: no node of the tree has generated more tokens above it.
-        let path_tokens = |id: usize| -> usize {
-            out.tree
-                .path(id)
-                .iter()
-                .filter_map(|i| out.tree.get(*i))
-                .map(|n| n.tokens)
-                .sum()
-        };
-        let most = out.tree.nodes().map(|n| path_tokens(n.id)).max();
-        assert_eq!(Some(path_tokens(only.node)), most, "{name}");
+        let most = out.tree.nodes().map(|n| out.tree.path_tokens(n.id)).max();
+        assert_eq!(Some(out.tree.path_tokens(only.node)), most, "{name}");
         assert_eq!(only.text, out.tree.text(only.node), "{name}");
         assert!(
             only.answer.is_some(),

@@ -321,7 +321,10 @@ fn auto_runs_the_shipped_row_as_measured() {
         assert_eq!(decision["probe"]["samples"], 2, "{decision}");
         assert_eq!(out.candidates.len(), n, "{decision}");
     } else {
-        assert!(decision["probe"].is_null(), "no probe for a search row: {decision}");
+        assert!(
+            decision["probe"].is_null(),
+            "no probe for a search row: {decision}"
+        );
     }
 }
 

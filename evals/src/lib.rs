@@ -7,6 +7,8 @@
 //! - [`runner`]: the grid, backends (HTTP `/v1/reason`, [`inprocess`]), resumable results.
 //! - [`results`]: the append-only results file.
 //! - [`report`], [`plot`], [`stats`], [`calibrate`]: what a run measured.
+//! - [`pareto`]: `ponder-eval pareto`, each budget's accuracy-vs-spend front and which
+//!   configurations are dominated beyond the CIs.
 //! - [`candidates`]: `ponder-eval candidates`, a run's candidates as labelled sets for the
 //!   learned verifier.
 //! - [`grade`]: `ponder-eval grade`, auditing the grader on anyone's pairs.
@@ -21,6 +23,7 @@ pub mod error;
 pub mod grade;
 pub mod gsm_gen;
 pub mod inprocess;
+pub mod pareto;
 pub mod plot;
 pub mod report;
 pub mod results;

@@ -24,6 +24,18 @@ enum Command {
         /// The run directory.
         dir: PathBuf,
     },
+    /// Per budget, the accuracy-vs-spend Pareto front of the configurations in one or more run
+    /// directories, and which are dominated beyond the CIs (paired over shared items): Markdown
+    /// on stdout, JSON with --out.
+    Pareto {
+        /// Run directories (their rows are pooled; e.g. `auto` in one and fixed strategies in
+        /// another, over the same problems and seeds).
+        #[arg(required = true)]
+        dirs: Vec<PathBuf>,
+        /// Also write the cells as JSON here.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
     /// Write the router's calibration table from a run (accuracy and spend per difficulty,
     /// strategy configuration and budget), for `ponder router calibrate --harness`.
     Calibrate {
@@ -163,6 +175,20 @@ fn main() -> anyhow::Result<()> {
         }
         Command::Run(args) => run(*args),
         Command::Report { dir } => report(&dir),
+        Command::Pareto { dirs, out } => {
+            let mut rows = Vec::new();
+            for dir in &dirs {
+                rows.extend(ponder_evals::read_rows(dir)?);
+            }
+            anyhow::ensure!(!rows.is_empty(), "no results in {dirs:?}");
+            let cells = ponder_evals::pareto::pareto(&rows);
+            print!("{}", ponder_evals::pareto::markdown(&cells));
+            if let Some(out) = out {
+                std::fs::write(&out, serde_json::to_string_pretty(&cells)?)
+                    .with_context(|| format!("writing {}", out.display()))?;
+            }
+            Ok(())
+        }
         Command::Candidates {
             dir,
             dataset,

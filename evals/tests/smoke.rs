@@ -1,7 +1,7 @@
 //! The harness end to end with the real default model (SmolLM2-135M, installed by
 //! `scripts/setup-models.sh`): the CI smoke eval — 2 strategies × 2 budgets on 10 problems of
 //! the project's set → a Markdown table and a readable PNG plot — and, on the same grid, resume
-//! after a kill and determinism across runs.
+//! after a kill and determinism across runs, and the Pareto table of that run.
 
 // Test helpers state expectations with `expect` as the tests do (clippy.toml allows that in
 // `#[test]` functions only; library and binary code may not).
@@ -185,6 +185,25 @@ fn smoke_eval_resumes_after_a_kill_and_replays_identically() {
         ink > 900 * 600 / 100,
         "only {ink} non-white pixels: axes, labels and series are missing"
     );
+    // The Pareto table over the same run: one row per strategy and budget, JSON alongside.
+    let json_out = a.join("pareto.json");
+    let pareto = ok(Command::new(BIN)
+        .arg("pareto")
+        .arg(&a)
+        .arg("--out")
+        .arg(&json_out));
+    let cells: Vec<Value> =
+        serde_json::from_str(&std::fs::read_to_string(&json_out).expect("pareto.json"))
+            .expect("pareto.json is a JSON list");
+    assert_eq!(cells.len(), 4, "{pareto}");
+    for budget in BUDGETS.split(',') {
+        let budget: u64 = budget.parse().expect("budget");
+        let at: Vec<&Value> = cells.iter().filter(|c| c["budget"] == budget).collect();
+        assert!(
+            at.iter().any(|c| c["on_front"] == true),
+            "every budget has a front: {pareto}"
+        );
+    }
     let artifacts = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/artifacts");
     if std::fs::create_dir_all(&artifacts).is_ok() {
         let _ = std::fs::copy(

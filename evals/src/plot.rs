@@ -49,12 +49,13 @@ fn draw<DB: DrawingBackend>(
         .label_style(("sans-serif", 14))
         .draw()
         .map_err(|e| e.to_string())?;
-    // One line per (strategy, verifier): `weighted_best_of_n` or `weighted_best_of_n + calc`.
+    // One line per (configuration, verifier): `weighted_best_of_n`, `self_consistency {"n":2}`
+    // or `weighted_best_of_n + calc`.
     let label = |c: &CellReport| {
         if c.verifier == "none" {
-            c.strategy.clone()
+            c.configuration()
         } else {
-            format!("{} + {}", c.strategy, c.verifier)
+            format!("{} + {}", c.configuration(), c.verifier)
         }
     };
     let mut strategies: Vec<String> = cells.iter().map(label).collect();

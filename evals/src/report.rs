@@ -20,6 +20,9 @@ pub struct CellReport {
     pub strategy: String,
     /// Verifier.
     pub verifier: String,
+    /// The strategy's parameters (`null`, and absent from the JSON: its defaults).
+    #[serde(skip_serializing_if = "serde_json::Value::is_null")]
+    pub params: serde_json::Value,
     /// Budget.
     pub budget: u64,
     /// Items (problems × seeds).
@@ -111,18 +114,38 @@ fn bits(xs: impl Iterator<Item = bool>) -> Vec<f64> {
     xs.map(|b| f64::from(u8::from(b))).collect()
 }
 
-/// Aggregates rows per (strategy, verifier, budget), sorted in that order.
+impl CellReport {
+    /// The configuration's name: the strategy, then its parameters unless defaults.
+    pub fn configuration(&self) -> String {
+        if self.params.is_null() {
+            self.strategy.clone()
+        } else {
+            format!("{} {}", self.strategy, self.params)
+        }
+    }
+}
+
+/// Aggregates rows per (strategy, parameters, verifier, budget), sorted in that order.
 pub fn summarize(rows: &[ResultRow]) -> Vec<CellReport> {
-    let mut cells: BTreeMap<(String, String, u64), Vec<&ResultRow>> = BTreeMap::new();
+    type Key = (String, String, String, u64);
+    let mut cells: BTreeMap<Key, Vec<&ResultRow>> = BTreeMap::new();
     for r in rows {
         cells
-            .entry((r.strategy.clone(), r.verifier.clone(), r.budget))
+            .entry((
+                r.strategy.clone(),
+                r.params.to_string(),
+                r.verifier.clone(),
+                r.budget,
+            ))
             .or_default()
             .push(r);
     }
     cells
         .into_iter()
-        .map(|((strategy, verifier, budget), rs)| {
+        .map(|((strategy, _, verifier, budget), rs)| {
+            let params = rs
+                .first()
+                .map_or(serde_json::Value::Null, |r| r.params.clone());
             let correct: Vec<f64> = rs.iter().map(|r| f64::from(u8::from(r.correct))).collect();
             let min_candidates = rs
                 .iter()
@@ -176,6 +199,7 @@ pub fn summarize(rows: &[ResultRow]) -> Vec<CellReport> {
                 errors: rs.iter().filter(|r| r.error.is_some()).count(),
                 strategy,
                 verifier,
+                params,
                 budget,
             }
         })
@@ -198,7 +222,7 @@ pub fn markdown(cells: &[CellReport]) -> String {
             .map_or("–".to_string(), |p| format!("{p:.2}"));
         out.push_str(&format!(
             "| `{}` | {} | {} | {} | {:.2} | {:.2}–{:.2} | {} | {:.2} | {:.0} | {:.0} | {:.0} | {:.0} | {:.1} | {:.0} | {:.0} | {} | {} |\n",
-            c.strategy,
+            c.configuration(),
             c.verifier,
             c.budget,
             c.n,
@@ -227,7 +251,7 @@ pub fn markdown(cells: &[CellReport]) -> String {
         let (d, (dlo, dhi)) = c.selection_minus_majority;
         out.push_str(&format!(
             "| `{}` | {} | {} | {:.3} ({:.3}–{:.3}) | {:.3} ({:.3}–{:.3}) | {} | {:.3} ({:.3}–{:.3}) | {:+.3} ({:+.3}–{:+.3}) | {} |\n",
-            c.strategy,
+            c.configuration(),
             c.verifier,
             c.budget,
             c.accuracy,
@@ -294,5 +318,25 @@ mod tests {
         let md = markdown(&cells);
         assert!(md.contains("| `weighted_best_of_n` | calc | 100 |"), "{md}");
         assert!(md.contains("0.900"), "{md}");
+    }
+
+    #[test]
+    fn each_parameter_set_of_a_strategy_is_its_own_cell() {
+        let mut n2 = row("p1", &["12", "12"], &[1.0, 1.0], "12");
+        n2.params = serde_json::json!({"n": 2});
+        let rows = vec![row("p1", &["13", "12", "13"], &[0.5, 1.0, 0.5], "13"), n2];
+        let cells = summarize(&rows);
+        assert_eq!(cells.len(), 2);
+        assert_eq!(cells[0].configuration(), "weighted_best_of_n");
+        assert_eq!(cells[1].configuration(), "weighted_best_of_n {\"n\":2}");
+        assert_eq!((cells[0].accuracy, cells[1].accuracy), (0.0, 1.0));
+        let md = markdown(&cells);
+        assert!(
+            md.contains("| `weighted_best_of_n {\"n\":2}` | calc | 100 |"),
+            "{md}"
+        );
+        let json = serde_json::to_value(&cells).unwrap_or_default();
+        assert!(json[0].get("params").is_none(), "defaults: no params key");
+        assert_eq!(json[1]["params"]["n"], 2);
     }
 }

@@ -97,6 +97,7 @@ impl ResultRow {
             budget: self.budget,
             seed: self.seed,
             verifier: self.verifier.clone(),
+            params: self.params.to_string(),
         }
     }
 }
@@ -114,6 +115,9 @@ pub struct ItemKey {
     pub seed: u64,
     /// Verifier.
     pub verifier: String,
+    /// The strategy's parameters as JSON text (`null`: defaults), so one directory can hold
+    /// the same strategy under several configurations.
+    pub params: String,
 }
 
 /// The results file of a run directory, open for appending.

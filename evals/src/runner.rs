@@ -380,6 +380,7 @@ pub async fn run_grid(
                 budget: i.budget,
                 seed: i.seed,
                 verifier: i.verifier.clone(),
+                params: i.params.to_string(),
             })
         })
         .collect();
@@ -494,6 +495,34 @@ mod tests {
         let rows = read_rows(dir.path())?;
         assert_eq!(rows.len(), 2);
         assert!(rows.iter().all(|r| r.correct && r.http_status.is_none()));
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn the_same_strategy_under_other_parameters_is_a_new_item_not_a_resumed_one() -> Result<()>
+    {
+        let dir = tempfile::tempdir().map_err(|e| EvalError::Backend(e.to_string()))?;
+        let backend = Arc::new(Flaky {
+            fail: 0,
+            calls: AtomicUsize::new(0),
+        });
+        let run = |setup: Setup| {
+            let items = grid(&problems(), &["s".to_string()], &[64], &[0], &setup);
+            run_grid(backend.clone(), items, dir.path(), 1)
+        };
+        let defaults = run(Setup::default()).await?;
+        assert_eq!((defaults.resumed, defaults.ran), (0, 2));
+        let mut n2 = Setup::default();
+        n2.params.insert("s".into(), serde_json::json!({"n": 2}));
+        let other = run(n2.clone()).await?;
+        assert_eq!((other.resumed, other.ran), (0, 2), "other parameters run");
+        let again = run(n2).await?;
+        assert_eq!(
+            (again.resumed, again.ran),
+            (2, 0),
+            "the same parameters resume"
+        );
+        assert_eq!(read_rows(dir.path())?.len(), 4);
         Ok(())
     }
 

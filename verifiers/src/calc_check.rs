@@ -79,7 +79,14 @@ fn lex(text: &str) -> Vec<Tok> {
                     && at(start - 1).is_some_and(char::is_whitespace)
                     && at(i).is_some_and(char::is_whitespace);
                 let after_value = matches!(out.last(), Some(Tok::Num(_) | Tok::Close));
-                if (c == 'x' || c == 'X') && spaced && after_value {
+                // `7 boxes x 4 apples`: a value and its unit, then `x` before a number.
+                let after_unit =
+                    matches!(out.as_slice(), [.., Tok::Num(_) | Tok::Close, Tok::Word])
+                        && chars
+                            .get(i..)
+                            .and_then(|rest| rest.iter().find(|c| !c.is_whitespace()))
+                            .is_some_and(char::is_ascii_digit);
+                if (c == 'x' || c == 'X') && spaced && (after_value || after_unit) {
                     out.push(Tok::Op('*'));
                 } else {
                     out.push(Tok::Var(c));

@@ -51,6 +51,9 @@ fn the_written_forms_of_arithmetic_are_evaluated_exactly() {
 fn units_are_skipped_and_fragments_are_not_judged() {
     assert_eq!(verdicts("5 apples + 7 apples = 12 apples"), vec![true]);
     assert_eq!(verdicts(r"4 \text{ boxes} \times 6 = 24"), vec![true]);
+    // `x` between a value with its unit and a number is a times sign.
+    assert_eq!(verdicts("7 boxes x 4 apples = 28 apples"), vec![true]);
+    assert_eq!(verdicts("7 boxes x 4 apples = 27 apples"), vec![false]);
     // `4 = 12` is the tail of a phrase, not a claim that 4 equals 12.
     assert_eq!(verdicts("3 boxes of 4 = 12 crayons"), Vec::<bool>::new());
     // An operator left dangling by a word is not a side.
@@ -107,6 +110,11 @@ fn stated_numbers_read_phrases_units_and_forms() {
     assert_eq!(stated_number("x = 5"), Some(q(5, 1)));
     assert_eq!(stated_number("7 + 5 = 12 dollars"), Some(q(12, 1)));
     assert_eq!(stated_number("the total is 12 dollars"), Some(q(12, 1)));
+    assert_eq!(
+        stated_number("7 boxes x 4 apples = 28 apples"),
+        Some(q(28, 1))
+    );
+    assert_eq!(stated_number("3 boxes x 4"), Some(q(12, 1)));
     assert_eq!(stated_number("(1, 2)"), None);
     assert_eq!(stated_number("3 boxes for 2 children"), None);
     assert_eq!(stated_number(r"\frac{\pi}{2}"), None);

@@ -86,9 +86,17 @@ fn draw<DB: DrawingBackend>(
             }))
             .map_err(|e| e.to_string())?;
     }
+    // The legend goes where the points are not: above them when every CI ends below the
+    // middle (small models' accuracies), else in the lower right.
+    let highest = cells.iter().map(|c| c.ci95.1).fold(0.0, f64::max);
+    let legend_at = if highest < 0.5 {
+        SeriesLabelPosition::UpperRight
+    } else {
+        SeriesLabelPosition::LowerRight
+    };
     chart
         .configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
+        .position(legend_at)
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)
         .label_font(("sans-serif", 14))

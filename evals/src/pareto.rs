@@ -59,7 +59,7 @@ pub struct Domination {
 pub struct ParetoCell {
     /// Budget.
     pub budget: u64,
-    /// `strategy`, then ` verifier` unless `none`, then its parameters unless defaults.
+    /// The strategy, its parameters unless defaults, then ` + verifier` unless `none`.
     pub label: String,
     /// Items.
     pub n: usize,
@@ -75,18 +75,15 @@ pub struct ParetoCell {
     pub dominated_by: Vec<Domination>,
 }
 
-/// The label of a row's configuration.
+/// The label of a row's configuration, as the report's plot names it:
+/// `strategy {params}`, then ` + verifier` unless `none`.
 fn label(r: &ResultRow) -> String {
-    let mut s = r.strategy.clone();
-    if r.verifier != "none" {
-        s.push(' ');
-        s.push_str(&r.verifier);
+    let name = crate::report::configuration(&r.strategy, &r.params);
+    if r.verifier == "none" {
+        name
+    } else {
+        format!("{name} + {}", r.verifier)
     }
-    if !r.params.is_null() {
-        s.push(' ');
-        s.push_str(&r.params.to_string());
-    }
-    s
 }
 
 /// Every cell of every budget, budgets ascending, labels sorted within a budget.

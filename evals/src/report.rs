@@ -114,14 +114,20 @@ fn bits(xs: impl Iterator<Item = bool>) -> Vec<f64> {
     xs.map(|b| f64::from(u8::from(b))).collect()
 }
 
+/// A configuration's name: the strategy, then its parameters unless defaults
+/// (`self_consistency {"n":2}`).
+pub fn configuration(strategy: &str, params: &serde_json::Value) -> String {
+    if params.is_null() {
+        strategy.to_string()
+    } else {
+        format!("{strategy} {params}")
+    }
+}
+
 impl CellReport {
-    /// The configuration's name: the strategy, then its parameters unless defaults.
+    /// The configuration's name ([`configuration`]).
     pub fn configuration(&self) -> String {
-        if self.params.is_null() {
-            self.strategy.clone()
-        } else {
-            format!("{} {}", self.strategy, self.params)
-        }
+        configuration(&self.strategy, &self.params)
     }
 }
 

@@ -154,7 +154,8 @@ struct BenchArgs {
     /// `strategies`: JSONL problems with `id`, `problem`, `answer`.
     #[arg(long, default_value = "data/problems.jsonl")]
     problems: PathBuf,
-    /// `strategies`: comma-separated names [default: every built-in].
+    /// `strategies`, `search`: comma-separated names [default: every built-in; `search`
+    /// always runs `best_of_n` too, its baseline].
     #[arg(long, value_delimiter = ',')]
     strategies: Vec<String>,
     /// `strategies`: comma-separated token budgets.
@@ -451,6 +452,7 @@ fn run_strategy_bench(args: BenchArgs, model: PathBuf) -> anyhow::Result<()> {
             budget_tokens: args.budget_tokens,
             seed: 7,
             repeat: args.repeat,
+            strategies: args.strategies.clone(),
         };
         let report = ponder::bench::search_bench(&runtime, &opts)?;
         println!("{}", serde_json::to_string_pretty(&report)?);

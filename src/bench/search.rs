@@ -38,6 +38,8 @@ pub struct SearchBenchOptions {
     pub seed: u64,
     /// Rounds: each runs best-of-N and then every strategy, with each verifier.
     pub repeat: usize,
+    /// The strategies to compare with best-of-N (empty: every built-in but `auto`).
+    pub strategies: Vec<String>,
 }
 
 /// One strategy with one verifier.
@@ -99,21 +101,21 @@ fn params(strategy: &str, o: &SearchBenchOptions) -> Value {
         }
         "beam_search" | "dvts" => json!({"n": o.n, "steps": steps}),
         "a_star" | "mcts" => json!({"expansions": o.n, "steps": steps}),
-        // AB-MCTS's nodes are whole answers: N of them, N/2 in flight at once (the bench's
-        // budget never binds, so the pipelined mode replays here).
+        // AB-MCTS's nodes are whole answers; its N is the batch TreeQuest asks for at once
+        // (`ask_batch`), as best-of-N's is its samples in flight: N answers generating, two
+        // batches in all, pipelined (the bench's budget never binds, so that mode replays).
         "ab_mcts" => json!({
-            "iterations": 2, "batch": o.n.div_ceil(2).max(1), "pipeline": true,
-            "max_tokens": max_tokens
+            "iterations": 2, "batch": o.n, "pipeline": true, "max_tokens": max_tokens
         }),
         "answer_convergence" => json!({"n": o.n, "steps": steps}),
         "deepconf" => json!({"n": o.n, "max_tokens": max_tokens, "chunk_tokens": chunk_tokens}),
         "first_finish" | "short_m_of_k" => {
             json!({"k": o.n, "max_tokens": max_tokens, "chunk_tokens": chunk_tokens})
         }
-        // Its default first round (4) where N allows.
+        // Its default first round (4) where N allows, and its own chunk: there the chunk is
+        // how often it counts finished traces to decide and widen, not a reasoning step.
         "adaptive_parallel" => json!({
-            "initial": o.n.min(4), "max_n": o.n, "max_tokens": max_tokens,
-            "chunk_tokens": chunk_tokens
+            "initial": o.n.min(4), "max_n": o.n, "grow": o.n, "max_tokens": max_tokens
         }),
         _ => json!({}),
     }
@@ -175,10 +177,16 @@ fn run_one(
 /// and with the LLM-as-PRM, best-of-N first each time.
 pub fn search_bench(runtime: &Runtime, o: &SearchBenchOptions) -> anyhow::Result<SearchReport> {
     let registry = Registry::with_builtins();
+    for name in &o.strategies {
+        if !registry.contains(name) || name == "auto" {
+            anyhow::bail!("--strategies: `{name}` is not a built-in strategy the bench runs");
+        }
+    }
     let mut names: Vec<String> = registry
         .names()
         .into_iter()
         .filter(|n| n != "auto" && n != "best_of_n")
+        .filter(|n| o.strategies.is_empty() || o.strategies.contains(n))
         .collect();
     names.insert(0, "best_of_n".into());
     let request = |name: &str| ReasonRequest {

@@ -19,11 +19,12 @@
 //!
 //! Each iteration makes `batch` selections (TreeQuest's `ask_batch`), generates all their
 //! answers in one engine call and scores them in one verifier submission (a finished answer
-//! is cut into steps at `step_delimiter` for a PRM). With `pipeline`, `batch` answers are in
-//! flight at once instead: each later selection is made as soon as the oldest answer in flight
-//! is generated and scored, with the evidence of every answer before it in launch order, so
-//! the engine keeps `batch` answers running instead of waiting for the slowest of a round, and
-//! no selection depends on which answer finishes first (node numbers may). Its limit: under a budget that
+//! is cut into steps at `step_delimiter` for a PRM). With `pipeline`, `batch` answers are
+//! generating at once instead: answer k starts as soon as answer k − batch is generated, chosen
+//! with the evidence of every answer before k − batch in launch order, while answer k − batch
+//! is scored beside the generations. So the engine keeps `batch` answers running instead of
+//! waiting for the slowest of a round, a verifier's latency never leaves a lane idle, and no
+//! selection depends on which answer finishes first (node numbers may). Its limit: under a budget that
 //! binds, the last answers' share of what is left depends on which concurrent answers have
 //! settled, so a replay can cut them at other lengths — rounds (the default) replay exactly
 //! under any budget. Every answer is a candidate; the answer is the best-scored finished one.
@@ -42,6 +43,7 @@
 use std::collections::HashMap;
 
 use async_trait::async_trait;
+use futures_util::future::{select, Either};
 use futures_util::stream::{FuturesOrdered, StreamExt};
 use rand::Rng;
 use rand_distr::{Beta, Distribution, Gamma, Normal};
@@ -74,8 +76,8 @@ pub struct AbMctsParams {
     pub iterations: usize,
     /// Answers per round, or in flight at once with `pipeline`.
     pub batch: usize,
-    /// Keep `batch` answers in flight, each new selection as soon as the oldest is scored,
-    /// instead of rounds of one call each.
+    /// Keep `batch` answers generating, each new selection as soon as the oldest is generated
+    /// (scored beside the others), instead of rounds of one call each.
     pub pipeline: bool,
     /// Posterior family.
     pub posterior: Posterior,
@@ -237,20 +239,32 @@ impl AbMcts {
         }
     }
 
-    /// Generates the answer at `branch` (drawn with `draw`) and scores it: the node it was
-    /// generated at, the answer and its score.
-    async fn answer(
+    /// Generates the answer at `branch` (drawn with `draw`): the node it was generated at and
+    /// the answer.
+    async fn generate(
         &self,
         ctx: &Context,
         branch: Branch,
         draw: u64,
         spec: &StepSpec,
         at: NodeId,
-    ) -> Result<(NodeId, Branch, f64)> {
-        let answers = ctx.extend(vec![(branch, draw)], spec).await?;
-        let scores = self.scored(ctx, &answers).await?;
-        let (Some(answer), Some(r)) = (answers.into_iter().next(), scores.first()) else {
+    ) -> Result<(NodeId, Branch)> {
+        let Some(answer) = ctx.extend(vec![(branch, draw)], spec).await?.pop() else {
             return Err(GeneratorError::Failed("extend returned nothing".into()).into());
+        };
+        Ok((at, answer))
+    }
+
+    /// Scores one generated answer: the node it was generated at, the answer and its score.
+    async fn score_one(
+        &self,
+        ctx: &Context,
+        at: NodeId,
+        answer: Branch,
+    ) -> Result<(NodeId, Branch, f64)> {
+        let scores = self.scored(ctx, std::slice::from_ref(&answer)).await?;
+        let Some(r) = scores.first() else {
+            return Err(GeneratorError::Failed("scoring returned nothing".into()).into());
         };
         Ok((at, answer, *r as f64))
     }
@@ -351,22 +365,47 @@ impl Strategy for AbMcts {
         let mut launched = 0u64;
         if p.pipeline {
             let total = (p.iterations * p.batch) as u64;
-            // Answers in flight, yielded in the order they were launched.
-            let mut in_flight = FuturesOrdered::new();
+            // Answers being generated, and generated answers being scored, each in launch
+            // order. Answer k is chosen with the evidence of exactly the answers before
+            // k - batch (so a replay grows the same tree) and starts as soon as answer
+            // k - batch is generated: that answer's scoring runs beside the generations.
+            let mut generating = FuturesOrdered::new();
+            let mut scoring = FuturesOrdered::new();
+            let mut backed_up = 0u64;
             loop {
-                while launched < total && in_flight.len() < p.batch {
+                while launched < total
+                    && generating.len() < p.batch
+                    && backed_up >= launched.saturating_sub(p.batch as u64)
+                {
                     let at = self.choose(&nodes, &mut rng);
                     let branch = self
                         .branch_at(ctx, &root, &nodes, &mut refine_roots, at, &mut moves)
                         .await?;
-                    in_flight.push_back(self.answer(ctx, branch, launched, &spec, at));
+                    generating.push_back(self.generate(ctx, branch, launched, &spec, at));
                     launched += 1;
                 }
-                let Some(done) = in_flight.next().await else {
-                    break;
+                let event = match (generating.is_empty(), scoring.is_empty()) {
+                    (true, true) => break,
+                    (false, true) => Either::Right(generating.next().await),
+                    (true, false) => Either::Left(scoring.next().await),
+                    // Both kinds run at once; whichever is ready first is handled first.
+                    (false, false) => match select(scoring.next(), generating.next()).await {
+                        Either::Left((scored, _)) => Either::Left(scored),
+                        Either::Right((generated, _)) => Either::Right(generated),
+                    },
                 };
-                let (at, answer, r) = done?;
-                self.back_up(ctx, &mut nodes, at, &answer, r);
+                match event {
+                    Either::Left(Some(scored)) => {
+                        let (at, answer, r) = scored?;
+                        self.back_up(ctx, &mut nodes, at, &answer, r);
+                        backed_up += 1;
+                    }
+                    Either::Right(Some(generated)) => {
+                        let (at, answer) = generated?;
+                        scoring.push_back(self.score_one(ctx, at, answer));
+                    }
+                    Either::Left(None) | Either::Right(None) => {}
+                }
             }
         } else {
             for _ in 0..p.iterations {

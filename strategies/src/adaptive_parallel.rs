@@ -13,7 +13,10 @@
 //!   finishes and the vote is undecided, new traces (at most `grow` at a time, `max_n` in
 //!   all) join the running ones — as many as the leader still needs to be decided if every
 //!   running trace agreed with it, less those running. They fork the cached prompt and advance
-//!   in the same batches as the traces already running;
+//!   in the same batches as the traces already running. The strategy looks every
+//!   `chunk_tokens` tokens, so a trace that ends waits at most that long to be counted: a
+//!   short interval keeps the batch full where a long one leaves finished lanes idle until
+//!   the chunk ends and starts each widening late;
 //! - *pruning during generation* (DeepConf-style): after every chunk, a trace whose lowest
 //!   window confidence is below `prune_ratio` × the median over all traces with a full window
 //!   (running and finished, at least two) is stopped;
@@ -24,8 +27,9 @@
 //!
 //! **Parameters** ([`AdaptiveParallelParams`]): `initial` (4: the fewest agreeing answers
 //! that decide at the default `stop_confidence`, so an easy question is decided by its first
-//! round — fewer never saves a token, only adds a round), `grow` (2), `max_n` (8),
-//! `stop_confidence` (0.95), `prune_ratio` (0.8), `window` (32), `chunk_tokens` (48),
+//! round — fewer never saves a token, only adds a round), `grow` (8: a widening launches
+//! every trace the leader still needs, not a fraction of them per round), `max_n` (8),
+//! `stop_confidence` (0.95), `prune_ratio` (0.8), `window` (32), `chunk_tokens` (16),
 //! `max_tokens` (1024), `join` (`vote`), `synthesis_tokens` (256), `decoding`. Every trace has
 //! its own draw id for the whole search, so no two traces open alike.
 //!
@@ -89,12 +93,12 @@ impl Default for AdaptiveParallelParams {
     fn default() -> Self {
         Self {
             initial: 4,
-            grow: 2,
+            grow: 8,
             max_n: 8,
             stop_confidence: 0.95,
             prune_ratio: 0.8,
             window: 32,
-            chunk_tokens: 48,
+            chunk_tokens: 16,
             max_tokens: 1024,
             join: Join::Vote,
             synthesis_tokens: 256,

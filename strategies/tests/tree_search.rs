@@ -199,9 +199,73 @@ fn ab_mcts_keeps_batch_answers_in_flight_and_replays_by_seed() -> Result<(), Str
     let (first, extended, in_flight) = run()?;
     assert_eq!(extended, 9, "iterations × batch answers");
     assert_eq!(in_flight, 3, "batch answers run at once, never more");
-    // A later selection waits for the oldest answer in flight and sees every answer before
-    // it in launch order, so the tree does not depend on which answer finished first.
+    // A later selection waits for the oldest answer in flight to be generated and sees every
+    // answer before that one in launch order, so the tree does not depend on which answer
+    // finished first.
     let (again, _, _) = run()?;
+    let shape = |o: &Outcome| {
+        o.tree
+            .nodes()
+            .map(|n| (n.id, n.parent, o.tree.text(n.id)))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(shape(&first), shape(&again));
+    Ok(())
+}
+
+/// Scores like `q_score`, but takes turns of the executor (until the generator extends a
+/// sequence, at most 64), as a model-backed verifier does, and counts the scorings during
+/// which the generator extended a sequence.
+struct SlowScorer {
+    generator: Arc<FakeGenerator>,
+    inner: Arc<dyn Verifier>,
+    overlapped: std::sync::atomic::AtomicU64,
+}
+
+#[async_trait::async_trait]
+impl Verifier for SlowScorer {
+    fn name(&self) -> &str {
+        "slow"
+    }
+
+    async fn score(&self, solution: Solution<'_>) -> ponder_verifiers::Result<Scores> {
+        let before = self.generator.counters().sequences_extended;
+        for _ in 0..64 {
+            if self.generator.counters().sequences_extended > before {
+                self.overlapped
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        self.inner.score(solution).await
+    }
+}
+
+#[test]
+fn ab_mcts_pipeline_scores_an_answer_while_the_next_generates() -> Result<(), StrategyError> {
+    // One answer in flight: the next answer is chosen without the newest score, so it
+    // generates while that answer is scored; every scoring but the last overlaps a generation.
+    let run = || -> Result<(Outcome, u64), StrategyError> {
+        let generator = answers(|s| 0.2 + (s % 7) as f32 / 10.0, |q| (q + 0.1).min(0.99));
+        let slow = Arc::new(SlowScorer {
+            generator: generator.clone(),
+            inner: q_score(),
+            overlapped: Default::default(),
+        });
+        let params = json!({"iterations": 6, "batch": 1, "pipeline": true});
+        let out = solve("ab_mcts", params, generator, Some(slow.clone()), 3)?;
+        let overlapped = slow.overlapped.load(std::sync::atomic::Ordering::Relaxed);
+        Ok((out, overlapped))
+    };
+    let (first, overlapped) = run()?;
+    assert_eq!(first.candidates.len(), 6);
+    assert_eq!(
+        overlapped, 5,
+        "each scoring but the last ran beside a generation"
+    );
+    // Which of a scoring and a generation ends first does not change the tree.
+    let (again, _) = run()?;
     let shape = |o: &Outcome| {
         o.tree
             .nodes()

@@ -24,10 +24,10 @@
 //! with the evidence of every answer before k − batch in launch order, while answer k − batch
 //! is scored beside the generations. So the engine keeps `batch` answers running instead of
 //! waiting for the slowest of a round, a verifier's latency never leaves a lane idle, and no
-//! selection depends on which answer finishes first (node numbers may). Its limit: under a budget that
-//! binds, the last answers' share of what is left depends on which concurrent answers have
-//! settled, so a replay can cut them at other lengths — rounds (the default) replay exactly
-//! under any budget. Every answer is a candidate; the answer is the best-scored finished one.
+//! selection depends on which answer finishes first (node numbers may). Its limit: under a
+//! budget that binds, the last answers' share of what is left depends on which concurrent
+//! answers have settled, so a replay can cut them at other lengths — rounds (the default)
+//! replay exactly under any budget. Every answer is a candidate; the answer is the best-scored finished one.
 //!
 //! **Parameters** ([`AbMctsParams`]): `iterations` (4), `batch` (2), `pipeline` (false),
 //! `posterior` (`beta` | `gaussian`), `max_tokens` per answer (1024), `step_delimiter`

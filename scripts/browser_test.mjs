@@ -178,15 +178,18 @@ async function traceViewer(browser, url) {
 
 async function reportPage(browser, url) {
   const cells = [];
-  for (const [strategy, acc] of [["best_of_n", [0.2, 0.35, 0.5]], ["beam_search", [0.25, 0.45, 0.6]]]) {
-    [256, 512, 1024].forEach((budget, i) => cells.push({ strategy, budget, n: 20, accuracy: acc[i], mean_spent: budget * 0.8, mean_generated: budget * 0.6, budget_stops: 1, errors: 0 }));
+  // Two strategies at their defaults and one of them again under other parameters: three
+  // configurations, each its own line and rows.
+  for (const [strategy, params, acc] of [["best_of_n", null, [0.2, 0.35, 0.5]], ["beam_search", null, [0.25, 0.45, 0.6]], ["best_of_n", { n: 2 }, [0.1, 0.15, 0.2]]]) {
+    [256, 512, 1024].forEach((budget, i) => cells.push({ strategy, params, verifier: "none", budget, n: 20, accuracy: acc[i], mean_spent: budget * 0.8, mean_generated: budget * 0.6, budget_stops: 1, errors: 0 }));
   }
   const { context, page, problems } = await open(browser, url);
   await page.goto(url + "/report");
   await page.setInputFiles("#report-files", { name: "report.json", mimeType: "application/json", buffer: Buffer.from(JSON.stringify(cells)) });
   await page.waitForSelector("#chart svg");
   assert.equal(await page.locator("#table tbody tr").count(), cells.length);
-  assert.equal(await page.locator("#chart polyline").count(), 2);
+  assert.equal(await page.locator("#chart polyline").count(), 3);
+  assert.equal(await page.locator("#table tbody tr", { hasText: 'best_of_n {"n":2}' }).count(), 3);
   await page.screenshot({ path: path.join(opts.artifacts, "report.png"), fullPage: true });
   assert.deepEqual(problems, []);
   await context.close();

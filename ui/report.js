@@ -13,23 +13,35 @@ function status(text, error) {
   $("status").classList.toggle("error", !!error);
 }
 
-/** One cell per (strategy, budget) from harness rows (results.jsonl), as `report.json` has. */
+/**
+ * The name of a configuration: the strategy, its parameters when a run set them and its
+ * verifier when one ran, so that runs of one strategy under other settings stay apart (as
+ * `ponder-eval report` keeps them).
+ */
+export function configuration(c) {
+  let name = c.strategy;
+  if (c.params !== undefined && c.params !== null) name += " " + JSON.stringify(c.params);
+  if (c.verifier && c.verifier !== "none") name += " + " + c.verifier;
+  return name;
+}
+
+/** One cell per (configuration, budget) from harness rows (results.jsonl), as `report.json` has. */
 export function summarize(rows) {
   const cells = new Map();
   for (const r of rows) {
-    const key = r.strategy + "\u0000" + r.budget;
-    if (!cells.has(key)) cells.set(key, { strategy: r.strategy, budget: r.budget, rows: [] });
+    const key = configuration(r) + "\u0000" + r.budget;
+    if (!cells.has(key)) cells.set(key, { strategy: r.strategy, params: r.params ?? null, verifier: r.verifier, budget: r.budget, rows: [] });
     cells.get(key).rows.push(r);
   }
   const mean = (xs) => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : 0);
-  return [...cells.values()].map(({ strategy, budget, rows }) => ({
-    strategy, budget, n: rows.length,
+  return [...cells.values()].map(({ strategy, params, verifier, budget, rows }) => ({
+    strategy, params, verifier, budget, n: rows.length,
     accuracy: mean(rows.map((r) => (r.correct ? 1 : 0))),
     mean_spent: mean(rows.map((r) => (r.spend && r.spend.spent) || 0)),
     mean_generated: mean(rows.map((r) => (r.spend && r.spend.generated_tokens) || 0)),
     budget_stops: rows.filter((r) => r.finish_reason === "budget").length,
     errors: rows.filter((r) => r.error).length,
-  })).sort((a, b) => a.strategy.localeCompare(b.strategy) || a.budget - b.budget);
+  })).sort((a, b) => configuration(a).localeCompare(configuration(b)) || a.budget - b.budget);
 }
 
 function svg(tag, attrs, text) {
@@ -55,10 +67,10 @@ function chart(cells) {
   root.append(svg("line", { class: "axis", x1: L, x2: W - R, y1: y(0), y2: y(0) }), svg("line", { class: "axis", x1: L, x2: L, y1: T, y2: y(0) }));
   root.append(svg("text", { x: (L + W - R) / 2, y: H - 6, "text-anchor": "middle" }, "mean tokens spent"));
   root.append(svg("text", { x: 14, y: (T + H - B) / 2, transform: `rotate(-90 14 ${(T + H - B) / 2})`, "text-anchor": "middle" }, "accuracy"));
-  const strategies = [...new Set(cells.map((c) => c.strategy))];
-  strategies.forEach((s, i) => {
+  const configurations = [...new Set(cells.map(configuration))];
+  configurations.forEach((s, i) => {
     const colour = COLOURS[i % COLOURS.length];
-    const pts = cells.filter((c) => c.strategy === s).sort((a, b) => a.mean_spent - b.mean_spent);
+    const pts = cells.filter((c) => configuration(c) === s).sort((a, b) => a.mean_spent - b.mean_spent);
     root.append(svg("polyline", { points: pts.map((c) => `${x(c.mean_spent)},${y(c.accuracy)}`).join(" "), fill: "none", stroke: colour, "stroke-width": 2 }));
     for (const c of pts) {
       const dot = svg("circle", { cx: x(c.mean_spent), cy: y(c.accuracy), r: 4, fill: colour });
@@ -71,20 +83,21 @@ function chart(cells) {
 }
 
 function table(cells) {
-  const cols = [["strategy", "strategy"], ["budget", "budget"], ["n", "items"], ["accuracy", "accuracy"], ["maj_at_k", "maj@k"],
+  const cols = [["configuration", "configuration"], ["budget", "budget"], ["n", "items"], ["accuracy", "accuracy"], ["maj_at_k", "maj@k"],
     ["mean_spent", "mean spent"], ["mean_generated", "mean generated"], ["p50_ms", "p50 ms"], ["budget_stops", "budget stops"], ["errors", "errors"]]
     .filter(([k]) => cells.some((c) => c[k] !== undefined));
   return el("table", {},
-    el("caption", { class: "muted small" }, "One row per (strategy, budget)"),
+    el("caption", { class: "muted small" }, "One row per (configuration, budget)"),
     el("thead", {}, el("tr", {}, cols.map(([, h]) => el("th", { scope: "col" }, h)))),
     el("tbody", {}, cells.map((c) => el("tr", {}, cols.map(([k]) => el("td", {}, typeof c[k] === "number" ? num(c[k]) : c[k] ?? "—"))))));
 }
 
-function show(cells, source) {
+function show(raw, source) {
+  const cells = raw.map((c) => ({ ...c, configuration: configuration(c) }));
   $("chart").replaceChildren(chart(cells));
   $("chart-figure").hidden = false;
   $("table").replaceChildren(table(cells));
-  status(`${source}: ${cells.length} cells, ${new Set(cells.map((c) => c.strategy)).size} strategies.`);
+  status(`${source}: ${cells.length} cells, ${new Set(cells.map((c) => c.configuration)).size} configurations.`);
 }
 
 async function openFiles(files) {

@@ -64,6 +64,14 @@ fn q_score() -> Arc<dyn Verifier> {
     }))
 }
 
+/// Every node of the search tree: its id, parent and text (what a replay must reproduce).
+fn tree_shape(out: &Outcome) -> Vec<(usize, Option<usize>, String)> {
+    out.tree
+        .nodes()
+        .map(|n| (n.id, n.parent, out.tree.text(n.id)))
+        .collect()
+}
+
 fn note(out: &Outcome, id: usize, key: &str) -> Option<serde_json::Value> {
     out.tree.get(id)?.notes.get(key).cloned()
 }
@@ -203,13 +211,7 @@ fn ab_mcts_keeps_batch_answers_in_flight_and_replays_by_seed() -> Result<(), Str
     // answer before that one in launch order, so the tree does not depend on which answer
     // finished first.
     let (again, _, _) = run()?;
-    let shape = |o: &Outcome| {
-        o.tree
-            .nodes()
-            .map(|n| (n.id, n.parent, o.tree.text(n.id)))
-            .collect::<Vec<_>>()
-    };
-    assert_eq!(shape(&first), shape(&again));
+    assert_eq!(tree_shape(&first), tree_shape(&again));
     Ok(())
 }
 
@@ -266,13 +268,7 @@ fn ab_mcts_pipeline_scores_an_answer_while_the_next_generates() -> Result<(), St
     );
     // Which of a scoring and a generation ends first does not change the tree.
     let (again, _) = run()?;
-    let shape = |o: &Outcome| {
-        o.tree
-            .nodes()
-            .map(|n| (n.id, n.parent, o.tree.text(n.id)))
-            .collect::<Vec<_>>()
-    };
-    assert_eq!(shape(&first), shape(&again));
+    assert_eq!(tree_shape(&first), tree_shape(&again));
     Ok(())
 }
 

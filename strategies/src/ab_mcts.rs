@@ -27,7 +27,8 @@
 //! selection depends on which answer finishes first (node numbers may). Its limit: under a
 //! budget that binds, the last answers' share of what is left depends on which concurrent
 //! answers have settled, so a replay can cut them at other lengths — rounds (the default)
-//! replay exactly under any budget. Every answer is a candidate; the answer is the best-scored finished one.
+//! replay exactly under any budget. Every answer is a candidate; the answer is the
+//! best-scored finished one.
 //!
 //! **Parameters** ([`AbMctsParams`]): `iterations` (4), `batch` (2), `pipeline` (false),
 //! `posterior` (`beta` | `gaussian`), `max_tokens` per answer (1024), `step_delimiter`

@@ -68,6 +68,7 @@ mod tests {
             answer: "1".into(),
             level: None,
             subject: None,
+            solution: None,
         }
     }
 

@@ -1,7 +1,8 @@
 //! Datasets from local files: JSONL or a JSON array, with configurable field names and presets
 //! for the standard files (MATH / MATH-500, AIME, GSM8K, and Ponder's own set), filters by
-//! level and subject, the train / held-out split ([`crate::split`]), a seeded shuffle and a
-//! limit (filters first, so `--split held-out --limit 200` is 200 held-out problems).
+//! level and subject, the train / held-out split ([`crate::split`]), a seeded shuffle, a skip
+//! and a limit (filters first, so `--split held-out --limit 200` is 200 held-out problems and
+//! `--skip 80` starts after the first 80 of them).
 //!
 //! A record that cannot be read (bad JSON, a missing field) is reported with its line number
 //! and skipped — or, with `strict`, stops the load. Nothing is ever guessed silently: a record
@@ -31,6 +32,10 @@ pub struct EvalProblem {
     pub level: Option<u32>,
     /// Subject or type, if any.
     pub subject: Option<String>,
+    /// A worked solution, if the file has one (shown as a few-shot example when the problem is
+    /// in the train split: `ponder-eval run --shots`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub solution: Option<String>,
 }
 
 /// Which fields hold what.
@@ -120,7 +125,9 @@ pub struct DatasetOptions {
     pub subjects: Vec<String>,
     /// Shuffle with this seed before the limit.
     pub shuffle_seed: Option<u64>,
-    /// Keep the first N after filtering and shuffling.
+    /// Drop the first N after filtering and shuffling (before the limit).
+    pub skip: usize,
+    /// Keep the first N after filtering, shuffling and skipping.
     pub limit: Option<usize>,
     /// Stop at the first bad record instead of skipping it.
     pub strict: bool,
@@ -135,6 +142,7 @@ impl Default for DatasetOptions {
             levels: Vec::new(),
             subjects: Vec::new(),
             shuffle_seed: None,
+            skip: 0,
             limit: None,
             strict: false,
             split: None,
@@ -190,10 +198,11 @@ pub fn record(
             fields.problem.join(", ")
         )
     })?;
+    let solution = first(obj, &fields.solution);
     let answer = match first(obj, &fields.answer) {
         Some(a) => a,
         None => {
-            let solution = first(obj, &fields.solution).ok_or_else(|| {
+            let solution = solution.clone().ok_or_else(|| {
                 format!(
                     "no answer field (looked for {} and a solution in {})",
                     fields.answer.join(", "),
@@ -210,6 +219,7 @@ pub fn record(
         answer,
         level: first(obj, &fields.level).and_then(|l| parse_level(&l)),
         subject: first(obj, &fields.subject),
+        solution,
     })
 }
 
@@ -266,6 +276,7 @@ pub fn parse(body: &str, opts: &DatasetOptions) -> Result<Dataset> {
     if let Some(seed) = opts.shuffle_seed {
         problems.shuffle(&mut rand_chacha::ChaCha8Rng::seed_from_u64(seed));
     }
+    problems.drain(..opts.skip.min(problems.len()));
     if let Some(n) = opts.limit {
         problems.truncate(n);
     }
@@ -349,6 +360,24 @@ mod tests {
         assert_eq!(a.problems, b.problems, "same seed, same order");
         assert_eq!(a.problems.len(), 5);
         assert!(a.problems.iter().all(|p| matches!(p.level, Some(2 | 3))));
+        // --skip drops the first of the same order, before the limit.
+        let skipped = parse(
+            &body,
+            &DatasetOptions {
+                skip: 2,
+                ..opts.clone()
+            },
+        )?;
+        let all = parse(
+            &body,
+            &DatasetOptions {
+                limit: None,
+                ..opts.clone()
+            },
+        )?;
+        assert_eq!(skipped.problems.as_slice(), &all.problems[2..7]);
+        let past_end = DatasetOptions { skip: 100, ..opts };
+        assert!(parse(&body, &past_end)?.problems.is_empty());
         Ok(())
     }
 }

@@ -21,7 +21,7 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
 /// One generated problem, as written to the JSONL file (the dataset loader's `auto` preset
-/// reads `id`, `problem`, `answer` and `subject`; `template` is extra).
+/// reads `id`, `problem`, `answer`, `subject` and `solution`; `template` is extra).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GeneratedProblem {
     /// `gen-<seed>-<index>-<template>`.
@@ -34,13 +34,19 @@ pub struct GeneratedProblem {
     pub subject: String,
     /// The template's name.
     pub template: String,
+    /// A worked solution: steps separated by a blank line, every computation written as an
+    /// equality that holds, ending with `The answer is \boxed{answer}.` — what a few-shot
+    /// prompt shows the model (`ponder-eval run --shots`).
+    pub solution: String,
 }
 
-/// A template: its skill, its name, and a function that draws numbers and writes the problem.
+/// A template: its skill, its name, and a function that draws numbers and writes the problem,
+/// its answer and a worked solution (steps separated by a blank line, each computation written
+/// out as an equality, without the final answer line that [`generate`] appends).
 struct Template {
     skill: &'static str,
     name: &'static str,
-    make: fn(&mut Draw<'_>) -> (String, i64),
+    make: fn(&mut Draw<'_>) -> (String, i64, String),
 }
 
 /// Draws numbers and names for one problem.
@@ -116,7 +122,7 @@ const TEMPLATES: [Template; 20] = [
         name: "distance",
         make: |d| {
             let (v, h) = (d.int(3, 12) * 5, d.int(2, 9));
-            (format!("A train travels at {v} miles per hour for {h} hours. How many miles does it travel?"), v * h)
+            (format!("A train travels at {v} miles per hour for {h} hours. How many miles does it travel?"), v * h, format!("The train goes {v} miles every hour for {h} hours.\n\n{v} × {h} = {}", v * h))
         },
     },
     Template {
@@ -125,7 +131,7 @@ const TEMPLATES: [Template; 20] = [
         make: |d| {
             let (a, m, k) = (d.int(2, 15), d.int(2, 10), d.int(2, 8));
             let t = m * k;
-            (format!("A machine makes {a} toys every {m} minutes. At the same rate, how many toys does it make in {t} minutes?"), a * k)
+            (format!("A machine makes {a} toys every {m} minutes. At the same rate, how many toys does it make in {t} minutes?"), a * k, format!("{t} minutes is {t} / {m} = {k} groups of {m} minutes.\n\nThe machine makes {a} toys in each group, so {a} × {k} = {}", a * k))
         },
     },
     Template {
@@ -135,7 +141,7 @@ const TEMPLATES: [Template; 20] = [
             let (name, _) = d.person();
             let (p, days) = (d.int(4, 30), d.int(3, 15));
             let total = p * days;
-            (format!("{name} reads {p} pages every day. How many days does it take {name} to read a book of {total} pages?"), days)
+            (format!("{name} reads {p} pages every day. How many days does it take {name} to read a book of {total} pages?"), days, format!("The book has {total} pages and {p} pages are read each day.\n\n{total} / {p} = {days}"))
         },
     },
     Template {
@@ -144,7 +150,7 @@ const TEMPLATES: [Template; 20] = [
         make: |d| {
             let (name, pro) = d.person();
             let (w, h, days) = (d.int(8, 25), d.int(2, 8), d.int(2, 6));
-            (format!("{name} earns ${w} per hour. {} works {h} hours a day for {days} days. How many dollars does {pro} earn in total?", cap(pro)), w * h * days)
+            (format!("{name} earns ${w} per hour. {} works {h} hours a day for {days} days. How many dollars does {pro} earn in total?", cap(pro)), w * h * days, format!("Each day: {w} × {h} = {} dollars.\n\nFor {days} days: {} × {days} = {}", w * h, w * h, w * h * days))
         },
     },
     // --- fractions ---
@@ -155,7 +161,7 @@ const TEMPLATES: [Template; 20] = [
             let (name, pro) = d.person();
             let (a, b) = fraction(d);
             let n = b * d.int(2, 12);
-            (format!("{name} has {n} marbles. {} gives {a}/{b} of them to a friend. How many marbles does {name} have left?", cap(pro)), n - n / b * a)
+            (format!("{name} has {n} marbles. {} gives {a}/{b} of them to a friend. How many marbles does {name} have left?", cap(pro)), n - n / b * a, format!("{a}/{b} of {n} is {n} / {b} × {a} = {} marbles given away.\n\n{n} - {} = {}", n / b * a, n / b * a, n - n / b * a))
         },
     },
     Template {
@@ -164,7 +170,7 @@ const TEMPLATES: [Template; 20] = [
         make: |d| {
             let (a, b) = fraction(d);
             let n = b * d.int(3, 9);
-            (format!("A class has {n} students, and {a}/{b} of them are girls. How many boys are in the class?"), n - n / b * a)
+            (format!("A class has {n} students, and {a}/{b} of them are girls. How many boys are in the class?"), n - n / b * a, format!("{a}/{b} of {n} is {n} / {b} × {a} = {} girls.\n\n{n} - {} = {}", n / b * a, n / b * a, n - n / b * a))
         },
     },
     Template {
@@ -174,7 +180,7 @@ const TEMPLATES: [Template; 20] = [
             let (name, _) = d.person();
             let (a, b) = fraction(d);
             let n = b * d.int(2, 20);
-            (format!("A tank holds {n} liters of water. {name} uses {a}/{b} of the water to fill buckets. How many liters did {name} use?"), n / b * a)
+            (format!("A tank holds {n} liters of water. {name} uses {a}/{b} of the water to fill buckets. How many liters did {name} use?"), n / b * a, format!("{a}/{b} of {n} liters is {n} / {b} × {a} = {}", n / b * a))
         },
     },
     Template {
@@ -185,7 +191,7 @@ const TEMPLATES: [Template; 20] = [
             let pizzas = d.int(2, 6);
             let slices = b * d.int(1, 3);
             let eaten = pizzas * slices / b * a;
-            (format!("There are {pizzas} pizzas, each cut into {slices} slices. The guests eat {a}/{b} of all the slices. How many slices do they eat?"), eaten)
+            (format!("There are {pizzas} pizzas, each cut into {slices} slices. The guests eat {a}/{b} of all the slices. How many slices do they eat?"), eaten, format!("There are {pizzas} × {slices} = {} slices.\n\n{a}/{b} of them is {} / {b} × {a} = {eaten}", pizzas * slices, pizzas * slices))
         },
     },
     // --- percentages ---
@@ -195,7 +201,7 @@ const TEMPLATES: [Template; 20] = [
         make: |d| {
             let p = 20 * d.int(1, 15);
             let r = 5 * d.int(1, 15);
-            (format!("A jacket costs ${p}. It is on sale for {r}% off. What is the sale price in dollars?"), p - p * r / 100)
+            (format!("A jacket costs ${p}. It is on sale for {r}% off. What is the sale price in dollars?"), p - p * r / 100, format!("{r}% of ${p} is {p} × {r} / 100 = {} dollars off.\n\n{p} - {} = {}", p * r / 100, p * r / 100, p - p * r / 100))
         },
     },
     Template {
@@ -204,7 +210,7 @@ const TEMPLATES: [Template; 20] = [
         make: |d| {
             let n = 20 * d.int(1, 10);
             let r = 5 * d.int(1, 19);
-            (format!("There are {n} apples in a basket, and {r}% of them are red. How many apples are not red?"), n - n * r / 100)
+            (format!("There are {n} apples in a basket, and {r}% of them are red. How many apples are not red?"), n - n * r / 100, format!("{r}% of {n} is {n} × {r} / 100 = {} red apples.\n\n{n} - {} = {}", n * r / 100, n * r / 100, n - n * r / 100))
         },
     },
     Template {
@@ -214,7 +220,7 @@ const TEMPLATES: [Template; 20] = [
             let (name, pro) = d.person();
             let s = 20 * d.int(2, 20);
             let r = 5 * d.int(1, 10);
-            (format!("Last month {name} saved ${s}. This month {pro} saved {r}% more than last month. How many dollars did {pro} save this month?"), s + s * r / 100)
+            (format!("Last month {name} saved ${s}. This month {pro} saved {r}% more than last month. How many dollars did {pro} save this month?"), s + s * r / 100, format!("{r}% of ${s} is {s} × {r} / 100 = {} dollars more.\n\n{s} + {} = {}", s * r / 100, s * r / 100, s + s * r / 100))
         },
     },
     Template {
@@ -224,7 +230,7 @@ const TEMPLATES: [Template; 20] = [
             let (name, pro) = d.person();
             let t = d.pick(&[10, 20, 25, 50]);
             let c = d.int(1, t);
-            (format!("{name} answered {c} out of {t} questions correctly. What percent of the questions did {pro} answer correctly?"), c * 100 / t)
+            (format!("{name} answered {c} out of {t} questions correctly. What percent of the questions did {pro} answer correctly?"), c * 100 / t, format!("{c} out of {t} is {c} / {t} × 100 = {} percent.", c * 100 / t))
         },
     },
     // --- multi-step totals ---
@@ -234,7 +240,7 @@ const TEMPLATES: [Template; 20] = [
         make: |d| {
             let (name, pro) = d.person();
             let (a, p, b, q) = (d.int(2, 9), d.int(2, 12), d.int(2, 9), d.int(1, 6));
-            (format!("{name} buys {a} notebooks at ${p} each and {b} pens at ${q} each. How many dollars does {pro} spend in total?"), a * p + b * q)
+            (format!("{name} buys {a} notebooks at ${p} each and {b} pens at ${q} each. How many dollars does {pro} spend in total?"), a * p + b * q, format!("Notebooks: {a} × {p} = {} dollars.\n\nPens: {b} × {q} = {} dollars.\n\n{} + {} = {}", a * p, b * q, a * p, b * q, a * p + b * q))
         },
     },
     Template {
@@ -244,7 +250,7 @@ const TEMPLATES: [Template; 20] = [
             let (name, pro) = d.person();
             let (a, p) = (d.int(2, 8), d.int(3, 15));
             let m = a * p + d.int(1, 50);
-            (format!("{name} has ${m}. {} buys {a} books that cost ${p} each. How many dollars does {pro} have left?", cap(pro)), m - a * p)
+            (format!("{name} has ${m}. {} buys {a} books that cost ${p} each. How many dollars does {pro} have left?", cap(pro)), m - a * p, format!("The books cost {a} × {p} = {} dollars.\n\n{m} - {} = {}", a * p, a * p, m - a * p))
         },
     },
     Template {
@@ -254,7 +260,7 @@ const TEMPLATES: [Template; 20] = [
             let (name, _) = d.person();
             let (b, c) = (d.int(3, 12), d.int(6, 24));
             let g = d.int(1, b * c - 1);
-            (format!("There are {b} boxes with {c} crayons in each box. {name} gives away {g} crayons. How many crayons are left?"), b * c - g)
+            (format!("There are {b} boxes with {c} crayons in each box. {name} gives away {g} crayons. How many crayons are left?"), b * c - g, format!("There are {b} × {c} = {} crayons.\n\n{} - {g} = {}", b * c, b * c, b * c - g))
         },
     },
     Template {
@@ -262,7 +268,7 @@ const TEMPLATES: [Template; 20] = [
         name: "legs",
         make: |d| {
             let (cows, hens) = (d.int(2, 30), d.int(2, 40));
-            (format!("A farm has {cows} cows and {hens} chickens. Cows have four legs and chickens have two. How many legs do the animals have in total?"), 4 * cows + 2 * hens)
+            (format!("A farm has {cows} cows and {hens} chickens. Cows have four legs and chickens have two. How many legs do the animals have in total?"), 4 * cows + 2 * hens, format!("Cows: {cows} × 4 = {} legs.\n\nChickens: {hens} × 2 = {} legs.\n\n{} + {} = {}", 4 * cows, 2 * hens, 4 * cows, 2 * hens, 4 * cows + 2 * hens))
         },
     },
     // --- unit conversion ---
@@ -276,6 +282,12 @@ const TEMPLATES: [Template; 20] = [
                     "A movie lasts {h} hours and {m} minutes. How many minutes long is the movie?"
                 ),
                 60 * h + m,
+                format!(
+                    "{h} hours is {h} × 60 = {} minutes.\n\n{} + {m} = {}",
+                    60 * h,
+                    60 * h,
+                    60 * h + m
+                ),
             )
         },
     },
@@ -286,7 +298,7 @@ const TEMPLATES: [Template; 20] = [
             let (name, pro) = d.person();
             let m = d.int(2, 9);
             let c = d.int(5, 95);
-            (format!("{name} has a ribbon that is {m} meters long. {} cuts off {c} centimeters. How many centimeters of ribbon are left?", cap(pro)), 100 * m - c)
+            (format!("{name} has a ribbon that is {m} meters long. {} cuts off {c} centimeters. How many centimeters of ribbon are left?", cap(pro)), 100 * m - c, format!("{m} meters is {m} × 100 = {} centimeters.\n\n{} - {c} = {}", 100 * m, 100 * m, 100 * m - c))
         },
     },
     Template {
@@ -295,7 +307,7 @@ const TEMPLATES: [Template; 20] = [
         make: |d| {
             let l = d.int(1, 9);
             let ml = d.pick(&[100, 200, 250, 500]);
-            (format!("A jug holds {l} liters of juice. How many glasses of {ml} milliliters can be filled from the jug?"), l * 1000 / ml)
+            (format!("A jug holds {l} liters of juice. How many glasses of {ml} milliliters can be filled from the jug?"), l * 1000 / ml, format!("{l} liters is {l} × 1000 = {} milliliters.\n\n{} / {ml} = {}", 1000 * l, 1000 * l, 1000 * l / ml))
         },
     },
     Template {
@@ -304,7 +316,7 @@ const TEMPLATES: [Template; 20] = [
         make: |d| {
             let (name, pro) = d.person();
             let (q, dimes) = (d.int(1, 20), d.int(1, 20));
-            (format!("{name} has {q} quarters and {dimes} dimes. A quarter is worth twenty-five cents and a dime is worth ten cents. How many cents does {pro} have?"), 25 * q + 10 * dimes)
+            (format!("{name} has {q} quarters and {dimes} dimes. A quarter is worth twenty-five cents and a dime is worth ten cents. How many cents does {pro} have?"), 25 * q + 10 * dimes, format!("Quarters: {q} × 25 = {} cents.\n\nDimes: {dimes} × 10 = {} cents.\n\n{} + {} = {}", 25 * q, 10 * dimes, 25 * q, 10 * dimes, 25 * q + 10 * dimes))
         },
     },
 ];
@@ -344,13 +356,14 @@ pub fn generate(seed: u64, count: usize) -> Vec<GeneratedProblem> {
                 drawn = (t.make)(&mut Draw { rng: &mut rng });
             }
             seen.insert(drawn.0.clone());
-            let (problem, answer) = drawn;
+            let (problem, answer, steps) = drawn;
             Some(GeneratedProblem {
                 id: format!("gen-{seed}-{i:04}-{}", t.name),
                 problem,
                 answer: answer.to_string(),
                 subject: t.skill.to_string(),
                 template: t.name.to_string(),
+                solution: format!("{steps}\n\nThe answer is \\boxed{{{answer}}}."),
             })
         })
         .collect()

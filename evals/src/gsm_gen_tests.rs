@@ -171,3 +171,33 @@ fn the_committed_file_loads_and_splits_about_seventy_thirty() -> crate::Result<(
     assert!((300..=420).contains(&held), "{held} held out of 1200");
     Ok(())
 }
+
+#[test]
+fn every_worked_solution_checks_and_ends_at_its_answer() {
+    use ponder_verifiers::calc_check::{check_text, stated_number};
+    for p in generate(0, 400) {
+        let report = check_text(&p.solution);
+        assert!(!report.equalities.is_empty(), "{}: no computation", p.id);
+        assert_eq!(
+            report.false_count(),
+            0,
+            "{}: a false equality in {:?}",
+            p.id,
+            p.solution
+        );
+        assert!(report.last_value.is_some(), "{}", p.id);
+        assert_eq!(
+            report.last_value,
+            stated_number(&p.answer),
+            "{}: the last quantity computed is not the answer in {:?}",
+            p.id,
+            p.solution
+        );
+        assert_eq!(
+            ponder_verifiers::extract_answer(&p.solution).as_deref(),
+            Some(p.answer.as_str()),
+            "{}",
+            p.id
+        );
+    }
+}

@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use ponder::prm::VerifierChoice;
 use ponder::reason::{reason, ReasonRequest};
 use ponder::runtime::{Runtime, RuntimeOptions};
-use ponder_strategies::{Registry, StrategyError};
+use ponder_strategies::{Registry, StrategyError, Turn};
 use ponder_verifiers::Verifier;
 use tokio_util::sync::CancellationToken;
 
@@ -72,7 +72,16 @@ impl Backend for InProcessBackend {
     async fn solve(&self, item: &Item) -> Result<Attempt> {
         let req = ReasonRequest {
             problem: item.problem.problem.clone(),
-            history: Vec::new(),
+            history: item
+                .shots
+                .iter()
+                .flat_map(|s| {
+                    [
+                        Turn::new("user", s.problem.as_str()),
+                        Turn::new("assistant", s.solution.as_str()),
+                    ]
+                })
+                .collect(),
             strategy: item.strategy.clone(),
             params: item.params.clone(),
             budget_tokens: item.budget,

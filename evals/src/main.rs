@@ -119,9 +119,16 @@ struct RunArgs {
     /// Shuffle the problems with this seed (before --limit).
     #[arg(long)]
     shuffle_seed: Option<u64>,
+    /// Skip the first N problems (after the split, filters and shuffle; before --limit).
+    #[arg(long, default_value_t = 0)]
+    skip: usize,
     /// Use only the first N problems.
     #[arg(long)]
     limit: Option<usize>,
+    /// Show each question's K nearest worked examples from the dataset's train split first
+    /// (by the router's MiniLM embedding; needs a `solution` field; in-process only).
+    #[arg(long, default_value_t = 0)]
+    shots: usize,
     /// Stop at the first unreadable dataset record instead of skipping it.
     #[arg(long)]
     strict: bool,
@@ -246,6 +253,7 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
         levels: args.level,
         subjects: args.subject,
         shuffle_seed: args.shuffle_seed,
+        skip: args.skip,
         limit: args.limit,
         strict: args.strict,
         split: args.split,
@@ -271,6 +279,10 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
     let backend: std::sync::Arc<dyn ponder_evals::Backend> = match &args.url {
         Some(url) => {
             anyhow::ensure!(
+                args.shots == 0,
+                "--shots applies in-process only (`/v1/reason` takes no conversation)"
+            );
+            anyhow::ensure!(
                 args.verifier.is_none(),
                 "--verifier applies in-process only; over --url start the server with \
                  `ponder serve --verifier …`"
@@ -293,8 +305,10 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
             std::sync::Arc::new(backend)
         }
     };
+    let shots = exemplars(&args.dataset, args.preset, args.shots, &dataset.problems)?;
     let items = ponder_evals::grid(
         &dataset.problems,
+        &shots,
         &args.strategies,
         &args.budgets,
         &args.seeds,
@@ -321,6 +335,37 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
         args.out.join(ponder_evals::results::RESULTS_FILE).display()
     );
     Ok(())
+}
+
+/// Each selected problem's `--shots` worked examples: the nearest of the whole file's train
+/// split (a held-out run still sees train examples only).
+fn exemplars(
+    dataset: &std::path::Path,
+    preset: ponder_evals::Preset,
+    k: usize,
+    problems: &[ponder_evals::EvalProblem],
+) -> anyhow::Result<Vec<Vec<ponder_evals::exemplars::Shot>>> {
+    if k == 0 {
+        return Ok(Vec::new());
+    }
+    let all = ponder_evals::load(
+        dataset,
+        &ponder_evals::DatasetOptions {
+            fields: preset.fields(),
+            split: Some(ponder_evals::Split::Train),
+            ..ponder_evals::DatasetOptions::default()
+        },
+    )?;
+    let dir = ponder::models::default_embedder_dir();
+    let embedder = ponder::router::Embedder::load(&dir)
+        .with_context(|| format!("loading the encoder for --shots from {}", dir.display()))?;
+    let pool = ponder_evals::exemplars::Exemplars::new(&all.problems, &embedder)?;
+    let shots = pool.pick(problems, &embedder, k)?;
+    eprintln!(
+        "--shots {k}: examples from {} worked train solutions",
+        pool.len()
+    );
+    Ok(shots)
 }
 
 /// The grid's setup from the command line: `--params` must be an object keyed by strategies

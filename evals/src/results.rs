@@ -49,6 +49,10 @@ pub struct ResultRow {
     /// The strategy's parameters (`null`: defaults).
     #[serde(default)]
     pub params: serde_json::Value,
+    /// Worked examples shown before the question (`--shots`; 0, and absent from the JSON:
+    /// none).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub shots: usize,
     /// The load `auto`'s router ran under (pinned at 0 by default), if `auto` ran.
     #[serde(default)]
     pub load: Option<f64>,
@@ -84,6 +88,10 @@ pub struct ResultRow {
     pub wall_ms: u64,
 }
 
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
 fn no_verifier() -> String {
     "none".into()
 }
@@ -98,6 +106,7 @@ impl ResultRow {
             seed: self.seed,
             verifier: self.verifier.clone(),
             params: self.params.to_string(),
+            shots: self.shots,
         }
     }
 }
@@ -118,6 +127,8 @@ pub struct ItemKey {
     /// The strategy's parameters as JSON text (`null`: defaults), so one directory can hold
     /// the same strategy under several configurations.
     pub params: String,
+    /// Worked examples shown before the question.
+    pub shots: usize,
 }
 
 /// The results file of a run directory, open for appending.
@@ -226,6 +237,7 @@ pub(crate) fn test_row(id: &str) -> ResultRow {
         level: None,
         verifier: "none".into(),
         params: serde_json::Value::Null,
+        shots: 0,
         load: None,
         gold: "1".into(),
         answer: Some("1".into()),

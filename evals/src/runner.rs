@@ -24,6 +24,7 @@ use serde::Deserialize;
 
 use crate::dataset::EvalProblem;
 use crate::error::{EvalError, Result};
+use crate::exemplars::Shot;
 use crate::results::{ItemKey, ResultRow, ResultsFile, Spend};
 
 /// One item of the grid.
@@ -42,6 +43,8 @@ pub struct Item {
     /// The verifier the backend scores with, as named on the command line (`none` when none;
     /// over `--url`, whatever the server was started with, recorded as `server`).
     pub verifier: String,
+    /// Worked examples shown before the question (`--shots`; empty: none).
+    pub shots: Vec<Shot>,
 }
 
 /// How the grid's items are configured beyond strategy × budget × seed.
@@ -245,6 +248,7 @@ pub fn grade(item: &Item, attempt: Attempt, wall_ms: u64) -> ResultRow {
         level: item.problem.level,
         verifier: item.verifier.clone(),
         params: item.params.clone(),
+        shots: item.shots.len(),
         load: None,
         gold: gold.clone(),
         answer: None,
@@ -318,9 +322,11 @@ pub fn grade(item: &Item, attempt: Attempt, wall_ms: u64) -> ResultRow {
 }
 
 /// The grid: every problem × strategy × budget × seed, in that nesting order, each item with
-/// its strategy's parameters and the verifier from `setup`.
+/// its strategy's parameters and the verifier from `setup`, and problem `i` with `shots[i]`
+/// (no worked examples where `shots` is shorter).
 pub fn grid(
     problems: &[EvalProblem],
+    shots: &[Vec<Shot>],
     strategies: &[String],
     budgets: &[u64],
     seeds: &[u64],
@@ -330,7 +336,7 @@ pub fn grid(
     for strategy in strategies {
         for &budget in budgets {
             for &seed in seeds {
-                for p in problems {
+                for (i, p) in problems.iter().enumerate() {
                     items.push(Item {
                         problem: p.clone(),
                         strategy: strategy.clone(),
@@ -338,6 +344,7 @@ pub fn grid(
                         seed,
                         params: setup.params_for(strategy),
                         verifier: setup.verifier.clone(),
+                        shots: shots.get(i).cloned().unwrap_or_default(),
                     });
                 }
             }
@@ -381,6 +388,7 @@ pub async fn run_grid(
                 seed: i.seed,
                 verifier: i.verifier.clone(),
                 params: i.params.to_string(),
+                shots: i.shots.len(),
             })
         })
         .collect();
@@ -468,6 +476,7 @@ mod tests {
                 answer: "2".into(),
                 level: None,
                 subject: None,
+                solution: None,
             })
             .collect()
     }
@@ -477,6 +486,7 @@ mod tests {
         let dir = tempfile::tempdir().map_err(|e| EvalError::Backend(e.to_string()))?;
         let items = grid(
             &problems(),
+            &[],
             &["s".to_string()],
             &[64],
             &[0],
@@ -507,7 +517,7 @@ mod tests {
             calls: AtomicUsize::new(0),
         });
         let run = |setup: Setup| {
-            let items = grid(&problems(), &["s".to_string()], &[64], &[0], &setup);
+            let items = grid(&problems(), &[], &["s".to_string()], &[64], &[0], &setup);
             run_grid(backend.clone(), items, dir.path(), 1)
         };
         let defaults = run(Setup::default()).await?;
@@ -559,6 +569,7 @@ mod tests {
         // The load the router ran under is what each row records.
         let items = grid(
             &problems(),
+            &[],
             &["auto".to_string()],
             &[64],
             &[0],

@@ -9,7 +9,9 @@
 //! - **answer form**: an answer is extracted, marked clearly (`\boxed{}`, "the answer is"),
 //!   states one number, repeats a number of the question;
 //! - **calculation check** ([`ponder_verifiers::calc_check`]): equalities written, false
-//!   equalities, the check's score, the answer equal to the last quantity computed;
+//!   equalities, the check's score (with the question: grounding and coverage included), the
+//!   answer equal to the last quantity computed, numbers used that the question does not
+//!   ground, the share of the question's numbers never used;
 //! - **length and finish**: characters (log), whether the model ended it;
 //! - **confidence** (DeepConf's trace summaries, 0 with an indicator when unknown);
 //! - **embedding** (all-MiniLM-L6-v2, optional): the cosine of question and solution, and with
@@ -19,7 +21,7 @@
 
 use std::sync::Arc;
 
-use ponder_verifiers::calc_check::{check_text, stated_number, CalcCheck};
+use ponder_verifiers::calc_check::{check_text, grounding, stated_number, CalcCheck};
 use ponder_verifiers::TraceConfidence;
 use ponder_verifiers::{canonical_answer, equivalent, extract_answer, has_clear_answer};
 use serde::{Deserialize, Serialize};
@@ -41,7 +43,7 @@ pub enum FeatureSet {
 }
 
 /// The scalar features, in vector order.
-pub const SCALAR_FEATURES: [&str; 16] = [
+pub const SCALAR_FEATURES: [&str; 18] = [
     "agreement",
     "has_answer",
     "clear_answer",
@@ -51,6 +53,8 @@ pub const SCALAR_FEATURES: [&str; 16] = [
     "false_equalities_log",
     "calc_score",
     "answer_is_last_value",
+    "ungrounded_log",
+    "uncovered_share",
     "chars_log",
     "complete",
     "has_confidence",
@@ -153,6 +157,12 @@ pub fn scalar_features(question: &str, group: &[CandidateView<'_>]) -> Vec<Vec<f
                 _ => false,
             };
             let steps = [text.clone()];
+            let ground = grounding(question, std::slice::from_ref(&report));
+            let uncovered_share = if ground.question_numbers == 0 {
+                0.0
+            } else {
+                ground.uncovered as f32 / ground.question_numbers as f32
+            };
             let conf = c.confidence;
             vec![
                 agreement,
@@ -162,8 +172,10 @@ pub fn scalar_features(question: &str, group: &[CandidateView<'_>]) -> Vec<Vec<f
                 flag(stated_f64.is_some_and(|v| question_numbers.contains(&v))),
                 log_count(report.equalities.len()),
                 log_count(report.false_count()),
-                calc.score_steps(&steps, true).overall,
+                calc.score_solution(question, &steps, true).overall,
                 flag(last_value_match),
+                log_count(ground.ungrounded),
+                uncovered_share,
                 log_count(text.chars().count()),
                 flag(c.complete),
                 flag(conf.is_some()),

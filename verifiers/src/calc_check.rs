@@ -4,6 +4,15 @@
 //! rationals; a step's score halves with each false equality; a finished solution's final answer
 //! is checked against the last quantity it computed.
 //!
+//! Given the question, it also checks what the computations compute *with*: every number a
+//! computation uses (a literal on a side with an operator) should be **grounded** — written in
+//! the question (in digits or words: `four`, `twenty-five`, `a dozen`), computed earlier in
+//! the solution, or a common conversion constant ([`CONSTANTS`]) — and a finished solution
+//! should **cover** the question's numbers, using each of them somewhere. A true equality over
+//! numbers the model made up, or a solution that ignores a quantity of the question, is the
+//! typical wrong answer of a small model that no longer slips at arithmetic. A question
+//! without numbers is not judged this way.
+//!
 //! It is the rule-based cousin of a process reward model: small models (SmolLM2-135M) make
 //! arithmetic slips that an exact check catches for free (the "calculator annotations" of
 //! GSM8K, Cobbe et al. 2021, and the tool-checked steps of PAL / program-aided reasoning, Gao et
@@ -22,7 +31,7 @@
 //! scores lie in `[0, 1]`; a solution whose equalities all hold scores 1.
 #![deny(clippy::indexing_slicing)]
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
 use num_bigint::BigInt;
 use num_rational::BigRational;
@@ -407,6 +416,17 @@ pub struct Equality {
     pub holds: bool,
 }
 
+/// A number a computation used: a literal on a side of an equality that has an operator
+/// (`6` and `7` in `6 × 7 = 42`; the lone `42` is a result, not a use).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Operand {
+    /// Its value.
+    pub value: BigRational,
+    /// Whether a side evaluated earlier in the solution (this text or an earlier step) had
+    /// this value: a quantity the solution computed itself.
+    pub computed_before: bool,
+}
+
 /// What [`check_text`] found in one text.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CalcReport {
@@ -414,6 +434,8 @@ pub struct CalcReport {
     pub equalities: Vec<Equality>,
     /// The last quantity computed: the rightmost evaluated side of the last equality with one.
     pub last_value: Option<BigRational>,
+    /// Every number the text's computations used, in order.
+    pub operands: Vec<Operand>,
 }
 
 impl CalcReport {
@@ -471,6 +493,7 @@ fn check_all(texts: &[&str]) -> Vec<CalcReport> {
             }
         }
     }
+    let mut computed: HashSet<BigRational> = HashSet::new();
     tokenized
         .iter()
         .map(|toks| {
@@ -478,6 +501,20 @@ fn check_all(texts: &[&str]) -> Vec<CalcReport> {
             for (sides, preceded) in equation_runs(toks) {
                 let values: Vec<Option<BigRational>> =
                     sides.iter().map(|s| evaluate(s, &env)).collect();
+                for (side, value) in sides.iter().zip(&values) {
+                    if value.is_some() && side.iter().any(|t| matches!(t, Tok::Op(_) | Tok::Frac)) {
+                        report.operands.extend(side.iter().filter_map(|t| match t {
+                            Tok::Num(v) => Some(Operand {
+                                value: v.clone(),
+                                computed_before: computed.contains(v),
+                            }),
+                            _ => None,
+                        }));
+                    }
+                    if let Some(v) = value {
+                        computed.insert(v.clone());
+                    }
+                }
                 for (k, pair) in values.windows(2).enumerate() {
                     let fragment =
                         k == 0 && preceded && matches!(sides.first(), Some([Tok::Num(_)]));
@@ -511,6 +548,144 @@ fn check_all(texts: &[&str]) -> Vec<CalcReport> {
 /// ```
 pub fn check_text(text: &str) -> CalcReport {
     check_all(&[text]).pop().unwrap_or_default()
+}
+
+/// Numbers a computation may use without the question writing them: units of time
+/// (60, 24, 7, 12, 52, 365, 3600), of length, mass and volume (10, 100, 1000), and the small
+/// factors of halving, doubling and counting (1, 2).
+pub const CONSTANTS: [i64; 11] = [1, 2, 7, 10, 12, 24, 52, 60, 100, 365, 1000];
+
+/// Number words read in a question, with their values (tens combine with units: `twenty-five`).
+const UNIT_WORDS: [(&str, i64); 19] = [
+    ("one", 1),
+    ("two", 2),
+    ("three", 3),
+    ("four", 4),
+    ("five", 5),
+    ("six", 6),
+    ("seven", 7),
+    ("eight", 8),
+    ("nine", 9),
+    ("ten", 10),
+    ("eleven", 11),
+    ("twelve", 12),
+    ("thirteen", 13),
+    ("fourteen", 14),
+    ("fifteen", 15),
+    ("sixteen", 16),
+    ("seventeen", 17),
+    ("eighteen", 18),
+    ("nineteen", 19),
+];
+const TENS_WORDS: [(&str, i64); 8] = [
+    ("twenty", 20),
+    ("thirty", 30),
+    ("forty", 40),
+    ("fifty", 50),
+    ("sixty", 60),
+    ("seventy", 70),
+    ("eighty", 80),
+    ("ninety", 90),
+];
+/// Words that name a number by themselves.
+const OTHER_WORDS: [(&str, i64); 6] = [
+    ("dozen", 12),
+    ("twice", 2),
+    ("double", 2),
+    ("half", 2),
+    ("triple", 3),
+    ("hundred", 100),
+];
+
+/// The numbers a question states: its literals (`$1,200`, `3/4` → 3 and 4, `25%` → 25) and
+/// its number words (`four`, `twenty-five`, `a dozen`), each once.
+///
+/// ```
+/// use ponder_verifiers::calc_check::question_numbers;
+/// let n = question_numbers("Cows have four legs; 12 cows and twenty-five hens eat 3/4 of $1,200.");
+/// let ints: Vec<i64> = n.iter().map(|v| v.to_integer().try_into().unwrap_or(-1)).collect();
+/// assert_eq!(ints, vec![12, 3, 4, 1200, 25]);
+/// ```
+pub fn question_numbers(question: &str) -> Vec<BigRational> {
+    let mut out: Vec<BigRational> = Vec::new();
+    let mut push = |v: BigRational| {
+        if !out.contains(&v) {
+            out.push(v);
+        }
+    };
+    for t in lex(question) {
+        if let Tok::Num(v) = t {
+            push(v);
+        }
+    }
+    let lower = question.to_lowercase();
+    let words: Vec<&str> = lower
+        .split(|c: char| !c.is_ascii_alphabetic())
+        .filter(|w| !w.is_empty())
+        .collect();
+    let value_of =
+        |w: &str, table: &[(&str, i64)]| table.iter().find(|(name, _)| *name == w).map(|(_, v)| *v);
+    let mut i = 0;
+    while let Some(w) = words.get(i) {
+        if let Some(tens) = value_of(w, &TENS_WORDS) {
+            let unit = words
+                .get(i + 1)
+                .and_then(|u| value_of(u, &UNIT_WORDS))
+                .filter(|u| *u < 10);
+            push(int(tens + unit.unwrap_or(0)));
+            i += if unit.is_some() { 2 } else { 1 };
+            continue;
+        }
+        if let Some(v) = value_of(w, &UNIT_WORDS).or_else(|| value_of(w, &OTHER_WORDS)) {
+            push(int(v));
+        }
+        i += 1;
+    }
+    out
+}
+
+/// How a solution's computations relate to its question's numbers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Grounding {
+    /// Numbers used that are neither in the question, nor computed before, nor [`CONSTANTS`].
+    pub ungrounded: usize,
+    /// The question's numbers written in digits.
+    pub question_numbers: usize,
+    /// Of those, how many no computation uses.
+    pub uncovered: usize,
+}
+
+/// The [`Grounding`] of a solution (its steps' reports, in order) against `question`. A
+/// question without numbers grounds nothing: everything is zero.
+pub fn grounding(question: &str, reports: &[CalcReport]) -> Grounding {
+    let known = question_numbers(question);
+    let digits: Vec<BigRational> = {
+        let mut d: Vec<BigRational> = Vec::new();
+        for t in lex(question) {
+            if let Tok::Num(v) = t {
+                if !d.contains(&v) {
+                    d.push(v);
+                }
+            }
+        }
+        d
+    };
+    if known.is_empty() {
+        return Grounding::default();
+    }
+    let operands: Vec<&Operand> = reports.iter().flat_map(|r| &r.operands).collect();
+    let constant = |v: &BigRational| CONSTANTS.iter().any(|c| *v == int(*c));
+    Grounding {
+        ungrounded: operands
+            .iter()
+            .filter(|o| !o.computed_before && !known.contains(&o.value) && !constant(&o.value))
+            .count(),
+        question_numbers: digits.len(),
+        uncovered: digits
+            .iter()
+            .filter(|d| !operands.iter().any(|o| o.value == **d))
+            .count(),
+    }
 }
 
 /// The number an answer states, if it states exactly one (`45 minutes` → 45, `$1,200` → 1200,
@@ -557,6 +732,12 @@ pub struct CalcCheck {
     /// A finished solution whose final answer differs from the last quantity it computed has its
     /// overall score multiplied by this (default 0.5).
     pub answer_mismatch_factor: f32,
+    /// Each number a step's computations use that is not grounded ([`grounding`]) multiplies
+    /// its step's score by this (default 0.5).
+    pub ungrounded_factor: f32,
+    /// Each number of the question that a finished solution's computations never use
+    /// multiplies its overall score by this (default 0.5).
+    pub uncovered_factor: f32,
 }
 
 impl Default for CalcCheck {
@@ -564,22 +745,46 @@ impl Default for CalcCheck {
         Self {
             false_factor: 0.5,
             answer_mismatch_factor: 0.5,
+            ungrounded_factor: 0.5,
+            uncovered_factor: 0.5,
         }
     }
 }
 
+fn power(factor: f32, n: usize) -> f32 {
+    factor
+        .clamp(0.0, 1.0)
+        .powi(i32::try_from(n).unwrap_or(i32::MAX))
+}
+
 impl CalcCheck {
-    /// Scores texts (steps) without the async trait: per-step scores and the overall score.
+    /// Scores texts (steps) without the async trait and without a question (no grounding or
+    /// coverage): per-step scores and the overall score.
     pub fn score_steps(&self, steps: &[String], complete: bool) -> Scores {
+        self.score_solution("", steps, complete)
+    }
+
+    /// Scores the steps of a solution to `question`: per-step scores (false equalities and
+    /// ungrounded numbers) and the overall score (their product; for a finished solution also
+    /// the final answer against the last quantity computed and the question's numbers left
+    /// unused).
+    pub fn score_solution(&self, question: &str, steps: &[String], complete: bool) -> Scores {
         let texts: Vec<&str> = steps.iter().map(String::as_str).collect();
         let reports = check_all(&texts);
-        let factor = self.false_factor.clamp(0.0, 1.0);
         let step_scores: Vec<f32> = reports
             .iter()
-            .map(|r| factor.powi(i32::try_from(r.false_count()).unwrap_or(i32::MAX)))
+            .map(|r| {
+                let ungrounded = grounding(question, std::slice::from_ref(r)).ungrounded;
+                power(self.false_factor, r.false_count())
+                    * power(self.ungrounded_factor, ungrounded)
+            })
             .collect();
         let mut overall: f32 = step_scores.iter().product();
         if complete {
+            overall *= power(
+                self.uncovered_factor,
+                grounding(question, &reports).uncovered,
+            );
             let Some(answer) = extract_answer(&steps.join("\n")) else {
                 return Scores {
                     steps: step_scores,
@@ -609,7 +814,7 @@ impl Verifier for CalcCheck {
     }
 
     async fn score(&self, solution: Solution<'_>) -> Result<Scores> {
-        Ok(self.score_steps(solution.steps, solution.complete))
+        Ok(self.score_solution(solution.problem, solution.steps, solution.complete))
     }
 }
 

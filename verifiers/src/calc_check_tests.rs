@@ -1,6 +1,7 @@
 //! Tests of the calculation check: the forms a step writes, units and fragments, algebra with
-//! bindings, the final-answer check, and properties (true generated equalities score 1,
-//! perturbed ones lower, arbitrary text never panics).
+//! bindings, the final-answer check, grounding and coverage against the question, and
+//! properties (true generated equalities score 1, perturbed ones lower, a made-up operand never
+//! helps, arbitrary text never panics).
 
 use super::*;
 use num_traits::Signed;
@@ -100,6 +101,71 @@ fn the_final_answer_is_checked_against_the_last_computed_quantity() {
     // A finished solution with no answer at all scores as "no answer".
     let none = check.score_steps(&steps(&["I do not know."]), true);
     assert_eq!(none.overall, NO_ANSWER_SCORE);
+}
+
+#[test]
+fn numbers_the_question_does_not_give_are_ungrounded() {
+    let question = "A jug holds 3 liters. How many glasses of 250 milliliters can it fill?";
+    let check = CalcCheck::default();
+    let steps = |xs: &[&str]| xs.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    // Question numbers, a conversion constant and a result computed before: all grounded,
+    // every question number used.
+    let right = steps(&[
+        "3 liters is 3 × 1000 = 3000 milliliters.",
+        "3000 / 250 = 12",
+        "The answer is \\boxed{12}.",
+    ]);
+    let s = check.score_solution(question, &right, true);
+    assert_eq!((s.steps.clone(), s.overall), (vec![1.0, 1.0, 1.0], 1.0));
+    // The same true arithmetic over a made-up 200: its step halves, and 250 is never used.
+    let made_up = steps(&[
+        "3 × 1000 = 3000",
+        "3000 / 200 = 15",
+        "The answer is \\boxed{15}.",
+    ]);
+    let s = check.score_solution(question, &made_up, true);
+    assert_eq!(s.steps, vec![1.0, 0.5, 1.0]);
+    assert_eq!(
+        s.overall, 0.25,
+        "one ungrounded number, one question number unused"
+    );
+    let g = grounding(
+        question,
+        &check_all(&made_up.iter().map(String::as_str).collect::<Vec<_>>()),
+    );
+    assert_eq!((g.ungrounded, g.question_numbers, g.uncovered), (1, 2, 1));
+    // A finished solution that computes nothing leaves every question number unused.
+    let bare = steps(&["The answer is \\boxed{12}."]);
+    assert_eq!(check.score_solution(question, &bare, true).overall, 0.25);
+    // Partial solutions are not held to coverage; without a question nothing is grounded.
+    assert_eq!(
+        check.score_solution(question, &made_up[..2], false).overall,
+        0.5
+    );
+    assert_eq!(check.score_steps(&made_up, true).overall, 1.0);
+}
+
+#[test]
+fn question_numbers_include_words_and_each_number_once() {
+    let ints = |q: &str| -> Vec<i64> {
+        question_numbers(q)
+            .iter()
+            .map(|v| v.to_integer().try_into().unwrap_or(-1))
+            .collect()
+    };
+    assert_eq!(
+        ints("Cows have four legs and chickens have two."),
+        vec![4, 2]
+    );
+    assert_eq!(
+        ints("A quarter is worth twenty-five cents; 25 quarters."),
+        vec![25]
+    );
+    assert_eq!(ints("a dozen eggs, twice, 3/4 of 12"), vec![3, 4, 12, 2]);
+    assert!(question_numbers("What is the capital of France?").is_empty());
+    // A question without numbers grounds nothing and leaves nothing uncovered.
+    let g = grounding("Why?", &[check_text("7 × 8 = 56")]);
+    assert_eq!(g, Grounding::default());
 }
 
 #[test]
@@ -220,6 +286,23 @@ proptest! {
         prop_assert_eq!(s.steps.len(), steps.len());
         prop_assert!((0.0..=1.0).contains(&s.overall));
         prop_assert!(s.steps.iter().all(|x| (0.0..=1.0).contains(x)));
+    }
+
+    #[test]
+    fn a_made_up_operand_never_raises_the_score(e in operation(), extra in 2000i64..9000) {
+        // The same true computation, once over the question's numbers and once with a number
+        // the question does not give: the second never scores higher.
+        let question = format!("Compute {} please.", e.text);
+        let grounded = vec![format!("{} = {}", e.text, written(&e.value)), "The answer is 0.".to_string()];
+        let invented = vec![
+            format!("{} = {}", e.text, written(&e.value)),
+            format!("{extra} + 1 = {}", extra + 1),
+            "The answer is 0.".to_string(),
+        ];
+        let check = CalcCheck::default();
+        let a = check.score_solution(&question, &grounded, true).overall;
+        let b = check.score_solution(&question, &invented, true).overall;
+        prop_assert!(b < a || a == 0.0, "{} vs {} for {:?}", b, a, invented);
     }
 
     #[test]

@@ -11,7 +11,7 @@
 //! - **calculation check** ([`ponder_verifiers::calc_check`]): equalities written, false
 //!   equalities, the check's score (with the question: grounding and coverage included), the
 //!   answer equal to the last quantity computed, numbers used that the question does not
-//!   ground, the share of the question's numbers never used;
+//!   ground, the share of the question's numbers never used, results nothing uses;
 //! - **length and finish**: characters (log), whether the model ended it;
 //! - **confidence** (DeepConf's trace summaries, 0 with an indicator when unknown);
 //! - **embedding** (all-MiniLM-L6-v2, optional): the cosine of question and solution, and with
@@ -21,7 +21,9 @@
 
 use std::sync::Arc;
 
-use ponder_verifiers::calc_check::{check_text, grounding, stated_number, CalcCheck};
+use ponder_verifiers::calc_check::{
+    check_text, grounding, stated_number, unused_results, CalcCheck,
+};
 use ponder_verifiers::TraceConfidence;
 use ponder_verifiers::{canonical_answer, equivalent, extract_answer, has_clear_answer};
 use serde::{Deserialize, Serialize};
@@ -43,7 +45,7 @@ pub enum FeatureSet {
 }
 
 /// The scalar features, in vector order.
-pub const SCALAR_FEATURES: [&str; 18] = [
+pub const SCALAR_FEATURES: [&str; 19] = [
     "agreement",
     "has_answer",
     "clear_answer",
@@ -55,6 +57,7 @@ pub const SCALAR_FEATURES: [&str; 18] = [
     "answer_is_last_value",
     "ungrounded_log",
     "uncovered_share",
+    "unused_results_log",
     "chars_log",
     "complete",
     "has_confidence",
@@ -176,6 +179,10 @@ pub fn scalar_features(question: &str, group: &[CandidateView<'_>]) -> Vec<Vec<f
                 flag(last_value_match),
                 log_count(ground.ungrounded),
                 uncovered_share,
+                log_count(unused_results(
+                    std::slice::from_ref(&report),
+                    stated.as_ref(),
+                )),
                 log_count(text.chars().count()),
                 flag(c.complete),
                 flag(conf.is_some()),

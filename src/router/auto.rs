@@ -73,7 +73,9 @@ pub struct AutoParams {
     pub probe: bool,
     /// Lowest group confidence (DeepConf token confidence, top-5) each probe trace needs to
     /// count as confident. The default is the lower quartile of that statistic among correct
-    /// SmolLM2-135M candidates in `data/verifier/train.jsonl`; it is model-specific.
+    /// SmolLM2-135M candidates of a zero-shot train-split run (the candidate set committed as
+    /// `data/verifier/train.jsonl` at `ee5ba64`, before few-shot prompts); it is
+    /// model-specific.
     pub probe_confidence: f32,
 }
 

@@ -8,10 +8,12 @@
 //! computation uses (a literal on a side with an operator) should be **grounded** — written in
 //! the question (in digits or words: `four`, `twenty-five`, `a dozen`), computed earlier in
 //! the solution, or a common conversion constant ([`CONSTANTS`]) — and a finished solution
-//! should **cover** the question's numbers, using each of them somewhere. A true equality over
-//! numbers the model made up, or a solution that ignores a quantity of the question, is the
-//! typical wrong answer of a small model that no longer slips at arithmetic. A question
-//! without numbers is not judged this way.
+//! should **cover** the question's numbers, using each of them somewhere; and every result a
+//! finished solution computes should be **used** — by a later computation or as the answer. A
+//! true equality over numbers the model made up, a solution that ignores a quantity of the
+//! question, or one that computes two subtotals and answers with one of them, is the typical
+//! wrong answer of a small model that no longer slips at arithmetic. A question without
+//! numbers is not judged for grounding and coverage.
 //!
 //! It is the rule-based cousin of a process reward model: small models (SmolLM2-135M) make
 //! arithmetic slips that an exact check catches for free (the "calculator annotations" of
@@ -436,6 +438,18 @@ pub struct CalcReport {
     pub last_value: Option<BigRational>,
     /// Every number the text's computations used, in order.
     pub operands: Vec<Operand>,
+    /// What each computation (an equation with an operator) came to, in order.
+    pub results: Vec<Computed>,
+}
+
+/// The result of one computation: the rightmost evaluated side of an equation with an
+/// operator (`42` in `6 × 7 = 42`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Computed {
+    /// Its value.
+    pub value: BigRational,
+    /// Whether a later computation (in this text or a later step) uses it.
+    pub used_later: bool,
 }
 
 impl CalcReport {
@@ -494,26 +508,45 @@ fn check_all(texts: &[&str]) -> Vec<CalcReport> {
         }
     }
     let mut computed: HashSet<BigRational> = HashSet::new();
-    tokenized
+    // Every operand and every result in reading order, to tell which results a later
+    // computation uses: (position, value) and (position, report, index in its results).
+    let mut uses: Vec<(usize, BigRational)> = Vec::new();
+    let mut made: Vec<(usize, usize, usize)> = Vec::new();
+    let mut position = 0usize;
+    let mut reports: Vec<CalcReport> = tokenized
         .iter()
-        .map(|toks| {
+        .enumerate()
+        .map(|(r, toks)| {
             let mut report = CalcReport::default();
             for (sides, preceded) in equation_runs(toks) {
                 let values: Vec<Option<BigRational>> =
                     sides.iter().map(|s| evaluate(s, &env)).collect();
+                let mut computes = false;
                 for (side, value) in sides.iter().zip(&values) {
                     if value.is_some() && side.iter().any(|t| matches!(t, Tok::Op(_) | Tok::Frac)) {
-                        report.operands.extend(side.iter().filter_map(|t| match t {
-                            Tok::Num(v) => Some(Operand {
-                                value: v.clone(),
-                                computed_before: computed.contains(v),
-                            }),
-                            _ => None,
-                        }));
+                        computes = true;
+                        for t in side.iter() {
+                            if let Tok::Num(v) = t {
+                                report.operands.push(Operand {
+                                    value: v.clone(),
+                                    computed_before: computed.contains(v),
+                                });
+                                position += 1;
+                                uses.push((position, v.clone()));
+                            }
+                        }
                     }
                     if let Some(v) = value {
                         computed.insert(v.clone());
                     }
+                }
+                if let (true, Some(v)) = (computes, values.iter().rev().flatten().next()) {
+                    position += 1;
+                    made.push((position, r, report.results.len()));
+                    report.results.push(Computed {
+                        value: v.clone(),
+                        used_later: false,
+                    });
                 }
                 for (k, pair) in values.windows(2).enumerate() {
                     let fragment =
@@ -534,7 +567,13 @@ fn check_all(texts: &[&str]) -> Vec<CalcReport> {
             }
             report
         })
-        .collect()
+        .collect();
+    for (at, r, i) in made {
+        if let Some(c) = reports.get_mut(r).and_then(|rep| rep.results.get_mut(i)) {
+            c.used_later = uses.iter().any(|(p, v)| *p > at && *v == c.value);
+        }
+    }
+    reports
 }
 
 /// Checks the equalities of one text.
@@ -688,6 +727,20 @@ pub fn grounding(question: &str, reports: &[CalcReport]) -> Grounding {
     }
 }
 
+/// Computations of a finished solution whose result nothing uses: no later computation takes
+/// it and it is not the final answer (`answer`, the number the answer states). The last result
+/// is never counted: whether the answer is it is the final-answer check's question. A solution
+/// that computes two subtotals and answers with the second leaves the first unused.
+pub fn unused_results(reports: &[CalcReport], answer: Option<&BigRational>) -> usize {
+    let results: Vec<&Computed> = reports.iter().flat_map(|r| &r.results).collect();
+    let before_last = results.len().saturating_sub(1);
+    results
+        .iter()
+        .take(before_last)
+        .filter(|c| !c.used_later && answer != Some(&c.value))
+        .count()
+}
+
 /// The number an answer states, if it states exactly one (`45 minutes` → 45, `$1,200` → 1200,
 /// `\frac{3}{4}` → 3/4, `x = 5` → 5, `5 + 7 = 12 dollars` → 12); `None` for anything else.
 pub fn stated_number(answer: &str) -> Option<BigRational> {
@@ -738,6 +791,9 @@ pub struct CalcCheck {
     /// Each number of the question that a finished solution's computations never use
     /// multiplies its overall score by this (default 0.5).
     pub uncovered_factor: f32,
+    /// Each result of a finished solution that nothing uses ([`unused_results`]) multiplies
+    /// its overall score by this (default 0.5).
+    pub unused_factor: f32,
 }
 
 impl Default for CalcCheck {
@@ -747,6 +803,7 @@ impl Default for CalcCheck {
             answer_mismatch_factor: 0.5,
             ungrounded_factor: 0.5,
             uncovered_factor: 0.5,
+            unused_factor: 0.5,
         }
     }
 }
@@ -766,8 +823,8 @@ impl CalcCheck {
 
     /// Scores the steps of a solution to `question`: per-step scores (false equalities and
     /// ungrounded numbers) and the overall score (their product; for a finished solution also
-    /// the final answer against the last quantity computed and the question's numbers left
-    /// unused).
+    /// the final answer against the last quantity computed, the question's numbers left unused
+    /// and the results nothing uses).
     pub fn score_solution(&self, question: &str, steps: &[String], complete: bool) -> Scores {
         let texts: Vec<&str> = steps.iter().map(String::as_str).collect();
         let reports = check_all(&texts);
@@ -793,7 +850,12 @@ impl CalcCheck {
                 };
             };
             let last = reports.iter().rev().find_map(|r| r.last_value.clone());
-            if let (Some(stated), Some(last)) = (stated_number(&answer), last) {
+            let stated = stated_number(&answer);
+            overall *= power(
+                self.unused_factor,
+                unused_results(&reports, stated.as_ref()),
+            );
+            if let (Some(stated), Some(last)) = (stated, last) {
                 if stated != last {
                     overall *= self.answer_mismatch_factor.clamp(0.0, 1.0);
                 }

@@ -146,6 +146,36 @@ fn numbers_the_question_does_not_give_are_ungrounded() {
 }
 
 #[test]
+fn a_result_nothing_uses_lowers_a_finished_solution() {
+    let question =
+        "Ava buys 5 notebooks at $6 each and 9 pens at $6 each. How much does she spend?";
+    let check = CalcCheck::default();
+    let steps = |xs: &[&str]| xs.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let whole = steps(&[
+        "5 × 6 = 30",
+        "9 × 6 = 54",
+        "30 + 54 = 84",
+        "The answer is \\boxed{84}.",
+    ]);
+    assert_eq!(check.score_solution(question, &whole, true).overall, 1.0);
+    // Two subtotals and one of them as the answer: 30 is computed and never used.
+    let cut = steps(&["5 × 6 = 30", "9 × 6 = 54", "The answer is \\boxed{54}."]);
+    let texts: Vec<&str> = cut.iter().map(String::as_str).collect();
+    let reports = check_all(&texts);
+    assert_eq!(unused_results(&reports, stated_number("54").as_ref()), 1);
+    assert_eq!(check.score_solution(question, &cut, true).overall, 0.5);
+    // Results used later, or the answer, are not counted; without an answer the last is.
+    let reports = check_all(&["5 × 6 = 30", "9 × 6 = 54", "30 + 54 = 84"]);
+    assert_eq!(unused_results(&reports, None), 0);
+    assert!(reports[0].results[0].used_later && !reports[2].results[0].used_later);
+    // A partial solution is not judged for what it has not used yet.
+    assert_eq!(
+        check.score_solution(question, &cut[..2], false).overall,
+        1.0
+    );
+}
+
+#[test]
 fn question_numbers_include_words_and_each_number_once() {
     let ints = |q: &str| -> Vec<i64> {
         question_numbers(q)

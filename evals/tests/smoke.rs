@@ -1,7 +1,8 @@
 //! The harness end to end with the real default model (SmolLM2-135M, installed by
 //! `scripts/setup-models.sh`): the CI smoke eval — 2 strategies × 2 budgets on 10 problems of
 //! the project's set → a Markdown table and a readable PNG plot — and, on the same grid, resume
-//! after a kill and determinism across runs, and the Pareto table of that run.
+//! after a kill and determinism across runs, and the Pareto table of that run; and `--shots`
+//! (worked train examples before each question) on the project's dev set.
 
 // Test helpers state expectations with `expect` as the tests do (clippy.toml allows that in
 // `#[test]` functions only; library and binary code may not).
@@ -212,4 +213,85 @@ fn smoke_eval_resumes_after_a_kill_and_replays_identically() {
         );
         let _ = std::fs::copy(a.join("report.md"), artifacts.join("smoke_eval.md"));
     }
+}
+
+/// `--shots`: each question is first shown worked solutions of the train split; the rows
+/// record how many, the examples reach the model (its candidates write the examples' equalities
+/// instead of prose), and over `--url` the flag is refused.
+#[test]
+fn shots_show_train_solutions_and_are_recorded() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let gsm = format!("{}/data/gsm_gen.jsonl", env!("CARGO_MANIFEST_DIR"));
+    let run = |dir: &Path, shots: &str| {
+        let mut cmd = Command::new(BIN);
+        cmd.args([
+            "run",
+            "--dataset",
+            &gsm,
+            "--split",
+            "held-out",
+            "--limit",
+            "4",
+        ])
+        .args([
+            "--strategies",
+            "best_of_n",
+            "--budgets",
+            "1024",
+            "--seeds",
+            "0",
+        ])
+        .args([
+            "--params",
+            r#"{"best_of_n":{"n":4}}"#,
+            "--shots",
+            shots,
+            "--out",
+        ])
+        .arg(dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+        cmd
+    };
+    let (with, without) = (tmp.path().join("with"), tmp.path().join("without"));
+    let said = ok(&mut run(&with, "2"));
+    assert!(said.contains("--shots 2: examples from"), "{said}");
+    ok(&mut run(&without, "0"));
+    let equalities = |dir: &Path| -> usize {
+        rows(dir)
+            .values()
+            .flat_map(|r| r["candidates"].as_array().cloned().unwrap_or_default())
+            .filter(|c| {
+                let text = c["text"].as_str().unwrap_or_default();
+                text.contains('×') && text.contains('=')
+            })
+            .count()
+    };
+    let shown = rows(&with);
+    assert_eq!(shown.len(), 4);
+    assert!(shown.values().all(|r| r["shots"] == 2), "{shown:?}");
+    assert!(rows(&without).values().all(|r| r.get("shots").is_none()));
+    // The worked examples write `a × b = c`; zero-shot SmolLM2 writes prose.
+    assert!(
+        equalities(&with) > equalities(&without),
+        "with examples {} candidates compute as the examples do, without {}",
+        equalities(&with),
+        equalities(&without)
+    );
+    let refused = Command::new(BIN)
+        .args([
+            "run",
+            "--dataset",
+            &gsm,
+            "--strategies",
+            "best_of_n",
+            "--budgets",
+            "64",
+        ])
+        .args(["--url", "http://127.0.0.1:9", "--shots", "1", "--out"])
+        .arg(tmp.path().join("url"))
+        .output()
+        .expect("run ponder-eval");
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("--shots applies in-process only"));
 }

@@ -39,6 +39,7 @@ use num_bigint::BigInt;
 use num_rational::BigRational;
 use num_traits::{ToPrimitive, Zero};
 
+use crate::equivalence::forms::{cardinal, is_cardinal_word};
 use crate::error::Result;
 use crate::extract::extract_answer;
 use crate::verifier::{Scores, Solution, Verifier, NO_ANSWER_SCORE};
@@ -590,50 +591,17 @@ pub fn check_text(text: &str) -> CalcReport {
 }
 
 /// Numbers a computation may use without the question writing them: units of time
-/// (60, 24, 7, 12, 52, 365, 3600), of length, mass and volume (10, 100, 1000), and the small
-/// factors of halving, doubling and counting (1, 2).
+/// (60, 24, 7, 12, 52, 365), of length, mass and volume (10, 100, 1000), and the small factors
+/// of halving, doubling and counting (1, 2).
 pub const CONSTANTS: [i64; 11] = [1, 2, 7, 10, 12, 24, 52, 60, 100, 365, 1000];
 
-/// Number words read in a question, with their values (tens combine with units: `twenty-five`).
-const UNIT_WORDS: [(&str, i64); 19] = [
-    ("one", 1),
-    ("two", 2),
-    ("three", 3),
-    ("four", 4),
-    ("five", 5),
-    ("six", 6),
-    ("seven", 7),
-    ("eight", 8),
-    ("nine", 9),
-    ("ten", 10),
-    ("eleven", 11),
-    ("twelve", 12),
-    ("thirteen", 13),
-    ("fourteen", 14),
-    ("fifteen", 15),
-    ("sixteen", 16),
-    ("seventeen", 17),
-    ("eighteen", 18),
-    ("nineteen", 19),
-];
-const TENS_WORDS: [(&str, i64); 8] = [
-    ("twenty", 20),
-    ("thirty", 30),
-    ("forty", 40),
-    ("fifty", 50),
-    ("sixty", 60),
-    ("seventy", 70),
-    ("eighty", 80),
-    ("ninety", 90),
-];
-/// Words that name a number by themselves.
-const OTHER_WORDS: [(&str, i64); 6] = [
+/// Words that name a number by themselves (besides the words of whole numbers).
+const OTHER_WORDS: [(&str, i64); 5] = [
     ("dozen", 12),
     ("twice", 2),
     ("double", 2),
     ("half", 2),
     ("triple", 3),
-    ("hundred", 100),
 ];
 
 /// The numbers a question states: its literals (`$1,200`, `3/4` → 3 and 4, `25%` → 25) and
@@ -662,21 +630,28 @@ pub fn question_numbers(question: &str) -> Vec<BigRational> {
         .split(|c: char| !c.is_ascii_alphabetic())
         .filter(|w| !w.is_empty())
         .collect();
-    let value_of =
-        |w: &str, table: &[(&str, i64)]| table.iter().find(|(name, _)| *name == w).map(|(_, v)| *v);
+    let whole = |ws: &[&str]| cardinal(ws).and_then(|v| i64::try_from(v).ok()).map(int);
     let mut i = 0;
     while let Some(w) = words.get(i) {
-        if let Some(tens) = value_of(w, &TENS_WORDS) {
-            let unit = words
-                .get(i + 1)
-                .and_then(|u| value_of(u, &UNIT_WORDS))
-                .filter(|u| *u < 10);
-            push(int(tens + unit.unwrap_or(0)));
-            i += if unit.is_some() { 2 } else { 1 };
+        // A run of number words is one number (`twenty five`, `one hundred`), or, when it is
+        // not one grammatical number (`two three`), each word is its own.
+        let run = words
+            .get(i..)
+            .unwrap_or_default()
+            .iter()
+            .take_while(|w| is_cardinal_word(w))
+            .count();
+        if run > 0 {
+            let ws = words.get(i..i + run).unwrap_or_default();
+            match whole(ws) {
+                Some(v) => push(v),
+                None => ws.iter().filter_map(|w| whole(&[w])).for_each(&mut push),
+            }
+            i += run;
             continue;
         }
-        if let Some(v) = value_of(w, &UNIT_WORDS).or_else(|| value_of(w, &OTHER_WORDS)) {
-            push(int(v));
+        if let Some((_, v)) = OTHER_WORDS.iter().find(|(name, _)| name == w) {
+            push(int(*v));
         }
         i += 1;
     }

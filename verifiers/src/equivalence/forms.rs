@@ -277,9 +277,17 @@ const DENOMINATORS: &[(&str, u64)] = &[
     ("hundredths", 100),
 ];
 
+/// Whether `w` (lower case) is a word of a whole number: a unit, a ten, `hundred` or a scale.
+pub(crate) fn is_cardinal_word(w: &str) -> bool {
+    UNITS.contains(&w)
+        || TENS.iter().any(|(t, _)| *t == w)
+        || w == "hundred"
+        || SCALES.iter().any(|(t, _)| *t == w)
+}
+
 /// A whole number in words (`twenty one`, `one hundred five`, `two thousand twenty`), with the
 /// grammar checked: no `two three`, no `hundred` without a digit before it.
-fn cardinal(words: &[&str]) -> Option<u64> {
+pub(crate) fn cardinal(words: &[&str]) -> Option<u64> {
     if words == ["zero"] {
         return Some(0);
     }

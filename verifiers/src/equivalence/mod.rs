@@ -46,7 +46,7 @@
 //! (fixed seed); bounded work (see [`crate::latex`]). No rule makes two different numbers equal.
 #![deny(clippy::indexing_slicing)]
 
-mod forms;
+pub(crate) mod forms;
 mod sets;
 
 use crate::extract::extract_answer;

@@ -168,13 +168,18 @@ mod tests {
             .collect()
     }
 
+    /// The installed encoder (scripts/setup-models.sh, which scripts/test.sh runs).
+    fn embedder() -> Embedder {
+        let dir = ponder::models::default_embedder_dir();
+        match Embedder::load(&dir) {
+            Ok(e) => e,
+            Err(e) => panic!("the encoder is not installed in {}: {e}", dir.display()),
+        }
+    }
+
     #[test]
     fn the_nearest_train_solutions_are_chosen_and_held_out_ones_never() -> Result<()> {
-        let dir = ponder::models::default_embedder_dir();
-        let Ok(embedder) = Embedder::load(&dir) else {
-            // The models are installed by scripts/setup-models.sh, which scripts/test.sh runs.
-            panic!("the encoder is not installed in {}", dir.display());
-        };
+        let embedder = embedder();
         let train = ids(Split::Train, 3);
         let held = ids(Split::HeldOut, 2);
         let problems = vec![
@@ -230,10 +235,7 @@ mod tests {
 
     #[test]
     fn a_dataset_without_train_solutions_is_refused() {
-        let dir = ponder::models::default_embedder_dir();
-        let Ok(embedder) = Embedder::load(&dir) else {
-            panic!("the encoder is not installed in {}", dir.display());
-        };
+        let embedder = embedder();
         let held = ids(Split::HeldOut, 1);
         let train = ids(Split::Train, 1);
         let problems = vec![

@@ -11,6 +11,11 @@ fn q(n: i64, d: i64) -> BigRational {
     BigRational::new(BigInt::from(n), BigInt::from(d))
 }
 
+/// Steps as the verifier is given them.
+fn steps(xs: &[&str]) -> Vec<String> {
+    xs.iter().map(|s| s.to_string()).collect()
+}
+
 #[track_caller]
 fn verdicts(text: &str) -> Vec<bool> {
     check_text(text)
@@ -68,7 +73,6 @@ fn units_are_skipped_and_fragments_are_not_judged() {
 #[test]
 fn variables_bound_anywhere_check_the_algebra() {
     let check = CalcCheck::default();
-    let steps = |xs: &[&str]| xs.iter().map(|s| s.to_string()).collect::<Vec<_>>();
     // 2x + 3 = 13 holds once x = 5 is known, even though it is written first.
     let s = check.score_steps(&steps(&["2x + 3 = 13", "so x = 5"]), false);
     assert_eq!(s.steps, vec![1.0, 1.0]);
@@ -85,7 +89,6 @@ fn variables_bound_anywhere_check_the_algebra() {
 #[test]
 fn the_final_answer_is_checked_against_the_last_computed_quantity() {
     let check = CalcCheck::default();
-    let steps = |xs: &[&str]| xs.iter().map(|s| s.to_string()).collect::<Vec<_>>();
     let agree = check.score_steps(&steps(&["5 + 7 = 12", "The answer is 12 dollars."]), true);
     assert_eq!(agree.overall, 1.0);
     let disagree = check.score_steps(&steps(&["5 + 7 = 12", "The answer is 13."]), true);
@@ -107,7 +110,6 @@ fn the_final_answer_is_checked_against_the_last_computed_quantity() {
 fn numbers_the_question_does_not_give_are_ungrounded() {
     let question = "A jug holds 3 liters. How many glasses of 250 milliliters can it fill?";
     let check = CalcCheck::default();
-    let steps = |xs: &[&str]| xs.iter().map(|s| s.to_string()).collect::<Vec<_>>();
     // Question numbers, a conversion constant and a result computed before: all grounded,
     // every question number used.
     let right = steps(&[
@@ -150,7 +152,6 @@ fn a_result_nothing_uses_lowers_a_finished_solution() {
     let question =
         "Ava buys 5 notebooks at $6 each and 9 pens at $6 each. How much does she spend?";
     let check = CalcCheck::default();
-    let steps = |xs: &[&str]| xs.iter().map(|s| s.to_string()).collect::<Vec<_>>();
     let whole = steps(&[
         "5 × 6 = 30",
         "9 × 6 = 54",

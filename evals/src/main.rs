@@ -129,6 +129,10 @@ struct RunArgs {
     /// (by the router's MiniLM embedding; needs a `solution` field; in-process only).
     #[arg(long, default_value_t = 0)]
     shots: usize,
+    /// With --shots: take the worked examples from this file's train split (read with the
+    /// `auto` preset) instead of the dataset's own, e.g. for a set without solutions.
+    #[arg(long, requires = "shots")]
+    shots_from: Option<PathBuf>,
     /// Stop at the first unreadable dataset record instead of skipping it.
     #[arg(long)]
     strict: bool,
@@ -305,7 +309,11 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
             std::sync::Arc::new(backend)
         }
     };
-    let shots = exemplars(&args.dataset, args.preset, args.shots, &dataset.problems)?;
+    let (pool, preset) = match &args.shots_from {
+        Some(path) => (path, ponder_evals::Preset::Auto),
+        None => (&args.dataset, args.preset),
+    };
+    let shots = exemplars(pool, preset, args.shots, &dataset.problems)?;
     let items = ponder_evals::grid(
         &dataset.problems,
         &shots,
@@ -337,8 +345,8 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Each selected problem's `--shots` worked examples: the nearest of the whole file's train
-/// split (a held-out run still sees train examples only).
+/// Each selected problem's `--shots` worked examples: the nearest of the train split of the
+/// whole `dataset` file (a held-out run still sees train examples only).
 fn exemplars(
     dataset: &std::path::Path,
     preset: ponder_evals::Preset,
@@ -359,7 +367,13 @@ fn exemplars(
     let dir = ponder::models::default_embedder_dir();
     let embedder = ponder::router::Embedder::load(&dir)
         .with_context(|| format!("loading the encoder for --shots from {}", dir.display()))?;
-    let pool = ponder_evals::exemplars::Exemplars::new(&all.problems, &embedder)?;
+    let pool =
+        ponder_evals::exemplars::Exemplars::new(&all.problems, &embedder).with_context(|| {
+            format!(
+                "--shots: {} offers no examples (--shots-from FILE takes them from another file)",
+                dataset.display()
+            )
+        })?;
     let shots = pool.pick(problems, &embedder, k)?;
     eprintln!(
         "--shots {k}: examples from {} worked train solutions",

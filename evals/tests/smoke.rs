@@ -294,4 +294,37 @@ fn shots_show_train_solutions_and_are_recorded() {
         .expect("run ponder-eval");
     assert!(!refused.status.success());
     assert!(String::from_utf8_lossy(&refused.stderr).contains("--shots applies in-process only"));
+    // A set without worked solutions (ponder-150) takes its examples from another file.
+    let own = |dir: &str| {
+        let mut cmd = Command::new(BIN);
+        cmd.args([
+            "run",
+            "--dataset",
+            &dataset(),
+            "--level",
+            "2",
+            "--limit",
+            "1",
+        ])
+        .args([
+            "--strategies",
+            "best_of_n",
+            "--budgets",
+            "256",
+            "--shots",
+            "1",
+        ])
+        .args(["--params", r#"{"best_of_n":{"n":1}}"#, "--out"])
+        .arg(tmp.path().join(dir))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+        cmd
+    };
+    let none = own("none").output().expect("run ponder-eval");
+    assert!(!none.status.success());
+    assert!(String::from_utf8_lossy(&none.stderr).contains("--shots-from"));
+    ok(own("from").args(["--shots-from", &gsm]));
+    assert!(rows(&tmp.path().join("from"))
+        .values()
+        .all(|r| r["shots"] == 1));
 }

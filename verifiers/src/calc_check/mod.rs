@@ -14,6 +14,8 @@
 //! question, or one that computes two subtotals and answers with one of them, is the typical
 //! wrong answer of a small model that no longer slips at arithmetic. A question without
 //! numbers is not judged for grounding and coverage.
+//! Those counts live in the `grounding` submodule ([`QuestionNumbers`]); this file reads and
+//! checks the equalities and scores.
 //!
 //! It is the rule-based cousin of a process reward model: small models (SmolLM2-135M) make
 //! arithmetic slips that an exact check catches for free (the "calculator annotations" of
@@ -39,10 +41,15 @@ use num_bigint::BigInt;
 use num_rational::BigRational;
 use num_traits::{ToPrimitive, Zero};
 
-use crate::equivalence::forms::{cardinal, is_cardinal_word};
 use crate::error::Result;
 use crate::extract::extract_answer;
 use crate::verifier::{Scores, Solution, Verifier, NO_ANSWER_SCORE};
+
+mod grounding;
+
+pub use grounding::{
+    grounding, question_numbers, unused_results, Grounding, QuestionNumbers, CONSTANTS,
+};
 
 /// Longest number literal read, in digits.
 pub const MAX_DIGITS: usize = 40;
@@ -590,132 +597,6 @@ pub fn check_text(text: &str) -> CalcReport {
     check_all(&[text]).pop().unwrap_or_default()
 }
 
-/// Numbers a computation may use without the question writing them: units of time
-/// (60, 24, 7, 12, 52, 365), of length, mass and volume (10, 100, 1000), and the small factors
-/// of halving, doubling and counting (1, 2).
-pub const CONSTANTS: [i64; 11] = [1, 2, 7, 10, 12, 24, 52, 60, 100, 365, 1000];
-
-/// Words that name a number by themselves (besides the words of whole numbers).
-const OTHER_WORDS: [(&str, i64); 5] = [
-    ("dozen", 12),
-    ("twice", 2),
-    ("double", 2),
-    ("half", 2),
-    ("triple", 3),
-];
-
-/// The numbers a question states: its literals (`$1,200`, `3/4` → 3 and 4, `25%` → 25) and
-/// its number words (`four`, `twenty-five`, `a dozen`), each once.
-///
-/// ```
-/// use ponder_verifiers::calc_check::question_numbers;
-/// let n = question_numbers("Cows have four legs; 12 cows and twenty-five hens eat 3/4 of $1,200.");
-/// let ints: Vec<i64> = n.iter().map(|v| v.to_integer().try_into().unwrap_or(-1)).collect();
-/// assert_eq!(ints, vec![12, 3, 4, 1200, 25]);
-/// ```
-pub fn question_numbers(question: &str) -> Vec<BigRational> {
-    let mut out: Vec<BigRational> = Vec::new();
-    let mut push = |v: BigRational| {
-        if !out.contains(&v) {
-            out.push(v);
-        }
-    };
-    for t in lex(question) {
-        if let Tok::Num(v) = t {
-            push(v);
-        }
-    }
-    let lower = question.to_lowercase();
-    let words: Vec<&str> = lower
-        .split(|c: char| !c.is_ascii_alphabetic())
-        .filter(|w| !w.is_empty())
-        .collect();
-    let whole = |ws: &[&str]| cardinal(ws).and_then(|v| i64::try_from(v).ok()).map(int);
-    let mut i = 0;
-    while let Some(w) = words.get(i) {
-        // A run of number words is one number (`twenty five`, `one hundred`), or, when it is
-        // not one grammatical number (`two three`), each word is its own.
-        let run = words
-            .get(i..)
-            .unwrap_or_default()
-            .iter()
-            .take_while(|w| is_cardinal_word(w))
-            .count();
-        if run > 0 {
-            let ws = words.get(i..i + run).unwrap_or_default();
-            match whole(ws) {
-                Some(v) => push(v),
-                None => ws.iter().filter_map(|w| whole(&[w])).for_each(&mut push),
-            }
-            i += run;
-            continue;
-        }
-        if let Some((_, v)) = OTHER_WORDS.iter().find(|(name, _)| name == w) {
-            push(int(*v));
-        }
-        i += 1;
-    }
-    out
-}
-
-/// How a solution's computations relate to its question's numbers.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Grounding {
-    /// Numbers used that are neither in the question, nor computed before, nor [`CONSTANTS`].
-    pub ungrounded: usize,
-    /// The question's numbers written in digits.
-    pub question_numbers: usize,
-    /// Of those, how many no computation uses.
-    pub uncovered: usize,
-}
-
-/// The [`Grounding`] of a solution (its steps' reports, in order) against `question`. A
-/// question without numbers grounds nothing: everything is zero.
-pub fn grounding(question: &str, reports: &[CalcReport]) -> Grounding {
-    let known = question_numbers(question);
-    let digits: Vec<BigRational> = {
-        let mut d: Vec<BigRational> = Vec::new();
-        for t in lex(question) {
-            if let Tok::Num(v) = t {
-                if !d.contains(&v) {
-                    d.push(v);
-                }
-            }
-        }
-        d
-    };
-    if known.is_empty() {
-        return Grounding::default();
-    }
-    let operands: Vec<&Operand> = reports.iter().flat_map(|r| &r.operands).collect();
-    let constant = |v: &BigRational| CONSTANTS.iter().any(|c| *v == int(*c));
-    Grounding {
-        ungrounded: operands
-            .iter()
-            .filter(|o| !o.computed_before && !known.contains(&o.value) && !constant(&o.value))
-            .count(),
-        question_numbers: digits.len(),
-        uncovered: digits
-            .iter()
-            .filter(|d| !operands.iter().any(|o| o.value == **d))
-            .count(),
-    }
-}
-
-/// Computations of a finished solution whose result nothing uses: no later computation takes
-/// it and it is not the final answer (`answer`, the number the answer states). The last result
-/// is never counted: whether the answer is it is the final-answer check's question. A solution
-/// that computes two subtotals and answers with the second leaves the first unused.
-pub fn unused_results(reports: &[CalcReport], answer: Option<&BigRational>) -> usize {
-    let results: Vec<&Computed> = reports.iter().flat_map(|r| &r.results).collect();
-    let before_last = results.len().saturating_sub(1);
-    results
-        .iter()
-        .take(before_last)
-        .filter(|c| !c.used_later && answer != Some(&c.value))
-        .count()
-}
-
 /// The number an answer states, if it states exactly one (`45 minutes` → 45, `$1,200` → 1200,
 /// `\frac{3}{4}` → 3/4, `x = 5` → 5, `5 + 7 = 12 dollars` → 12); `None` for anything else.
 pub fn stated_number(answer: &str) -> Option<BigRational> {
@@ -803,20 +684,18 @@ impl CalcCheck {
     pub fn score_solution(&self, question: &str, steps: &[String], complete: bool) -> Scores {
         let texts: Vec<&str> = steps.iter().map(String::as_str).collect();
         let reports = check_all(&texts);
+        let numbers = QuestionNumbers::of(question);
         let step_scores: Vec<f32> = reports
             .iter()
             .map(|r| {
-                let ungrounded = grounding(question, std::slice::from_ref(r)).ungrounded;
+                let ungrounded = numbers.grounding(std::slice::from_ref(r)).ungrounded;
                 power(self.false_factor, r.false_count())
                     * power(self.ungrounded_factor, ungrounded)
             })
             .collect();
         let mut overall: f32 = step_scores.iter().product();
         if complete {
-            overall *= power(
-                self.uncovered_factor,
-                grounding(question, &reports).uncovered,
-            );
+            overall *= power(self.uncovered_factor, numbers.grounding(&reports).uncovered);
             let Some(answer) = extract_answer(&steps.join("\n")) else {
                 return Scores {
                     steps: step_scores,
@@ -857,5 +736,4 @@ impl Verifier for CalcCheck {
 
 #[cfg(test)]
 #[allow(clippy::indexing_slicing)]
-#[path = "calc_check_tests.rs"]
 mod tests;

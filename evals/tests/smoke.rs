@@ -24,30 +24,39 @@ fn dataset() -> String {
     format!("{}/data/ponder-150.jsonl", env!("CARGO_MANIFEST_DIR"))
 }
 
-fn run_cmd(out: &Path, concurrency: usize) -> Command {
+/// `ponder-eval run ARGS --out OUT`, its output captured.
+fn eval_run(args: &[&str], out: &Path) -> Command {
     let mut cmd = Command::new(BIN);
-    cmd.args([
-        "run",
-        "--dataset",
-        &dataset(),
-        "--level",
-        "1",
-        "--limit",
-        &PROBLEMS.to_string(),
-    ])
-    .args([
-        "--strategies",
-        STRATEGIES,
-        "--budgets",
-        BUDGETS,
-        "--seeds",
-        "7",
-    ])
-    .args(["--concurrency", &concurrency.to_string(), "--out"])
-    .arg(out)
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped());
+    cmd.arg("run")
+        .args(args)
+        .arg("--out")
+        .arg(out)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     cmd
+}
+
+fn run_cmd(out: &Path, concurrency: usize) -> Command {
+    let (dataset, limit, concurrency) = (dataset(), PROBLEMS.to_string(), concurrency.to_string());
+    eval_run(
+        &[
+            "--dataset",
+            &dataset,
+            "--level",
+            "1",
+            "--limit",
+            &limit,
+            "--strategies",
+            STRATEGIES,
+            "--budgets",
+            BUDGETS,
+            "--seeds",
+            "7",
+            "--concurrency",
+            &concurrency,
+        ],
+        out,
+    )
 }
 
 fn ok(cmd: &mut Command) -> String {
@@ -223,35 +232,27 @@ fn shots_show_train_solutions_and_are_recorded() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let gsm = format!("{}/data/gsm_gen.jsonl", env!("CARGO_MANIFEST_DIR"));
     let run = |dir: &Path, shots: &str| {
-        let mut cmd = Command::new(BIN);
-        cmd.args([
-            "run",
-            "--dataset",
-            &gsm,
-            "--split",
-            "held-out",
-            "--limit",
-            "4",
-        ])
-        .args([
-            "--strategies",
-            "best_of_n",
-            "--budgets",
-            "1024",
-            "--seeds",
-            "0",
-        ])
-        .args([
-            "--params",
-            r#"{"best_of_n":{"n":4}}"#,
-            "--shots",
-            shots,
-            "--out",
-        ])
-        .arg(dir)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-        cmd
+        eval_run(
+            &[
+                "--dataset",
+                &gsm,
+                "--split",
+                "held-out",
+                "--limit",
+                "4",
+                "--strategies",
+                "best_of_n",
+                "--budgets",
+                "1024",
+                "--seeds",
+                "0",
+                "--params",
+                r#"{"best_of_n":{"n":4}}"#,
+                "--shots",
+                shots,
+            ],
+            dir,
+        )
     };
     let (with, without) = (tmp.path().join("with"), tmp.path().join("without"));
     let said = ok(&mut run(&with, "2"));
@@ -278,47 +279,46 @@ fn shots_show_train_solutions_and_are_recorded() {
         equalities(&with),
         equalities(&without)
     );
-    let refused = Command::new(BIN)
-        .args([
-            "run",
+    let refused = eval_run(
+        &[
             "--dataset",
             &gsm,
             "--strategies",
             "best_of_n",
             "--budgets",
             "64",
-        ])
-        .args(["--url", "http://127.0.0.1:9", "--shots", "1", "--out"])
-        .arg(tmp.path().join("url"))
-        .output()
-        .expect("run ponder-eval");
+            "--url",
+            "http://127.0.0.1:9",
+            "--shots",
+            "1",
+        ],
+        &tmp.path().join("url"),
+    )
+    .output()
+    .expect("run ponder-eval");
     assert!(!refused.status.success());
     assert!(String::from_utf8_lossy(&refused.stderr).contains("--shots applies in-process only"));
     // A set without worked solutions (ponder-150) takes its examples from another file.
     let own = |dir: &str| {
-        let mut cmd = Command::new(BIN);
-        cmd.args([
-            "run",
-            "--dataset",
-            &dataset(),
-            "--level",
-            "2",
-            "--limit",
-            "1",
-        ])
-        .args([
-            "--strategies",
-            "best_of_n",
-            "--budgets",
-            "256",
-            "--shots",
-            "1",
-        ])
-        .args(["--params", r#"{"best_of_n":{"n":1}}"#, "--out"])
-        .arg(tmp.path().join(dir))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-        cmd
+        eval_run(
+            &[
+                "--dataset",
+                &dataset(),
+                "--level",
+                "2",
+                "--limit",
+                "1",
+                "--strategies",
+                "best_of_n",
+                "--budgets",
+                "256",
+                "--shots",
+                "1",
+                "--params",
+                r#"{"best_of_n":{"n":1}}"#,
+            ],
+            &tmp.path().join(dir),
+        )
     };
     let none = own("none").output().expect("run ponder-eval");
     assert!(!none.status.success());

@@ -110,6 +110,7 @@ fn main() -> anyhow::Result<()> {
     let request = ponder::reason::ReasonRequest {
         problem,
         history: Vec::new(),
+        shots: Vec::new(),
         strategy: "confident_greedy".into(),
         params: serde_json::json!({"n": 3, "max_tokens": 256}),
         budget_tokens: 4096,

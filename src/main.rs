@@ -493,6 +493,7 @@ fn run_reason(args: ReasonArgs) -> anyhow::Result<()> {
     let request = ponder::reason::ReasonRequest {
         problem: args.problem,
         history: Vec::new(),
+        shots: Vec::new(),
         strategy: args.strategy,
         params,
         budget_tokens: args.budget,

@@ -15,6 +15,8 @@ use ponder_strategies::{
 use ponder_verifiers::Verifier;
 use tokio_util::sync::CancellationToken;
 
+use crate::router::Shot;
+
 /// What a caller asks for.
 #[derive(Debug, Clone)]
 pub struct ReasonRequest {
@@ -23,6 +25,9 @@ pub struct ReasonRequest {
     /// The conversation before the question: a system message (replacing
     /// [`ponder_strategies::DEFAULT_SYSTEM_PROMPT`]) and earlier turns. Empty for a bare question.
     pub history: Vec<Turn>,
+    /// Worked examples shown before the conversation (after its system message), each as a
+    /// user turn and an assistant turn: chosen by [`crate::router::Exemplars`]. Empty: none.
+    pub shots: Vec<Shot>,
     /// A registered strategy name.
     pub strategy: String,
     /// Its parameters (JSON object; `null` for defaults).
@@ -46,6 +51,7 @@ pub struct ValidReasonRequest {
     problem: Problem,
     budget: Budget,
     seed: u64,
+    shots: Vec<String>,
 }
 
 impl std::fmt::Debug for ValidReasonRequest {
@@ -115,6 +121,7 @@ impl ReasonRequest {
                 deadline: self.deadline_ms.map(Duration::from_millis),
             },
             seed: self.seed,
+            shots: self.shots.iter().map(|s| s.id.clone()).collect(),
         })
     }
 }
@@ -149,18 +156,30 @@ pub async fn run_valid(
     if let Some(p) = progress {
         ctx = ctx.with_progress(p);
     }
-    run(req.strategy.as_ref(), ctx).await
+    let mut outcome = run(req.strategy.as_ref(), ctx).await?;
+    outcome.shots = req.shots;
+    Ok(outcome)
 }
 
 /// The strategy's problem: the question, the conversation's first system message (else the
-/// default one) and every other earlier turn in order.
+/// default one), the worked examples, and every other earlier turn in order.
 fn problem(req: &ReasonRequest) -> Problem {
     let mut problem = Problem::new(req.problem.clone());
     let mut turns = req.history.iter().peekable();
     if let Some(system) = turns.next_if(|t| t.role == "system") {
         problem.system = Some(system.content.clone());
     }
-    problem.history = turns.cloned().collect();
+    problem.history = req
+        .shots
+        .iter()
+        .flat_map(|s| {
+            [
+                Turn::new("user", s.problem.as_str()),
+                Turn::new("assistant", s.solution.as_str()),
+            ]
+        })
+        .chain(turns.cloned())
+        .collect();
     problem
 }
 
@@ -172,6 +191,7 @@ mod tests {
         ReasonRequest {
             problem: "Q".into(),
             history,
+            shots: Vec::new(),
             strategy: "best_of_n".into(),
             params: serde_json::Value::Null,
             budget_tokens: 100,
@@ -249,5 +269,40 @@ mod tests {
             Some(ponder_strategies::DEFAULT_SYSTEM_PROMPT)
         );
         assert_eq!(p.history, vec![Turn::new("user", "U1")]);
+    }
+
+    #[test]
+    fn worked_examples_come_after_the_system_message_and_before_the_conversation() {
+        let req = ReasonRequest {
+            shots: vec![Shot {
+                id: "ex".into(),
+                problem: "EQ".into(),
+                solution: "ES".into(),
+            }],
+            ..request(vec![
+                Turn::new("system", "S"),
+                Turn::new("user", "U1"),
+                Turn::new("assistant", "A1"),
+            ])
+        };
+        let p = problem(&req);
+        assert_eq!(p.system.as_deref(), Some("S"));
+        assert_eq!(
+            p.history,
+            vec![
+                Turn::new("user", "EQ"),
+                Turn::new("assistant", "ES"),
+                Turn::new("user", "U1"),
+                Turn::new("assistant", "A1"),
+            ]
+        );
+        let valid = req
+            .validate(&Registry::with_builtins(), 1000)
+            .expect("a valid request");
+        assert_eq!(
+            valid.shots,
+            vec!["ex".to_string()],
+            "the outcome names them"
+        );
     }
 }

@@ -177,6 +177,7 @@ fn step_level_strategies_take_more_than_one_step_on_every_engine_fixture() {
             let req = ReasonRequest {
                 problem: "What is 3 + 4?".into(),
                 history: Vec::new(),
+                shots: Vec::new(),
                 strategy: strategy.into(),
                 params: if strategy == "answer_convergence" {
                     json!({"patience": 2})
@@ -230,6 +231,7 @@ fn a_length_cut_is_reported_as_such_on_every_engine_fixture() {
         let req = ReasonRequest {
             problem: "What is 3 + 4?".into(),
             history: Vec::new(),
+            shots: Vec::new(),
             strategy: "beam_search".into(),
             params: json!({"n": 2}),
             budget_tokens: 20_000,
@@ -407,6 +409,7 @@ fn an_https_backend_with_a_key_and_a_private_ca_works_and_the_key_never_shows() 
     let req = ReasonRequest {
         problem: "What is 3 + 4?".into(),
         history: Vec::new(),
+        shots: Vec::new(),
         strategy: "beam_search".into(),
         params: json!({"n": 2}),
         budget_tokens: 20_000,

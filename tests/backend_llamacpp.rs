@@ -208,6 +208,7 @@ fn self_consistency() -> ReasonRequest {
     ReasonRequest {
         problem: "What is 12 + 7?".into(),
         history: Vec::new(),
+        shots: Vec::new(),
         strategy: "self_consistency".into(),
         params: Value::Null,
         budget_tokens: 1500,

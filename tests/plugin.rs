@@ -33,6 +33,7 @@ fn a_user_strategy_registered_by_name_runs_on_the_engine() {
     let req = ReasonRequest {
         problem: "What is 2+3?".into(),
         history: Vec::new(),
+        shots: Vec::new(),
         strategy: "confident_greedy".into(),
         params: serde_json::json!({"min_mean_logprob": 0.0, "n": 2, "max_tokens": 48}),
         budget_tokens: 2000,

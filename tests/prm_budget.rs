@@ -234,6 +234,7 @@ fn per_search_prm_state_lives_and_dies_with_the_search() {
     let req = ReasonRequest {
         problem: "What is 2+3?".into(),
         history: Vec::new(),
+        shots: Vec::new(),
         strategy: "best_of_n".into(),
         params: serde_json::json!({"n": 2, "max_tokens": 64}),
         budget_tokens: 5_000,

@@ -151,6 +151,7 @@ fn best_of_n(seed: u64) -> ReasonRequest {
     ReasonRequest {
         problem: "Name three animals that live in the sea.".into(),
         history: Vec::new(),
+        shots: Vec::new(),
         strategy: "best_of_n".into(),
         params: json!({"n": 4, "max_tokens": 40}),
         budget_tokens: 100_000,

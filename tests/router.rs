@@ -258,6 +258,7 @@ fn run_auto(
     let req = ReasonRequest {
         problem: problem.into(),
         history: Vec::new(),
+        shots: Vec::new(),
         strategy: "auto".into(),
         params: serde_json::json!({"load": 0.0}),
         budget_tokens: budget,
@@ -405,6 +406,7 @@ fn run_with(
     let req = ReasonRequest {
         problem: problem.into(),
         history: Vec::new(),
+        shots: Vec::new(),
         strategy: "auto".into(),
         params,
         budget_tokens: 4096,

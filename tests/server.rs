@@ -639,3 +639,100 @@ fn a_plugin_strategy_registered_on_the_builder_is_callable_by_name() {
     assert!(out["ponder"]["trace"].is_object());
     assert!(out["choices"][0]["message"]["content"].is_string());
 }
+
+/// `/v1/reason` with `shots`: the router shows the question its nearest train-split worked
+/// examples, the outcome names them and the prompt grows by them; a count over the limit, or
+/// a server without a pool, is refused naming `shots`.
+#[test]
+fn reason_shows_the_routers_worked_examples_and_names_them() {
+    use ponder::router::{Embedder, Exemplars};
+    use ponder::split::{split_of, Split};
+    // Three train-split problems of the shipped pool (a small pool keeps the test quick).
+    let shipped = ponder::router::default_exemplars_path();
+    let text = std::fs::read_to_string(&shipped).expect("the shipped worked examples");
+    let rows: Vec<Value> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|r| split_of(r["id"].as_str().unwrap_or_default()) == Split::Train)
+        .filter(|r| {
+            let t = r["template"].as_str().unwrap_or_default();
+            ["distance", "discount"].contains(&t)
+        })
+        .collect();
+    let pick = |t: &str| rows.iter().find(|r| r["template"] == t).cloned();
+    let pool: Vec<Value> = ["distance", "discount"]
+        .iter()
+        .filter_map(|t| pick(t))
+        .collect();
+    assert_eq!(pool.len(), 2, "the shipped pool has these templates");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("pool.jsonl");
+    let lines: Vec<String> = pool.iter().map(Value::to_string).collect();
+    std::fs::write(&file, lines.join("\n")).expect("write pool");
+    let embedder = Arc::new(
+        Embedder::load(&ponder::models::default_embedder_dir()).expect("the installed encoder"),
+    );
+    let examples = Arc::new(Exemplars::load(&file, embedder).expect("pool"));
+    let server = TestServer::start(|b| b.exemplars(examples));
+    let client = reqwest::Client::new();
+    let ask = |shots: Option<i64>| {
+        let mut body = json!({
+            "problem": "A bus travels at 30 miles per hour for 4 hours. How many miles does it travel?",
+            "strategy": "best_of_n",
+            "params": {"n": 1, "max_tokens": 24},
+            "budget_tokens": 2048,
+        });
+        if let Some(k) = shots {
+            body["shots"] = json!(k);
+        }
+        server.block_on(post(&client, &server.url("/v1/reason"), body))
+    };
+    let prompt = |out: &Value| {
+        out["usage"]["prefill_tokens_computed"]
+            .as_u64()
+            .unwrap_or(0)
+            + out["usage"]["prefill_tokens_reused"].as_u64().unwrap_or(0)
+    };
+    let (status, bare) = ask(None);
+    assert_eq!(status, 200, "{bare}");
+    assert!(
+        bare.get("shots").is_none(),
+        "no examples by default: {bare}"
+    );
+    let (status, shown) = ask(Some(1));
+    assert_eq!(status, 200, "{shown}");
+    assert_eq!(
+        shown["shots"],
+        json!([pool[0]["id"]]),
+        "the travel example is nearest the travel question"
+    );
+    assert!(
+        prompt(&shown) > prompt(&bare) + 20,
+        "the example is in the prompt: {} vs {} tokens",
+        prompt(&shown),
+        prompt(&bare)
+    );
+    let (status, over) = ask(Some(9));
+    assert_eq!(status, 422, "{over}");
+    assert_eq!(over["error"]["param"], "shots");
+    assert!(
+        over["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains('8'),
+        "{over}"
+    );
+    drop(server);
+    let bare_server = TestServer::start(|b| b);
+    let (status, refused) = bare_server.block_on(post(
+        &client,
+        &bare_server.url("/v1/reason"),
+        json!({"problem": "What is 2 + 3?", "shots": 1}),
+    ));
+    assert_eq!(status, 400, "{refused}");
+    assert_eq!(refused["error"]["param"], "shots");
+    assert!(refused["error"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .contains("--exemplars"));
+}

@@ -76,6 +76,7 @@ fn problem(strategy: &str, seed: u64) -> ReasonRequest {
     ReasonRequest {
         problem: "What is 3 + 4?".into(),
         history: Vec::new(),
+        shots: Vec::new(),
         strategy: strategy.into(),
         params: json!({"n": 3, "max_tokens": 24}),
         budget_tokens: 4000,

@@ -59,6 +59,7 @@ fn solve_on(
     let req = ReasonRequest {
         problem: problem.into(),
         history: Vec::new(),
+        shots: Vec::new(),
         strategy: strategy.into(),
         params,
         budget_tokens: budget,

@@ -1,6 +1,7 @@
 //! The in-process backend: the embedded runtime (the default model unless told otherwise)
 //! running each item through `ponder::reason`, exactly as the server would, with the verifier
-//! chosen on the command line (`--verifier`).
+//! chosen on the command line (`--verifier`) and worked examples chosen from a pool as the
+//! server's router chooses them (`--shots`).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -8,8 +9,9 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use ponder::prm::VerifierChoice;
 use ponder::reason::{reason, ReasonRequest};
+use ponder::router::Exemplars;
 use ponder::runtime::{Runtime, RuntimeOptions};
-use ponder_strategies::{Registry, StrategyError, Turn};
+use ponder_strategies::{Registry, StrategyError};
 use ponder_verifiers::Verifier;
 use tokio_util::sync::CancellationToken;
 
@@ -21,6 +23,7 @@ pub struct InProcessBackend {
     runtime: Runtime,
     registry: Registry,
     verifier: Option<Arc<dyn Verifier>>,
+    exemplars: Option<Exemplars>,
 }
 
 impl std::fmt::Debug for InProcessBackend {
@@ -48,6 +51,7 @@ impl InProcessBackend {
             runtime,
             registry: Registry::with_builtins(),
             verifier: None,
+            exemplars: None,
         })
     }
 
@@ -61,6 +65,12 @@ impl InProcessBackend {
         Ok(())
     }
 
+    /// Shows an item's `shots` worked examples from `pool` (the router's choice, as `ponder
+    /// serve --exemplars` makes it). Without a pool, an item that asks for examples fails.
+    pub fn use_exemplars(&mut self, pool: Exemplars) {
+        self.exemplars = Some(pool);
+    }
+
     /// The strategies this backend knows.
     pub fn registry_mut(&mut self) -> &mut Registry {
         &mut self.registry
@@ -70,18 +80,21 @@ impl InProcessBackend {
 #[async_trait]
 impl Backend for InProcessBackend {
     async fn solve(&self, item: &Item) -> Result<Attempt> {
+        let shots = match (&self.exemplars, item.shots) {
+            (_, 0) => Vec::new(),
+            (Some(pool), k) => pool
+                .nearest(&item.problem.problem, k)
+                .map_err(|e| EvalError::Backend(format!("choosing worked examples: {e}")))?,
+            (None, k) => {
+                return Err(EvalError::Backend(format!(
+                    "{k} worked examples asked for, but the backend has no pool (use_exemplars)"
+                )))
+            }
+        };
         let req = ReasonRequest {
             problem: item.problem.problem.clone(),
-            history: item
-                .shots
-                .iter()
-                .flat_map(|s| {
-                    [
-                        Turn::new("user", s.problem.as_str()),
-                        Turn::new("assistant", s.solution.as_str()),
-                    ]
-                })
-                .collect(),
+            history: Vec::new(),
+            shots,
             strategy: item.strategy.clone(),
             params: item.params.clone(),
             budget_tokens: item.budget,

@@ -11,7 +11,6 @@
 //!   configurations are dominated beyond the CIs.
 //! - [`candidates`]: `ponder-eval candidates`, a run's candidates as labelled sets for the
 //!   learned verifier.
-//! - [`exemplars`]: few-shot worked examples from the train split (`--shots`).
 //! - [`grade`]: `ponder-eval grade`, auditing the grader on anyone's pairs.
 //! - [`gsm_gen`]: the seeded grade-school problem generator (`evals/data/gsm_gen.jsonl`).
 //! - [`split`]: the fixed train / held-out split by a hash of the problem id (re-exported
@@ -21,7 +20,6 @@ pub mod calibrate;
 pub mod candidates;
 pub mod dataset;
 pub mod error;
-pub mod exemplars;
 pub mod grade;
 pub mod gsm_gen;
 pub mod inprocess;

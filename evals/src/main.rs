@@ -125,8 +125,9 @@ struct RunArgs {
     /// Use only the first N problems.
     #[arg(long)]
     limit: Option<usize>,
-    /// Show each question's K nearest worked examples from the dataset's train split first
-    /// (by the router's MiniLM embedding; needs a `solution` field; in-process only).
+    /// Show each question's K nearest worked examples first (by the router's MiniLM
+    /// embedding): in-process from the dataset's train split (needs a `solution` field); over
+    /// --url from the server's pool (`ponder serve --exemplars`).
     #[arg(long, default_value_t = 0)]
     shots: usize,
     /// With --shots: take the worked examples from this file's train split (read with the
@@ -283,8 +284,9 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
     let backend: std::sync::Arc<dyn ponder_evals::Backend> = match &args.url {
         Some(url) => {
             anyhow::ensure!(
-                args.shots == 0,
-                "--shots applies in-process only (`/v1/reason` takes no conversation)"
+                args.shots_from.is_none(),
+                "--shots-from applies in-process only; over --url the server's router chooses \
+                 from its own pool (`ponder serve --exemplars FILE`)"
             );
             anyhow::ensure!(
                 args.verifier.is_none(),
@@ -306,17 +308,18 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
             if let Some(choice) = &args.verifier {
                 rt.block_on(backend.use_verifier(choice))?;
             }
+            if args.shots > 0 {
+                let (pool, preset) = match &args.shots_from {
+                    Some(path) => (path, ponder_evals::Preset::Auto),
+                    None => (&args.dataset, args.preset),
+                };
+                backend.use_exemplars(exemplars(pool, preset)?);
+            }
             std::sync::Arc::new(backend)
         }
     };
-    let (pool, preset) = match &args.shots_from {
-        Some(path) => (path, ponder_evals::Preset::Auto),
-        None => (&args.dataset, args.preset),
-    };
-    let shots = exemplars(pool, preset, args.shots, &dataset.problems)?;
     let items = ponder_evals::grid(
         &dataset.problems,
-        &shots,
         &args.strategies,
         &args.budgets,
         &args.seeds,
@@ -345,17 +348,12 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Each selected problem's `--shots` worked examples: the nearest of the train split of the
-/// whole `dataset` file (a held-out run still sees train examples only).
+/// The `--shots` pool: the worked solutions of the train split of the whole `dataset` file (a
+/// held-out run still sees train examples only; [`ponder::router::Exemplars`] makes sure).
 fn exemplars(
     dataset: &std::path::Path,
     preset: ponder_evals::Preset,
-    k: usize,
-    problems: &[ponder_evals::EvalProblem],
-) -> anyhow::Result<Vec<Vec<ponder_evals::exemplars::Shot>>> {
-    if k == 0 {
-        return Ok(Vec::new());
-    }
+) -> anyhow::Result<ponder::router::Exemplars> {
     let all = ponder_evals::load(
         dataset,
         &ponder_evals::DatasetOptions {
@@ -367,19 +365,30 @@ fn exemplars(
     let dir = ponder::models::default_embedder_dir();
     let embedder = ponder::router::Embedder::load(&dir)
         .with_context(|| format!("loading the encoder for --shots from {}", dir.display()))?;
-    let pool =
-        ponder_evals::exemplars::Exemplars::new(&all.problems, &embedder).with_context(|| {
+    let candidates = all
+        .problems
+        .into_iter()
+        .filter_map(|p| {
+            p.solution.map(|solution| ponder::router::Shot {
+                id: p.id,
+                problem: p.problem,
+                solution,
+            })
+        })
+        .collect();
+    let pool = ponder::router::Exemplars::new(candidates, std::sync::Arc::new(embedder))?
+        .with_context(|| {
             format!(
-                "--shots: {} offers no examples (--shots-from FILE takes them from another file)",
+                "--shots: {} offers no examples: no train-split problem has a worked solution \
+                 (a `solution` field; --shots-from FILE takes them from another file)",
                 dataset.display()
             )
         })?;
-    let shots = pool.pick(problems, &embedder, k)?;
     eprintln!(
-        "--shots {k}: examples from {} worked train solutions",
+        "--shots: examples from {} worked train solutions",
         pool.len()
     );
-    Ok(shots)
+    Ok(pool)
 }
 
 /// The grid's setup from the command line: `--params` must be an object keyed by strategies
@@ -416,6 +425,7 @@ fn setup(args: &RunArgs) -> anyhow::Result<ponder_evals::runner::Setup> {
         params,
         verifier,
         pin_load: !args.live_load,
+        shots: args.shots,
     })
 }
 

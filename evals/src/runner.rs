@@ -24,7 +24,6 @@ use serde::Deserialize;
 
 use crate::dataset::EvalProblem;
 use crate::error::{EvalError, Result};
-use crate::exemplars::Shot;
 use crate::results::{ItemKey, ResultRow, ResultsFile, Spend};
 
 /// One item of the grid.
@@ -43,8 +42,9 @@ pub struct Item {
     /// The verifier the backend scores with, as named on the command line (`none` when none;
     /// over `--url`, whatever the server was started with, recorded as `server`).
     pub verifier: String,
-    /// Worked examples shown before the question (`--shots`; empty: none).
-    pub shots: Vec<Shot>,
+    /// Worked examples to show before the question (`--shots`; 0: none), chosen by the
+    /// backend (in-process: from its pool; over `--url`: the server's router).
+    pub shots: usize,
 }
 
 /// How the grid's items are configured beyond strategy × budget × seed.
@@ -58,6 +58,8 @@ pub struct Setup {
     /// Pin `auto`'s load-dependent shrinking at load 0 (unless its params set `load`), so that
     /// a seeded eval replays whatever else runs on the server. On by default in the harness.
     pub pin_load: bool,
+    /// Worked examples each question is shown (`--shots`).
+    pub shots: usize,
 }
 
 impl Default for Setup {
@@ -66,6 +68,7 @@ impl Default for Setup {
             params: serde_json::Map::new(),
             verifier: "none".into(),
             pin_load: true,
+            shots: 0,
         }
     }
 }
@@ -200,13 +203,16 @@ impl HttpBackend {
 #[async_trait]
 impl Backend for HttpBackend {
     async fn solve(&self, item: &Item) -> Result<Attempt> {
-        let body = serde_json::json!({
+        let mut body = serde_json::json!({
             "problem": item.problem.problem,
             "strategy": item.strategy,
             "budget_tokens": item.budget,
             "seed": item.seed,
             "params": item.params,
         });
+        if item.shots > 0 {
+            body["shots"] = serde_json::json!(item.shots);
+        }
         let mut req = self.client.post(&self.url).json(&body);
         if let Some(key) = &self.api_key {
             req = req.bearer_auth(key);
@@ -248,7 +254,7 @@ pub fn grade(item: &Item, attempt: Attempt, wall_ms: u64) -> ResultRow {
         level: item.problem.level,
         verifier: item.verifier.clone(),
         params: item.params.clone(),
-        shots: item.shots.len(),
+        shots: item.shots,
         load: None,
         gold: gold.clone(),
         answer: None,
@@ -322,11 +328,9 @@ pub fn grade(item: &Item, attempt: Attempt, wall_ms: u64) -> ResultRow {
 }
 
 /// The grid: every problem × strategy × budget × seed, in that nesting order, each item with
-/// its strategy's parameters and the verifier from `setup`, and problem `i` with `shots[i]`
-/// (no worked examples where `shots` is shorter).
+/// its strategy's parameters, the verifier and the worked examples from `setup`.
 pub fn grid(
     problems: &[EvalProblem],
-    shots: &[Vec<Shot>],
     strategies: &[String],
     budgets: &[u64],
     seeds: &[u64],
@@ -336,7 +340,7 @@ pub fn grid(
     for strategy in strategies {
         for &budget in budgets {
             for &seed in seeds {
-                for (i, p) in problems.iter().enumerate() {
+                for p in problems {
                     items.push(Item {
                         problem: p.clone(),
                         strategy: strategy.clone(),
@@ -344,7 +348,7 @@ pub fn grid(
                         seed,
                         params: setup.params_for(strategy),
                         verifier: setup.verifier.clone(),
-                        shots: shots.get(i).cloned().unwrap_or_default(),
+                        shots: setup.shots,
                     });
                 }
             }
@@ -388,7 +392,7 @@ pub async fn run_grid(
                 seed: i.seed,
                 verifier: i.verifier.clone(),
                 params: i.params.to_string(),
-                shots: i.shots.len(),
+                shots: i.shots,
             })
         })
         .collect();
@@ -486,7 +490,6 @@ mod tests {
         let dir = tempfile::tempdir().map_err(|e| EvalError::Backend(e.to_string()))?;
         let items = grid(
             &problems(),
-            &[],
             &["s".to_string()],
             &[64],
             &[0],
@@ -517,7 +520,7 @@ mod tests {
             calls: AtomicUsize::new(0),
         });
         let run = |setup: Setup| {
-            let items = grid(&problems(), &[], &["s".to_string()], &[64], &[0], &setup);
+            let items = grid(&problems(), &["s".to_string()], &[64], &[0], &setup);
             run_grid(backend.clone(), items, dir.path(), 1)
         };
         let defaults = run(Setup::default()).await?;
@@ -569,7 +572,6 @@ mod tests {
         // The load the router ran under is what each row records.
         let items = grid(
             &problems(),
-            &[],
             &["auto".to_string()],
             &[64],
             &[0],
@@ -578,5 +580,60 @@ mod tests {
         assert!(items
             .iter()
             .all(|i| i.params == serde_json::json!({"load": 0.0})));
+    }
+
+    /// One HTTP request's body, read by a server that answers it 400 (a std thread: the body is
+    /// what the harness sends, whatever the reply).
+    fn capture_one_body() -> (String, std::thread::JoinHandle<String>) {
+        use std::io::{BufRead, BufReader, Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let url = format!("http://{}/v1/reason", listener.local_addr().expect("addr"));
+        let handle = std::thread::spawn(move || {
+            let (stream, _) = listener.accept().expect("accept");
+            let mut reader = BufReader::new(stream);
+            let mut length = 0;
+            loop {
+                let mut line = String::new();
+                reader.read_line(&mut line).expect("header");
+                if line.trim().is_empty() {
+                    break;
+                }
+                if let Some((name, value)) = line.split_once(':') {
+                    if name.eq_ignore_ascii_case("content-length") {
+                        length = value.trim().parse().unwrap_or(0);
+                    }
+                }
+            }
+            let mut body = vec![0; length];
+            reader.read_exact(&mut body).expect("body");
+            let reply =
+                "HTTP/1.1 400 Bad Request\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{}";
+            reader.get_mut().write_all(reply.as_bytes()).expect("reply");
+            String::from_utf8_lossy(&body).into_owned()
+        });
+        (url, handle)
+    }
+
+    #[tokio::test]
+    async fn over_http_the_item_asks_the_server_for_its_worked_examples() -> Result<()> {
+        for shots in [2, 0] {
+            let (url, server) = capture_one_body();
+            let setup = Setup {
+                shots,
+                ..Setup::default()
+            };
+            let items = grid(&problems(), &["s".to_string()], &[64], &[0], &setup);
+            let attempt = HttpBackend::new(&url).solve(&items[0]).await?;
+            assert!(matches!(attempt, Attempt::Failed(_)), "{attempt:?}");
+            let body: serde_json::Value = serde_json::from_str(&server.join().expect("server"))
+                .map_err(|e| EvalError::Backend(e.to_string()))?;
+            assert_eq!(body["problem"], "1 + 1?");
+            if shots > 0 {
+                assert_eq!(body["shots"], 2, "{body}");
+            } else {
+                assert!(body.get("shots").is_none(), "{body}");
+            }
+        }
+        Ok(())
     }
 }

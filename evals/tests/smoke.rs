@@ -226,7 +226,8 @@ fn smoke_eval_resumes_after_a_kill_and_replays_identically() {
 
 /// `--shots`: each question is first shown worked solutions of the train split; the rows
 /// record how many, the examples reach the model (its candidates write the examples' equalities
-/// instead of prose), and over `--url` the flag is refused.
+/// instead of prose), and over `--url` `--shots-from` is refused (the server's router chooses
+/// from its own pool).
 #[test]
 fn shots_show_train_solutions_and_are_recorded() {
     let tmp = tempfile::tempdir().expect("tempdir");
@@ -256,7 +257,7 @@ fn shots_show_train_solutions_and_are_recorded() {
     };
     let (with, without) = (tmp.path().join("with"), tmp.path().join("without"));
     let said = ok(&mut run(&with, "2"));
-    assert!(said.contains("--shots 2: examples from"), "{said}");
+    assert!(said.contains("--shots: examples from"), "{said}");
     ok(&mut run(&without, "0"));
     let equalities = |dir: &Path| -> usize {
         rows(dir)
@@ -291,13 +292,17 @@ fn shots_show_train_solutions_and_are_recorded() {
             "http://127.0.0.1:9",
             "--shots",
             "1",
+            "--shots-from",
+            &gsm,
         ],
         &tmp.path().join("url"),
     )
     .output()
     .expect("run ponder-eval");
     assert!(!refused.status.success());
-    assert!(String::from_utf8_lossy(&refused.stderr).contains("--shots applies in-process only"));
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("--shots-from applies in-process only")
+    );
     // A set without worked solutions (ponder-150) takes its examples from another file.
     let own = |dir: &str| {
         eval_run(

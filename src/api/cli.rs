@@ -91,6 +91,16 @@ pub struct ServeArgs {
     /// they are missing]. `none` turns `auto` off; a path given here must load.
     #[arg(long, env = "PONDER_ROUTER")]
     pub router: Option<PathBuf>,
+    /// Worked examples (a JSONL file of problems with `id`, `problem`, `solution`) the router
+    /// shows before a `/v1/reason` question that asks for `shots`: only the train split is
+    /// ever shown [default: the shipped evals/data/gsm_gen.jsonl; skipped with a warning when
+    /// it or the encoder is missing]. `none` turns them off; a path given here must load.
+    #[arg(long, env = "PONDER_EXEMPLARS")]
+    pub exemplars: Option<PathBuf>,
+    /// Worked examples shown to a `/v1/reason` request that sets no `shots` (0..=8).
+    #[arg(long, env = "PONDER_SHOTS", default_value_t = 0,
+          value_parser = clap::value_parser!(u8).range(0..=crate::router::MAX_SHOTS as i64))]
+    pub shots: u8,
     /// Seconds in-flight requests get to finish after SIGTERM.
     #[arg(long, env = "PONDER_SHUTDOWN_TIMEOUT_S", default_value_t = 30)]
     pub shutdown_timeout_s: u64,
@@ -122,6 +132,35 @@ fn router(args: &ServeArgs) -> Result<Option<crate::router::Router>, ServeError>
             Ok(router) => Ok(Some(router)),
             Err(e) => {
                 tracing::warn!(error = %e, "strategy `auto` is off: the default router did not load");
+                Ok(None)
+            }
+        },
+    }
+}
+
+/// The worked-example pool: the one named by `--exemplars` (which must load), else the shipped
+/// one when it and the encoder are installed. Embeds with the router's encoder when there is a
+/// router.
+fn exemplars(
+    args: &ServeArgs,
+    router: Option<&crate::router::Router>,
+) -> Result<Option<crate::router::Exemplars>, ServeError> {
+    use crate::router::{default_exemplars_path, Embedder, Exemplars};
+    let embedder = || -> crate::router::Result<Arc<Embedder>> {
+        match router {
+            Some(r) => Ok(r.shared_embedder()),
+            None => Ok(Arc::new(Embedder::load(
+                &crate::models::default_embedder_dir(),
+            )?)),
+        }
+    };
+    match &args.exemplars {
+        Some(path) if path.as_os_str() == "none" => Ok(None),
+        Some(path) => Ok(Some(Exemplars::load(path, embedder()?)?)),
+        None => match embedder().and_then(|e| Exemplars::load(&default_exemplars_path(), e)) {
+            Ok(pool) => Ok(Some(pool)),
+            Err(e) => {
+                tracing::warn!(error = %e, "`shots` is off: the default worked examples did not load");
                 Ok(None)
             }
         },
@@ -192,6 +231,7 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
         max_running: args.max_running,
         max_queue: args.max_queue,
         default_max_tokens: args.default_max_tokens,
+        default_shots: usize::from(args.shots),
         ..Limits::default()
     };
     let model_id = match &remote {
@@ -216,7 +256,20 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
         );
         builder = builder.remote(Arc::clone(pool));
     }
-    if let Some(router) = router(&args)? {
+    let router = router(&args)?;
+    match exemplars(&args, router.as_ref())? {
+        Some(pool) => {
+            tracing::info!(examples = pool.len(), "worked examples available (`shots`)");
+            builder = builder.exemplars(Arc::new(pool));
+        }
+        None if args.shots > 0 => {
+            return Err(
+                format!("--shots {} needs worked examples (--exemplars)", args.shots).into(),
+            )
+        }
+        None => {}
+    }
+    if let Some(router) = router {
         builder = builder.register(|r| crate::router::register_auto(r, Arc::new(router)));
     }
     let rt = tokio::runtime::Builder::new_multi_thread()

@@ -98,6 +98,9 @@ pub enum AppError {
     /// The engine failed.
     #[error("engine: {0}")]
     Engine(#[from] EngineError),
+    /// The router failed choosing worked examples (the encoder's forward pass).
+    #[error("router: {0}")]
+    Router(#[from] crate::router::RouterError),
     /// The server has neither a local model nor a backend to run a request on.
     #[error("backend: no local model and no backend")]
     NoEngine,
@@ -284,7 +287,7 @@ impl AppError {
                 Some("backend_unavailable"),
             ),
             Self::NotFound => (StatusCode::NOT_FOUND, INVALID, None, Some("not_found")),
-            Self::Panicked | Self::Encode(_) => (
+            Self::Router(_) | Self::Panicked | Self::Encode(_) => (
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "server_error",
                 None,

@@ -374,6 +374,10 @@ fn engine_and_request_errors_map_by_variant() {
             AppError::Encode("x".into()),
             (500, "server_error", None, Some("internal_error")),
         ),
+        (
+            AppError::Router(crate::router::RouterError::EmptyQuery),
+            (500, "server_error", None, Some("internal_error")),
+        ),
     ];
     for (e, want) in rows {
         let (status, kind, param, code) = seen(&e);

@@ -82,8 +82,9 @@ pub(crate) async fn reason(
     State(state): State<Arc<AppState>>,
     ApiJson(body): ApiJson<ReasonBody>,
 ) -> Result<Json<Outcome>> {
-    let req = validate::reason(&body, &state.limits, &state.registry)?;
+    let (mut req, shots) = validate::reason(&body, &state.limits, &state.registry)?;
     check_question_fits(&state, &req.problem)?;
+    req.shots = state.worked_examples(&req.problem, shots)?;
     let req = req.validate(&state.registry, state.limits.max_budget_tokens)?;
     let start = Instant::now();
     let slot = admit(&state).await?;
@@ -542,6 +543,7 @@ async fn search(
     let req = ReasonRequest {
         problem: question,
         history,
+        shots: Vec::new(),
         strategy: strategy.name.clone(),
         params: strategy.params.clone(),
         budget_tokens: strategy.budget_tokens,

@@ -55,6 +55,7 @@ pub use validate::{check_body, Limits};
 
 use crate::backends::{InterToken, RemoteGenerator, RemotePool};
 use crate::prm::SearchVerifier;
+use crate::router::{Exemplars, Shot};
 use crate::runtime::Runtime;
 use extract::BodyLimit;
 
@@ -65,6 +66,7 @@ pub struct AppState {
     remote: Option<Arc<RemotePool>>,
     registry: Arc<Registry>,
     verifier: Option<SearchVerifier>,
+    exemplars: Option<Arc<Exemplars>>,
     limits: Limits,
     keys: ApiKeys,
     metrics: Arc<Metrics>,
@@ -85,6 +87,23 @@ impl std::fmt::Debug for AppState {
 }
 
 impl AppState {
+    /// The `k` worked examples the router chooses for `question` from the server's pool (none
+    /// for `k` 0). A request that asks for examples from a server without a pool is refused,
+    /// naming `shots`.
+    fn worked_examples(&self, question: &str, k: usize) -> Result<Vec<Shot>, AppError> {
+        if k == 0 {
+            return Ok(Vec::new());
+        }
+        let Some(pool) = &self.exemplars else {
+            return Err(ValidationError::invalid(
+                "shots",
+                "this server has no worked-example pool (start it with --exemplars FILE)",
+            )
+            .into());
+        };
+        Ok(pool.nearest(question, k)?)
+    }
+
     /// A generator for one request: over the remote backends when there are any, else local
     /// (reporting inter-token latencies to the metrics); either way traced per call.
     /// (`ServerBuilder` only builds states with a runtime, a pool or both.)
@@ -124,6 +143,7 @@ pub struct ServerBuilder {
     runtime: Option<Arc<Runtime>>,
     registry: Registry,
     verifier: Option<SearchVerifier>,
+    exemplars: Option<Arc<Exemplars>>,
     limits: Limits,
     keys: ApiKeys,
     model_id: String,
@@ -157,6 +177,7 @@ impl ServerBuilder {
             runtime,
             registry: Registry::with_builtins(),
             verifier: None,
+            exemplars: None,
             limits: Limits::default(),
             keys: ApiKeys::none(),
             model_id: "ponder-local".into(),
@@ -187,6 +208,12 @@ impl ServerBuilder {
     /// LLM-as-PRM is built per search, so its state dies with the search).
     pub fn search_verifier(mut self, verifier: SearchVerifier) -> Self {
         self.verifier = Some(verifier);
+        self
+    }
+
+    /// Chooses a `/v1/reason` request's `shots` worked examples from `pool`.
+    pub fn exemplars(mut self, pool: Arc<Exemplars>) -> Self {
+        self.exemplars = Some(pool);
         self
     }
 
@@ -241,6 +268,7 @@ impl ServerBuilder {
             remote: self.remote,
             registry: Arc::new(self.registry),
             verifier: self.verifier,
+            exemplars: self.exemplars,
             limits: self.limits,
             keys: self.keys,
             metrics,

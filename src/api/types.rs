@@ -199,6 +199,11 @@ pub(crate) struct ReasonBody {
     /// Seed [default 0] (any 64-bit integer; a negative one wraps).
     #[schema(value_type = Option<i64>)]
     pub(crate) seed: Option<serde_json::Number>,
+    /// Worked examples to show before the question, chosen by the router from the server's
+    /// pool (the nearest by MiniLM embedding; `ponder serve --exemplars`) [default: the
+    /// server's `--shots`, else 0]. The outcome's `shots` names them.
+    #[schema(minimum = 0, maximum = 8)]
+    pub(crate) shots: Option<i64>,
 }
 
 /// `usage.prompt_tokens_details`.

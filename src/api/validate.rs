@@ -49,6 +49,8 @@ pub struct Limits {
     pub default_strategy: String,
     /// SSE keep-alive interval.
     pub keep_alive: Duration,
+    /// Worked examples a `/v1/reason` request is shown when it sets no `shots`.
+    pub default_shots: usize,
 }
 
 impl Limits {
@@ -75,6 +77,7 @@ impl Default for Limits {
             default_budget_tokens: 4096,
             default_strategy: "self_consistency".into(),
             keep_alive: Duration::from_secs(5),
+            default_shots: 0,
         }
     }
 }
@@ -477,11 +480,13 @@ pub(crate) fn completion(
 }
 
 /// Validates `/v1/reason`'s body.
+/// A `/v1/reason` body checked: the request (its `shots` still empty) and how many worked
+/// examples to choose for it.
 pub(crate) fn reason(
     body: &ReasonBody,
     limits: &Limits,
     registry: &Registry,
-) -> Result<ReasonRequest, ValidationError> {
+) -> Result<(ReasonRequest, usize), ValidationError> {
     if body.problem.trim().is_empty() {
         return Err(ValidationError::invalid("problem", "must not be empty"));
     }
@@ -508,9 +513,14 @@ pub(crate) fn reason(
         Some(d) => Some(int_in("deadline_ms", d, 1, 3_600_000)?),
         None => None,
     };
-    Ok(ReasonRequest {
+    let shots = match body.shots {
+        Some(k) => int_in("shots", k, 0, crate::router::MAX_SHOTS as u64)? as usize,
+        None => limits.default_shots,
+    };
+    let req = ReasonRequest {
         problem: body.problem.clone(),
         history: Vec::new(),
+        shots: Vec::new(),
         strategy,
         params: body.params.clone(),
         budget_tokens: budget,
@@ -519,7 +529,8 @@ pub(crate) fn reason(
             Some(s) => seed_of(s)?,
             None => 0,
         },
-    })
+    };
+    Ok((req, shots))
 }
 
 /// The problem a strategy answers: the last user message, and the whole conversation before it
@@ -582,7 +593,7 @@ pub fn check_body(
             "local",
         )?),
         "/v1/reason" => {
-            let r = reason(
+            let (r, _shots) = reason(
                 &serde_json::from_slice(bytes).map_err(parse_err)?,
                 limits,
                 registry,

@@ -192,6 +192,7 @@ pub fn search_bench(runtime: &Runtime, o: &SearchBenchOptions) -> anyhow::Result
     let request = |name: &str| ReasonRequest {
         problem: o.problem.clone(),
         history: Vec::new(),
+        shots: Vec::new(),
         strategy: name.to_string(),
         params: params(name, o),
         budget_tokens: o.budget_tokens,

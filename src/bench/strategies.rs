@@ -150,6 +150,7 @@ pub fn beam_vs_best_of_n(
     let request = |strategy: &str, params: serde_json::Value| ReasonRequest {
         problem: problem.into(),
         history: Vec::new(),
+        shots: Vec::new(),
         strategy: strategy.into(),
         params,
         budget_tokens: 1_000_000,
@@ -264,6 +265,7 @@ pub fn strategy_table(
                 let req = ReasonRequest {
                     problem: p.problem.clone(),
                     history: Vec::new(),
+                    shots: Vec::new(),
                     strategy: strategy.clone(),
                     params: serde_json::Value::Null,
                     budget_tokens: budget,

@@ -7,7 +7,8 @@
 //! calibration table measured by the harness (`ponder-eval calibrate`) or `ponder bench
 //! strategies`. The `auto` strategy ([`auto`]) runs the chosen row as measured, after a probe
 //! of its first two samples that may move it to the easy or the hard bin's row; its decision
-//! is the `Outcome`'s `router` object.
+//! is the `Outcome`'s `router` object. With the same encoder it chooses a question's few-shot
+//! worked examples ([`exemplars`]) for the server and the harness.
 //!
 //! [`Router`] is loaded once (encoder weights + router file) and shared across requests; it
 //! keeps a gauge of the `auto` searches in flight, the load the allocator degrades under.
@@ -20,6 +21,7 @@ pub mod classifier;
 pub mod data;
 pub mod embed;
 mod error;
+pub mod exemplars;
 pub mod file;
 pub mod train;
 
@@ -38,6 +40,7 @@ pub use auto::{
 pub use classifier::{Classifier, Confusion, Head, Prediction, TrainOptions};
 pub use embed::{cosine, Embedder, Embedding};
 pub use error::{Result, RouterError};
+pub use exemplars::{default_exemplars_path, Exemplars, Shot, MAX_SHOTS};
 pub use file::{default_router_path, RouterFile};
 
 /// Concurrent `auto` searches at which the router counts the server as fully loaded.
@@ -90,7 +93,7 @@ pub struct Decision {
 
 /// The loaded router.
 pub struct Router {
-    embedder: Embedder,
+    embedder: Arc<Embedder>,
     file: RouterFile,
     active: AtomicUsize,
     capacity: usize,
@@ -109,7 +112,7 @@ impl Router {
     /// Loads the router file (first: a bad file fails fast, naming it) and the encoder.
     pub fn load(router_file: &Path, embedder_dir: &Path) -> Result<Self> {
         let file = RouterFile::load(router_file)?;
-        let embedder = Embedder::load(embedder_dir)?;
+        let embedder = Arc::new(Embedder::load(embedder_dir)?);
         Self::new(embedder, file)
             .map_err(|reason| RouterError::corrupt(router_file, "router file", reason))
     }
@@ -123,7 +126,7 @@ impl Router {
     }
 
     /// A router from parts; fails when the file's vector length is not the encoder's.
-    pub fn new(embedder: Embedder, file: RouterFile) -> std::result::Result<Self, String> {
+    pub fn new(embedder: Arc<Embedder>, file: RouterFile) -> std::result::Result<Self, String> {
         if file.dim != embedder.dim() {
             return Err(format!(
                 "trained on {}-d vectors, the encoder makes {}-d",
@@ -142,6 +145,11 @@ impl Router {
     /// The encoder.
     pub fn embedder(&self) -> &Embedder {
         &self.embedder
+    }
+
+    /// The encoder, shared (the server's worked-example pool embeds with it).
+    pub fn shared_embedder(&self) -> Arc<Embedder> {
+        Arc::clone(&self.embedder)
     }
 
     /// The router file's contents.

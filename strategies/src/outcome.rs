@@ -92,4 +92,8 @@ pub struct Outcome {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
     pub router: Option<serde_json::Value>,
+    /// Ids of the worked examples shown before the question (a request's `shots`), most
+    /// similar first; absent when none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub shots: Vec<String>,
 }

@@ -166,5 +166,6 @@ pub async fn run(strategy: &dyn Strategy, ctx: Context) -> Result<Outcome> {
         finish_reason,
         tree: ctx.tree(),
         router: ctx.router(),
+        shots: Vec::new(),
     })
 }

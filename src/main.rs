@@ -77,6 +77,15 @@ struct ReasonArgs {
     /// Print the whole Outcome as one JSON object.
     #[arg(long)]
     json: bool,
+    /// Show the question K worked examples first: the nearest (by the router's MiniLM
+    /// embedding) of the train split of --exemplars.
+    #[arg(long, default_value_t = 0,
+          value_parser = clap::value_parser!(u8).range(0..=ponder::router::MAX_SHOTS as i64))]
+    shots: u8,
+    /// Worked examples for --shots (JSONL with id, problem, solution) [default: the shipped
+    /// evals/data/gsm_gen.jsonl].
+    #[arg(long, requires = "shots")]
+    exemplars: Option<PathBuf>,
     /// What scores candidates and steps: none, calc (the exact calculation check), llm-prm
     /// (the model judges its own steps), qwen-prm:DIR (a reward-head PRM checkpoint) or
     /// shepherd-prm:PATH (a token-logit PRM).
@@ -490,10 +499,25 @@ fn run_reason(args: ReasonArgs) -> anyhow::Result<()> {
     } else {
         ponder_strategies::Registry::with_builtins()
     };
+    let shots = match args.shots {
+        0 => Vec::new(),
+        k => {
+            let path = args
+                .exemplars
+                .clone()
+                .unwrap_or_else(ponder::router::default_exemplars_path);
+            let dir = ponder::models::default_embedder_dir();
+            let embedder = ponder::router::Embedder::load(&dir).with_context(|| {
+                format!("loading the encoder for --shots from {}", dir.display())
+            })?;
+            ponder::router::Exemplars::load(&path, Arc::new(embedder))?
+                .nearest(&args.problem, usize::from(k))?
+        }
+    };
     let request = ponder::reason::ReasonRequest {
         problem: args.problem,
         history: Vec::new(),
-        shots: Vec::new(),
+        shots,
         strategy: args.strategy,
         params,
         budget_tokens: args.budget,
@@ -528,6 +552,9 @@ fn run_reason(args: ReasonArgs) -> anyhow::Result<()> {
     if args.json {
         println!("{}", serde_json::to_string(&outcome)?);
         return Ok(());
+    }
+    if !outcome.shots.is_empty() {
+        println!("worked examples shown: {}", outcome.shots.join(", "));
     }
     println!("answer: {}", outcome.answer.as_deref().unwrap_or("(none)"));
     let u = &outcome.usage;

@@ -1,4 +1,5 @@
-//! `ponder generate` as a user runs it: the real binary, the real default model.
+//! `ponder generate` and `ponder reason` as a user runs them: the real binary, the real
+//! default model.
 
 use std::process::Command;
 
@@ -72,4 +73,39 @@ fn empty_prompt_fails_cleanly() {
         "{stderr}"
     );
     assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+/// `ponder reason --shots 1`: the nearest worked example of the shipped pool is shown first and
+/// named in the outcome; 9 is over the limit and refused naming the flag.
+#[test]
+fn reason_shows_a_worked_example_and_names_it() {
+    let out = ponder(&[
+        "reason",
+        "--problem",
+        "A train travels at 30 miles per hour for 4 hours. How many miles does it travel?",
+        "--strategy",
+        "best_of_n",
+        "--params",
+        r#"{"n": 1, "max_tokens": 16}"#,
+        "--budget",
+        "2048",
+        "--shots",
+        "1",
+        "--json",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let outcome: serde_json::Value =
+        serde_json::from_slice(&out.stdout).expect("the outcome as JSON");
+    let shown = outcome["shots"].as_array().cloned().unwrap_or_default();
+    assert_eq!(shown.len(), 1, "{outcome}");
+    assert!(
+        shown[0]
+            .as_str()
+            .is_some_and(|id| id.ends_with("-distance")),
+        "a travel question is shown a travel example: {shown:?}"
+    );
+    let over = ponder(&["reason", "--problem", "q", "--shots", "9"]);
+    assert!(!over.status.success());
+    assert!(String::from_utf8_lossy(&over.stderr).contains("--shots"));
 }

@@ -641,8 +641,9 @@ fn a_plugin_strategy_registered_on_the_builder_is_callable_by_name() {
 }
 
 /// `/v1/reason` with `shots`: the router shows the question its nearest train-split worked
-/// examples, the outcome names them and the prompt grows by them; a count over the limit, or
-/// a server without a pool, is refused naming `shots`.
+/// examples, the outcome names them and the prompt grows by them; the pool loads on the first
+/// request that asks, once; a count over the limit, or a server without a pool, is refused
+/// naming `shots`.
 #[test]
 fn reason_shows_the_routers_worked_examples_and_names_them() {
     use ponder::router::{Embedder, Exemplars};
@@ -672,8 +673,15 @@ fn reason_shows_the_routers_worked_examples_and_names_them() {
     let embedder = Arc::new(
         Embedder::load(&ponder::models::default_embedder_dir()).expect("the installed encoder"),
     );
-    let examples = Arc::new(Exemplars::load(&file, embedder).expect("pool"));
-    let server = TestServer::start(|b| b.exemplars(examples));
+    let loads = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = Arc::clone(&loads);
+    let server = TestServer::start(|b| {
+        b.exemplars_on_first_use(Arc::new(move || {
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Exemplars::load(&file, Arc::clone(&embedder))
+        }))
+    });
+    let loaded = || loads.load(std::sync::atomic::Ordering::SeqCst);
     let client = reqwest::Client::new();
     let ask = |shots: Option<i64>| {
         let mut body = json!({
@@ -699,8 +707,15 @@ fn reason_shows_the_routers_worked_examples_and_names_them() {
         bare.get("shots").is_none(),
         "no examples by default: {bare}"
     );
+    assert_eq!(loaded(), 0, "a request without examples loads no pool");
     let (status, shown) = ask(Some(1));
     assert_eq!(status, 200, "{shown}");
+    assert_eq!(
+        ask(Some(1)).1["shots"],
+        shown["shots"],
+        "the choice replays"
+    );
+    assert_eq!(loaded(), 1, "the pool loads once, on first use");
     assert_eq!(
         shown["shots"],
         json!([pool[0]["id"]]),

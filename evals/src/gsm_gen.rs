@@ -32,6 +32,10 @@ pub struct GeneratedProblem {
     pub answer: String,
     /// The skill (`rates`, `fractions`, `percentages`, `multi_step`, `units`).
     pub subject: String,
+    /// Difficulty level: the number of computations the worked solution makes (1–3; the
+    /// harness's `--level`; `ponder-eval calibrate --easy-max-level 1 --hard-min-level 3`
+    /// bins them easy / medium / hard). SmolLM2-135M's per-sample accuracy falls with it.
+    pub level: u32,
     /// The template's name.
     pub template: String,
     /// A worked solution: steps separated by a blank line, every computation written as an
@@ -362,6 +366,7 @@ pub fn generate(seed: u64, count: usize) -> Vec<GeneratedProblem> {
                 problem,
                 answer: answer.to_string(),
                 subject: t.skill.to_string(),
+                level: u32::try_from(steps.matches('=').count()).unwrap_or(u32::MAX),
                 template: t.name.to_string(),
                 solution: format!("{steps}\n\nThe answer is \\boxed{{{answer}}}."),
             })

@@ -175,9 +175,35 @@ fn the_committed_file_loads_and_splits_about_seventy_thirty() -> crate::Result<(
 #[test]
 fn every_worked_solution_checks_and_ends_at_its_answer() {
     use ponder_verifiers::calc_check::{check_text, stated_number};
+    let mut levels = std::collections::BTreeMap::new();
+    for p in generate(0, 40) {
+        levels.entry(p.template.clone()).or_insert(p.level);
+        assert_eq!(
+            levels.get(&p.template),
+            Some(&p.level),
+            "one level per template"
+        );
+    }
+    let counts = levels.values().fold([0; 4], |mut c, &l| {
+        if let Some(x) = c.get_mut(l as usize) {
+            *x += 1;
+        }
+        c
+    });
+    assert_eq!(
+        counts,
+        [0, 4, 13, 3],
+        "templates at one, two and three steps"
+    );
     for p in generate(0, 400) {
         let report = check_text(&p.solution);
         assert!(!report.equalities.is_empty(), "{}: no computation", p.id);
+        assert_eq!(
+            report.equalities.len(),
+            p.level as usize,
+            "{}: the level is the number of computations",
+            p.id
+        );
         assert_eq!(
             report.false_count(),
             0,

@@ -138,33 +138,46 @@ fn router(args: &ServeArgs) -> Result<Option<crate::router::Router>, ServeError>
     }
 }
 
-/// The worked-example pool: the one named by `--exemplars` (which must load), else the shipped
-/// one when it and the encoder are installed. Embeds with the router's encoder when there is a
-/// router.
+/// Where the server's worked examples come from: the file named by `--exemplars`, which must
+/// load (now); else the shipped pool, loaded now when `--shots` makes every request use it, on
+/// the first request that asks otherwise, and skipped with a warning when it is not installed.
+/// They embed with the router's encoder when there is a router.
 fn exemplars(
+    builder: ServerBuilder,
     args: &ServeArgs,
     router: Option<&crate::router::Router>,
-) -> Result<Option<crate::router::Exemplars>, ServeError> {
+) -> Result<ServerBuilder, ServeError> {
     use crate::router::{default_exemplars_path, Embedder, Exemplars};
-    let embedder = || -> crate::router::Result<Arc<Embedder>> {
-        match router {
-            Some(r) => Ok(r.shared_embedder()),
+    let shared = router.map(crate::router::Router::shared_embedder);
+    let embedder = move || -> crate::router::Result<Arc<Embedder>> {
+        match &shared {
+            Some(e) => Ok(Arc::clone(e)),
             None => Ok(Arc::new(Embedder::load(
                 &crate::models::default_embedder_dir(),
             )?)),
         }
     };
-    match &args.exemplars {
-        Some(path) if path.as_os_str() == "none" => Ok(None),
-        Some(path) => Ok(Some(Exemplars::load(path, embedder()?)?)),
-        None => match embedder().and_then(|e| Exemplars::load(&default_exemplars_path(), e)) {
-            Ok(pool) => Ok(Some(pool)),
-            Err(e) => {
-                tracing::warn!(error = %e, "`shots` is off: the default worked examples did not load");
-                Ok(None)
+    let path = match &args.exemplars {
+        Some(path) if path.as_os_str() == "none" => {
+            if args.shots > 0 {
+                return Err("--shots needs worked examples (--exemplars is none)".into());
             }
-        },
+            return Ok(builder);
+        }
+        Some(path) => path.clone(),
+        None => default_exemplars_path(),
+    };
+    if args.exemplars.is_some() || args.shots > 0 {
+        let pool = Exemplars::load(&path, embedder()?)?;
+        tracing::info!(examples = pool.len(), path = %path.display(), "worked examples (`shots`)");
+        return Ok(builder.exemplars(Arc::new(pool)));
     }
+    if !path.exists() || !crate::models::default_embedder_dir().exists() {
+        tracing::warn!(path = %path.display(), "`shots` is off: the shipped worked examples or the encoder are not installed");
+        return Ok(builder);
+    }
+    tracing::info!(path = %path.display(), "worked examples (`shots`) load on first use");
+    Ok(builder.exemplars_on_first_use(Arc::new(move || Exemplars::load(&path, embedder()?))))
 }
 
 /// The backend pool of `--backend` and its flags, if any backend is named.
@@ -257,18 +270,7 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
         builder = builder.remote(Arc::clone(pool));
     }
     let router = router(&args)?;
-    match exemplars(&args, router.as_ref())? {
-        Some(pool) => {
-            tracing::info!(examples = pool.len(), "worked examples available (`shots`)");
-            builder = builder.exemplars(Arc::new(pool));
-        }
-        None if args.shots > 0 => {
-            return Err(
-                format!("--shots {} needs worked examples (--exemplars)", args.shots).into(),
-            )
-        }
-        None => {}
-    }
+    builder = exemplars(builder, &args, router.as_ref())?;
     if let Some(router) = router {
         builder = builder.register(|r| crate::router::register_auto(r, Arc::new(router)));
     }

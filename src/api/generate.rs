@@ -84,7 +84,7 @@ pub(crate) async fn reason(
 ) -> Result<Json<Outcome>> {
     let (mut req, shots) = validate::reason(&body, &state.limits, &state.registry)?;
     check_question_fits(&state, &req.problem)?;
-    req.shots = state.worked_examples(&req.problem, shots)?;
+    req.shots = state.worked_examples(&req.problem, shots).await?;
     let req = req.validate(&state.registry, state.limits.max_budget_tokens)?;
     let start = Instant::now();
     let slot = admit(&state).await?;

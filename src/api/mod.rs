@@ -66,7 +66,7 @@ pub struct AppState {
     remote: Option<Arc<RemotePool>>,
     registry: Arc<Registry>,
     verifier: Option<SearchVerifier>,
-    exemplars: Option<Arc<Exemplars>>,
+    exemplars: Option<ExampleSource>,
     limits: Limits,
     keys: ApiKeys,
     metrics: Arc<Metrics>,
@@ -86,20 +86,47 @@ impl std::fmt::Debug for AppState {
     }
 }
 
+/// Builds a worked-example pool (for [`ServerBuilder::exemplars_on_first_use`]).
+pub type ExemplarLoader = Arc<dyn Fn() -> crate::router::Result<Exemplars> + Send + Sync>;
+
+/// Where `/v1/reason`'s worked examples come from.
+enum ExampleSource {
+    /// A pool built before the server started.
+    Ready(Arc<Exemplars>),
+    /// A pool built on the first request that asks for examples.
+    OnFirstUse {
+        load: ExemplarLoader,
+        pool: tokio::sync::OnceCell<Arc<Exemplars>>,
+    },
+}
+
 impl AppState {
     /// The `k` worked examples the router chooses for `question` from the server's pool (none
     /// for `k` 0). A request that asks for examples from a server without a pool is refused,
     /// naming `shots`.
-    fn worked_examples(&self, question: &str, k: usize) -> Result<Vec<Shot>, AppError> {
+    async fn worked_examples(&self, question: &str, k: usize) -> Result<Vec<Shot>, AppError> {
         if k == 0 {
             return Ok(Vec::new());
         }
-        let Some(pool) = &self.exemplars else {
-            return Err(ValidationError::invalid(
-                "shots",
-                "this server has no worked-example pool (start it with --exemplars FILE)",
-            )
-            .into());
+        let pool = match &self.exemplars {
+            None => {
+                return Err(ValidationError::invalid(
+                    "shots",
+                    "this server has no worked-example pool (start it with --exemplars FILE)",
+                )
+                .into())
+            }
+            Some(ExampleSource::Ready(pool)) => Arc::clone(pool),
+            Some(ExampleSource::OnFirstUse { load, pool }) => Arc::clone(
+                pool.get_or_try_init(|| async {
+                    let load = Arc::clone(load);
+                    match tokio::task::spawn_blocking(move || load()).await {
+                        Ok(loaded) => Ok(Arc::new(loaded?)),
+                        Err(_) => Err(AppError::Panicked),
+                    }
+                })
+                .await?,
+            ),
         };
         Ok(pool.nearest(question, k)?)
     }
@@ -143,7 +170,7 @@ pub struct ServerBuilder {
     runtime: Option<Arc<Runtime>>,
     registry: Registry,
     verifier: Option<SearchVerifier>,
-    exemplars: Option<Arc<Exemplars>>,
+    exemplars: Option<ExampleSource>,
     limits: Limits,
     keys: ApiKeys,
     model_id: String,
@@ -213,7 +240,18 @@ impl ServerBuilder {
 
     /// Chooses a `/v1/reason` request's `shots` worked examples from `pool`.
     pub fn exemplars(mut self, pool: Arc<Exemplars>) -> Self {
-        self.exemplars = Some(pool);
+        self.exemplars = Some(ExampleSource::Ready(pool));
+        self
+    }
+
+    /// Chooses them from the pool `load` builds on the first request that asks for examples
+    /// (embedding the shipped pool takes seconds that a server whose requests never ask should
+    /// not spend starting). A failed load fails that request and is tried again on the next.
+    pub fn exemplars_on_first_use(mut self, load: ExemplarLoader) -> Self {
+        self.exemplars = Some(ExampleSource::OnFirstUse {
+            load,
+            pool: tokio::sync::OnceCell::new(),
+        });
         self
     }
 

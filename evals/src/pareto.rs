@@ -1,7 +1,7 @@
 //! `ponder-eval pareto`: at each budget, which configurations are on the accuracy-vs-spend
 //! Pareto front, and which are dominated by another *beyond the CIs*.
 //!
-//! A configuration is a (strategy, verifier, parameters) cell of one budget. Cells are
+//! A configuration is a (strategy, parameters, worked examples, verifier) cell of one budget. Cells are
 //! compared only on the items both answered (same problem and seed), so every difference is
 //! paired: `A` dominates `B` beyond the CIs when the paired 95% bootstrap CI of
 //! (accuracy A − accuracy B) lies wholly above 0 *and* that of (tokens spent A − tokens spent
@@ -59,7 +59,8 @@ pub struct Domination {
 pub struct ParetoCell {
     /// Budget.
     pub budget: u64,
-    /// The strategy, its parameters unless defaults, then ` + verifier` unless `none`.
+    /// The strategy, its parameters unless defaults, its worked examples unless none, then
+    /// ` + verifier` unless `none`.
     pub label: String,
     /// Items.
     pub n: usize,
@@ -76,9 +77,9 @@ pub struct ParetoCell {
 }
 
 /// The label of a row's configuration, as the report's plot names it:
-/// `strategy {params}`, then ` + verifier` unless `none`.
+/// `strategy {params} k-shot`, then ` + verifier` unless `none`.
 fn label(r: &ResultRow) -> String {
-    let name = crate::report::configuration(&r.strategy, &r.params);
+    let name = crate::report::configuration(&r.strategy, &r.params, r.shots);
     if r.verifier == "none" {
         name
     } else {

@@ -23,6 +23,9 @@ pub struct CellReport {
     /// The strategy's parameters (`null`, and absent from the JSON: its defaults).
     #[serde(skip_serializing_if = "serde_json::Value::is_null")]
     pub params: serde_json::Value,
+    /// Worked examples each question was shown (`--shots`; 0, and absent from the JSON: none).
+    #[serde(skip_serializing_if = "crate::results::is_zero")]
+    pub shots: usize,
     /// Budget.
     pub budget: u64,
     /// Items (problems × seeds).
@@ -114,32 +117,37 @@ fn bits(xs: impl Iterator<Item = bool>) -> Vec<f64> {
     xs.map(|b| f64::from(u8::from(b))).collect()
 }
 
-/// A configuration's name: the strategy, then its parameters unless defaults
-/// (`self_consistency {"n":2}`).
-pub fn configuration(strategy: &str, params: &serde_json::Value) -> String {
-    if params.is_null() {
-        strategy.to_string()
-    } else {
-        format!("{strategy} {params}")
+/// A configuration's name: the strategy, then its parameters unless defaults, then the worked
+/// examples unless none (`self_consistency {"n":2} 2-shot`).
+pub fn configuration(strategy: &str, params: &serde_json::Value, shots: usize) -> String {
+    let mut name = strategy.to_string();
+    if !params.is_null() {
+        name = format!("{name} {params}");
     }
+    if shots > 0 {
+        name = format!("{name} {shots}-shot");
+    }
+    name
 }
 
 impl CellReport {
     /// The configuration's name ([`configuration`]).
     pub fn configuration(&self) -> String {
-        configuration(&self.strategy, &self.params)
+        configuration(&self.strategy, &self.params, self.shots)
     }
 }
 
-/// Aggregates rows per (strategy, parameters, verifier, budget), sorted in that order.
+/// Aggregates rows per (strategy, parameters, worked examples, verifier, budget), sorted in
+/// that order.
 pub fn summarize(rows: &[ResultRow]) -> Vec<CellReport> {
-    type Key = (String, String, String, u64);
+    type Key = (String, String, usize, String, u64);
     let mut cells: BTreeMap<Key, Vec<&ResultRow>> = BTreeMap::new();
     for r in rows {
         cells
             .entry((
                 r.strategy.clone(),
                 r.params.to_string(),
+                r.shots,
                 r.verifier.clone(),
                 r.budget,
             ))
@@ -148,7 +156,7 @@ pub fn summarize(rows: &[ResultRow]) -> Vec<CellReport> {
     }
     cells
         .into_iter()
-        .map(|((strategy, _, verifier, budget), rs)| {
+        .map(|((strategy, _, shots, verifier, budget), rs)| {
             let params = rs
                 .first()
                 .map_or(serde_json::Value::Null, |r| r.params.clone());
@@ -206,6 +214,7 @@ pub fn summarize(rows: &[ResultRow]) -> Vec<CellReport> {
                 strategy,
                 verifier,
                 params,
+                shots,
                 budget,
             }
         })
@@ -344,5 +353,28 @@ mod tests {
         let json = serde_json::to_value(&cells).unwrap_or_default();
         assert!(json[0].get("params").is_none(), "defaults: no params key");
         assert_eq!(json[1]["params"]["n"], 2);
+    }
+
+    #[test]
+    fn runs_with_other_worked_examples_are_other_cells() {
+        let mut shown = row("p1", &["12", "12"], &[1.0, 1.0], "12");
+        shown.shots = 2;
+        let rows = vec![
+            row("p1", &["13", "12", "13"], &[0.5, 1.0, 0.5], "13"),
+            shown,
+        ];
+        let cells = summarize(&rows);
+        assert_eq!(cells.len(), 2, "zero-shot and 2-shot are not pooled");
+        assert_eq!(cells[0].configuration(), "weighted_best_of_n");
+        assert_eq!(cells[1].configuration(), "weighted_best_of_n 2-shot");
+        assert_eq!((cells[0].accuracy, cells[1].accuracy), (0.0, 1.0));
+        let json = serde_json::to_value(&cells).unwrap_or_default();
+        assert!(json[0].get("shots").is_none());
+        assert_eq!(json[1]["shots"], 2);
+        let front = crate::pareto::pareto(&rows);
+        assert_eq!(front.len(), 2, "{front:?}");
+        assert!(front
+            .iter()
+            .any(|c| c.label == "weighted_best_of_n 2-shot + calc"));
     }
 }

@@ -88,7 +88,8 @@ pub struct ResultRow {
     pub wall_ms: u64,
 }
 
-fn is_zero(n: &usize) -> bool {
+/// Whether a count is zero (for `skip_serializing_if`).
+pub(crate) fn is_zero(n: &usize) -> bool {
     *n == 0
 }
 

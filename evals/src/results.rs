@@ -53,6 +53,10 @@ pub struct ResultRow {
     /// none).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub shots: usize,
+    /// Ids of the worked examples shown, most similar first (the outcome's `shots`; absent:
+    /// none, or a row written before they were recorded).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shown: Vec<String>,
     /// The load `auto`'s router ran under (pinned at 0 by default), if `auto` ran.
     #[serde(default)]
     pub load: Option<f64>,
@@ -239,6 +243,7 @@ pub(crate) fn test_row(id: &str) -> ResultRow {
         verifier: "none".into(),
         params: serde_json::Value::Null,
         shots: 0,
+        shown: Vec::new(),
         load: None,
         gold: "1".into(),
         answer: Some("1".into()),

@@ -111,6 +111,9 @@ pub struct Solved {
     /// What `auto`'s router decided (its `load` among it).
     #[serde(default)]
     pub router: Option<serde_json::Value>,
+    /// Ids of the worked examples shown before the question.
+    #[serde(default)]
+    pub shots: Vec<String>,
 }
 
 /// A candidate's answer.
@@ -255,6 +258,7 @@ pub fn grade(item: &Item, attempt: Attempt, wall_ms: u64) -> ResultRow {
         verifier: item.verifier.clone(),
         params: item.params.clone(),
         shots: item.shots,
+        shown: Vec::new(),
         load: None,
         gold: gold.clone(),
         answer: None,
@@ -312,6 +316,7 @@ pub fn grade(item: &Item, attempt: Attempt, wall_ms: u64) -> ResultRow {
                 candidate_answers,
                 candidate_scores,
                 candidates,
+                shown: s.shots,
                 load,
                 finish_reason: s.finish_reason,
                 spend: Spend {

@@ -272,6 +272,18 @@ fn shots_show_train_solutions_and_are_recorded() {
     let shown = rows(&with);
     assert_eq!(shown.len(), 4);
     assert!(shown.values().all(|r| r["shots"] == 2), "{shown:?}");
+    // Each row names its two examples, all from the train split.
+    assert!(
+        shown.values().all(|r| {
+            let ids = r["shown"].as_array().cloned().unwrap_or_default();
+            ids.len() == 2
+                && ids.iter().all(|id| {
+                    ponder::split::split_of(id.as_str().unwrap_or_default())
+                        == ponder::split::Split::Train
+                })
+        }),
+        "{shown:?}"
+    );
     assert!(rows(&without).values().all(|r| r.get("shots").is_none()));
     // The worked examples write `a × b = c`; zero-shot SmolLM2 writes prose.
     assert!(

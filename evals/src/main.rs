@@ -127,8 +127,10 @@ struct RunArgs {
     limit: Option<usize>,
     /// Show each question's K nearest worked examples first (by the router's MiniLM
     /// embedding): in-process from the dataset's train split (needs a `solution` field); over
-    /// --url from the server's pool (`ponder serve --exemplars`).
-    #[arg(long, default_value_t = 0)]
+    /// --url from the server's pool (`ponder serve --exemplars`). At most 8.
+    #[arg(long, default_value_t = 0,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new()
+              .range(0..=ponder::router::MAX_SHOTS as u64))]
     shots: usize,
     /// With --shots: take the worked examples from this file's train split (read with the
     /// `auto` preset) instead of the dataset's own, e.g. for a set without solutions.

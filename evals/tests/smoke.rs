@@ -315,6 +315,26 @@ fn shots_show_train_solutions_and_are_recorded() {
     assert!(
         String::from_utf8_lossy(&refused.stderr).contains("--shots-from applies in-process only")
     );
+    let over = eval_run(
+        &[
+            "--dataset",
+            &gsm,
+            "--strategies",
+            "best_of_n",
+            "--budgets",
+            "64",
+            "--shots",
+            "9",
+        ],
+        &tmp.path().join("over"),
+    )
+    .output()
+    .expect("run ponder-eval");
+    assert!(!over.status.success());
+    assert!(
+        String::from_utf8_lossy(&over.stderr).contains("0..=8"),
+        "the server's limit"
+    );
     // A set without worked solutions (ponder-150) takes its examples from another file.
     let own = |dir: &str| {
         eval_run(

@@ -292,47 +292,34 @@ fn shots_show_train_solutions_and_are_recorded() {
         equalities(&with),
         equalities(&without)
     );
-    let refused = eval_run(
-        &[
+    // Refused before anything runs, naming what is wrong.
+    let refusal = |extra: &[&str], dir: &str| -> String {
+        let mut args = vec![
             "--dataset",
-            &gsm,
+            gsm.as_str(),
             "--strategies",
             "best_of_n",
             "--budgets",
             "64",
-            "--url",
-            "http://127.0.0.1:9",
-            "--shots",
-            "1",
-            "--shots-from",
-            &gsm,
-        ],
-        &tmp.path().join("url"),
-    )
-    .output()
-    .expect("run ponder-eval");
-    assert!(!refused.status.success());
+        ];
+        args.extend_from_slice(extra);
+        let out = eval_run(&args, &tmp.path().join(dir))
+            .output()
+            .expect("run ponder-eval");
+        assert!(!out.status.success(), "{extra:?} must be refused");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let over_url = [
+        "--url",
+        "http://127.0.0.1:9",
+        "--shots",
+        "1",
+        "--shots-from",
+        &gsm,
+    ];
+    assert!(refusal(&over_url, "url").contains("--shots-from applies in-process only"));
     assert!(
-        String::from_utf8_lossy(&refused.stderr).contains("--shots-from applies in-process only")
-    );
-    let over = eval_run(
-        &[
-            "--dataset",
-            &gsm,
-            "--strategies",
-            "best_of_n",
-            "--budgets",
-            "64",
-            "--shots",
-            "9",
-        ],
-        &tmp.path().join("over"),
-    )
-    .output()
-    .expect("run ponder-eval");
-    assert!(!over.status.success());
-    assert!(
-        String::from_utf8_lossy(&over.stderr).contains("0..=8"),
+        refusal(&["--shots", "9"], "over").contains("0..=8"),
         "the server's limit"
     );
     // A set without worked solutions (ponder-150) takes its examples from another file.

@@ -713,6 +713,29 @@ fn reason_shows_the_routers_worked_examples_and_names_them() {
         "the choice replays"
     );
     assert_eq!(loaded(), 1, "the pool loads once, on first use");
+    // A chat search takes `shots` too (OpenAI clients send it in `extra_body`) and names them
+    // in its `ponder` summary; plain decoding refuses it.
+    let chat_body = |extra: Value| {
+        let mut body = chat(
+            "A bus travels at 30 miles per hour for 4 hours. How many miles does it travel?",
+            json!({"shots": 1}),
+        );
+        if let (Some(b), Some(e)) = (body.as_object_mut(), extra.as_object()) {
+            b.extend(e.clone());
+        }
+        server.block_on(post(&client, &server.url("/v1/chat/completions"), body))
+    };
+    let (status, searched) = chat_body(json!({
+        "strategy": "best_of_n",
+        "strategy_params": {"n": 1, "max_tokens": 24},
+        "budget_tokens": 2048,
+    }));
+    assert_eq!(status, 200, "{searched}");
+    assert_eq!(searched["ponder"]["shots"], shown["shots"], "{searched}");
+    let (status, plain) = chat_body(json!({"max_tokens": 8}));
+    assert_eq!(status, 400, "{plain}");
+    assert_eq!(plain["error"]["param"], "shots");
+    assert_eq!(loaded(), 1);
     assert_eq!(
         shown["shots"],
         json!([pool[0]["id"]]),

@@ -92,12 +92,13 @@ pub struct ServeArgs {
     #[arg(long, env = "PONDER_ROUTER")]
     pub router: Option<PathBuf>,
     /// Worked examples (a JSONL file of problems with `id`, `problem`, `solution`) the router
-    /// shows before a `/v1/reason` question that asks for `shots`: only the train split is
+    /// shows before a search's question that asks for `shots`: only the train split is
     /// ever shown [default: the shipped evals/data/gsm_gen.jsonl; skipped with a warning when
     /// it or the encoder is missing]. `none` turns them off; a path given here must load.
     #[arg(long, env = "PONDER_EXEMPLARS")]
     pub exemplars: Option<PathBuf>,
-    /// Worked examples shown to a `/v1/reason` request that sets no `shots` (0..=8).
+    /// Worked examples shown to a search (`/v1/reason`, or a chat or completion with a
+    /// strategy) that sets no `shots` (0..=8).
     #[arg(long, env = "PONDER_SHOTS", default_value_t = 0,
           value_parser = clap::value_parser!(u8).range(0..=crate::router::MAX_SHOTS as i64))]
     pub shots: u8,

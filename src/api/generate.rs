@@ -499,6 +499,7 @@ fn search_summary(outcome: &Outcome, trace: bool) -> SearchSummary {
         candidates: outcome.candidates.len(),
         finish_reason: outcome.finish_reason,
         router: outcome.router.clone(),
+        shots: outcome.shots.clone(),
         spent: outcome.usage.spent(),
         strategy: outcome.strategy.clone(),
         support: outcome.support,
@@ -540,10 +541,11 @@ async fn search(
     };
     let (question, history) = validate::problem_of(&valid.prompt);
     check_question_fits(&state, &question)?;
+    let shots = state.worked_examples(&question, strategy.shots).await?;
     let req = ReasonRequest {
         problem: question,
         history,
-        shots: Vec::new(),
+        shots,
         strategy: strategy.name.clone(),
         params: strategy.params.clone(),
         budget_tokens: strategy.budget_tokens,

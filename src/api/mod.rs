@@ -89,7 +89,7 @@ impl std::fmt::Debug for AppState {
 /// Builds a worked-example pool (for [`ServerBuilder::exemplars_on_first_use`]).
 pub type ExemplarLoader = Arc<dyn Fn() -> crate::router::Result<Exemplars> + Send + Sync>;
 
-/// Where `/v1/reason`'s worked examples come from.
+/// Where a search's worked examples (`shots`) come from.
 enum ExampleSource {
     /// A pool built before the server started.
     Ready(Arc<Exemplars>),
@@ -238,7 +238,7 @@ impl ServerBuilder {
         self
     }
 
-    /// Chooses a `/v1/reason` request's `shots` worked examples from `pool`.
+    /// Chooses a search request's `shots` worked examples from `pool`.
     pub fn exemplars(mut self, pool: Arc<Exemplars>) -> Self {
         self.exemplars = Some(ExampleSource::Ready(pool));
         self

@@ -126,6 +126,9 @@ pub(crate) struct SearchSummary {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
     pub(crate) router: Option<Value>,
+    /// Ids of the worked examples shown before the question (absent: none).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) shots: Vec<String>,
     /// Tokens charged against the budget.
     pub(crate) spent: u64,
     /// The strategy that ran.

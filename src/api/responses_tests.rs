@@ -108,6 +108,7 @@ fn summary(trace: bool) -> SearchSummary {
         candidates: 3,
         finish_reason: SearchFinish::Budget,
         router: trace.then(|| json!({"category": "math", "difficulty": 0.25_f32})),
+        shots: Vec::new(),
         spent: 345,
         strategy: "best_of_n".into(),
         support: Some(2.0 / 3.0),

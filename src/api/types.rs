@@ -97,6 +97,11 @@ pub(crate) struct CommonParams {
     pub(crate) strategy_params: Option<Value>,
     /// Ponder: include the search tree in the response.
     pub(crate) return_trace: Option<bool>,
+    /// Ponder: worked examples the router shows before the question, with a strategy only
+    /// (0–8; the nearest of the server's pool, `ponder serve --exemplars`) [default: the
+    /// server's `--shots`, else 0]. The response's `ponder.shots` names them.
+    #[schema(minimum = 0, maximum = 8)]
+    pub(crate) shots: Option<i64>,
     /// Penalises tokens generated so far, once each; in [-2, 2]. Not with a strategy.
     #[schema(minimum = -2, maximum = 2)]
     pub(crate) presence_penalty: Option<f64>,

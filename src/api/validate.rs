@@ -49,7 +49,8 @@ pub struct Limits {
     pub default_strategy: String,
     /// SSE keep-alive interval.
     pub keep_alive: Duration,
-    /// Worked examples a `/v1/reason` request is shown when it sets no `shots`.
+    /// Worked examples a search (`/v1/reason`, or a chat or completion with a strategy) is
+    /// shown when it sets no `shots`.
     pub default_shots: usize,
 }
 
@@ -104,6 +105,8 @@ pub(crate) struct ValidStrategy {
     pub deadline_ms: Option<u64>,
     /// Return the search tree.
     pub return_trace: bool,
+    /// Worked examples to choose for the question.
+    pub shots: usize,
 }
 
 /// A validated chat or completion request.
@@ -341,12 +344,23 @@ fn common(
         }
         (None, None) => None,
     };
+    let shots = match c.shots {
+        Some(k) => int_in("shots", k, 0, crate::router::MAX_SHOTS as u64)? as usize,
+        None => limits.default_shots,
+    };
+    if name.is_none() && c.shots.is_some_and(|k| k > 0) {
+        return Err(ValidationError::invalid(
+            "shots",
+            "applies to a search: set a strategy (or a budget) with it",
+        ));
+    }
     let strategy = name.map(|name| ValidStrategy {
         name,
         params: c.strategy_params.clone().unwrap_or(Value::Null),
         budget_tokens: budget.unwrap_or(limits.default_budget()),
         deadline_ms,
         return_trace: c.return_trace.unwrap_or(false),
+        shots,
     });
     let adjust = logit_adjustments(c)?;
     if let (Some(_), Some(field)) = (&strategy, adjust.field) {

@@ -105,7 +105,8 @@ impl AppState {
     /// for `k` 0). A request that asks for examples from a server without a pool is refused,
     /// naming `shots`.
     async fn worked_examples(&self, question: &str, k: usize) -> Result<Vec<Shot>, AppError> {
-        if k == 0 {
+        // A blank question is refused by the request's validation next; nothing to choose for.
+        if k == 0 || question.trim().is_empty() {
             return Ok(Vec::new());
         }
         let pool = match &self.exemplars {

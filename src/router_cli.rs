@@ -34,6 +34,8 @@ enum RouterCommand {
         /// The sentence encoder [default: the installed all-MiniLM-L6-v2].
         #[arg(long)]
         embedder: Option<PathBuf>,
+        #[command(flatten)]
+        levelled: LevelledArgs,
     },
     /// Evaluate a router file on a labelled set (the held-out split with --heldout).
     Eval {
@@ -52,6 +54,8 @@ enum RouterCommand {
         /// Seed of the split.
         #[arg(long, default_value_t = 0)]
         seed: u64,
+        #[command(flatten)]
+        levelled: LevelledArgs,
     },
     /// Put measured accuracy vs spend into the calibration table: a `ponder-eval calibrate`
     /// table (levels mapped to difficulties) or a `ponder bench strategies` table (one difficulty).
@@ -105,6 +109,49 @@ enum RouterCommand {
     },
 }
 
+/// A harness dataset whose levels are difficulty labels (`router train` fits the difficulty
+/// head on its train split too; both commands report its held-out problems).
+#[derive(Args)]
+struct LevelledArgs {
+    /// JSONL with `id`, `problem` and `level` (a harness dataset); `none` for the labelled
+    /// set alone. Its train-split problems join the difficulty head's training (at most
+    /// --per-level of each level); its held-out problems are evaluated on their own.
+    #[arg(long, default_value = router::data::DEFAULT_LEVELLED)]
+    levelled: String,
+    /// Levels up to this one are easy.
+    #[arg(long, default_value_t = router::data::DEFAULT_LEVEL_BINS.easy_max)]
+    easy_max_level: u32,
+    /// Levels from this one are hard (between: medium).
+    #[arg(long, default_value_t = router::data::DEFAULT_LEVEL_BINS.hard_min)]
+    hard_min_level: u32,
+    /// Train-split problems taken from each level (the first in file order).
+    #[arg(long, default_value_t = router::data::DEFAULT_PER_LEVEL)]
+    per_level: usize,
+}
+
+impl LevelledArgs {
+    fn load(&self) -> anyhow::Result<Option<router::data::Levelled>> {
+        if self.levelled == "none" {
+            return Ok(None);
+        }
+        anyhow::ensure!(
+            self.easy_max_level < self.hard_min_level,
+            "--easy-max-level ({}) must be below --hard-min-level ({})",
+            self.easy_max_level,
+            self.hard_min_level
+        );
+        let bins = router::data::LevelBins {
+            easy_max: self.easy_max_level,
+            hard_min: self.hard_min_level,
+        };
+        Ok(Some(router::data::load_levelled(
+            std::path::Path::new(&self.levelled),
+            bins,
+            self.per_level,
+        )?))
+    }
+}
+
 fn load_router(path: Option<PathBuf>) -> anyhow::Result<Router> {
     let path = path.unwrap_or_else(router::default_router_path);
     Ok(Router::load(
@@ -122,8 +169,10 @@ pub(crate) fn run(args: RouterArgs) -> anyhow::Result<()> {
             holdout,
             seed,
             embedder,
+            levelled,
         } => {
             let examples = router::data::load_labelled(&data)?;
+            let levelled_set = levelled.load()?;
             let table: CalibrationTable = if calibration.is_file() {
                 let text = std::fs::read_to_string(&calibration)
                     .with_context(|| format!("reading {}", calibration.display()))?;
@@ -142,6 +191,9 @@ pub(crate) fn run(args: RouterArgs) -> anyhow::Result<()> {
             let (classifier, evaluation) = router::train::train_and_evaluate(
                 &encoder,
                 &examples,
+                levelled_set
+                    .as_ref()
+                    .map(|l| (levelled.levelled.as_str(), l)),
                 holdout,
                 seed,
                 &TrainOptions::default(),
@@ -167,6 +219,7 @@ pub(crate) fn run(args: RouterArgs) -> anyhow::Result<()> {
             heldout,
             holdout,
             seed,
+            levelled,
         } => {
             let r = load_router(path)?;
             let mut examples = router::data::load_labelled(&data)?;
@@ -186,6 +239,17 @@ pub(crate) fn run(args: RouterArgs) -> anyhow::Result<()> {
                 difficulty.accuracy(),
                 difficulty.markdown()
             );
+            if let Some(set) = levelled.load()? {
+                let (_, difficulty) =
+                    router::train::evaluate(r.embedder(), &r.file().classifier, &set.held_out)?;
+                println!(
+                    "{} held out ({} problems), difficulty accuracy: {:.3}\n\n{}",
+                    levelled.levelled,
+                    set.held_out.len(),
+                    difficulty.accuracy(),
+                    difficulty.markdown()
+                );
+            }
         }
         RouterCommand::Calibrate {
             harness,
@@ -259,4 +323,15 @@ fn print_evaluation(e: &router::train::Evaluation) {
         e.difficulty_accuracy,
         e.difficulty.markdown()
     );
+    if let Some(l) = &e.levelled {
+        println!(
+            "{}: difficulty head trained on {} train-split problems too; on its {} held-out \
+             problems, difficulty accuracy: {:.3}\n\n{}",
+            l.data,
+            l.train_examples,
+            l.heldout_examples,
+            l.difficulty_accuracy,
+            l.difficulty.markdown()
+        );
+    }
 }

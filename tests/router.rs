@@ -206,6 +206,83 @@ fn shipped_router_classifies_the_held_out_split() {
         "difficulty accuracy {} is no better than chance",
         difficulty.accuracy()
     );
+    // And on the levelled dataset's held-out problems, which it never trained on.
+    let levelled = recorded
+        .levelled
+        .expect("the shipped file records its levelled evaluation");
+    let set = default_levelled();
+    assert_eq!(levelled.heldout_examples, set.held_out.len());
+    let (_, on_levelled) =
+        router::train::evaluate(r.embedder(), &r.file().classifier, &set.held_out)
+            .expect("evaluate");
+    assert_eq!(on_levelled, levelled.difficulty);
+}
+
+fn default_levelled() -> router::data::Levelled {
+    router::data::load_levelled(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join(router::data::DEFAULT_LEVELLED),
+        router::data::DEFAULT_LEVEL_BINS,
+        router::data::DEFAULT_PER_LEVEL,
+    )
+    .expect("levelled set")
+}
+
+/// `ponder router train` with its defaults rebuilds the shipped classifier from the committed
+/// data (to float noise across builds) and the same held-out evaluation.
+#[test]
+fn shipped_router_is_what_router_train_makes_from_the_committed_data() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let examples =
+        router::data::load_labelled(&root.join("data/router/labelled.jsonl")).expect("labelled");
+    let levelled = default_levelled();
+    let (classifier, evaluation) = router::train::train_and_evaluate(
+        embedder(),
+        &examples,
+        Some((router::data::DEFAULT_LEVELLED, &levelled)),
+        0.2,
+        0,
+        &router::TrainOptions::default(),
+    )
+    .expect("train");
+    let shipped = shipped();
+    let file = shipped.file();
+    for (name, ours, theirs) in [
+        ("category", &classifier.category, &file.classifier.category),
+        (
+            "difficulty",
+            &classifier.difficulty,
+            &file.classifier.difficulty,
+        ),
+    ] {
+        assert_eq!(ours.labels, theirs.labels, "{name} labels");
+        let most = ours
+            .weights
+            .iter()
+            .flatten()
+            .zip(theirs.weights.iter().flatten())
+            .chain(ours.bias.iter().zip(&theirs.bias))
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0f32, f32::max);
+        assert!(
+            most < 1e-3,
+            "{name} head differs by {most}: retrain with `ponder router train`"
+        );
+    }
+    // The same held-out results (accuracies are ratios of these counts; JSON parsing may move
+    // their last bit).
+    let recorded = file.evaluation.clone().expect("evaluation");
+    assert_eq!(
+        (evaluation.category, evaluation.difficulty),
+        (recorded.category, recorded.difficulty)
+    );
+    let (ours, theirs) = (
+        evaluation.levelled.expect("levelled"),
+        recorded.levelled.expect("levelled"),
+    );
+    assert_eq!(
+        (ours.data, ours.train_examples, ours.difficulty),
+        (theirs.data, theirs.train_examples, theirs.difficulty)
+    );
 }
 
 #[test]

@@ -373,31 +373,22 @@ impl Draw {
             .collect();
         if self.params.top_k > 0 && self.params.top_k < cands.len() {
             let k = self.params.top_k;
-            cands.select_nth_unstable_by(k - 1, |a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+            cands.select_nth_unstable_by(k - 1, by_weight_desc);
             cands.truncate(k);
         }
-        // Only nucleus and min-p need the candidates in order; top-k alone walks them as left.
-        if self.params.top_p < 1.0 || self.params.min_p > 0.0 {
-            cands.sort_unstable_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-        }
-        let total: f32 = cands.iter().map(|c| c.1).sum();
+        // Only nucleus and min-p need the candidates in order (top-k alone walks them as
+        // left), and only the ones they keep: those are found without sorting the vocabulary.
         if self.params.top_p < 1.0 {
-            let target = self.params.top_p as f32 * total;
-            let mut acc = 0.0;
-            let mut keep = cands.len();
-            for (i, c) in cands.iter().enumerate() {
-                acc += c.1;
-                if acc >= target {
-                    keep = i + 1;
-                    break;
-                }
-            }
-            cands.truncate(keep);
+            let target = self.params.top_p as f32 * cands.iter().map(|c| c.1).sum::<f32>();
+            nucleus(&mut cands, target);
         }
         if self.params.min_p > 0.0 {
-            // Sorted above: the first candidate is the most likely.
-            let floor = self.params.min_p as f32 * cands.first().map_or(0.0, |c| c.1);
+            let max = cands.iter().map(|c| c.1).fold(0.0, f32::max);
+            let floor = self.params.min_p as f32 * max;
             cands.retain(|c| c.1 >= floor);
+            if self.params.top_p >= 1.0 {
+                cands.sort_unstable_by(by_weight_desc);
+            }
         }
         let total: f32 = cands.iter().map(|c| c.1).sum();
         let mut u = r * total;
@@ -408,6 +399,41 @@ impl Draw {
             u -= c.1;
         }
         cands.last().map_or(0, |c| c.0)
+    }
+}
+
+/// Most likely first; equal weights by token id, so the order is total and replays.
+fn by_weight_desc(a: &(u32, f32), b: &(u32, f32)) -> std::cmp::Ordering {
+    b.1.total_cmp(&a.1).then(a.0.cmp(&b.0))
+}
+
+/// Candidates examined first when looking for the nucleus; grows ×4 until it holds it.
+const NUCLEUS_FIRST_LOOK: usize = 64;
+
+/// Keeps the shortest most-likely-first prefix of `cands` whose weights add up to `target`
+/// (all of them if none does), sorted most likely first — the prefix a full sort would give,
+/// found by selecting the top few, sorting those and widening only when they fall short.
+fn nucleus(cands: &mut Vec<(u32, f32)>, target: f32) {
+    let mut look = NUCLEUS_FIRST_LOOK.min(cands.len());
+    loop {
+        if look < cands.len() {
+            cands.select_nth_unstable_by(look - 1, by_weight_desc);
+        }
+        let top = &mut cands[..look];
+        top.sort_unstable_by(by_weight_desc);
+        let mut acc = 0.0;
+        let reached = top.iter().position(|c| {
+            acc += c.1;
+            acc >= target
+        });
+        if let Some(i) = reached {
+            cands.truncate(i + 1);
+            return;
+        }
+        if look == cands.len() {
+            return;
+        }
+        look = (look * 4).min(cands.len());
     }
 }
 

@@ -264,3 +264,43 @@ fn entropy_of_uniform_is_log_n() -> Result<()> {
     assert!((out.entropy - (8f32).ln()).abs() < 1e-5);
     Ok(())
 }
+
+/// The nucleus as a full sort finds it: the shortest most-likely-first prefix reaching
+/// `target` (all candidates if none does).
+fn nucleus_by_full_sort(mut cands: Vec<(u32, f32)>, target: f32) -> Vec<(u32, f32)> {
+    cands.sort_unstable_by(by_weight_desc);
+    let mut acc = 0.0;
+    let keep = cands
+        .iter()
+        .position(|c| {
+            acc += c.1;
+            acc >= target
+        })
+        .map_or(cands.len(), |i| i + 1);
+    cands.truncate(keep);
+    cands
+}
+
+proptest::proptest! {
+    /// Selecting the top few and widening keeps exactly the prefix a full sort keeps, in its
+    /// order — over peaked and flat distributions, ties, and vocabularies from 1 to 5,000.
+    #[test]
+    fn nucleus_keeps_the_prefix_a_full_sort_keeps(
+        logits in proptest::collection::vec(-30.0f32..10.0, 1..5000),
+        sharpness in 0.0f32..4.0,
+        top_p in 0.01f64..1.0,
+        ties in 0usize..4,
+    ) {
+        let weights: Vec<f32> = logits
+            .iter()
+            .enumerate()
+            // Every `ties + 2`th token shares a weight with its neighbour.
+            .map(|(i, l)| (if i % (ties + 2) == 1 { logits[i - 1] } else { *l } * sharpness).exp())
+            .collect();
+        let cands: Vec<(u32, f32)> = weights.iter().enumerate().map(|(i, w)| (i as u32, *w)).collect();
+        let target = top_p as f32 * weights.iter().sum::<f32>();
+        let mut fast = cands.clone();
+        nucleus(&mut fast, target);
+        proptest::prop_assert_eq!(fast, nucleus_by_full_sort(cands, target));
+    }
+}

@@ -1,5 +1,8 @@
 //! The labelled query set (`data/router/labelled.jsonl`: one `{"query", "category",
-//! "difficulty"}` per line) and its deterministic, stratified train / held-out split.
+//! "difficulty"}` per line) and its deterministic, stratified train / held-out split; and
+//! difficulty-only examples read from a harness dataset's levels (`evals/data/gsm_gen.jsonl`),
+//! split by the project's fixed problem split so the held-out problems reports are made on
+//! never train the difficulty head.
 
 use std::path::Path;
 
@@ -45,6 +48,93 @@ pub fn load_labelled(path: &Path) -> Result<Vec<LabelledQuery>> {
             path,
             "labelled query set",
             "no examples",
+        ));
+    }
+    Ok(out)
+}
+
+/// The levelled dataset `ponder router train` uses by default: the project's grade-school
+/// generator, whose level is the number of computations a problem's worked solution makes.
+pub const DEFAULT_LEVELLED: &str = "evals/data/gsm_gen.jsonl";
+
+/// `gsm_gen`'s levels 1–3 as easy / medium / hard.
+pub const DEFAULT_LEVEL_BINS: LevelBins = LevelBins {
+    easy_max: 1,
+    hard_min: 3,
+};
+
+/// Train-split problems of each level taken by default (the smallest level has 113).
+pub const DEFAULT_PER_LEVEL: usize = 100;
+
+/// Which levels of a harness dataset are which difficulty (levels up to `easy_max` easy, from
+/// `hard_min` hard, between them medium: [`super::calibrate::difficulty_of_level`], the rule
+/// `ponder-eval calibrate` bins the calibration table by).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LevelBins {
+    /// Highest easy level.
+    pub easy_max: u32,
+    /// Lowest hard level.
+    pub hard_min: u32,
+}
+
+/// A harness dataset's problems as difficulty examples (category `math`), by the project's
+/// fixed split ([`crate::split`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Levelled {
+    /// Train-split problems, at most `per_level` of each level (the first in file order).
+    pub train: Vec<LabelledQuery>,
+    /// Every held-out problem.
+    pub held_out: Vec<LabelledQuery>,
+}
+
+/// Reads the problems of a harness dataset (JSONL with `id`, `problem` and `level`; other
+/// fields ignored) as difficulty examples. A line without a level, or a bad line, is an error
+/// naming the file and line.
+pub fn load_levelled(path: &Path, bins: LevelBins, per_level: usize) -> Result<Levelled> {
+    #[derive(Deserialize)]
+    struct Problem {
+        id: String,
+        problem: String,
+        level: Option<u32>,
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| RouterError::read(path, e))?;
+    let mut out = Levelled::default();
+    let mut taken: std::collections::BTreeMap<u32, usize> = Default::default();
+    for (i, line) in text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+    {
+        let bad = |why: String| {
+            RouterError::corrupt(path, "levelled dataset", format!("line {}: {why}", i + 1))
+        };
+        let p: Problem = serde_json::from_str(line).map_err(|e| bad(e.to_string()))?;
+        let level = p.level.ok_or_else(|| bad("no `level`".into()))?;
+        if p.problem.trim().is_empty() {
+            return Err(bad("empty `problem`".into()));
+        }
+        let query = LabelledQuery {
+            query: p.problem,
+            category: "math".into(),
+            difficulty: super::calibrate::difficulty_of_level(level, bins.easy_max, bins.hard_min)
+                .into(),
+        };
+        match crate::split::split_of(&p.id) {
+            crate::split::Split::HeldOut => out.held_out.push(query),
+            crate::split::Split::Train => {
+                let n = taken.entry(level).or_default();
+                if *n < per_level {
+                    *n += 1;
+                    out.train.push(query);
+                }
+            }
+        }
+    }
+    if out.train.is_empty() {
+        return Err(RouterError::corrupt(
+            path,
+            "levelled dataset",
+            "no train-split problems",
         ));
     }
     Ok(out)
@@ -126,6 +216,50 @@ mod tests {
         assert!(test.iter().all(|t| !train.contains(t)));
         assert_eq!(split(&all, 0.2, 7), (train, test));
         assert_ne!(split(&all, 0.2, 8).1, split(&all, 0.2, 7).1);
+    }
+
+    #[test]
+    fn levelled_problems_split_by_id_and_bin_by_level() {
+        use crate::split::{split_of, Split};
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("set.jsonl");
+        let mut text = String::new();
+        for i in 0..60 {
+            let level = 1 + i % 3;
+            text.push_str(&format!(
+                "{{\"id\":\"p{i}\",\"problem\":\"q{i}\",\"level\":{level},\"answer\":\"1\"}}\n"
+            ));
+        }
+        std::fs::write(&path, &text).expect("write");
+        let bins = LevelBins {
+            easy_max: 1,
+            hard_min: 3,
+        };
+        let all = load_levelled(&path, bins, 1000).expect("loads");
+        let held = (0..60)
+            .filter(|i| split_of(&format!("p{i}")) == Split::HeldOut)
+            .count();
+        assert_eq!(all.held_out.len(), held);
+        assert_eq!(all.train.len(), 60 - held);
+        // Nothing held out is trained on; levels map 1 → easy, 2 → medium, 3 → hard.
+        for q in &all.train {
+            let i: usize = q.query[1..].parse().expect("index");
+            assert_eq!(split_of(&format!("p{i}")), Split::Train);
+            let want = ["easy", "medium", "hard"][i % 3];
+            assert_eq!((q.category.as_str(), q.difficulty.as_str()), ("math", want));
+        }
+        let capped = load_levelled(&path, bins, 2).expect("loads");
+        assert_eq!(capped.train.len(), 6, "two of each level");
+        assert_eq!(
+            capped.held_out, all.held_out,
+            "the cap leaves the held-out part whole"
+        );
+
+        std::fs::write(&path, "{\"id\":\"x\",\"problem\":\"q\"}\n").expect("write");
+        let msg = load_levelled(&path, bins, 10)
+            .expect_err("no level")
+            .to_string();
+        assert!(msg.contains("line 1") && msg.contains("level"), "{msg}");
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! `ponder-eval calibrate`: the router's calibration table from a run, in the router's own
 //! schema ([`ponder::router::CalibrationTable`], the one calibration schema): accuracy and
-//! mean spend per (difficulty, strategy, parameters, verifier, budget). Dataset levels map to
+//! mean spend per (difficulty, strategy, parameters, verifier, worked examples, budget). Dataset levels map to
 //! the router's difficulties with [`difficulty_of_level`]; each row keeps the parameters the
 //! run gave its strategy (`null`: its registered defaults) and the verifier it scored with,
 //! and states the width and cap those parameters mean ([`shape`]), so `auto` runs exactly the
@@ -28,7 +28,7 @@ pub fn calibrate(
 ) -> CalibrationTable {
     let registry = Registry::with_builtins();
     // The parameters' JSON text keys the cell (serde_json writes an object's keys sorted).
-    type Key = (&'static str, String, String, String, u64);
+    type Key = (&'static str, String, String, String, usize, u64);
     let mut cells: BTreeMap<Key, Vec<&ResultRow>> = BTreeMap::new();
     for r in rows
         .iter()
@@ -41,13 +41,14 @@ pub fn calibrate(
             r.strategy.clone(),
             r.params.to_string(),
             r.verifier.clone(),
+            r.shots,
             budget,
         );
         cells.entry(key).or_default().push(r);
     }
     let rows = cells
         .into_iter()
-        .map(|((difficulty, strategy, _, verifier, budget), rs)| {
+        .map(|((difficulty, strategy, _, verifier, shots, budget), rs)| {
             let params = rs
                 .first()
                 .map_or(serde_json::Value::Null, |r| r.params.clone());
@@ -58,6 +59,7 @@ pub fn calibrate(
                 strategy,
                 params,
                 verifier,
+                shots,
                 n,
                 max_tokens,
                 budget,
@@ -119,6 +121,10 @@ mod tests {
                 verifier: "calculation".into(),
                 ..row(1, "best_of_n", null.clone(), false, 100)
             },
+            ResultRow {
+                shots: 2,
+                ..row(1, "best_of_n", null.clone(), true, 300)
+            },
             row(1, "auto", serde_json::json!({"load": 0.0}), true, 50),
             ResultRow {
                 http_status: Some(503),
@@ -130,7 +136,7 @@ mod tests {
             table
                 .rows
                 .iter()
-                .find(|r| r.difficulty == d && r.n == n && r.verifier == "none")
+                .find(|r| r.difficulty == d && r.n == n && r.verifier == "none" && r.shots == 0)
                 .expect("row")
         };
         let defaults = find("easy", 4);
@@ -156,11 +162,17 @@ mod tests {
             "another verifier is another configuration"
         );
         assert!((verified[0].accuracy - 0.0).abs() < 1e-12);
+        let shown: Vec<_> = table.rows.iter().filter(|r| r.shots == 2).collect();
+        assert_eq!(
+            (shown.len(), shown[0].problems),
+            (1, 1),
+            "other worked examples are another configuration"
+        );
         assert!(
             table.rows.iter().all(|r| r.strategy != "auto"),
             "auto is not a row"
         );
-        assert_eq!(table.rows.len(), 4, "the refused row is not counted");
+        assert_eq!(table.rows.len(), 5, "the refused row is not counted");
         assert!(table.rows.iter().all(|r| r.source == "runs/x"));
     }
 }

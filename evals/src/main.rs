@@ -235,14 +235,6 @@ fn main() -> anyhow::Result<()> {
             hard_min_level,
         } => {
             let rows = ponder_evals::read_rows(&dir)?;
-            // A calibration row has no worked-example count: one run, one count.
-            let shots: std::collections::BTreeSet<usize> = rows.iter().map(|r| r.shots).collect();
-            anyhow::ensure!(
-                shots.len() <= 1,
-                "{} mixes runs with --shots {:?}: calibrate each in its own directory",
-                dir.display(),
-                shots
-            );
             let table = ponder_evals::calibrate(
                 &rows,
                 &dir.display().to_string(),

@@ -38,6 +38,11 @@ pub struct CalibrationRow {
     /// The verifier the measured run scored with (`none`: the model's own confidence).
     #[serde(default = "no_verifier")]
     pub verifier: String,
+    /// Worked examples each problem was shown (`ponder-eval run --shots`; 0 in rows measured
+    /// before it was recorded). Recorded, not matched: a request's own `shots` decides what
+    /// it is shown.
+    #[serde(default)]
+    pub shots: usize,
     /// Its width (N, k or max traces) with those parameters.
     pub n: usize,
     /// Its per-branch token cap with those parameters.
@@ -321,6 +326,7 @@ mod tests {
             strategy: strategy.into(),
             params: serde_json::json!({"n": n, "max_tokens": 1024}),
             verifier: "none".into(),
+            shots: 0,
             n,
             max_tokens: 1024,
             budget,

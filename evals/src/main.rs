@@ -301,9 +301,12 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
         }
         None => {
             let mut backend = ponder_evals::InProcessBackend::start(args.model.clone())?;
-            // `auto` needs the router (encoder + router file), loaded only when asked for.
+            // `auto` needs the router (encoder + router file), loaded only when asked for; the
+            // worked examples are then chosen with its encoder rather than a second copy.
+            let mut encoder = None;
             if args.strategies.iter().any(|s| s == "auto") {
                 let router = ponder::router::Router::load_default()?;
+                encoder = Some(router.shared_embedder());
                 *backend.registry_mut() =
                     ponder::router::registry_with_auto(std::sync::Arc::new(router));
             }
@@ -315,7 +318,7 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
                     Some(path) => (path, ponder_evals::Preset::Auto),
                     None => (&args.dataset, args.preset),
                 };
-                backend.use_exemplars(exemplars(pool, preset)?);
+                backend.use_exemplars(exemplars(pool, preset, encoder)?);
             }
             std::sync::Arc::new(backend)
         }
@@ -355,6 +358,7 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
 fn exemplars(
     dataset: &std::path::Path,
     preset: ponder_evals::Preset,
+    encoder: Option<std::sync::Arc<ponder::router::Embedder>>,
 ) -> anyhow::Result<ponder::router::Exemplars> {
     let all = ponder_evals::load(
         dataset,
@@ -364,9 +368,15 @@ fn exemplars(
             ..ponder_evals::DatasetOptions::default()
         },
     )?;
-    let dir = ponder::models::default_embedder_dir();
-    let embedder = ponder::router::Embedder::load(&dir)
-        .with_context(|| format!("loading the encoder for --shots from {}", dir.display()))?;
+    let embedder = match encoder {
+        Some(shared) => shared,
+        None => {
+            let dir = ponder::models::default_embedder_dir();
+            std::sync::Arc::new(ponder::router::Embedder::load(&dir).with_context(|| {
+                format!("loading the encoder for --shots from {}", dir.display())
+            })?)
+        }
+    };
     let candidates = all
         .problems
         .into_iter()
@@ -378,14 +388,13 @@ fn exemplars(
             })
         })
         .collect();
-    let pool = ponder::router::Exemplars::new(candidates, std::sync::Arc::new(embedder))?
-        .with_context(|| {
-            format!(
-                "--shots: {} offers no examples: no train-split problem has a worked solution \
+    let pool = ponder::router::Exemplars::new(candidates, embedder)?.with_context(|| {
+        format!(
+            "--shots: {} offers no examples: no train-split problem has a worked solution \
                  (a `solution` field; --shots-from FILE takes them from another file)",
-                dataset.display()
-            )
-        })?;
+            dataset.display()
+        )
+    })?;
     eprintln!(
         "--shots: examples from {} worked train solutions",
         pool.len()

@@ -240,13 +240,15 @@ pub(crate) fn run(args: RouterArgs) -> anyhow::Result<()> {
                 difficulty.markdown()
             );
             if let Some(set) = levelled.load()? {
-                let (_, difficulty) =
+                let (category, difficulty) =
                     router::train::evaluate(r.embedder(), &r.file().classifier, &set.held_out)?;
                 println!(
-                    "{} held out ({} problems), difficulty accuracy: {:.3}\n\n{}",
+                    "{} held out ({} problems), difficulty accuracy: {:.3} (routed as math: \
+                     {:.3})\n\n{}",
                     levelled.levelled,
                     set.held_out.len(),
                     difficulty.accuracy(),
+                    category.accuracy(),
                     difficulty.markdown()
                 );
             }
@@ -326,11 +328,12 @@ fn print_evaluation(e: &router::train::Evaluation) {
     if let Some(l) = &e.levelled {
         println!(
             "{}: difficulty head trained on {} train-split problems too; on its {} held-out \
-             problems, difficulty accuracy: {:.3}\n\n{}",
+             problems, difficulty accuracy: {:.3} (routed as math: {:.3})\n\n{}",
             l.data,
             l.train_examples,
             l.heldout_examples,
             l.difficulty_accuracy,
+            l.math_share,
             l.difficulty.markdown()
         );
     }

@@ -279,6 +279,7 @@ fn shipped_router_is_what_router_train_makes_from_the_committed_data() {
         evaluation.levelled.expect("levelled"),
         recorded.levelled.expect("levelled"),
     );
+    assert!((ours.math_share - theirs.math_share).abs() < 1e-9);
     assert_eq!(
         (ours.data, ours.train_examples, ours.difficulty),
         (theirs.data, theirs.train_examples, theirs.difficulty)

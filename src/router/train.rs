@@ -51,6 +51,9 @@ pub struct LevelledEvaluation {
     pub difficulty_accuracy: f64,
     /// Difficulty confusion on them.
     pub difficulty: Confusion,
+    /// Share routed as `math` (their category; the category head never sees them).
+    #[serde(default)]
+    pub math_share: f64,
 }
 
 fn labels(preferred: &[&str], seen: impl Iterator<Item = String>) -> Vec<String> {
@@ -136,13 +139,14 @@ pub fn train_and_evaluate(
     let (category, difficulty) = evaluate(embedder, &classifier, &test)?;
     let levelled = match levelled {
         Some((data, l)) => {
-            let (_, difficulty) = evaluate(embedder, &classifier, &l.held_out)?;
+            let (category, difficulty) = evaluate(embedder, &classifier, &l.held_out)?;
             Some(LevelledEvaluation {
                 data: data.to_string(),
                 train_examples: l.train.len(),
                 heldout_examples: l.held_out.len(),
                 difficulty_accuracy: difficulty.accuracy(),
                 difficulty,
+                math_share: category.accuracy(),
             })
         }
         None => None,

@@ -159,6 +159,11 @@ struct RunArgs {
     /// depend on what else runs; the load is recorded in each row either way).
     #[arg(long)]
     live_load: bool,
+    /// Leave whole candidates (text, tokens, confidence) out of the rows; their answers, scores
+    /// and the spend stay. For runs whose rows are committed (calibration): rows are a tenth of
+    /// the size, but `ponder-eval candidates` has nothing to export from them.
+    #[arg(long)]
+    without_candidates: bool,
     /// Items in flight at once.
     #[arg(long, default_value_t = 1)]
     concurrency: usize,
@@ -437,6 +442,7 @@ fn setup(args: &RunArgs) -> anyhow::Result<ponder_evals::runner::Setup> {
         verifier,
         pin_load: !args.live_load,
         shots: args.shots,
+        record_candidates: !args.without_candidates,
     })
 }
 

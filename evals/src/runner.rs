@@ -45,6 +45,9 @@ pub struct Item {
     /// Worked examples to show before the question (`--shots`; 0: none), chosen by the
     /// backend (in-process: from its pool; over `--url`: the server's router).
     pub shots: usize,
+    /// Record every candidate whole in the row (text, tokens, confidence), as the verifier's
+    /// training export needs; off, rows keep only answers, scores and spend.
+    pub record_candidates: bool,
 }
 
 /// How the grid's items are configured beyond strategy × budget × seed.
@@ -60,6 +63,9 @@ pub struct Setup {
     pub pin_load: bool,
     /// Worked examples each question is shown (`--shots`).
     pub shots: usize,
+    /// Record whole candidates in the rows (on by default; `--without-candidates` turns it off
+    /// for runs whose rows are committed, such as calibration, at a fraction of the size).
+    pub record_candidates: bool,
 }
 
 impl Default for Setup {
@@ -69,6 +75,7 @@ impl Default for Setup {
             verifier: "none".into(),
             pin_load: true,
             shots: 0,
+            record_candidates: true,
         }
     }
 }
@@ -291,8 +298,12 @@ pub fn grade(item: &Item, attempt: Attempt, wall_ms: u64) -> ResultRow {
             let candidate_scores: Vec<Option<f32>> = s.candidates.iter().map(|c| c.score).collect();
             let candidate_answers: Vec<Option<String>> =
                 s.candidates.iter().map(|c| c.answer.clone()).collect();
-            let candidates = s
-                .candidates
+            let recorded = if item.record_candidates {
+                s.candidates
+            } else {
+                Vec::new()
+            };
+            let candidates = recorded
                 .into_iter()
                 .map(|c| LabelledCandidate {
                     correct: is(&c.answer),
@@ -354,6 +365,7 @@ pub fn grid(
                         params: setup.params_for(strategy),
                         verifier: setup.verifier.clone(),
                         shots: setup.shots,
+                        record_candidates: setup.record_candidates,
                     });
                 }
             }
@@ -585,6 +597,50 @@ mod tests {
         assert!(items
             .iter()
             .all(|i| i.params == serde_json::json!({"load": 0.0})));
+    }
+
+    #[test]
+    fn without_candidates_a_row_keeps_answers_scores_and_spend_but_not_the_texts() {
+        let solved = || Solved {
+            answer: Some("2".into()),
+            candidates: vec![
+                SolvedCandidate {
+                    answer: Some("2".into()),
+                    score: Some(0.9),
+                    text: "1 + 1 = 2".into(),
+                    ..SolvedCandidate::default()
+                },
+                SolvedCandidate {
+                    answer: Some("3".into()),
+                    score: Some(0.1),
+                    text: "1 + 1 = 3".into(),
+                    ..SolvedCandidate::default()
+                },
+            ],
+            ..Solved::default()
+        };
+        let mut items = grid(
+            &problems(),
+            &["s".to_string()],
+            &[64],
+            &[0],
+            &Setup::default(),
+        );
+        let whole = grade(&items[0], Attempt::Solved(solved()), 1);
+        items[0].record_candidates = false;
+        let slim = grade(&items[0], Attempt::Solved(solved()), 1);
+        assert_eq!(whole.candidates.len(), 2);
+        assert!(slim.candidates.is_empty());
+        assert_eq!(
+            ResultRow {
+                candidates: Vec::new(),
+                ..whole
+            },
+            slim,
+            "only the whole candidates differ"
+        );
+        assert_eq!(slim.candidate_scores, vec![Some(0.9), Some(0.1)]);
+        assert_eq!(slim.candidates_correct, 1);
     }
 
     /// One HTTP request's body, read by a server that answers it 400 (a std thread: the body is

@@ -78,10 +78,11 @@ struct ReasonArgs {
     #[arg(long)]
     json: bool,
     /// Show the question K worked examples first: the nearest (by the router's MiniLM
-    /// embedding) of the train split of --exemplars.
-    #[arg(long, default_value_t = 0,
+    /// embedding) of the train split of --exemplars [default: `auto` as many as its
+    /// calibration rows were measured with, every other strategy none].
+    #[arg(long,
           value_parser = clap::value_parser!(u8).range(0..=ponder::router::MAX_SHOTS as i64))]
-    shots: u8,
+    shots: Option<u8>,
     /// Worked examples for --shots (JSONL with id, problem, solution) [default: the shipped
     /// evals/data/gsm_gen.jsonl].
     #[arg(long, requires = "shots")]
@@ -492,26 +493,39 @@ fn run_reason(args: ReasonArgs) -> anyhow::Result<()> {
     let params: serde_json::Value = serde_json::from_str(&args.params)
         .with_context(|| format!("--params is not a JSON object: {}", args.params))?;
     // `auto` needs the router (encoder + router file), loaded only when asked for.
-    let registry = if args.strategy == "auto" {
+    let router = if args.strategy == "auto" {
         let path = ponder::router::default_router_path();
         let router = ponder::router::Router::load(&path, &ponder::models::default_embedder_dir())?;
-        ponder::router::registry_with_auto(Arc::new(router))
+        Some(Arc::new(router))
     } else {
-        ponder_strategies::Registry::with_builtins()
+        None
     };
-    let shots = match args.shots {
+    let registry = match &router {
+        Some(router) => ponder::router::registry_with_auto(Arc::clone(router)),
+        None => ponder_strategies::Registry::with_builtins(),
+    };
+    let k = ponder::router::default_shots(
+        &args.strategy,
+        args.shots.map(usize::from),
+        router.as_ref().map_or(0, |r| r.auto_shots()),
+    );
+    let shots = match k {
         0 => Vec::new(),
         k => {
             let path = args
                 .exemplars
                 .clone()
                 .unwrap_or_else(ponder::router::default_exemplars_path);
-            let dir = ponder::models::default_embedder_dir();
-            let embedder = ponder::router::Embedder::load(&dir).with_context(|| {
-                format!("loading the encoder for --shots from {}", dir.display())
-            })?;
-            ponder::router::Exemplars::load(&path, Arc::new(embedder))?
-                .nearest(&args.problem, usize::from(k))?
+            let embedder = match &router {
+                Some(router) => router.shared_embedder(),
+                None => {
+                    let dir = ponder::models::default_embedder_dir();
+                    Arc::new(ponder::router::Embedder::load(&dir).with_context(|| {
+                        format!("loading the encoder for --shots from {}", dir.display())
+                    })?)
+                }
+            };
+            ponder::router::Exemplars::load(&path, embedder)?.nearest(&args.problem, k)?
         }
     };
     let request = ponder::reason::ReasonRequest {

@@ -442,7 +442,7 @@ fn auto_rejects_an_empty_problem() {
 }
 
 /// A router over the shipped encoder and classifier with `rows` as its calibration table.
-fn router_with_table(rows: serde_json::Value) -> Arc<Router> {
+pub(crate) fn router_with_table(rows: serde_json::Value) -> Arc<Router> {
     let shipped_path = Path::new(env!("CARGO_MANIFEST_DIR")).join(router::file::DEFAULT_ROUTER);
     let mut file = RouterFile::load(&shipped_path).expect("shipped router");
     file.allocator.table.rows = serde_json::from_value(rows).expect("rows");

@@ -640,16 +640,10 @@ fn a_plugin_strategy_registered_on_the_builder_is_callable_by_name() {
     assert!(out["choices"][0]["message"]["content"].is_string());
 }
 
-/// `/v1/reason` with `shots`: the router shows the question its nearest train-split worked
-/// examples, the outcome names them and the prompt grows by them; the pool loads on the first
-/// request that asks, once; a count over the limit, or a server without a pool, is refused
-/// naming `shots`.
-#[test]
-fn reason_shows_the_routers_worked_examples_and_names_them() {
-    use ponder::router::{Embedder, Exemplars};
+/// Two train-split problems of the shipped worked-example pool, a travel one first (a small
+/// pool keeps the tests quick), written to `dir`: the file and the records.
+fn two_example_pool(dir: &std::path::Path) -> (std::path::PathBuf, Vec<Value>) {
     use ponder::split::{split_of, Split};
-    // Two train-split problems of the shipped pool, a travel one first (a small pool keeps the
-    // test quick).
     let shipped = ponder::router::default_exemplars_path();
     let text = std::fs::read_to_string(&shipped).expect("the shipped worked examples");
     let rows: Vec<Value> = text
@@ -663,10 +657,21 @@ fn reason_shows_the_routers_worked_examples_and_names_them() {
         .filter_map(|t| pick(t))
         .collect();
     assert_eq!(pool.len(), 2, "the shipped pool has these templates");
-    let dir = tempfile::tempdir().expect("tempdir");
-    let file = dir.path().join("pool.jsonl");
+    let file = dir.join("pool.jsonl");
     let lines: Vec<String> = pool.iter().map(Value::to_string).collect();
     std::fs::write(&file, lines.join("\n")).expect("write pool");
+    (file, pool)
+}
+
+/// `/v1/reason` with `shots`: the router shows the question its nearest train-split worked
+/// examples, the outcome names them and the prompt grows by them; the pool loads on the first
+/// request that asks, once; a count over the limit, or a server without a pool, is refused
+/// naming `shots`.
+#[test]
+fn reason_shows_the_routers_worked_examples_and_names_them() {
+    use ponder::router::{Embedder, Exemplars};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (file, pool) = two_example_pool(dir.path());
     let embedder = Arc::new(
         Embedder::load(&ponder::models::default_embedder_dir()).expect("the installed encoder"),
     );
@@ -770,4 +775,69 @@ fn reason_shows_the_routers_worked_examples_and_names_them() {
         .as_str()
         .unwrap_or_default()
         .contains("--exemplars"));
+}
+
+/// `auto` asked without `shots` is shown as many worked examples as its calibration rows were
+/// measured with, so it runs the configuration that was measured; an explicit `shots` wins,
+/// and other strategies are still shown none.
+#[test]
+fn auto_without_shots_is_shown_as_many_examples_as_its_rows_were_measured_with() {
+    use ponder::router::Exemplars;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (file, pool) = two_example_pool(dir.path());
+    let row = |difficulty: &str| {
+        json!({
+            "difficulty": difficulty, "strategy": "best_of_n",
+            "params": {"n": 1, "max_tokens": 24}, "verifier": "none", "shots": 1,
+            "n": 1, "max_tokens": 24, "budget": 2048, "accuracy": 0.5, "mean_spent": 100.0,
+            "problems": 100, "source": "test"
+        })
+    };
+    let router = crate::router::router_with_table(json!([row("easy"), row("medium"), row("hard")]));
+    assert_eq!(
+        router.auto_shots(),
+        1,
+        "every row was measured with one example"
+    );
+    let embedder = router.shared_embedder();
+    let server = TestServer::start(move |b| {
+        let auto_router = Arc::clone(&router);
+        b.limits(Limits {
+            auto_shots: router.auto_shots(),
+            ..Limits::default()
+        })
+        .exemplars(Arc::new(
+            Exemplars::load(&file, embedder).expect("the two-example pool"),
+        ))
+        .register(move |r| ponder::router::register_auto(r, auto_router))
+    });
+    let client = reqwest::Client::new();
+    let ask = |strategy: &str, shots: Option<i64>| {
+        let mut body = json!({
+            "problem": "A bus travels at 30 miles per hour for 4 hours. How many miles does it travel?",
+            "strategy": strategy,
+            "params": if strategy == "auto" { json!({"load": 0.0, "probe": false}) } else { json!({"n": 1, "max_tokens": 24}) },
+            "budget_tokens": 2048,
+        });
+        if let Some(k) = shots {
+            body["shots"] = json!(k);
+        }
+        let (status, out) = server.block_on(post(&client, &server.url("/v1/reason"), body));
+        assert_eq!(status, 200, "{out}");
+        out
+    };
+    let auto = ask("auto", None);
+    assert_eq!(auto["shots"], json!([pool[0]["id"]]), "{auto}");
+    assert!(
+        ask("auto", Some(0)).get("shots").is_none(),
+        "an explicit 0 wins"
+    );
+    assert_eq!(
+        ask("auto", Some(2))["shots"].as_array().map(Vec::len),
+        Some(2)
+    );
+    assert!(
+        ask("best_of_n", None).get("shots").is_none(),
+        "other strategies: none"
+    );
 }

@@ -127,11 +127,14 @@ struct RunArgs {
     limit: Option<usize>,
     /// Show each question's K nearest worked examples first (by the router's MiniLM
     /// embedding): in-process from the dataset's train split (needs a `solution` field); over
-    /// --url from the server's pool (`ponder serve --exemplars`). At most 8.
-    #[arg(long, default_value_t = 0,
+    /// --url from the server's pool (`ponder serve --exemplars`). At most 8. Unset: as the
+    /// server does — in-process `auto` is shown as many as its calibration rows were measured
+    /// with and every other strategy none; over --url the server's default applies (rows then
+    /// record 0 and the ids actually shown).
+    #[arg(long,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new()
               .range(0..=ponder::router::MAX_SHOTS as u64))]
-    shots: usize,
+    shots: Option<usize>,
     /// With --shots: take the worked examples from this file's train split (read with the
     /// `auto` preset) instead of the dataset's own, e.g. for a set without solutions.
     #[arg(long, requires = "shots")]
@@ -259,7 +262,7 @@ fn main() -> anyhow::Result<()> {
 }
 
 fn run(args: RunArgs) -> anyhow::Result<()> {
-    let setup = setup(&args)?;
+    let mut setup = setup(&args)?;
     let opts = ponder_evals::DatasetOptions {
         fields: args.preset.fields(),
         levels: args.level,
@@ -312,13 +315,14 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
             if args.strategies.iter().any(|s| s == "auto") {
                 let router = ponder::router::Router::load_default()?;
                 encoder = Some(router.shared_embedder());
+                setup.auto_shots = router.auto_shots();
                 *backend.registry_mut() =
                     ponder::router::registry_with_auto(std::sync::Arc::new(router));
             }
             if let Some(choice) = &args.verifier {
                 rt.block_on(backend.use_verifier(choice))?;
             }
-            if args.shots > 0 {
+            if args.strategies.iter().any(|s| setup.shots_for(s) > 0) {
                 let (pool, preset) = match &args.shots_from {
                     Some(path) => (path, ponder_evals::Preset::Auto),
                     None => (&args.dataset, args.preset),
@@ -442,6 +446,7 @@ fn setup(args: &RunArgs) -> anyhow::Result<ponder_evals::runner::Setup> {
         verifier,
         pin_load: !args.live_load,
         shots: args.shots,
+        auto_shots: 0,
         record_candidates: !args.without_candidates,
     })
 }

@@ -61,8 +61,11 @@ pub struct Setup {
     /// Pin `auto`'s load-dependent shrinking at load 0 (unless its params set `load`), so that
     /// a seeded eval replays whatever else runs on the server. On by default in the harness.
     pub pin_load: bool,
-    /// Worked examples each question is shown (`--shots`).
-    pub shots: usize,
+    /// Worked examples each question is shown (`--shots`); `None`: see [`Setup::shots_for`].
+    pub shots: Option<usize>,
+    /// Worked examples `auto`'s calibration rows were measured with
+    /// (`ponder::router::Router::auto_shots`; 0 over `--url`, where the server decides).
+    pub auto_shots: usize,
     /// Record whole candidates in the rows (on by default; `--without-candidates` turns it off
     /// for runs whose rows are committed, such as calibration, at a fraction of the size).
     pub record_candidates: bool,
@@ -74,13 +77,20 @@ impl Default for Setup {
             params: serde_json::Map::new(),
             verifier: "none".into(),
             pin_load: true,
-            shots: 0,
+            shots: None,
+            auto_shots: 0,
             record_candidates: true,
         }
     }
 }
 
 impl Setup {
+    /// Worked examples `strategy`'s items are shown: as the server would choose when no count
+    /// is given (`ponder::router::default_shots`).
+    pub fn shots_for(&self, strategy: &str) -> usize {
+        ponder::router::default_shots(strategy, self.shots, self.auto_shots)
+    }
+
     /// The parameters `strategy` runs with: as given, with `auto`'s load pinned at 0 when
     /// [`Setup::pin_load`] is on and the parameters do not set one.
     pub fn params_for(&self, strategy: &str) -> serde_json::Value {
@@ -364,7 +374,7 @@ pub fn grid(
                         seed,
                         params: setup.params_for(strategy),
                         verifier: setup.verifier.clone(),
-                        shots: setup.shots,
+                        shots: setup.shots_for(strategy),
                         record_candidates: setup.record_candidates,
                     });
                 }
@@ -680,7 +690,7 @@ mod tests {
         for shots in [2, 0] {
             let (url, server) = capture_one_body();
             let setup = Setup {
-                shots,
+                shots: Some(shots),
                 ..Setup::default()
             };
             let items = grid(&problems(), &["s".to_string()], &[64], &[0], &setup);

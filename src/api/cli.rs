@@ -98,10 +98,11 @@ pub struct ServeArgs {
     #[arg(long, env = "PONDER_EXEMPLARS")]
     pub exemplars: Option<PathBuf>,
     /// Worked examples shown to a search (`/v1/reason`, or a chat or completion with a
-    /// strategy) that sets no `shots` (0..=8).
-    #[arg(long, env = "PONDER_SHOTS", default_value_t = 0,
+    /// strategy) that sets no `shots` (0..=8) [default: `auto` as many as its calibration
+    /// rows were measured with, every other strategy none].
+    #[arg(long, env = "PONDER_SHOTS",
           value_parser = clap::value_parser!(u8).range(0..=crate::router::MAX_SHOTS as i64))]
-    pub shots: u8,
+    pub shots: Option<u8>,
     /// Seconds in-flight requests get to finish after SIGTERM.
     #[arg(long, env = "PONDER_SHUTDOWN_TIMEOUT_S", default_value_t = 30)]
     pub shutdown_timeout_s: u64,
@@ -147,7 +148,7 @@ fn exemplars(
     builder: ServerBuilder,
     args: &ServeArgs,
     router: Option<&crate::router::Router>,
-) -> Result<ServerBuilder, ServeError> {
+) -> Result<(ServerBuilder, bool), ServeError> {
     use crate::router::{default_exemplars_path, Embedder, Exemplars};
     let shared = router.map(crate::router::Router::shared_embedder);
     let embedder = move || -> crate::router::Result<Arc<Embedder>> {
@@ -160,25 +161,42 @@ fn exemplars(
     };
     let path = match &args.exemplars {
         Some(path) if path.as_os_str() == "none" => {
-            if args.shots > 0 {
+            if args.shots.is_some_and(|k| k > 0) {
                 return Err("--shots needs worked examples (--exemplars is none)".into());
             }
-            return Ok(builder);
+            return Ok((builder, false));
         }
         Some(path) => path.clone(),
         None => default_exemplars_path(),
     };
-    if args.exemplars.is_some() || args.shots > 0 {
+    if args.exemplars.is_some() || args.shots.is_some_and(|k| k > 0) {
         let pool = Exemplars::load(&path, embedder()?)?;
         tracing::info!(examples = pool.len(), path = %path.display(), "worked examples (`shots`)");
-        return Ok(builder.exemplars(Arc::new(pool)));
+        return Ok((builder.exemplars(Arc::new(pool)), true));
     }
     if !path.exists() || !crate::models::default_embedder_dir().exists() {
         tracing::warn!(path = %path.display(), "`shots` is off: the shipped worked examples or the encoder are not installed");
-        return Ok(builder);
+        return Ok((builder, false));
     }
     tracing::info!(path = %path.display(), "worked examples (`shots`) load on first use");
-    Ok(builder.exemplars_on_first_use(Arc::new(move || Exemplars::load(&path, embedder()?))))
+    let lazy =
+        builder.exemplars_on_first_use(Arc::new(move || Exemplars::load(&path, embedder()?)));
+    Ok((lazy, true))
+}
+
+/// Worked examples `auto` is shown when neither the request nor `--shots` sets a count: as
+/// many as its calibration rows were measured with, when the server has a pool to choose them
+/// from (without one it runs its rows without them, and says so).
+fn auto_shots(router: Option<&crate::router::Router>, has_pool: bool) -> usize {
+    let measured = router.map_or(0, crate::router::Router::auto_shots);
+    if measured > 0 && !has_pool {
+        tracing::warn!(
+            measured,
+            "`auto`'s rows were measured with worked examples, but this server has none to show"
+        );
+        return 0;
+    }
+    measured
 }
 
 /// The backend pool of `--backend` and its flags, if any backend is named.
@@ -237,6 +255,7 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
             Some(Arc::new(Runtime::start(&opts)?))
         }
     };
+    let router = router(&args)?;
     let limits = Limits {
         max_body_bytes: args.max_body_bytes,
         max_n: args.max_n,
@@ -245,7 +264,7 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
         max_running: args.max_running,
         max_queue: args.max_queue,
         default_max_tokens: args.default_max_tokens,
-        default_shots: usize::from(args.shots),
+        default_shots: args.shots.map(usize::from),
         ..Limits::default()
     };
     let model_id = match &remote {
@@ -260,7 +279,6 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
         (None, Some(pool)) => ServerBuilder::remote_only(Arc::clone(pool)),
         (None, None) => return Err("no model and no backend".into()),
     }
-    .limits(limits)
     .api_keys(keys)
     .model_id(model_id);
     if let Some(pool) = &remote {
@@ -270,8 +288,11 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
         );
         builder = builder.remote(Arc::clone(pool));
     }
-    let router = router(&args)?;
-    builder = exemplars(builder, &args, router.as_ref())?;
+    let (with_exemplars, has_pool) = exemplars(builder, &args, router.as_ref())?;
+    builder = with_exemplars.limits(Limits {
+        auto_shots: auto_shots(router.as_ref(), has_pool),
+        ..limits
+    });
     if let Some(router) = router {
         builder = builder.register(|r| crate::router::register_auto(r, Arc::new(router)));
     }

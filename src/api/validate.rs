@@ -50,11 +50,20 @@ pub struct Limits {
     /// SSE keep-alive interval.
     pub keep_alive: Duration,
     /// Worked examples a search (`/v1/reason`, or a chat or completion with a strategy) is
-    /// shown when it sets no `shots`.
-    pub default_shots: usize,
+    /// shown when it sets no `shots` (`--shots`); `None`: see [`Limits::shots_for`].
+    pub default_shots: Option<usize>,
+    /// Worked examples `auto`'s calibration rows were measured with
+    /// ([`crate::router::Router::auto_shots`]; 0 without a router).
+    pub auto_shots: usize,
 }
 
 impl Limits {
+    /// Worked examples a search of `strategy` that sets no `shots` is shown
+    /// ([`crate::router::default_shots`]).
+    pub fn shots_for(&self, strategy: &str) -> usize {
+        crate::router::default_shots(strategy, self.default_shots, self.auto_shots)
+    }
+
     /// The budget of a request that names none: the default, within the operator's cap.
     pub fn default_budget(&self) -> u64 {
         self.default_budget_tokens.min(self.max_budget_tokens)
@@ -78,7 +87,8 @@ impl Default for Limits {
             default_budget_tokens: 4096,
             default_strategy: "self_consistency".into(),
             keep_alive: Duration::from_secs(5),
-            default_shots: 0,
+            default_shots: None,
+            auto_shots: 0,
         }
     }
 }
@@ -346,7 +356,7 @@ fn common(
     };
     let shots = match c.shots {
         Some(k) => int_in("shots", k, 0, crate::router::MAX_SHOTS as u64)? as usize,
-        None => limits.default_shots,
+        None => name.as_deref().map_or(0, |n| limits.shots_for(n)),
     };
     if name.is_none() && c.shots.is_some_and(|k| k > 0) {
         return Err(ValidationError::invalid(
@@ -529,7 +539,7 @@ pub(crate) fn reason(
     };
     let shots = match body.shots {
         Some(k) => int_in("shots", k, 0, crate::router::MAX_SHOTS as u64)? as usize,
-        None => limits.default_shots,
+        None => limits.shots_for(&strategy),
     };
     let req = ReasonRequest {
         problem: body.problem.clone(),

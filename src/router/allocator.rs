@@ -9,7 +9,8 @@
 //!    queries of categories that do not need derivations (knowledge) — the semantic-router
 //!    result: reasoning only when it pays.
 //! 2. Otherwise, among the table's rows for the difficulty (the nearest measured difficulty
-//!    when it has none) whose budget fits the request's, take the best accuracy and then the
+//!    when it has none) that were measured with the search's verifier (else without one) and
+//!    whose budget fits the request's, take the best accuracy and then the
 //!    *cheapest* row (mean spend) within `tolerance` of it: more spend that does not buy
 //!    accuracy is not spent ([`Allocator::choose_row`]). The allocation is that row as
 //!    measured: its strategy, its parameters, its N and per-branch cap, its budget.
@@ -85,6 +86,27 @@ fn level(difficulty: &str) -> usize {
 }
 
 impl CalibrationTable {
+    /// The worked-example count every row was measured with (`ponder-eval run --shots`);
+    /// `None` when the rows differ or there are none.
+    pub fn measured_shots(&self) -> Option<usize> {
+        let mut shots = self.rows.iter().map(|r| r.shots);
+        let first = shots.next()?;
+        shots.all(|s| s == first).then_some(first)
+    }
+
+    /// The verifier whose rows a search scored by `verifier` (a verifier's name; `none`
+    /// without one) chooses among: its own when the table measured it; else `none`, the rows
+    /// measured without a verifier, when it has those; else `None`, every row.
+    pub fn measured_with<'a>(&'a self, verifier: &'a str) -> Option<&'a str> {
+        if self.rows.iter().any(|r| r.verifier == verifier) {
+            Some(verifier)
+        } else if self.rows.iter().any(|r| r.verifier == "none") {
+            Some("none")
+        } else {
+            None
+        }
+    }
+
     /// Rows for `difficulty`, or for the nearest difficulty that has rows.
     pub fn rows_for(&self, difficulty: &str) -> Vec<&CalibrationRow> {
         let want = level(difficulty);
@@ -178,9 +200,22 @@ fn clamp_load(load: f64) -> f64 {
 }
 
 impl Allocator {
-    /// Chooses the compute for a query of `category` and `difficulty` under `budget` tokens at
-    /// `load` (clamped to [0, 1]).
+    /// [`Allocator::allocate_for`] a search without a verifier.
     pub fn allocate(&self, category: &str, difficulty: &str, budget: u64, load: f64) -> Allocation {
+        self.allocate_for(category, difficulty, budget, load, "none")
+    }
+
+    /// Chooses the compute for a query of `category` and `difficulty` under `budget` tokens at
+    /// `load` (clamped to [0, 1]), for a search scored by `verifier` (its name; `none`): among
+    /// the rows measured with that verifier ([`CalibrationTable::measured_with`]).
+    pub fn allocate_for(
+        &self,
+        category: &str,
+        difficulty: &str,
+        budget: u64,
+        load: f64,
+        verifier: &str,
+    ) -> Allocation {
         let c = &self.config;
         let load = clamp_load(load);
         let direct = |basis: String, degraded: bool| Allocation {
@@ -204,7 +239,10 @@ impl Allocator {
         if load >= 0.95 {
             return direct(format!("load {load:.2}: answered directly"), true);
         }
-        self.allocate_row(difficulty, budget, load, |_| true)
+        let measured = self.table.measured_with(verifier);
+        self.allocate_row(difficulty, budget, load, |r| {
+            measured.is_none_or(|v| r.verifier == v)
+        })
     }
 
     /// Among the rows for `difficulty` (the nearest measured difficulty when it has none) that
@@ -312,6 +350,57 @@ impl Allocator {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn a_search_chooses_among_the_rows_measured_with_its_verifier_else_without_one() {
+        let scored = |verifier: &str, accuracy: f64, spent: f64| CalibrationRow {
+            verifier: verifier.into(),
+            ..row("easy", "best_of_n", 8, 1024, accuracy, spent)
+        };
+        let a = Allocator {
+            table: CalibrationTable {
+                rows: vec![scored("none", 0.2, 300.0), scored("learned", 0.3, 400.0)],
+            },
+            config: AllocatorConfig::default(),
+        };
+        let chosen = |verifier: &str| {
+            a.allocate_for("math", "easy", 4096, 0.0, verifier)
+                .row
+                .map(|r| r.verifier)
+        };
+        assert_eq!(chosen("learned").as_deref(), Some("learned"));
+        assert_eq!(
+            chosen("none").as_deref(),
+            Some("none"),
+            "not the learned row"
+        );
+        assert_eq!(
+            chosen("llm-prm").as_deref(),
+            Some("none"),
+            "an unmeasured verifier: the rows measured without one"
+        );
+        let only_learned = CalibrationTable {
+            rows: vec![scored("learned", 0.3, 400.0)],
+        };
+        assert_eq!(only_learned.measured_with("calc"), None, "then any row");
+    }
+
+    #[test]
+    fn measured_shots_is_the_count_every_row_shares() {
+        let with = |shots: &[usize]| CalibrationTable {
+            rows: shots
+                .iter()
+                .map(|&k| CalibrationRow {
+                    shots: k,
+                    ..row("easy", "best_of_n", 4, 512, 0.5, 100.0)
+                })
+                .collect(),
+        };
+        assert_eq!(with(&[2, 2, 2]).measured_shots(), Some(2));
+        assert_eq!(with(&[0]).measured_shots(), Some(0));
+        assert_eq!(with(&[2, 0]).measured_shots(), None, "rows differ");
+        assert_eq!(with(&[]).measured_shots(), None, "no rows");
+    }
 
     fn row(
         difficulty: &str,

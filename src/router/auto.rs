@@ -6,9 +6,10 @@
 //!    and the allocator picks a calibration row for that difficulty (or a direct answer).
 //! 2. **Run as measured.** The row's strategy is built from the row's own parameters (its N,
 //!    per-branch cap and every other parameter the measured run gave it) and runs under the
-//!    row's budget; the context's meter refuses anything past it. The row's `verifier` says
-//!    what it was measured with; the search scores with the server's (rows are not yet
-//!    filtered by it). Under load the allocator
+//!    row's budget; the context's meter refuses anything past it. Rows are chosen among
+//!    those measured with the search's verifier (the server's `--verifier`), or without one
+//!    when the table has none for it ([`super::CalibrationTable::measured_with`]). Under load
+//!    the allocator
 //!    narrows N ([`super::calibrate::with_width`]) and the budget with it, and says so.
 //! 3. **Probe** (the adaptive part of compute-optimal scaling, Snell et al. 2024; an
 //!    Adaptive-Consistency / DeepConf-style early look, Aggarwal et al. 2023, Fu et al. 2025).
@@ -248,8 +249,10 @@ impl Auto {
         let mut changed_row = false;
         if predicted_bin.as_deref() != Some(bin.as_str()) {
             let allocator = &self.router.file().allocator;
+            let measured = allocator.table.measured_with(ctx.verifier_name());
             let moved = allocator.allocate_row(&bin, decision.request_budget, load, |r| {
-                self.takes_probe(r, plan, probe_cap, prompt)
+                measured.is_none_or(|v| r.verifier == v)
+                    && self.takes_probe(r, plan, probe_cap, prompt)
             });
             if moved.row.is_some() && moved.row != decision.allocation.row {
                 decision.allocation = Allocation {
@@ -300,7 +303,12 @@ impl Strategy for Auto {
         let _in_flight = self.router.enter();
         let mut decision = self
             .router
-            .route(&ctx.problem().question, ctx.budget().tokens, load)
+            .route_for(
+                &ctx.problem().question,
+                ctx.budget().tokens,
+                load,
+                ctx.verifier_name(),
+            )
             .map_err(router_error)?;
         record(ctx, &decision);
         if decision.truncated {

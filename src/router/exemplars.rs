@@ -24,6 +24,19 @@ use crate::split::{split_of, Split};
 /// Most worked examples one question may be shown.
 pub const MAX_SHOTS: usize = 8;
 
+/// How many worked examples a search is shown when its request sets no `shots`: the
+/// operator's count when one is set (`--shots` of `ponder serve`, `ponder reason` and
+/// `ponder-eval run`); otherwise, for `auto`, `auto_shots` — as many as its calibration rows
+/// were measured with ([`super::Router::auto_shots`]), so it runs what was measured;
+/// otherwise none.
+pub fn default_shots(strategy: &str, operator: Option<usize>, auto_shots: usize) -> usize {
+    match operator {
+        Some(k) => k,
+        None if strategy == "auto" => auto_shots,
+        None => 0,
+    }
+}
+
 /// Where the shipped pool lives, relative to the checkout: the generated grade-school problems
 /// (each with a worked solution); only their train split is ever shown.
 pub const DEFAULT_EXEMPLARS: &str = "evals/data/gsm_gen.jsonl";
@@ -174,6 +187,18 @@ fn embed_all(embedder: &Embedder, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_request_without_shots_gets_the_operators_count_else_autos_measured_count_else_none() {
+        assert_eq!(default_shots("auto", None, 2), 2, "auto runs as measured");
+        assert_eq!(default_shots("best_of_n", None, 2), 0);
+        assert_eq!(
+            default_shots("auto", Some(0), 2),
+            0,
+            "the operator's count wins"
+        );
+        assert_eq!(default_shots("best_of_n", Some(3), 2), 3);
+    }
 
     /// Ids on each side of the split (the split is a hash of the id).
     fn ids(side: Split, n: usize) -> Vec<String> {

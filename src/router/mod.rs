@@ -40,7 +40,7 @@ pub use auto::{
 pub use classifier::{Classifier, Confusion, Head, Prediction, TrainOptions};
 pub use embed::{cosine, Embedder, Embedding};
 pub use error::{Result, RouterError};
-pub use exemplars::{default_exemplars_path, Exemplars, Shot, MAX_SHOTS};
+pub use exemplars::{default_exemplars_path, default_shots, Exemplars, Shot, MAX_SHOTS};
 pub use file::{default_router_path, RouterFile};
 
 /// Concurrent `auto` searches at which the router counts the server as fully loaded.
@@ -157,6 +157,13 @@ impl Router {
         &self.file
     }
 
+    /// Worked examples `auto` is shown when neither the request nor the operator sets a
+    /// count: as many as its calibration rows were measured with (0 when they differ), so
+    /// that it runs the configuration that was measured.
+    pub fn auto_shots(&self) -> usize {
+        self.file.allocator.table.measured_shots().unwrap_or(0)
+    }
+
     /// Classifies a batch of queries (one encoder pass).
     pub fn classify(&self, queries: &[&str]) -> Result<Vec<Classification>> {
         if queries.iter().any(|q| q.trim().is_empty()) {
@@ -176,17 +183,32 @@ impl Router {
             .collect())
     }
 
-    /// Embeds, classifies and allocates one query under `budget` tokens at `load`.
+    /// [`Router::route_for`] a search without a verifier.
     pub fn route(&self, query: &str, budget: u64, load: f64) -> Result<Decision> {
+        self.route_for(query, budget, load, "none")
+    }
+
+    /// Embeds, classifies and allocates one query under `budget` tokens at `load`, for a search
+    /// scored by `verifier` (its name; `none`): [`Allocator::allocate_for`].
+    pub fn route_for(
+        &self,
+        query: &str,
+        budget: u64,
+        load: f64,
+        verifier: &str,
+    ) -> Result<Decision> {
         let start = Instant::now();
         let c = self
             .classify(&[query])?
             .pop()
             .ok_or(RouterError::EmptyQuery)?;
-        let allocation =
-            self.file
-                .allocator
-                .allocate(&c.category.label, &c.difficulty.label, budget, load);
+        let allocation = self.file.allocator.allocate_for(
+            &c.category.label,
+            &c.difficulty.label,
+            budget,
+            load,
+            verifier,
+        );
         Ok(Decision {
             category: c.category.label,
             category_probability: c.category.probability,

@@ -268,6 +268,12 @@ impl Context {
         self.verifier.is_some()
     }
 
+    /// The verifier's [`Verifier::name`], or `none` without one (the name calibration rows
+    /// record what they were measured with by).
+    pub fn verifier_name(&self) -> &str {
+        self.verifier.as_deref().map_or("none", |v| v.name())
+    }
+
     /// Fails if the search was cancelled or its deadline passed.
     pub fn check(&self) -> Result<()> {
         if self.cancel.is_cancelled() {

@@ -1,5 +1,5 @@
 //! The harness end to end with the real default model (SmolLM2-135M, installed by
-//! `scripts/setup-models.sh`): the CI smoke eval — 2 strategies × 2 budgets on 10 problems of
+//! `scripts/setup-models.sh`): the CI smoke eval — 2 strategies × 2 budgets on 6 problems of
 //! the project's set → a Markdown table and a readable PNG plot — and, on the same grid, resume
 //! after a kill and determinism across runs, and the Pareto table of that run; and `--shots`
 //! (worked train examples before each question) on the project's dev set.
@@ -18,7 +18,7 @@ use serde_json::Value;
 const BIN: &str = env!("CARGO_BIN_EXE_ponder-eval");
 const STRATEGIES: &str = "self_consistency,best_of_n";
 const BUDGETS: &str = "256,768";
-const PROBLEMS: usize = 10;
+const PROBLEMS: usize = 6;
 
 fn dataset() -> String {
     format!("{}/data/ponder-150.jsonl", env!("CARGO_MANIFEST_DIR"))
@@ -112,12 +112,12 @@ fn smoke_eval_resumes_after_a_kill_and_replays_identically() {
     let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
     let items = PROBLEMS * 2 * 2;
 
-    // Run A: killed after a few rows, then resumed to the end.
-    let child = run_cmd(&a, 2).spawn().expect("spawn ponder-eval");
+    // Run A: four items at a time, killed after a few rows, then resumed to the end.
+    let child = run_cmd(&a, 4).spawn().expect("spawn ponder-eval");
     kill_after_rows(child, &a, 5);
     let before = rows(&a);
     assert!(before.len() >= 5, "{} rows before the kill", before.len());
-    let resumed = ok(&mut run_cmd(&a, 2));
+    let resumed = ok(&mut run_cmd(&a, 4));
     assert!(
         resumed.contains(&format!("{} already done", before.len())),
         "{resumed}"

@@ -129,8 +129,8 @@ struct RunArgs {
     /// embedding): in-process from the dataset's train split (needs a `solution` field); over
     /// --url from the server's pool (`ponder serve --exemplars`). At most 8. Unset: as the
     /// server does — in-process `auto` is shown as many as its calibration rows were measured
-    /// with and every other strategy none; over --url the server's default applies (rows then
-    /// record 0 and the ids actually shown).
+    /// with, from the server's default pool, and every other strategy none; over --url the
+    /// server's default applies (rows then record 0 and the ids actually shown).
     #[arg(long,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new()
               .range(0..=ponder::router::MAX_SHOTS as u64))]
@@ -323,11 +323,17 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
                 rt.block_on(backend.use_verifier(choice))?;
             }
             if args.strategies.iter().any(|s| setup.shots_for(s) > 0) {
-                let (pool, preset) = match &args.shots_from {
-                    Some(path) => (path, ponder_evals::Preset::Auto),
-                    None => (&args.dataset, args.preset),
+                // `--shots K` takes the dataset's own train solutions; `auto` without `--shots`
+                // takes the server's default pool, as `ponder serve` would.
+                let (pool, preset) = match (&args.shots_from, args.shots) {
+                    (Some(path), _) => (path.clone(), ponder_evals::Preset::Auto),
+                    (None, Some(_)) => (args.dataset.clone(), args.preset),
+                    (None, None) => (
+                        ponder::router::default_exemplars_path(),
+                        ponder_evals::Preset::Auto,
+                    ),
                 };
-                backend.use_exemplars(exemplars(pool, preset, encoder)?);
+                backend.use_exemplars(exemplars(&pool, preset, encoder)?);
             }
             std::sync::Arc::new(backend)
         }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The held-out accuracy-vs-spend comparison in README: every fixed strategy and `auto` on 200
 # held-out gsm_gen problems (the held-out split after its first 80, which were read while
-# designing the calculation check), budgets 512, 1024 and 2048, two worked examples, seed 0,
+# designing the calculation check), budgets 512, 1024 and 2048, two worked examples (`auto`:
+# as many as its rows were measured with, which is two), seed 0,
 # no verifier, in-process on the default model, `auto` pinned at load 0; and best-of-8 (plain
 # and weighted) scored by the learned outcome verifier beside `auto` with that verifier.
 #
@@ -26,19 +27,21 @@ run() {
   local strategies=$1 dir=$2
   shift 2
   "$eval_bin" run --dataset "$root/evals/data/gsm_gen.jsonl" --split held-out --skip 80 \
-    --limit 200 --strategies "$strategies" --budgets 512,1024,2048 --seeds 0 --shots 2 \
+    --limit 200 --strategies "$strategies" --budgets 512,1024,2048 --seeds 0 \
     --concurrency "${CONCURRENCY:-16}" --without-candidates --out "$here/$dir" "$@"
 }
 
 what=${1:-all}
 case $what in auto | all)
+  # No --shots: `auto` is shown as many worked examples as its rows were measured with (two),
+  # from the server's default pool, as `ponder serve` runs it.
   run auto auto
   run auto auto --verifier learned
   ;;
 esac
 case $what in fixed | all)
-  run "$fixed" fixed
-  run best_of_n,weighted_best_of_n fixed --verifier learned \
+  run "$fixed" fixed --shots 2
+  run best_of_n,weighted_best_of_n fixed --shots 2 --verifier learned \
     --params "{\"best_of_n\": $orm8, \"weighted_best_of_n\": $orm8}"
   ;;
 esac

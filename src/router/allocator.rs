@@ -94,17 +94,19 @@ impl CalibrationTable {
         shots.all(|s| s == first).then_some(first)
     }
 
-    /// The verifier whose rows a search scored by `verifier` (a verifier's name; `none`
-    /// without one) chooses among: its own when the table measured it; else `none`, the rows
-    /// measured without a verifier, when it has those; else `None`, every row.
-    pub fn measured_with<'a>(&'a self, verifier: &'a str) -> Option<&'a str> {
-        if self.rows.iter().any(|r| r.verifier == verifier) {
+    /// Which rows a search scored by `verifier` (a verifier's name; `none` without one) chooses
+    /// among: those measured with its own verifier when the table has them; else those measured
+    /// without a verifier (`none`) when it has those; else every row.
+    pub fn measured_with<'a>(&'a self, verifier: &'a str) -> impl Fn(&CalibrationRow) -> bool + 'a {
+        let has = |v: &str| self.rows.iter().any(|r| r.verifier == v);
+        let matched = if has(verifier) {
             Some(verifier)
-        } else if self.rows.iter().any(|r| r.verifier == "none") {
+        } else if has("none") {
             Some("none")
         } else {
             None
-        }
+        };
+        move |r: &CalibrationRow| matched.is_none_or(|v| r.verifier == v)
     }
 
     /// Rows for `difficulty`, or for the nearest difficulty that has rows.
@@ -239,10 +241,7 @@ impl Allocator {
         if load >= 0.95 {
             return direct(format!("load {load:.2}: answered directly"), true);
         }
-        let measured = self.table.measured_with(verifier);
-        self.allocate_row(difficulty, budget, load, |r| {
-            measured.is_none_or(|v| r.verifier == v)
-        })
+        self.allocate_row(difficulty, budget, load, self.table.measured_with(verifier))
     }
 
     /// Among the rows for `difficulty` (the nearest measured difficulty when it has none) that
@@ -382,7 +381,10 @@ mod tests {
         let only_learned = CalibrationTable {
             rows: vec![scored("learned", 0.3, 400.0)],
         };
-        assert_eq!(only_learned.measured_with("calc"), None, "then any row");
+        assert!(
+            only_learned.measured_with("calc")(&only_learned.rows[0]),
+            "then any row"
+        );
     }
 
     #[test]

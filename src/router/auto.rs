@@ -251,8 +251,7 @@ impl Auto {
             let allocator = &self.router.file().allocator;
             let measured = allocator.table.measured_with(ctx.verifier_name());
             let moved = allocator.allocate_row(&bin, decision.request_budget, load, |r| {
-                measured.is_none_or(|v| r.verifier == v)
-                    && self.takes_probe(r, plan, probe_cap, prompt)
+                measured(r) && self.takes_probe(r, plan, probe_cap, prompt)
             });
             if moved.row.is_some() && moved.row != decision.allocation.row {
                 decision.allocation = Allocation {

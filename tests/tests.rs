@@ -40,6 +40,7 @@ mod server;
 mod server_load;
 mod server_ops;
 mod server_remote;
+mod server_shots;
 mod server_ui;
 mod strategies;
 mod tokenizer;

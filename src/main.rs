@@ -83,9 +83,9 @@ struct ReasonArgs {
     #[arg(long,
           value_parser = clap::value_parser!(u8).range(0..=ponder::router::MAX_SHOTS as i64))]
     shots: Option<u8>,
-    /// Worked examples for --shots (JSONL with id, problem, solution) [default: the shipped
-    /// evals/data/gsm_gen.jsonl].
-    #[arg(long, requires = "shots")]
+    /// The worked examples shown (JSONL with id, problem, solution), by --shots or by `auto`'s
+    /// measured count [default: the shipped evals/data/gsm_gen.jsonl].
+    #[arg(long)]
     exemplars: Option<PathBuf>,
     /// What scores candidates and steps: none, calc (the exact calculation check), llm-prm
     /// (the model judges its own steps), qwen-prm:DIR (a reward-head PRM checkpoint) or
@@ -510,6 +510,11 @@ fn run_reason(args: ReasonArgs) -> anyhow::Result<()> {
         router.as_ref().map_or(0, |r| r.auto_shots()),
     );
     let shots = match k {
+        0 if args.exemplars.is_some() => anyhow::bail!(
+            "--exemplars: `{}` is shown no worked examples; set --shots (1..={})",
+            args.strategy,
+            ponder::router::MAX_SHOTS
+        ),
         0 => Vec::new(),
         k => {
             let path = args

@@ -76,7 +76,8 @@ fn empty_prompt_fails_cleanly() {
 }
 
 /// `ponder reason --shots 1`: the nearest worked example of the shipped pool is shown first and
-/// named in the outcome; 9 is over the limit and refused naming the flag.
+/// named in the outcome; 9 is over the limit and refused naming the flag, as is `--exemplars`
+/// for a strategy that would be shown none.
 #[test]
 fn reason_shows_a_worked_example_and_names_it() {
     let out = ponder(&[
@@ -108,4 +109,19 @@ fn reason_shows_a_worked_example_and_names_it() {
     let over = ponder(&["reason", "--problem", "q", "--shots", "9"]);
     assert!(!over.status.success());
     assert!(String::from_utf8_lossy(&over.stderr).contains("--shots"));
+    let unused = ponder(&[
+        "reason",
+        "--problem",
+        "q",
+        "--strategy",
+        "best_of_n",
+        "--exemplars",
+        "evals/data/gsm_gen.jsonl",
+    ]);
+    assert!(!unused.status.success());
+    let stderr = String::from_utf8_lossy(&unused.stderr);
+    assert!(
+        stderr.contains("--exemplars") && stderr.contains("--shots"),
+        "{stderr}"
+    );
 }

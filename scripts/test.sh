@@ -4,12 +4,15 @@
 #   into kernels/.cuda (no GPU needed: kernels are compiled to PTX for real);
 # - llama-cpp-python's server (pinned, built from its sdist beside the Rust build), the real
 #   third-party backend the backend tests run every strategy through;
-# - every workspace test, with PONDER_REQUIRE_NVCC=1 so the kernels' PTX test (every
-#   cuda/*.cu -> sm_80 / sm_90 PTX -> ptxas) fails instead of skipping when nvcc is missing;
+# - every workspace test in one build with feature `cuda` (build.rs embeds the kernels' PTX; the
+#   launcher/PTX consistency tests, the kernels' GPU parity tests and the engine's `--device
+#   cuda` tests run, the last two skipping, saying so, without a GPU), with
+#   PONDER_REQUIRE_NVCC=1 so the kernels' PTX test (every cuda/*.cu -> sm_80 / sm_90 PTX ->
+#   ptxas) fails instead of skipping when nvcc is missing. One build for all: a separate
+#   `cargo test -p ponder-kernels --features cuda` resolved its dependencies' features apart
+#   from the workspace's and compiled some 70 crates a second time;
 # - clippy over every target (library, binary, test, bench and example code), whose panic lints
 #   are `deny` outside tests;
-# - the kernels crate built with `--features cuda` (build.rs embeds the PTX) and its
-#   launcher/PTX consistency tests and GPU parity tests (which skip, saying so, without a GPU).
 # - the grader's labelled pairs cross-checked with a pinned math-verify release;
 # - the kernels' work-sharing protocol under the loom model checker;
 # - the HTTP API against clients written elsewhere: Python (openai, schemathesis), and a browser
@@ -31,12 +34,12 @@ LLAMACPP_LOG="${CARGO_TARGET_DIR:-target}/setup-llamacpp.log"
 mkdir -p "$(dirname "$LLAMACPP_LOG")"
 nice -n 15 bash scripts/setup-llamacpp.sh >"$LLAMACPP_LOG" 2>&1 &
 LLAMACPP_PID=$!
-PONDER_REQUIRE_NVCC=1 cargo test --workspace --no-run
+PONDER_REQUIRE_NVCC=1 cargo test --workspace --features ponder/cuda --no-run
 lap "cargo test build"
 wait "$LLAMACPP_PID" || { cat "$LLAMACPP_LOG"; exit 1; }
 cat "$LLAMACPP_LOG"
 lap "llama-cpp-python"
-PONDER_REQUIRE_NVCC=1 PONDER_REQUIRE_LLAMACPP=1 cargo test --workspace
+PONDER_REQUIRE_NVCC=1 PONDER_REQUIRE_LLAMACPP=1 cargo test --workspace --features ponder/cuda
 lap "cargo test"
 # No unwrap/expect in library or binary code, no indexing on the request edge, no lock held across
 # an await: the workspace's clippy lints at `deny` (Cargo.toml; exceptions in RELIABILITY.md).
@@ -68,8 +71,6 @@ CHROMIUM="$(bash scripts/setup-browser.sh | tail -n 1)"
 node scripts/browser_test.mjs --ponder "${CARGO_TARGET_DIR:-target}/debug/ponder" --chromium "$CHROMIUM" \
   --playwright "${CARGO_TARGET_DIR:-target}/browser" --artifacts "${CARGO_TARGET_DIR:-target}/artifacts"
 lap browser
-cargo test -p ponder-kernels --features cuda --lib --test tests -- cuda:: gpu::
-lap "kernels --features cuda"
 # The kernels' work-sharing protocol (their only hand-made concurrency with `unsafe`) under the
 # loom model checker: a `--cfg loom` build in a target directory of its own, dependencies
 # unoptimised (the models are small; this keeps the extra build short).

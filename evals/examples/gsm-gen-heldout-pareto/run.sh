@@ -9,7 +9,9 @@
 # `fixed/` and `auto/` are separate run directories because `auto`'s rows depend on the shipped
 # router file (data/router/router.json), which the run's keys do not name: after retraining or
 # recalibrating the router, delete auto/results.jsonl and rerun. Both are resumable (rows are
-# appended as items finish, slim, and a rerun skips them); then `pareto` pools them.
+# appended as items finish, slim, and a rerun skips them); then `pareto` pools them. Budget 1024
+# runs first for every configuration, then 512, then 2048, so a run stopped early has whole
+# budgets to compare.
 #
 # Usage: bash evals/examples/gsm-gen-heldout-pareto/run.sh [auto|fixed|pareto]  (default: all)
 #   PONDER_EVAL   the harness binary (default: ponder-eval on PATH)
@@ -22,12 +24,12 @@ fixed=a_star,ab_mcts,adaptive_parallel,answer_convergence,beam_search,best_of_n,
 
 orm8='{"n": 8, "score_by": "orm"}'
 
-# run STRATEGIES DIR [more ponder-eval run arguments]
+# run STRATEGIES DIR BUDGET [more ponder-eval run arguments]
 run() {
-  local strategies=$1 dir=$2
-  shift 2
+  local strategies=$1 dir=$2 budget=$3
+  shift 3
   "$eval_bin" run --dataset "$root/evals/data/gsm_gen.jsonl" --split held-out --skip 80 \
-    --limit 200 --strategies "$strategies" --budgets 512,1024,2048 --seeds 0 \
+    --limit 200 --strategies "$strategies" --budgets "$budget" --seeds 0 \
     --concurrency "${CONCURRENCY:-16}" --without-candidates --out "$here/$dir" "$@"
 }
 
@@ -35,14 +37,18 @@ what=${1:-all}
 case $what in auto | all)
   # No --shots: `auto` is shown as many worked examples as its rows were measured with (two),
   # from the server's default pool, as `ponder serve` runs it.
-  run auto auto
-  run auto auto --verifier learned
+  for budget in 1024 512 2048; do
+    run auto auto "$budget"
+    run auto auto "$budget" --verifier learned
+  done
   ;;
 esac
 case $what in fixed | all)
-  run "$fixed" fixed --shots 2
-  run best_of_n,weighted_best_of_n fixed --shots 2 --verifier learned \
-    --params "{\"best_of_n\": $orm8, \"weighted_best_of_n\": $orm8}"
+  for budget in 1024 512 2048; do
+    run "$fixed" fixed "$budget" --shots 2
+    run best_of_n,weighted_best_of_n fixed "$budget" --shots 2 --verifier learned \
+      --params "{\"best_of_n\": $orm8, \"weighted_best_of_n\": $orm8}"
+  done
   ;;
 esac
 case $what in pareto | all)

@@ -480,6 +480,17 @@ fn run_with(
     problem: &str,
     params: serde_json::Value,
 ) -> Outcome {
+    run_scored(router, generator, problem, params, None)
+}
+
+/// [`run_with`] on a server whose searches are scored by `verifier`.
+fn run_scored(
+    router: &Arc<Router>,
+    generator: Arc<dyn Generator>,
+    problem: &str,
+    params: serde_json::Value,
+    verifier: Option<Arc<dyn ponder_verifiers::Verifier>>,
+) -> Outcome {
     let registry = router::registry_with_auto(Arc::clone(router));
     let req = ReasonRequest {
         problem: problem.into(),
@@ -498,11 +509,44 @@ fn run_with(
         .block_on(reason(
             &registry,
             generator,
-            None,
+            verifier,
             &req,
             CancellationToken::new(),
         ))
         .expect("auto")
+}
+
+/// On a server with a verifier, `auto` runs a row measured with that verifier scored by it, and
+/// a row measured without one with the verifier set aside: each as it was measured.
+#[test]
+fn auto_scores_with_the_verifier_its_row_was_measured_with() {
+    let calc: Arc<dyn ponder_verifiers::Verifier> =
+        Arc::new(ponder_verifiers::CalcCheck::default());
+    for (measured, calls) in [("calc", 4), ("none", 0)] {
+        let row = |difficulty: &str| {
+            serde_json::json!({
+                "difficulty": difficulty, "strategy": "best_of_n",
+                "params": {"n": 4, "max_tokens": 40}, "verifier": measured,
+                "n": 4, "max_tokens": 40, "budget": 4096,
+                "accuracy": 0.5, "mean_spent": 100.0, "problems": 100, "source": "test"
+            })
+        };
+        let table = router_with_table(serde_json::json!([row("easy"), row("medium"), row("hard")]));
+        let out = run_scored(
+            &table,
+            Arc::new(FakeGenerator::arithmetic()),
+            "What is 2+3?",
+            serde_json::json!({"load": 0.0, "probe": false}),
+            Some(Arc::clone(&calc)),
+        );
+        let decision = out.router.clone().expect("router object");
+        assert_eq!(decision["row"]["verifier"], measured, "{decision}");
+        assert_eq!(out.candidates.len(), 4, "{decision}");
+        assert_eq!(
+            out.usage.verifier_calls, calls,
+            "a row measured with `{measured}`: {decision}"
+        );
+    }
 }
 
 /// Never ends on its own and writes no number; asked for an answer (forced), says 7.

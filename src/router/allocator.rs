@@ -94,19 +94,14 @@ impl CalibrationTable {
         shots.all(|s| s == first).then_some(first)
     }
 
-    /// Which rows a search scored by `verifier` (a verifier's name; `none` without one) chooses
-    /// among: those measured with its own verifier when the table has them; else those measured
-    /// without a verifier (`none`) when it has those; else every row.
-    pub fn measured_with<'a>(&'a self, verifier: &'a str) -> impl Fn(&CalibrationRow) -> bool + 'a {
-        let has = |v: &str| self.rows.iter().any(|r| r.verifier == v);
-        let matched = if has(verifier) {
-            Some(verifier)
-        } else if has("none") {
-            Some("none")
-        } else {
-            None
-        };
-        move |r: &CalibrationRow| matched.is_none_or(|v| r.verifier == v)
+    /// Which rows a search scored by `verifier` (a verifier's name; `none` without one) can run
+    /// as measured: those measured with its own verifier and those measured without one (the
+    /// search then sets its verifier aside, [`ponder_strategies::Context::set_verifier_aside`]);
+    /// every row when the table has neither.
+    pub fn runnable_with<'a>(&'a self, verifier: &'a str) -> impl Fn(&CalibrationRow) -> bool + 'a {
+        let runnable = move |r: &CalibrationRow| r.verifier == verifier || r.verifier == "none";
+        let any = !self.rows.iter().any(runnable);
+        move |r: &CalibrationRow| any || runnable(r)
     }
 
     /// Rows for `difficulty`, or for the nearest difficulty that has rows.
@@ -209,7 +204,7 @@ impl Allocator {
 
     /// Chooses the compute for a query of `category` and `difficulty` under `budget` tokens at
     /// `load` (clamped to [0, 1]), for a search scored by `verifier` (its name; `none`): among
-    /// the rows measured with that verifier ([`CalibrationTable::measured_with`]).
+    /// the rows it can run as measured ([`CalibrationTable::runnable_with`]).
     pub fn allocate_for(
         &self,
         category: &str,
@@ -241,7 +236,7 @@ impl Allocator {
         if load >= 0.95 {
             return direct(format!("load {load:.2}: answered directly"), true);
         }
-        self.allocate_row(difficulty, budget, load, self.table.measured_with(verifier))
+        self.allocate_row(difficulty, budget, load, self.table.runnable_with(verifier))
     }
 
     /// Among the rows for `difficulty` (the nearest measured difficulty when it has none) that
@@ -351,7 +346,7 @@ mod tests {
     use proptest::prelude::*;
 
     #[test]
-    fn a_search_chooses_among_the_rows_measured_with_its_verifier_else_without_one() {
+    fn a_search_chooses_among_the_rows_measured_with_its_verifier_or_without_one() {
         let scored = |verifier: &str, accuracy: f64, spent: f64| CalibrationRow {
             verifier: verifier.into(),
             ..row("easy", "best_of_n", 8, 1024, accuracy, spent)
@@ -378,11 +373,26 @@ mod tests {
             Some("none"),
             "an unmeasured verifier: the rows measured without one"
         );
+        let close = Allocator {
+            table: CalibrationTable {
+                rows: vec![scored("none", 0.28, 300.0), scored("learned", 0.3, 400.0)],
+            },
+            config: AllocatorConfig::default(),
+        };
+        assert_eq!(
+            close
+                .allocate_for("math", "easy", 4096, 0.0, "learned")
+                .row
+                .map(|r| r.verifier)
+                .as_deref(),
+            Some("none"),
+            "a row measured without the verifier, as accurate within tolerance and cheaper"
+        );
         let only_learned = CalibrationTable {
             rows: vec![scored("learned", 0.3, 400.0)],
         };
         assert!(
-            only_learned.measured_with("calc")(&only_learned.rows[0]),
+            only_learned.runnable_with("calc")(&only_learned.rows[0]),
             "then any row"
         );
     }

@@ -7,8 +7,9 @@
 //! 2. **Run as measured.** The row's strategy is built from the row's own parameters (its N,
 //!    per-branch cap and every other parameter the measured run gave it) and runs under the
 //!    row's budget; the context's meter refuses anything past it. Rows are chosen among
-//!    those measured with the search's verifier (the server's `--verifier`), or without one
-//!    when the table has none for it ([`super::CalibrationTable::measured_with`]). Under load
+//!    those measured with the search's verifier (the server's `--verifier`) and those measured
+//!    without one ([`super::CalibrationTable::runnable_with`]); a row of the second kind runs
+//!    with the verifier set aside ([`Context::set_verifier_aside`]), as it was measured. Under load
 //!    the allocator
 //!    narrows N ([`super::calibrate::with_width`]) and the budget with it, and says so.
 //! 3. **Probe** (the adaptive part of compute-optimal scaling, Snell et al. 2024; an
@@ -249,7 +250,7 @@ impl Auto {
         let mut changed_row = false;
         if predicted_bin.as_deref() != Some(bin.as_str()) {
             let allocator = &self.router.file().allocator;
-            let measured = allocator.table.measured_with(ctx.verifier_name());
+            let measured = allocator.table.runnable_with(ctx.verifier_name());
             let moved = allocator.allocate_row(&bin, decision.request_budget, load, |r| {
                 measured(r) && self.takes_probe(r, plan, probe_cap, prompt)
             });
@@ -334,6 +335,15 @@ impl Strategy for Auto {
             }
         }
         record(ctx, &decision);
+        // A row measured without a verifier runs without one (the decision's `row` says so).
+        if decision
+            .allocation
+            .row
+            .as_ref()
+            .is_some_and(|r| r.verifier == "none")
+        {
+            ctx.set_verifier_aside();
+        }
         // The allocation is what this search may spend (≤ the request's budget).
         ctx.narrow_budget(decision.allocation.budget_tokens);
         strategy.search(ctx).await

@@ -10,6 +10,7 @@
 //! in `samples.rs`.
 
 use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use ponder_verifiers::{
@@ -95,6 +96,8 @@ pub struct StepSpec {
 pub struct Context {
     pub(crate) generator: Arc<dyn Generator>,
     verifier: Option<Arc<dyn Verifier>>,
+    /// Set by [`Context::set_verifier_aside`]: score as though no verifier were configured.
+    verifier_aside: AtomicBool,
     meter: Meter,
     tree: Mutex<SearchTree>,
     candidates: Mutex<Vec<Candidate>>,
@@ -141,6 +144,7 @@ impl Context {
         Self {
             generator,
             verifier: None,
+            verifier_aside: AtomicBool::new(false),
             meter: Meter::new(budget),
             tree: Mutex::new(SearchTree::new()),
             candidates: Mutex::new(Vec::new()),
@@ -263,15 +267,30 @@ impl Context {
         lock(&self.router).clone()
     }
 
-    /// Whether a verifier is configured.
+    /// Whether a verifier scores this search (configured and not set aside).
     pub fn has_verifier(&self) -> bool {
-        self.verifier.is_some()
+        self.verifier().is_some()
     }
 
     /// The verifier's [`Verifier::name`], or `none` without one (the name calibration rows
     /// record what they were measured with by).
     pub fn verifier_name(&self) -> &str {
-        self.verifier.as_deref().map_or("none", |v| v.name())
+        self.verifier().map_or("none", |v| v.name())
+    }
+
+    /// From now on this search scores as though no verifier were configured (by the model's
+    /// own confidence): for a caller that runs a configuration measured without one — the
+    /// router's `auto` running a calibration row whose verifier is `none` on a server that has
+    /// one. There is no way back within the search.
+    pub fn set_verifier_aside(&self) {
+        self.verifier_aside.store(true, Ordering::Relaxed);
+    }
+
+    fn verifier(&self) -> Option<&dyn Verifier> {
+        if self.verifier_aside.load(Ordering::Relaxed) {
+            return None;
+        }
+        self.verifier.as_deref()
     }
 
     /// Fails if the search was cancelled or its deadline passed.
@@ -591,7 +610,7 @@ impl Context {
         by: ScoreBy,
     ) -> Result<Vec<f32>> {
         self.check()?;
-        let scores: Vec<f32> = match &self.verifier {
+        let scores: Vec<f32> = match self.verifier() {
             Some(v) if by != ScoreBy::Confidence && !branches.is_empty() => {
                 let solutions: Vec<Solution<'_>> = branches
                     .iter()

@@ -250,9 +250,9 @@ impl Auto {
         let mut changed_row = false;
         if predicted_bin.as_deref() != Some(bin.as_str()) {
             let allocator = &self.router.file().allocator;
-            let measured = allocator.table.runnable_with(ctx.verifier_name());
+            let runnable = allocator.table.runnable_with(ctx.verifier_name());
             let moved = allocator.allocate_row(&bin, decision.request_budget, load, |r| {
-                measured(r) && self.takes_probe(r, plan, probe_cap, prompt)
+                runnable(r) && self.takes_probe(r, plan, probe_cap, prompt)
             });
             if moved.row.is_some() && moved.row != decision.allocation.row {
                 decision.allocation = Allocation {

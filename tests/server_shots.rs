@@ -210,4 +210,32 @@ fn auto_without_shots_is_shown_as_many_examples_as_its_rows_were_measured_with()
         ask("best_of_n", None).get("shots").is_none(),
         "other strategies: none"
     );
+    // `/metrics` counts each of the three `auto` searches once by what it allocated: the
+    // strategy of the calibration row that ran and the row's bin (no probe was asked for).
+    let metrics = server.block_on(async {
+        let r = client
+            .get(server.url("/metrics"))
+            .send()
+            .await
+            .expect("send");
+        r.text().await.expect("text")
+    });
+    let counted: Vec<&str> = metrics
+        .lines()
+        .filter(|l| l.starts_with("ponder:router_allocations_total{"))
+        .collect();
+    let strategy = auto["router"]["strategy"]
+        .as_str()
+        .expect("auto's strategy");
+    let difficulty = auto["router"]["row"]["difficulty"]
+        .as_str()
+        .expect("its row's bin");
+    assert_eq!(
+        counted,
+        [format!(
+            "ponder:router_allocations_total{{model_name=\"smollm2\",difficulty=\"{difficulty}\",\
+             strategy=\"{strategy}\",probe=\"none\",degraded=\"false\"}} 3"
+        )],
+        "{metrics}"
+    );
 }

@@ -8,7 +8,9 @@
 //! README's "Metrics" section lists the mapping; `deploy/grafana/ponder.json` is a dashboard.
 //!
 //! Ponder's own metrics share the prefix: budget spent by kind, verifier calls, search depth and
-//! width, how searches finished and how many branches they stopped early, all per strategy. The
+//! width, how searches finished and how many branches they stopped early, all per strategy; and
+//! what `auto` allocated (`router_allocations`: the bin of the row it ran, the strategy it
+//! ran, what its probe saw, whether load narrowed it), read from the outcome's `router` object. The
 //! `ponder_requests_total{route,status}` counter and the `ponder_kv_blocks_*` gauges (the KV
 //! pool in blocks) have no vLLM counterpart.
 //!
@@ -120,6 +122,51 @@ pub(crate) struct SearchFinishLabels {
     pub(crate) finish_reason: String,
 }
 
+/// Labels of `router_allocations`: one `auto` decision.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct AllocationLabels {
+    /// The served model's id.
+    pub(crate) model_name: String,
+    /// The difficulty bin of the calibration row that ran (the probe's bin when the probe
+    /// moved the search to it); the predicted difficulty when no row ran (a direct answer,
+    /// the fallback vote).
+    pub(crate) difficulty: String,
+    /// What ran: the row's strategy, or `direct` for an answer without reasoning.
+    pub(crate) strategy: String,
+    /// What the probe of the first two samples saw: `agree`, `disagree`, or `none` (no probe).
+    pub(crate) probe: &'static str,
+    /// `true` when load narrowed the row (fewer branches than measured).
+    pub(crate) degraded: &'static str,
+}
+
+impl AllocationLabels {
+    /// The labels of the `router` object `auto` records in its outcome; `None` for an object
+    /// without a strategy (not `auto`'s).
+    fn of(model_name: &str, router: &serde_json::Value) -> Option<Self> {
+        let text = |v: &serde_json::Value| v.as_str().map(str::to_string);
+        let strategy = text(&router["strategy"])?;
+        let probe = match router["probe"]["agree"].as_bool() {
+            Some(true) => "agree",
+            Some(false) => "disagree",
+            None => "none",
+        };
+        let difficulty = text(&router["row"]["difficulty"])
+            .or_else(|| text(&router["difficulty"]))
+            .unwrap_or_default();
+        Some(Self {
+            model_name: model_name.to_string(),
+            difficulty,
+            strategy,
+            probe,
+            degraded: if router["degraded"].as_bool() == Some(true) {
+                "true"
+            } else {
+                "false"
+            },
+        })
+    }
+}
+
 /// Makes the histograms of a family, all with the same buckets.
 #[derive(Debug, Clone)]
 pub(crate) struct Buckets(Arc<[f64]>);
@@ -166,6 +213,7 @@ pub struct Metrics {
     search_width: Hist<StrategyLabels>,
     search_finished: Family<SearchFinishLabels, Counter>,
     stopped_early: Family<StrategyLabels, Counter>,
+    allocations: Family<AllocationLabels, Counter>,
     last_engine: Mutex<SchedulerCounters>,
 }
 
@@ -219,6 +267,7 @@ impl Metrics {
             search_width: histograms(SEARCH_SHAPE_BUCKETS.to_vec()),
             search_finished: Family::default(),
             stopped_early: Family::default(),
+            allocations: Family::default(),
             last_engine: Mutex::new(SchedulerCounters::default()),
         };
         // Series that exist from the start, as vLLM's do (a dashboard shows 0, not "no data").
@@ -338,6 +387,11 @@ impl Metrics {
             "Branches a search pruned before they finished",
             m.stopped_early.clone(),
         );
+        r.register(
+            "ponder:router_allocations",
+            "Searches auto allocated, by difficulty bin, strategy run, probe and load narrowing",
+            m.allocations.clone(),
+        );
         let own = r.sub_registry_with_prefix("ponder");
         own.register(
             "requests",
@@ -423,7 +477,7 @@ impl Metrics {
     }
 
     /// Records a finished search: what it spent by kind, its verifier calls, its tree's depth
-    /// and width, how it finished and the branches it pruned.
+    /// and width, how it finished and the branches it pruned; for `auto`, what it allocated.
     pub fn search(&self, outcome: &Outcome) {
         let strategy = StrategyLabels {
             model_name: self.model.model_name.clone(),
@@ -472,6 +526,13 @@ impl Metrics {
                 finish_reason: finish,
             })
             .inc();
+        if let Some(labels) = outcome
+            .router
+            .as_ref()
+            .and_then(|r| AllocationLabels::of(&strategy.model_name, r))
+        {
+            self.allocations.get_or_create(&labels).inc();
+        }
     }
 
     /// The running-requests gauge.
@@ -569,5 +630,57 @@ mod tests {
         assert!(text.contains(
             "ponder:request_success_total{model_name=\"smol\",finished_reason=\"stop\"} 1"
         ));
+    }
+
+    fn auto_outcome(router: serde_json::Value) -> Outcome {
+        Outcome {
+            strategy: "auto".into(),
+            answer: Some("5".into()),
+            text: None,
+            selected: None,
+            support: None,
+            candidates: Vec::new(),
+            usage: ponder_strategies::Usage::default(),
+            finish_reason: ponder_strategies::SearchFinish::Completed,
+            tree: ponder_strategies::SearchTree::new(),
+            router: Some(router),
+            shots: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn auto_allocations_are_counted_by_the_bin_the_probe_chose() {
+        let m = Metrics::new("smol", 2048);
+        // The probe disagreed: the hard row ran, whatever the router predicted.
+        let probed = serde_json::json!({
+            "difficulty": "medium", "strategy": "weighted_best_of_n", "degraded": false,
+            "row": {"difficulty": "hard"}, "probe": {"agree": false, "bin": "hard"},
+        });
+        m.search(&auto_outcome(probed.clone()));
+        m.search(&auto_outcome(probed));
+        // No probe (a chat question answered directly), narrowed by load.
+        m.search(&auto_outcome(serde_json::json!({
+            "difficulty": "easy", "strategy": "direct", "degraded": true,
+        })));
+        // A search that is not `auto`'s records no allocation.
+        let mut plain = auto_outcome(serde_json::Value::Null);
+        plain.router = None;
+        m.search(&plain);
+        let text = m.encode();
+        assert!(
+            text.contains(
+                "ponder:router_allocations_total{model_name=\"smol\",difficulty=\"hard\",\
+             strategy=\"weighted_best_of_n\",probe=\"disagree\",degraded=\"false\"} 2"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "ponder:router_allocations_total{model_name=\"smol\",difficulty=\"easy\",\
+             strategy=\"direct\",probe=\"none\",degraded=\"true\"} 1"
+            ),
+            "{text}"
+        );
+        assert_eq!(text.matches("ponder:router_allocations_total{").count(), 2);
     }
 }

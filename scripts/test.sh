@@ -11,8 +11,8 @@
 #   ptxas) fails instead of skipping when nvcc is missing. One build for all: a separate
 #   `cargo test -p ponder-kernels --features cuda` resolved its dependencies' features apart
 #   from the workspace's and compiled some 70 crates a second time;
-# - clippy over every target (library, binary, test, bench and example code), whose panic lints
-#   are `deny` outside tests;
+# - clippy over every target (library, binary, test, bench and example code) with the CUDA
+#   paths compiled in, whose panic lints are `deny` outside tests;
 # - the grader's labelled pairs cross-checked with a pinned math-verify release;
 # - the kernels' work-sharing protocol under the loom model checker;
 # - the HTTP API against clients written elsewhere: Python (openai, schemathesis), and a browser
@@ -43,8 +43,9 @@ PONDER_REQUIRE_NVCC=1 PONDER_REQUIRE_LLAMACPP=1 cargo test --workspace --feature
 lap "cargo test"
 # No unwrap/expect in library or binary code, no indexing on the request edge, no lock held across
 # an await: the workspace's clippy lints at `deny` (Cargo.toml; exceptions in RELIABILITY.md).
-# Every target, so the tests' own code stays clean too (they may unwrap: clippy.toml).
-cargo clippy --workspace --all-targets
+# Every target, so the tests' own code stays clean too (they may unwrap: clippy.toml), and with
+# the CUDA feature, as the tests are built, so the device paths are linted too.
+cargo clippy --workspace --all-targets --features ponder/cuda
 lap clippy
 # The grader's hand-labelled pairs against HuggingFace's math-verify (the release pinned in
 # verifiers/scripts/math-verify-requirements.txt, in a venv under the target dir): fails when a

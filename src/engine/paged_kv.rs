@@ -34,8 +34,9 @@ enum Memory {
         keys: Vec<Vec<f32>>,
         values: Vec<Vec<f32>>,
     },
-    /// Device buffers of a CUDA model (uninhabited in a build without feature `cuda`).
-    Cuda(DeviceKv),
+    /// Device buffers of a CUDA model (uninhabited in a build without feature `cuda`); boxed,
+    /// as their per-layer handles are large beside the host variant.
+    Cuda(Box<DeviceKv>),
 }
 
 /// Block memory plus its bookkeeping.
@@ -118,7 +119,7 @@ impl PagedKvStore {
                 cache,
                 shape,
                 block_floats: block_size * config.num_kv_heads * config.head_dim,
-                memory: Memory::Cuda(memory),
+                memory: Memory::Cuda(Box::new(memory)),
                 step_slots: HashMap::new(),
                 blocks_read: 0,
                 block_reads_saved: 0,

@@ -183,7 +183,8 @@ fn smoke_eval_resumes_after_a_kill_and_replays_identically() {
     let png = image::open(a.join("accuracy_vs_spend.png"))
         .expect("a PNG")
         .to_rgb8();
-    assert_eq!(png.dimensions(), (900, 600));
+    // 1,340 px wide (the chart and the legend's column beside it), 600 high for two lines.
+    assert_eq!(png.dimensions(), (1340, 600));
     let colours: std::collections::HashSet<[u8; 3]> = png.pixels().map(|p| p.0).collect();
     let ink = png.pixels().filter(|p| p.0 != [255, 255, 255]).count();
     assert!(
@@ -192,7 +193,7 @@ fn smoke_eval_resumes_after_a_kill_and_replays_identically() {
         colours.len()
     );
     assert!(
-        ink > 900 * 600 / 100,
+        ink > 1340 * 600 / 100,
         "only {ink} non-white pixels: axes, labels and series are missing"
     );
     // The Pareto table over the same run: one row per strategy and budget, JSON alongside.

@@ -25,6 +25,7 @@ mod executor;
 mod fuzz_corpus;
 mod gguf_quant_types;
 mod hostile_input;
+mod learned_verifier;
 mod llama_parity;
 mod plugin;
 mod prm_budget;

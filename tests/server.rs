@@ -65,6 +65,14 @@ impl TestServer {
         format!("{}{path}", self.url)
     }
 
+    /// The text of `GET /metrics`.
+    pub(crate) fn metrics(&self) -> String {
+        self.block_on(async {
+            let r = reqwest::get(self.url("/metrics")).await.expect("send");
+            r.text().await.expect("text")
+        })
+    }
+
     /// Sends `request` and returns its status and JSON body (`Null` when the body is not JSON).
     pub(crate) fn send(&self, request: reqwest::RequestBuilder) -> (u16, Value) {
         self.block_on(async {

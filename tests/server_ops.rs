@@ -178,14 +178,7 @@ fn metrics_follow_vllms_names_types_and_model_label_after_a_strategy_request() {
             .json(&search_request()),
     );
     assert_eq!(status, 200, "{body}");
-    let metrics = server.block_on(async {
-        let r = client
-            .get(server.url("/metrics"))
-            .send()
-            .await
-            .expect("send");
-        r.text().await.expect("text")
-    });
+    let metrics = server.metrics();
     for (name, kind) in VLLM_METRICS {
         let type_line = format!("# TYPE ponder:{name} {kind}");
         assert!(

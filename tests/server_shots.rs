@@ -212,14 +212,7 @@ fn auto_without_shots_is_shown_as_many_examples_as_its_rows_were_measured_with()
     );
     // `/metrics` counts each of the three `auto` searches once by what it allocated: the
     // strategy of the calibration row that ran and the row's bin (no probe was asked for).
-    let metrics = server.block_on(async {
-        let r = client
-            .get(server.url("/metrics"))
-            .send()
-            .await
-            .expect("send");
-        r.text().await.expect("text")
-    });
+    let metrics = server.metrics();
     let counted: Vec<&str> = metrics
         .lines()
         .filter(|l| l.starts_with("ponder:router_allocations_total{"))

@@ -600,6 +600,16 @@ fn auto_runs_the_hard_row_when_the_probe_disagrees_counting_the_probe_in_its_n()
     assert_eq!(probe["agree"], false, "{decision}");
     assert_eq!(probe["bin"], "hard");
     assert_eq!(probe["cap"], 40);
+    // The summary `/metrics` counts and the harness records, read back from the object.
+    assert_eq!(
+        router::Allocated::of(&decision),
+        Some(router::Allocated {
+            difficulty: "hard".into(),
+            strategy: decision["strategy"].as_str().expect("strategy").into(),
+            probe: "disagree".into(),
+            degraded: false,
+        })
+    );
     let row = &decision["row"];
     assert_eq!(
         (row["difficulty"].as_str(), row["n"].as_u64()),

@@ -71,6 +71,56 @@ pub struct CellReport {
     pub budget_stops: usize,
     /// Items that failed (no answer).
     pub errors: usize,
+    /// What `auto` ran, one entry per (bin, strategy, probe) in the cell's rows (empty, and
+    /// absent from the JSON, for other strategies and rows that did not record it).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub allocations: Vec<AllocationReport>,
+}
+
+/// The items of an `auto` cell that ran one kind of allocation, and how they did.
+#[derive(Debug, Clone, Serialize)]
+pub struct AllocationReport {
+    /// What ran (bin, strategy, probe).
+    #[serde(flatten)]
+    pub allocated: ponder::router::Allocated,
+    /// Items.
+    pub n: usize,
+    /// Fraction answered correctly.
+    pub accuracy: f64,
+    /// Mean tokens charged.
+    pub mean_spent: f64,
+}
+
+/// Groups the rows that recorded what `auto` ran by that, in (bin, strategy, probe) order.
+fn allocations(rows: &[&ResultRow]) -> Vec<AllocationReport> {
+    let mut groups: BTreeMap<(String, String, String), Vec<&ResultRow>> = BTreeMap::new();
+    for r in rows {
+        if let Some(a) = &r.allocated {
+            groups
+                .entry((a.difficulty.clone(), a.strategy.clone(), a.probe.clone()))
+                .or_default()
+                .push(r);
+        }
+    }
+    groups
+        .into_values()
+        .filter_map(|rs| {
+            let allocated = rs.first()?.allocated.clone()?;
+            let correct = bits(rs.iter().map(|r| r.correct));
+            let spent: Vec<f64> = rs.iter().map(|r| r.spend.spent as f64).collect();
+            Some(AllocationReport {
+                allocated: ponder::router::Allocated {
+                    degraded: rs
+                        .iter()
+                        .any(|r| r.allocated.as_ref().is_some_and(|a| a.degraded)),
+                    ..allocated
+                },
+                n: rs.len(),
+                accuracy: mean(&correct),
+                mean_spent: mean(&spent),
+            })
+        })
+        .collect()
 }
 
 fn maj_correct(row: &ResultRow) -> bool {
@@ -211,6 +261,7 @@ pub fn summarize(rows: &[ResultRow]) -> Vec<CellReport> {
                     .filter(|r| r.finish_reason.as_deref() == Some("budget"))
                     .count(),
                 errors: rs.iter().filter(|r| r.error.is_some()).count(),
+                allocations: allocations(&rs),
                 strategy,
                 verifier,
                 params,
@@ -221,8 +272,9 @@ pub fn summarize(rows: &[ResultRow]) -> Vec<CellReport> {
         .collect()
 }
 
-/// The cells as two Markdown tables: accuracy and spend, then selection against the majority
-/// vote and the oracle over the same candidates.
+/// The cells as Markdown tables: accuracy and spend, then selection against the majority vote
+/// and the oracle over the same candidates, then — when `auto` recorded them — what `auto` ran
+/// per bin and how those items did.
 pub fn markdown(cells: &[CellReport]) -> String {
     let mut out = String::from(
         "| strategy | verifier | budget | n | accuracy | 95% CI | pass@1 | maj@k | tokens spent | generated | prefill computed | prefill reused | verifier calls | p50 ms | p90 ms | budget stops | errors |\n",
@@ -284,6 +336,33 @@ pub fn markdown(cells: &[CellReport]) -> String {
             dhi,
             opt(c.auroc),
         ));
+    }
+    if cells.iter().any(|c| !c.allocations.is_empty()) {
+        out.push_str(
+            "\n| strategy | verifier | budget | bin | ran | probe | items | accuracy | tokens spent |\n",
+        );
+        out.push_str("|---|---|---:|---|---|---|---:|---:|---:|\n");
+        for c in cells {
+            for a in &c.allocations {
+                out.push_str(&format!(
+                    "| `{}` | {} | {} | {} | `{}`{} | {} | {} | {:.3} | {:.0} |\n",
+                    c.configuration(),
+                    c.verifier,
+                    c.budget,
+                    a.allocated.difficulty,
+                    a.allocated.strategy,
+                    if a.allocated.degraded {
+                        " (narrowed by load)"
+                    } else {
+                        ""
+                    },
+                    a.allocated.probe,
+                    a.n,
+                    a.accuracy,
+                    a.mean_spent,
+                ));
+            }
+        }
     }
     out
 }
@@ -376,5 +455,61 @@ mod tests {
         assert!(front
             .iter()
             .any(|c| c.label == "weighted_best_of_n 2-shot + calc"));
+    }
+
+    #[test]
+    fn what_auto_ran_is_reported_per_bin_strategy_and_probe() {
+        let ran = |id: &str, right: bool, difficulty: &str, strategy: &str, probe: &str| {
+            let mut r = row(id, &["12"], &[1.0], if right { "12" } else { "7" });
+            r.strategy = "auto".into();
+            r.spend.spent = if probe == "agree" { 100 } else { 300 };
+            r.allocated = Some(ponder::router::Allocated {
+                difficulty: difficulty.into(),
+                strategy: strategy.into(),
+                probe: probe.into(),
+                degraded: false,
+            });
+            r
+        };
+        let rows = vec![
+            ran("p1", true, "easy", "weighted_best_of_n", "agree"),
+            ran("p2", true, "hard", "answer_convergence", "disagree"),
+            ran("p3", false, "hard", "answer_convergence", "disagree"),
+            ran("p4", true, "easy", "weighted_best_of_n", "agree"),
+            // A row written before `allocated` was recorded counts in the cell, not here.
+            ResultRow {
+                allocated: None,
+                ..ran("p5", false, "easy", "x", "none")
+            },
+        ];
+        let cells = summarize(&rows);
+        assert_eq!(cells.len(), 1);
+        let a = &cells[0].allocations;
+        let seen: Vec<(&str, &str, usize, f64, f64)> = a
+            .iter()
+            .map(|a| {
+                (
+                    a.allocated.difficulty.as_str(),
+                    a.allocated.probe.as_str(),
+                    a.n,
+                    a.accuracy,
+                    a.mean_spent,
+                )
+            })
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                ("easy", "agree", 2, 1.0, 100.0),
+                ("hard", "disagree", 2, 0.5, 300.0)
+            ]
+        );
+        let md = markdown(&cells);
+        assert!(
+            md.contains("| `auto` | calc | 100 | hard | `answer_convergence` | disagree | 2 | 0.500 | 300 |"),
+            "{md}"
+        );
+        // Other strategies' cells carry no allocation table.
+        assert!(!markdown(&summarize(&[row("p1", &["12"], &[1.0], "12")])).contains("| bin |"));
     }
 }

@@ -60,6 +60,10 @@ pub struct ResultRow {
     /// The load `auto`'s router ran under (pinned at 0 by default), if `auto` ran.
     #[serde(default)]
     pub load: Option<f64>,
+    /// What `auto` ran for this item (its row's bin and strategy, what its probe saw), if
+    /// `auto` ran (absent in rows written before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allocated: Option<ponder::router::Allocated>,
     /// Gold answer.
     pub gold: String,
     /// The strategy's answer.
@@ -245,6 +249,7 @@ pub(crate) fn test_row(id: &str) -> ResultRow {
         shots: 0,
         shown: Vec::new(),
         load: None,
+        allocated: None,
         gold: "1".into(),
         answer: Some("1".into()),
         correct: true,

@@ -277,6 +277,7 @@ pub fn grade(item: &Item, attempt: Attempt, wall_ms: u64) -> ResultRow {
         shots: item.shots,
         shown: Vec::new(),
         load: None,
+        allocated: None,
         gold: gold.clone(),
         answer: None,
         correct: false,
@@ -329,6 +330,7 @@ pub fn grade(item: &Item, attempt: Attempt, wall_ms: u64) -> ResultRow {
                 .as_ref()
                 .and_then(|r| r.get("load"))
                 .and_then(serde_json::Value::as_f64);
+            let allocated = s.router.as_ref().and_then(ponder::router::Allocated::of);
             let u = s.usage;
             ResultRow {
                 correct: is(&s.answer),
@@ -339,6 +341,7 @@ pub fn grade(item: &Item, attempt: Attempt, wall_ms: u64) -> ResultRow {
                 candidates,
                 shown: s.shots,
                 load,
+                allocated,
                 finish_reason: s.finish_reason,
                 spend: Spend {
                     generated_tokens: u.generated_tokens,
@@ -651,6 +654,42 @@ mod tests {
         );
         assert_eq!(slim.candidate_scores, vec![Some(0.9), Some(0.1)]);
         assert_eq!(slim.candidates_correct, 1);
+    }
+
+    #[test]
+    fn a_row_records_the_load_and_what_auto_ran() {
+        // The `router` object as `/v1/reason` returns it for `auto` (abridged).
+        let router = serde_json::json!({
+            "difficulty": "medium", "load": 0.0, "strategy": "answer_convergence",
+            "degraded": false, "row": {"difficulty": "hard", "strategy": "answer_convergence"},
+            "probe": {"agree": false, "bin": "hard"},
+        });
+        let solved: Solved = serde_json::from_value(serde_json::json!({
+            "answer": "2", "candidates": [{"answer": "2"}], "router": router,
+        }))
+        .unwrap_or_default();
+        let items = grid(
+            &problems(),
+            &["auto".to_string()],
+            &[64],
+            &[0],
+            &Setup::default(),
+        );
+        let row = grade(&items[0], Attempt::Solved(solved), 1);
+        assert_eq!(row.load, Some(0.0));
+        assert_eq!(
+            row.allocated,
+            Some(ponder::router::Allocated {
+                difficulty: "hard".into(),
+                strategy: "answer_convergence".into(),
+                probe: "disagree".into(),
+                degraded: false,
+            })
+        );
+        // Written and read back, as a results file keeps it.
+        let line = serde_json::to_string(&row).unwrap_or_default();
+        assert_eq!(serde_json::from_str::<ResultRow>(&line).ok(), Some(row));
+        assert!(!line.contains("\"degraded\""), "false is left out: {line}");
     }
 
     /// One HTTP request's body, read by a server that answers it 400 (a std thread: the body is

@@ -31,6 +31,7 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
 use crate::engine::SchedulerCounters;
+use crate::router::Allocated;
 
 /// vLLM's `time_to_first_token_seconds` buckets.
 const TTFT_BUCKETS: [f64; 22] = [
@@ -122,48 +123,30 @@ pub(crate) struct SearchFinishLabels {
     pub(crate) finish_reason: String,
 }
 
-/// Labels of `router_allocations`: one `auto` decision.
+/// Labels of `router_allocations`: one `auto` decision ([`Allocated`]).
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct AllocationLabels {
     /// The served model's id.
     pub(crate) model_name: String,
-    /// The difficulty bin of the calibration row that ran (the probe's bin when the probe
-    /// moved the search to it); the predicted difficulty when no row ran (a direct answer,
-    /// the fallback vote).
+    /// [`Allocated::difficulty`].
     pub(crate) difficulty: String,
-    /// What ran: the row's strategy, or `direct` for an answer without reasoning.
+    /// [`Allocated::strategy`].
     pub(crate) strategy: String,
-    /// What the probe of the first two samples saw: `agree`, `disagree`, or `none` (no probe).
-    pub(crate) probe: &'static str,
-    /// `true` when load narrowed the row (fewer branches than measured).
+    /// [`Allocated::probe`].
+    pub(crate) probe: String,
+    /// [`Allocated::degraded`], as `true` / `false`.
     pub(crate) degraded: &'static str,
 }
 
 impl AllocationLabels {
-    /// The labels of the `router` object `auto` records in its outcome; `None` for an object
-    /// without a strategy (not `auto`'s).
-    fn of(model_name: &str, router: &serde_json::Value) -> Option<Self> {
-        let text = |v: &serde_json::Value| v.as_str().map(str::to_string);
-        let strategy = text(&router["strategy"])?;
-        let probe = match router["probe"]["agree"].as_bool() {
-            Some(true) => "agree",
-            Some(false) => "disagree",
-            None => "none",
-        };
-        let difficulty = text(&router["row"]["difficulty"])
-            .or_else(|| text(&router["difficulty"]))
-            .unwrap_or_default();
-        Some(Self {
+    fn of(model_name: &str, a: Allocated) -> Self {
+        Self {
             model_name: model_name.to_string(),
-            difficulty,
-            strategy,
-            probe,
-            degraded: if router["degraded"].as_bool() == Some(true) {
-                "true"
-            } else {
-                "false"
-            },
-        })
+            difficulty: a.difficulty,
+            strategy: a.strategy,
+            probe: a.probe,
+            degraded: if a.degraded { "true" } else { "false" },
+        }
     }
 }
 
@@ -526,12 +509,10 @@ impl Metrics {
                 finish_reason: finish,
             })
             .inc();
-        if let Some(labels) = outcome
-            .router
-            .as_ref()
-            .and_then(|r| AllocationLabels::of(&strategy.model_name, r))
-        {
-            self.allocations.get_or_create(&labels).inc();
+        if let Some(allocated) = outcome.router.as_ref().and_then(Allocated::of) {
+            self.allocations
+                .get_or_create(&AllocationLabels::of(&strategy.model_name, allocated))
+                .inc();
         }
     }
 

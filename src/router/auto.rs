@@ -91,6 +91,45 @@ impl Default for AutoParams {
     }
 }
 
+/// What `auto` ran for one search, read back from its outcome's `router` object: the one
+/// summary of a decision that `/metrics` counts and the harness records per item.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Allocated {
+    /// The difficulty bin of the calibration row that ran (the probe's bin when the probe
+    /// moved the search to it); the predicted difficulty when no row ran (a direct answer,
+    /// the fallback vote).
+    pub difficulty: String,
+    /// What ran: the row's strategy, or `direct`.
+    pub strategy: String,
+    /// What the probe of the first two samples saw: `agree`, `disagree`, or `none` (no probe
+    /// ran).
+    pub probe: String,
+    /// Whether load narrowed the row (fewer branches than measured).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub degraded: bool,
+}
+
+impl Allocated {
+    /// The summary of a `router` object as `auto` records it (a serialised decision); `None`
+    /// for an object without a strategy.
+    pub fn of(router: &serde_json::Value) -> Option<Self> {
+        let text = |v: &serde_json::Value| v.as_str().map(str::to_string);
+        let probe = match router["probe"]["agree"].as_bool() {
+            Some(true) => "agree",
+            Some(false) => "disagree",
+            None => "none",
+        };
+        Some(Self {
+            strategy: text(&router["strategy"])?,
+            difficulty: text(&router["row"]["difficulty"])
+                .or_else(|| text(&router["difficulty"]))
+                .unwrap_or_default(),
+            probe: probe.into(),
+            degraded: router["degraded"].as_bool() == Some(true),
+        })
+    }
+}
+
 /// What the probe saw and what it chose: the `router` object's `probe`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ProbeReport {

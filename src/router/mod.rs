@@ -34,8 +34,8 @@ use serde::Serialize;
 
 pub use allocator::{Allocation, Allocator, AllocatorConfig, CalibrationRow, CalibrationTable};
 pub use auto::{
-    register_auto, registry_with_auto, Auto, AutoParams, ProbeReport, DIRECT_SYSTEM_PROMPT,
-    PROBE_SAMPLES,
+    register_auto, registry_with_auto, Allocated, Auto, AutoParams, ProbeReport,
+    DIRECT_SYSTEM_PROMPT, PROBE_SAMPLES,
 };
 pub use classifier::{Classifier, Confusion, Head, Prediction, TrainOptions};
 pub use embed::{cosine, Embedder, Embedding};

@@ -71,8 +71,9 @@ pub struct CellReport {
     pub budget_stops: usize,
     /// Items that failed (no answer).
     pub errors: usize,
-    /// What `auto` ran, one entry per (bin, strategy, probe) in the cell's rows (empty, and
-    /// absent from the JSON, for other strategies and rows that did not record it).
+    /// What `auto` ran, one entry per (bin, strategy, probe, narrowed by load) in the cell's
+    /// rows (empty, and absent from the JSON, for other strategies and rows that did not
+    /// record it).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub allocations: Vec<AllocationReport>,
 }
@@ -91,15 +92,20 @@ pub struct AllocationReport {
     pub mean_spent: f64,
 }
 
-/// Groups the rows that recorded what `auto` ran by that, in (bin, strategy, probe) order.
+/// Groups the rows that recorded what `auto` ran by that, in (bin, strategy, probe, narrowed)
+/// order.
 fn allocations(rows: &[&ResultRow]) -> Vec<AllocationReport> {
-    let mut groups: BTreeMap<(String, String, String), Vec<&ResultRow>> = BTreeMap::new();
+    type Key = (String, String, String, bool);
+    let mut groups: BTreeMap<Key, Vec<&ResultRow>> = BTreeMap::new();
     for r in rows {
         if let Some(a) = &r.allocated {
-            groups
-                .entry((a.difficulty.clone(), a.strategy.clone(), a.probe.clone()))
-                .or_default()
-                .push(r);
+            let key = (
+                a.difficulty.clone(),
+                a.strategy.clone(),
+                a.probe.clone(),
+                a.degraded,
+            );
+            groups.entry(key).or_default().push(r);
         }
     }
     groups
@@ -109,12 +115,7 @@ fn allocations(rows: &[&ResultRow]) -> Vec<AllocationReport> {
             let correct = bits(rs.iter().map(|r| r.correct));
             let spent: Vec<f64> = rs.iter().map(|r| r.spend.spent as f64).collect();
             Some(AllocationReport {
-                allocated: ponder::router::Allocated {
-                    degraded: rs
-                        .iter()
-                        .any(|r| r.allocated.as_ref().is_some_and(|a| a.degraded)),
-                    ..allocated
-                },
+                allocated,
                 n: rs.len(),
                 accuracy: mean(&correct),
                 mean_spent: mean(&spent),

@@ -41,7 +41,8 @@
 //!    probe cannot stand in for; they run as measured, without a probe.
 //!
 //! The decision — prediction, load, the row that ran, and what the probe saw — is recorded
-//! with [`Context::set_router`], so it appears in the `Outcome`'s `router` object.
+//! with [`Context::set_router`], so it appears in the `Outcome`'s `router` object;
+//! [`Allocated`] is its summary (what `/metrics` counts and the harness records).
 
 use std::sync::Arc;
 

@@ -6,7 +6,7 @@
 //! - [`dataset`]: loading, presets, filters, seeded shuffle.
 //! - [`runner`]: the grid, backends (HTTP `/v1/reason`, [`inprocess`]), resumable results.
 //! - [`results`]: the append-only results file.
-//! - [`report`], [`plot`], [`stats`], [`calibrate`]: what a run measured.
+//! - [`report`], [`plot`], [`stats`], [`calibrate`](mod@calibrate): what a run measured.
 //! - [`pareto`]: `ponder-eval pareto`, each budget's accuracy-vs-spend front and which
 //!   configurations are dominated beyond the CIs.
 //! - [`candidates`]: `ponder-eval candidates`, a run's candidates as labelled sets for the

@@ -1,14 +1,14 @@
 //! The HTTP API (axum): OpenAI-compatible `/v1/chat/completions` and `/v1/completions` with
 //! Ponder's budget extensions, the native `/v1/reason`, discovery (`/v1/models`,
 //! `/v1/strategies`, `/openapi.json`), operations (`/health`, `/ready`, `/metrics`), and the
-//! browser pages (`/` playground, `/trace`, `/report`; see [`ui`]).
+//! browser pages (`/` playground, `/trace`, `/report`; see `api/ui.rs`).
 //!
 //! [`ServerBuilder`] assembles an [`AppState`] (runtime, strategy registry — users register their
 //! own strategies here —, limits, API keys); [`app`] turns it into a `Router` that tests drive
 //! in-process and [`serve`] runs on a listener with graceful shutdown. Handlers share the state
 //! through `Arc`s and message the executor actor; no lock is held across an `.await`. Errors
 //! all go through [`AppError`] (the OpenAI error shape). Every request carries an id and a
-//! span ([`trace`]): `x-request-id` in, the same header out, one access log line at `info`.
+//! span (`api/trace.rs`): `x-request-id` in, the same header out, one access log line at `info`.
 //! Follows TGI's router and axum's layout.
 
 pub mod cli;

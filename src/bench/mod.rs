@@ -1,11 +1,11 @@
 //! `ponder bench`: workloads that measure Ponder against a baseline run in the same process,
 //! printed as one JSON object a script can compare.
 //!
-//! - `nsample`, `prefix-reuse` ([`executor`]): the batch executor vs naive one-at-a-time runs.
-//! - `beam` ([`strategies`]): a step-level beam search's cost vs best-of-N at the same N.
-//! - `strategies` ([`strategies`]): accuracy and tokens spent per strategy and budget on a
+//! - `nsample`, `prefix-reuse` (`bench/executor.rs`): the batch executor vs naive one-at-a-time runs.
+//! - `beam` (`bench/strategies.rs`): a step-level beam search's cost vs best-of-N at the same N.
+//! - `strategies` (`bench/strategies.rs`): accuracy and tokens spent per strategy and budget on a
 //!   problem set (the README's results table).
-//! - `search` ([`search`]): every strategy's generated tokens per second relative to best-of-N
+//! - `search` (`bench/search.rs`): every strategy's generated tokens per second relative to best-of-N
 //!   at the same N and step settings, without a verifier and with the LLM-as-PRM.
 //! - `load` ([`load`]): concurrent clients against a running server; status counts, latency
 //!   percentiles, RSS growth and the gauges back at idle.

@@ -7,7 +7,7 @@
 //! how it ended, and the model's token confidence along it ([`features`]). A logistic model
 //! over those features ([`model`]) is fitted with candle by `ponder verifier train` on the
 //! train split of the harness's candidate sets ([`data`]) and ships with its held-out
-//! evaluation ([`evaluate`]: AUROC, selection vs majority vote vs oracle, with CIs);
+//! evaluation ([`evaluate`](mod@evaluate): AUROC, selection vs majority vote vs oracle, with CIs);
 //! `ponder verifier eval` re-measures it. As a [`Verifier`] (`--verifier learned[:PATH]`) it
 //! scores each batch of candidates together, so agreement is measured within the batch: a
 //! strategy that scores all N candidates in one submission (`best_of_n`,

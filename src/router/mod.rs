@@ -5,7 +5,7 @@
 //! `ponder router train` on `data/router/labelled.jsonl`), and given a compute allocation —
 //! direct answer or not, strategy, N, per-branch cap, budget — by the [`allocator`] from a
 //! calibration table measured by the harness (`ponder-eval calibrate`) or `ponder bench
-//! strategies`. The `auto` strategy ([`auto`]) runs the chosen row as measured, after a probe
+//! strategies`. The `auto` strategy ([`Auto`]) runs the chosen row as measured, after a probe
 //! of its first two samples that may move it to the easy or the hard bin's row; its decision
 //! is the `Outcome`'s `router` object. With the same encoder it chooses a question's few-shot
 //! worked examples ([`exemplars`]) for the server and the harness.

@@ -71,7 +71,7 @@ fn labels(preferred: &[&str], seen: impl Iterator<Item = String>) -> Vec<String>
     out
 }
 
-/// Embeds every query, [`BATCH`] at a time.
+/// Embeds every query, `BATCH` at a time.
 pub fn embed_all(embedder: &Embedder, queries: &[&str]) -> Result<Vec<Vec<f32>>> {
     let mut out = Vec::with_capacity(queries.len());
     for chunk in queries.chunks(BATCH) {

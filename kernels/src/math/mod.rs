@@ -71,7 +71,7 @@ pub(crate) fn tree(v: [f32; LANES], op: impl Fn(f32, f32) -> f32) -> f32 {
 /// gives about 1.6e-38, not 0; the kernels only call it on differences with a finite max). NaN
 /// passes through. On AVX-512 the same steps are 15 vector instructions (`round` is
 /// `vrndscaleps`, the product `vscalefps`); the attention kernel's `exp16` is this function lane
-/// for lane. Multiply-adds fuse where the build targets FMA ([`mul_add`]).
+/// for lane. Multiply-adds fuse where the build targets FMA (`mul_add`).
 #[inline(always)]
 pub fn exp(x: f32) -> f32 {
     let x = if x < -87.0 { -87.0 } else { x };
@@ -201,7 +201,7 @@ const EXPF_C0: f64 = 1.693_835_925_092_021_2e-6;
 const EXPF_C1: f64 = 2.345_980_978_950_900_4e-4;
 const EXPF_C2: f64 = 2.166_084_939_661_313_4e-2;
 
-/// [`glibc_expf_core`] for any input: `e^x` with the bits of std's `f32::exp` on glibc.
+/// `glibc_expf_core` for any input: `e^x` with the bits of std's `f32::exp` on glibc.
 #[inline]
 pub fn glibc_expf(x: f32) -> f32 {
     if x.abs() < 88.0 {

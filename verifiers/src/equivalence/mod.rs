@@ -29,7 +29,7 @@
 //!   `I`, `-I`, `2I`, `I_n` against a square matrix are multiples of its identity. A list of
 //!   solutions of one unknown is a set (`x = -2, x = 1` ≡ `-2, 1`). An interval equals the
 //!   inequality describing it, an `or` of inequalities a union, an `and` an intersection, `x \ne
-//!   c` the line without `c`, `\mathbb{R}` the whole line ([`sets`]). A number in words is the
+//!   c` the line without `c`, `\mathbb{R}` the whole line (`sets.rs`). A number in words is the
 //!   number (`twenty-one` ≡ `21`, `one half` ≡ `\frac12`). A multiple-choice gold `(B)` takes
 //!   `B`, `(B)`, `\text{(B) Parabola}`, `Option B`, and its label when the gold gives one.
 //!   AIME answers are integers 0–999 often written with three digits: `033` ≡ `33`.

@@ -515,16 +515,21 @@ mod tests {
             .collect()
     }
 
-    #[tokio::test]
-    async fn a_server_error_is_an_ungraded_row_and_a_resumed_run_retries_it() -> Result<()> {
-        let dir = tempfile::tempdir().map_err(|e| EvalError::Backend(e.to_string()))?;
-        let items = grid(
+    /// The grid of one strategy over [`problems`] at budget 64, seed 0, default setup.
+    fn items_for(strategy: &str) -> Vec<Item> {
+        grid(
             &problems(),
-            &["s".to_string()],
+            &[strategy.to_string()],
             &[64],
             &[0],
             &Setup::default(),
-        );
+        )
+    }
+
+    #[tokio::test]
+    async fn a_server_error_is_an_ungraded_row_and_a_resumed_run_retries_it() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| EvalError::Backend(e.to_string()))?;
+        let items = items_for("s");
         let backend = Arc::new(Flaky {
             fail: 1,
             calls: AtomicUsize::new(0),
@@ -600,13 +605,7 @@ mod tests {
             "--live-load: the measured load"
         );
         // The load the router ran under is what each row records.
-        let items = grid(
-            &problems(),
-            &["auto".to_string()],
-            &[64],
-            &[0],
-            &Setup::default(),
-        );
+        let items = items_for("auto");
         assert!(items
             .iter()
             .all(|i| i.params == serde_json::json!({"load": 0.0})));
@@ -632,13 +631,7 @@ mod tests {
             ],
             ..Solved::default()
         };
-        let mut items = grid(
-            &problems(),
-            &["s".to_string()],
-            &[64],
-            &[0],
-            &Setup::default(),
-        );
+        let mut items = items_for("s");
         let whole = grade(&items[0], Attempt::Solved(solved()), 1);
         items[0].record_candidates = false;
         let slim = grade(&items[0], Attempt::Solved(solved()), 1);
@@ -668,13 +661,7 @@ mod tests {
             "answer": "2", "candidates": [{"answer": "2"}], "router": router,
         }))
         .unwrap_or_default();
-        let items = grid(
-            &problems(),
-            &["auto".to_string()],
-            &[64],
-            &[0],
-            &Setup::default(),
-        );
+        let items = items_for("auto");
         let row = grade(&items[0], Attempt::Solved(solved), 1);
         assert_eq!(row.load, Some(0.0));
         assert_eq!(

@@ -30,6 +30,8 @@ fn register_font() -> Result<()> {
     }
 }
 
+/// Width of the whole image, in pixels.
+const WIDTH: u32 = 1340;
 /// Width of the legend column to the right of the chart, in pixels.
 const LEGEND_WIDTH: u32 = 440;
 /// Height of one legend row, in pixels.
@@ -138,7 +140,7 @@ pub fn accuracy_vs_spend(cells: &[CellReport], dir: &Path, stem: &str, title: &s
     // Tall enough for a legend row per line.
     let rows = u32::try_from(series(cells).len()).unwrap_or(u32::MAX);
     let size = (
-        1340,
+        WIDTH,
         rows.saturating_mul(LEGEND_ROW as u32)
             .saturating_add(80)
             .max(600),

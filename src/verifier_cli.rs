@@ -22,10 +22,10 @@ enum VerifierCommand {
     /// held-out one, and write the model file with that evaluation.
     Train {
         /// Train-split candidate groups (JSONL; held-out problems are refused).
-        #[arg(long, default_value = "data/verifier/train.jsonl")]
+        #[arg(long, default_value = learned_verifier::DEFAULT_TRAIN)]
         data: PathBuf,
         /// Held-out candidate groups to evaluate on (stored in the file).
-        #[arg(long, default_value = "data/verifier/heldout.jsonl")]
+        #[arg(long, default_value = learned_verifier::DEFAULT_HELDOUT)]
         heldout: PathBuf,
         /// The model file to write.
         #[arg(long, default_value = learned_verifier::DEFAULT_MODEL)]
@@ -48,7 +48,7 @@ enum VerifierCommand {
     /// on stdout, a Markdown table on stderr).
     Eval {
         /// Candidate groups (JSONL).
-        #[arg(long, default_value = "data/verifier/heldout.jsonl")]
+        #[arg(long, default_value = learned_verifier::DEFAULT_HELDOUT)]
         data: PathBuf,
         /// The model file [default: the shipped one].
         #[arg(long, env = "PONDER_LEARNED_VERIFIER")]

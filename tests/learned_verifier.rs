@@ -20,7 +20,11 @@ fn shipped_verifier_is_what_verifier_train_makes_from_the_committed_data() {
         FeatureSet::Scalar,
         "`ponder verifier train`'s default features"
     );
-    let (train_path, heldout_path) = ("data/verifier/train.jsonl", "data/verifier/heldout.jsonl");
+    // `ponder verifier train`'s defaults.
+    let (train_path, heldout_path) = (
+        learned_verifier::DEFAULT_TRAIN,
+        learned_verifier::DEFAULT_HELDOUT,
+    );
     let train = read_groups(&root.join(train_path)).expect("train set");
     let heldout = read_groups(&root.join(heldout_path)).expect("held-out set");
     let ours = learned_verifier::train(

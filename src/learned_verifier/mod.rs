@@ -37,6 +37,10 @@ use crate::router::Embedder;
 
 /// Where the shipped model lives, relative to the checkout.
 pub const DEFAULT_MODEL: &str = "data/verifier/outcome.json";
+/// The committed train-split candidate set the shipped model is fitted on.
+pub const DEFAULT_TRAIN: &str = "data/verifier/train.jsonl";
+/// The committed held-out candidate set the shipped model is evaluated on.
+pub const DEFAULT_HELDOUT: &str = "data/verifier/heldout.jsonl";
 
 /// `$PONDER_LEARNED_VERIFIER`, else `./data/verifier/outcome.json` if present, else the
 /// checkout's.

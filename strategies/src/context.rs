@@ -7,15 +7,15 @@
 //! node it ends at); forking a branch is free, extending a batch of branches is one engine call,
 //! and scoring a batch of branches is one verifier submission ([`Context::score_batch`]).
 //! Answer probes are in `probe.rs`, drawing whole samples (and a router's early look at them)
-//! in `samples.rs`.
+//! in `samples.rs`, recording candidates in `candidates.rs`; the caller's sampling fields
+//! (`sampling_override.rs`) apply to every generation here.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use ponder_verifiers::{
-    canonical_answer, extract_answer, has_clear_answer, token_confidence, Solution,
-    TraceConfidence, Verifier,
+    canonical_answer, extract_answer, token_confidence, Solution, TraceConfidence, Verifier,
 };
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -31,6 +31,7 @@ use crate::outcome::{Candidate, SearchFinish};
 use crate::params::ScoreBy;
 use crate::progress::{Progress, ProgressSender};
 use crate::samples::SamplePool;
+use crate::sampling_override::SamplingOverride;
 use crate::strategy::Problem;
 use crate::tree::{NodeId, NodeStatus, SearchTree};
 
@@ -100,10 +101,12 @@ pub struct Context {
     verifier_aside: AtomicBool,
     meter: Meter,
     tree: Mutex<SearchTree>,
-    candidates: Mutex<Vec<Candidate>>,
+    pub(crate) candidates: Mutex<Vec<Candidate>>,
     live: Mutex<BTreeSet<SeqHandle>>,
     cancel: CancellationToken,
     seed: u64,
+    /// The caller's sampling fields, over every generation's ([`Context::with_sampling`]).
+    sampling: SamplingOverride,
     problem: Problem,
     prompt_tokens: Mutex<u64>,
     router: Mutex<Option<serde_json::Value>>,
@@ -114,7 +117,7 @@ pub struct Context {
     /// Samples a probe drew for the strategy that runs next ([`Context::probe_samples`]).
     pool: Mutex<SamplePool>,
     /// Each solution's final answer once read, by (node, forced) ([`Context::final_answer`]).
-    answers: Mutex<HashMap<(NodeId, bool), Option<String>>>,
+    pub(crate) answers: Mutex<HashMap<(NodeId, bool), Option<String>>>,
 }
 
 impl std::fmt::Debug for Context {
@@ -126,7 +129,7 @@ impl std::fmt::Debug for Context {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
@@ -151,6 +154,7 @@ impl Context {
             live: Mutex::new(BTreeSet::new()),
             cancel: CancellationToken::new(),
             seed: 0,
+            sampling: SamplingOverride::default(),
             problem,
             prompt_tokens: Mutex::new(0),
             router: Mutex::new(None),
@@ -174,6 +178,18 @@ impl Context {
         self
     }
 
+    /// Applies the caller's sampling fields to every generation of the search, over the
+    /// strategy's own (see [`SamplingOverride`]).
+    pub fn with_sampling(mut self, sampling: SamplingOverride) -> Self {
+        self.sampling = sampling;
+        self
+    }
+
+    /// The caller's sampling fields.
+    pub fn sampling(&self) -> &SamplingOverride {
+        &self.sampling
+    }
+
     /// Reports [`Progress`] (settled steps, new candidates with the leader and vote margin) to
     /// `sender` while the search runs.
     pub fn with_progress(mut self, sender: ProgressSender) -> Self {
@@ -181,14 +197,14 @@ impl Context {
         self
     }
 
-    fn report(&self, event: impl FnOnce() -> Progress) {
+    pub(crate) fn report(&self, event: impl FnOnce() -> Progress) {
         if let Some(tx) = &self.progress {
             let _ = tx.send(event());
         }
     }
 
     /// Reports node `id`'s current state (a [`Progress::Node`]; never the root, the prompt).
-    fn report_node(&self, tree: &SearchTree, id: NodeId) {
+    pub(crate) fn report_node(&self, tree: &SearchTree, id: NodeId) {
         if let (Some(tx), Some(n)) = (
             &self.progress,
             tree.get(id).filter(|n| n.id != SearchTree::ROOT),
@@ -457,12 +473,56 @@ impl Context {
             .map(|v| v.into_iter().map(|(b, _)| b).collect())
     }
 
+    /// [`Context::extend`] charged as `charge`. A generation takes the caller's sampling
+    /// fields over `spec`'s; a branch already at the caller's `max_tokens` is not sent and gets
+    /// an empty extension.
     pub(crate) async fn extend_as(
         &self,
         branches: Vec<(Branch, u64)>,
         spec: &StepSpec,
         charge: Charge,
     ) -> Result<Vec<(Branch, Extension)>> {
+        let asked = (charge == Charge::Generation).then_some(&self.sampling);
+        let full: Vec<bool> = branches
+            .iter()
+            .map(|(b, _)| asked.and_then(|a| a.room(b.tokens)) == Some(0))
+            .collect();
+        if !full.contains(&true) {
+            return self.extend_batch(branches, spec, charge).await;
+        }
+        let todo = branches
+            .iter()
+            .zip(&full)
+            .filter(|(_, full)| !**full)
+            .map(|(b, _)| b.clone())
+            .collect();
+        let mut done = self.extend_batch(todo, spec, charge).await?.into_iter();
+        let empty = Extension {
+            text: String::new(),
+            tokens: Vec::new(),
+            stop: StopKind::Length,
+            cost: crate::generator::Cost::default(),
+        };
+        branches
+            .into_iter()
+            .zip(full)
+            .map(|((b, _), full)| match full {
+                true => Ok((b, empty.clone())),
+                false => done
+                    .next()
+                    .ok_or_else(|| GeneratorError::Failed("a branch went missing".into()).into()),
+            })
+            .collect()
+    }
+
+    /// One generator call for `branches` (see [`Context::extend_as`]).
+    async fn extend_batch(
+        &self,
+        branches: Vec<(Branch, u64)>,
+        spec: &StepSpec,
+        charge: Charge,
+    ) -> Result<Vec<(Branch, Extension)>> {
+        let asked = (charge == Charge::Generation).then_some(&self.sampling);
         self.check()?;
         if branches.is_empty() {
             return Ok(Vec::new());
@@ -480,16 +540,30 @@ impl Context {
                 needed: prefill + n,
             });
         }
-        let reservation = self.meter.reserve(prefill + n * max_tokens as u64)?;
+        // Each branch's cap: the step's, the caller's room left in the branch, the budget share.
+        let caps: Vec<usize> = branches
+            .iter()
+            .map(|(b, _)| {
+                let room = asked.and_then(|a| a.room(b.tokens)).unwrap_or(usize::MAX);
+                spec.max_tokens.min(room)
+            })
+            .collect();
+        let sum: u64 = caps.iter().map(|c| (*c).min(max_tokens) as u64).sum();
+        let reservation = self.meter.reserve(prefill + sum)?;
+        let (stop, sampling) = match asked {
+            Some(a) => (a.stops(&spec.stop), a.sampling(spec.sampling)),
+            None => (spec.stop.clone(), spec.sampling),
+        };
         let requests: Vec<ExtendRequest> = branches
             .iter()
-            .map(|(b, draw)| ExtendRequest {
+            .zip(&caps)
+            .map(|((b, draw), cap)| ExtendRequest {
                 seq: b.seq,
-                max_tokens,
-                stop: spec.stop.clone(),
+                max_tokens: (*cap).min(max_tokens),
+                stop: stop.clone(),
                 sampling: Sampling {
                     seed: self.seed_for(b.node, *draw),
-                    ..spec.sampling
+                    ..sampling
                 },
                 logits: LogitAdjust::default(),
             })
@@ -523,10 +597,11 @@ impl Context {
                 budget: self.budget().tokens,
             }
         });
-        let capped = max_tokens < spec.max_tokens;
         let mut out = Vec::with_capacity(extensions.len());
         let mut tree = lock(&self.tree);
-        for ((mut b, _), ext) in branches.into_iter().zip(extensions) {
+        for (((mut b, _), ext), cap) in branches.into_iter().zip(extensions).zip(caps) {
+            // Cut short by the budget share, not by the step's or the caller's cap.
+            let capped = max_tokens < cap;
             let lp: f64 = ext.tokens.iter().map(|t| t.logprob as f64).sum();
             let mean = if ext.tokens.is_empty() {
                 None
@@ -553,7 +628,8 @@ impl Context {
                 let top: Vec<f32> = t.top.iter().map(|(_, l)| *l).collect();
                 token_confidence(&top)
             }));
-            b.finished = ext.stop == StopKind::Eos;
+            b.finished =
+                ext.stop == StopKind::Eos || asked.is_some_and(|a| a.ends_branch(b.tokens, &ext));
             b.last_stop = Some(ext.stop);
             out.push((b, ext));
         }
@@ -672,114 +748,6 @@ impl Context {
             }
         });
         Ok(scores)
-    }
-
-    /// Records the solution ending at `branch` as a candidate, its answer extracted from its
-    /// text; returns its index.
-    pub fn add_candidate(&self, branch: &Branch, score: Option<f32>) -> usize {
-        let text = self.with_tree(|t| t.text(branch.node));
-        let answer = extract_answer(&text).map(|a| canonical_answer(&a));
-        self.push_candidate(branch, score, text, answer)
-    }
-
-    /// The canonical final answer ([`canonical_answer`]: `45 minutes` → `45`) of the solution
-    /// ending at `branch`: the one its text marks as final ([`has_clear_answer`]) or, with
-    /// `force` and none marked, the one the model gives when asked ([`Context::probe_answer`],
-    /// at most [`FORCED_ANSWER_TOKENS`] greedy tokens, charged as probe tokens); if the probe is
-    /// refused (budget, deadline) or reads nothing, or without `force`, the answer extracted
-    /// from the text. Read once per (node, `force`): asking again costs nothing, so a probe that
-    /// read a sample's answer does not pay twice when the sample becomes a candidate. `branch`
-    /// must not have been released.
-    pub async fn final_answer(&self, branch: &Branch, force: bool) -> Option<String> {
-        if let Some(known) = lock(&self.answers).get(&(branch.node, force)) {
-            return known.clone();
-        }
-        let text = self.with_tree(|t| t.text(branch.node));
-        let forced = if force && !has_clear_answer(&text) {
-            self.probe_answer(branch, FORCED_ANSWER_TOKENS)
-                .await
-                .ok()
-                .flatten()
-        } else {
-            None
-        };
-        let answer = forced
-            .or_else(|| extract_answer(&text))
-            .map(|a| canonical_answer(&a));
-        lock(&self.answers).insert((branch.node, force), answer.clone());
-        answer
-    }
-
-    /// Records the solution ending at `branch` as a candidate with one canonical answer,
-    /// forced if its text marks none ([`Context::final_answer`] with `force`); returns its
-    /// index.
-    pub async fn add_candidate_forced(&self, branch: &Branch, score: Option<f32>) -> usize {
-        let answer = self.final_answer(branch, true).await;
-        let text = self.with_tree(|t| t.text(branch.node));
-        self.push_candidate(branch, score, text, answer)
-    }
-
-    /// Records `branch` as a candidate whose answer is already known (from a probe, a
-    /// synthesis pass); returns its index.
-    pub fn add_candidate_with_answer(
-        &self,
-        branch: &Branch,
-        score: Option<f32>,
-        answer: Option<String>,
-    ) -> usize {
-        let text = self.with_tree(|t| t.text(branch.node));
-        self.push_candidate(branch, score, text, answer)
-    }
-
-    fn push_candidate(
-        &self,
-        branch: &Branch,
-        score: Option<f32>,
-        text: String,
-        answer: Option<String>,
-    ) -> usize {
-        self.with_tree(|t| {
-            if let Some(n) = t.get_mut(branch.node) {
-                n.answer = answer.clone();
-                if branch.finished {
-                    n.status = NodeStatus::Finished;
-                } else if n.status == NodeStatus::Open {
-                    n.status = NodeStatus::Truncated;
-                }
-                if score.is_some() {
-                    n.score = score;
-                }
-            }
-            self.report_node(t, branch.node);
-        });
-        let mut c = lock(&self.candidates);
-        c.push(Candidate {
-            node: branch.node,
-            text,
-            answer,
-            score,
-            tokens: branch.tokens,
-            confidence: (!branch.confidences.is_empty()).then(|| branch.mean_confidence()),
-            trace_confidence: TraceConfidence::summary(&branch.confidences),
-            finished: branch.finished,
-        });
-        let index = c.len() - 1;
-        self.report(|| {
-            let (leader, leader_votes, vote_margin) = crate::progress::leader(&c);
-            Progress::Candidate {
-                index,
-                node: branch.node,
-                answer: c[index].answer.clone(),
-                score,
-                leader,
-                leader_votes,
-                vote_margin,
-                candidates: c.len(),
-                spent: self.usage().spent(),
-                budget: self.budget().tokens,
-            }
-        });
-        index
     }
 
     /// Marks a branch's node as pruned and releases its sequence.

@@ -1,9 +1,11 @@
 //! Ponder over other engines' response shapes, replayed from the recorded fixtures in
 //! `tests/fixtures/backends/` (one per engine and version; each says where its shape comes
 //! from): a small HTTP server answers `/v1/completions` with the fixture's `step` response while
-//! the prompt holds fewer than two steps, else with its `final` one (EOS). Step-level strategies
-//! must then take more than one step on every engine — which needs the stop string each engine
-//! reports in its own way — and spend exactly the completion tokens the engine reported.
+//! the prompt holds fewer than two steps, else with its `final` one (EOS), after validating the
+//! request as that engine does (`engine_rules`: a refusal is the engine's 400). Step-level
+//! strategies must then take more than one step on every engine — which needs the stop string
+//! each engine reports in its own way — and spend exactly the completion tokens the engine
+//! reported.
 //!
 //! Also here: the whole conversation reaches the backend's prompt; an `https://` backend with a
 //! key and a private CA; `ponder serve --backend` with no local model installed.
@@ -25,6 +27,8 @@ use ponder::reason::{reason, ReasonRequest};
 use ponder_strategies::{NodeStatus, Registry, Turn};
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
+
+use crate::engine_rules::Engine;
 
 /// The engine fixtures the replay tests run over.
 pub(crate) const FIXTURES: [&str; 5] = [
@@ -50,6 +54,8 @@ pub(crate) struct Seen {
     pub(crate) prompts: Vec<String>,
     /// `usage.completion_tokens` summed over the responses served.
     pub(crate) completion_tokens: u64,
+    /// Requests the engine's validation refused, with its message.
+    pub(crate) refused: Vec<String>,
 }
 
 struct Replay {
@@ -85,6 +91,18 @@ async fn completions(
             // Like some servers, echo what was sent: the client must not pass it on.
             return (StatusCode::UNAUTHORIZED, format!("invalid API key: {sent}")).into_response();
         }
+    }
+    let engine = Engine::of(&r.fixture);
+    if let Err(message) = crate::engine_rules::validate(engine, &body) {
+        r.seen
+            .lock()
+            .unwrap()
+            .refused
+            .push(format!("{message}: {body}"));
+        let status = StatusCode::from_u16(engine.refusal_status()).unwrap();
+        let error = json!({"error": {"message": message, "type": "BadRequestError",
+            "code": status.as_u16()}});
+        return (status, Json(error)).into_response();
     }
     let prompt = body["prompt"].as_str().unwrap_or("").to_string();
     let stop = r.fixture["stop"].as_str().unwrap();

@@ -17,10 +17,12 @@ mod custom_strategy;
 mod auth;
 mod backend_engines;
 mod backend_llamacpp;
+mod backend_wire;
 mod bad_input;
 mod cli;
 #[cfg(feature = "cuda")]
 mod engine_cuda;
+mod engine_rules;
 mod executor;
 mod fuzz_corpus;
 mod gguf_quant_types;

@@ -8,8 +8,9 @@
 //! appended since. `extend` sends one `/v1/completions` request per branch (prompt
 //! continuation, `max_tokens`, `stop`, `seed`, `logprobs`) — fanned out rather than `n > 1`,
 //! because each branch has its own seed and many servers reject or ignore per-choice seeds —
-//! and all branches of a call run concurrently. Each engine's way of saying which stop string
-//! ended a step is read by [`response`].
+//! and all branches of a call run concurrently. Every field sent stays inside each engine's
+//! own request model ([`wire`]: seeds masked to int64, at most 20 logprobs). Each engine's way
+//! of saying which stop string ended a step is read by [`response`].
 //!
 //! Accounting is in the backend's tokens: generated tokens are its `usage.completion_tokens`;
 //! a prompt's length is counted by the backend tokenizer (`--backend-tokenizer`, else the
@@ -26,19 +27,18 @@
 mod format;
 mod pool;
 mod response;
+mod wire;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use crate::engine::ChatMessage;
 use async_trait::async_trait;
 use ponder_strategies::{
     Cost, ExtendRequest, Extension, Generator, GeneratorError, Prompt, Result, SeqHandle, StopKind,
     Stops, StrategyError, Turn,
 };
-use serde_json::json;
-
-use crate::engine::ChatMessage;
 
 pub use format::{chatml, BackendFormat, FormatError};
 pub use pool::{affinity_key, BackendKeys, RemoteOptions, RemotePool, Secret};
@@ -125,7 +125,6 @@ impl RemoteGenerator {
 
     async fn extend_one(&self, req: &ExtendRequest, charged: bool) -> Result<Extension> {
         let seq = self.get(req.seq)?;
-        let s = &req.sampling;
         let mut max_tokens = req.max_tokens;
         if let Some(context) = self.pool.context() {
             max_tokens = max_tokens.min(context.saturating_sub(seq.tokens + 1));
@@ -139,48 +138,16 @@ impl RemoteGenerator {
             });
         }
         let stops = Stops::new(&req.stop);
-        let mut body = json!({
-            "model": self.pool.opts.model,
-            "prompt": seq.text,
-            "max_tokens": max_tokens,
-            "temperature": s.temperature,
-            "top_p": s.top_p,
-            "seed": s.seed,
-            "logprobs": s.top_logprobs,
-            // Explicit, so servers with other defaults (llama-cpp-python: min_p 0.05,
-            // repeat_penalty 1.1) sample as asked; servers ignore names they do not know.
-            "min_p": s.min_p,
-            "repeat_penalty": req.logits.repetition_penalty,
-        });
-        if let Some(fields) = body.as_object_mut() {
-            // Only when set: "off" is 0 on some servers and -1 on others (llama-cpp-python's
-            // server then keeps its top_k of 40).
-            if s.top_k > 0 {
-                fields.insert("top_k".into(), json!(s.top_k));
-            }
-            if !stops.is_empty() {
-                fields.insert("stop".into(), json!(stops.as_slice()));
-            }
-            // OpenAI's penalties and biases, sent only when set (plain decoding passes them).
-            let l = &req.logits;
-            if l.repetition_penalty != 1.0 {
-                fields.insert("repetition_penalty".into(), json!(l.repetition_penalty));
-            }
-            if l.presence_penalty != 0.0 {
-                fields.insert("presence_penalty".into(), json!(l.presence_penalty));
-            }
-            if l.frequency_penalty != 0.0 {
-                fields.insert("frequency_penalty".into(), json!(l.frequency_penalty));
-            }
-            if !l.logit_bias.is_empty() {
-                let bias: serde_json::Map<String, serde_json::Value> = l
-                    .logit_bias
-                    .iter()
-                    .map(|(t, b)| (t.to_string(), json!(b)))
-                    .collect();
-                fields.insert("logit_bias".into(), serde_json::Value::Object(bias));
-            }
+        let body = wire::Completion {
+            model: &self.pool.opts.model,
+            prompt: &seq.text,
+            max_tokens,
+            sampling: &req.sampling,
+            logits: &req.logits,
+            stops: &stops,
+            stream: false,
         }
+        .body();
         let v = self
             .pool
             .post_json(seq.affinity, "/v1/completions", &body)

@@ -1,0 +1,133 @@
+//! What Ponder sends a backend is valid for the engine's own request model: every built-in
+//! strategy and plain decoding with `n` > 1, seeded (with seeds past int64) and unseeded, run
+//! against the vLLM fixture, which validates each request as vLLM 0.11.0 does
+//! (`engine_rules`), and none is refused.
+
+use std::sync::Arc;
+
+use ponder::backends::{RemoteGenerator, RemoteOptions};
+use ponder::reason::{reason, ReasonRequest};
+use ponder_strategies::Registry;
+use serde_json::{json, Value};
+use tokio_util::sync::CancellationToken;
+
+use crate::backend_engines::{fixture, pool, ReplayServer};
+
+/// Seeds a client may send: past int64 (half of all u64), at its edge, small; and none.
+const SEEDS: [Option<u64>; 4] = [Some(u64::MAX - 12_345), Some(1 << 63), Some(7), None];
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn every_strategy_sends_only_requests_vllm_accepts() {
+    let server = ReplayServer::start(fixture("vllm.json"), None);
+    let rt = runtime();
+    let registry = Registry::with_builtins();
+    for name in registry.names() {
+        for seed in SEEDS {
+            let generator = Arc::new(RemoteGenerator::new(pool(RemoteOptions::new(vec![server
+                .url
+                .clone()]))));
+            let req = ReasonRequest {
+                problem: "What is 3 + 4?".into(),
+                history: Vec::new(),
+                shots: Vec::new(),
+                strategy: name.clone(),
+                params: json!({}),
+                budget_tokens: 4_000,
+                deadline_ms: None,
+                // What the API draws for a request without a seed: any u64.
+                seed: seed.unwrap_or_else(rand::random),
+            };
+            let result = rt.block_on(reason(
+                &registry,
+                generator,
+                None,
+                &req,
+                CancellationToken::new(),
+            ));
+            let refused = server.seen(|s| s.refused.clone());
+            assert!(
+                refused.is_empty(),
+                "{name} seed {seed:?}: refused {refused:?}"
+            );
+            result.unwrap_or_else(|e| panic!("{name} seed {seed:?}: {e}"));
+        }
+    }
+}
+
+#[test]
+fn plain_decoding_with_several_choices_sends_only_requests_vllm_accepts() {
+    let server = ReplayServer::start(fixture("vllm.json"), None);
+    let state =
+        ponder::api::ServerBuilder::remote_only(pool(RemoteOptions::new(vec![server.url.clone()])))
+            .build();
+    let rt = runtime();
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    rt.spawn(ponder::api::serve(listener, state, std::future::pending()));
+    let client = reqwest::Client::new();
+    for seed in SEEDS {
+        for (route, mut body) in [
+            (
+                "/v1/completions",
+                json!({"model": "ponder", "prompt": "What is 3 + 4?", "max_tokens": 16}),
+            ),
+            (
+                "/v1/chat/completions",
+                json!({"model": "ponder", "max_tokens": 16,
+                       "messages": [{"role": "user", "content": "What is 3 + 4?"}]}),
+            ),
+        ] {
+            body["n"] = json!(3);
+            // Legacy completions count alternatives; chat asks with a flag and a count.
+            if route == "/v1/completions" {
+                body["logprobs"] = json!(2);
+            } else {
+                body["logprobs"] = json!(true);
+                body["top_logprobs"] = json!(2);
+            }
+            if let Some(s) = seed {
+                body["seed"] = json!(s);
+            }
+            let (status, reply) =
+                crate::util::post_json(&rt, &client, &format!("{url}{route}"), &body);
+            let refused = server.seen(|s| s.refused.clone());
+            assert!(
+                refused.is_empty(),
+                "{route} seed {seed:?}: refused {refused:?}"
+            );
+            assert_eq!(status, 200, "{route} seed {seed:?}: {reply}");
+            assert_eq!(
+                reply["choices"].as_array().map(Vec::len),
+                Some(3),
+                "{reply}"
+            );
+        }
+    }
+}
+
+#[test]
+fn an_out_of_range_seed_is_what_the_fixture_refuses() {
+    // The regression this guards: a seed sent unmasked is refused by the vLLM fixture.
+    let server = ReplayServer::start(fixture("vllm.json"), None);
+    let rt = runtime();
+    let client = reqwest::Client::new();
+    let body = json!({"model": "m", "prompt": "x", "max_tokens": 4, "seed": u64::MAX});
+    let (status, reply): (u16, Value) = crate::util::post_json(
+        &rt,
+        &client,
+        &format!("{}/v1/completions", server.url),
+        &body,
+    );
+    assert_eq!(status, 400, "{reply}");
+    assert_eq!(server.seen(|s| s.refused.len()), 1);
+}

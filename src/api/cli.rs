@@ -81,6 +81,13 @@ pub struct ServeArgs {
     /// A PEM file of CA certificates to trust for https:// backends (besides the Mozilla roots).
     #[arg(long, env = "PONDER_BACKEND_CA")]
     pub backend_ca: Option<PathBuf>,
+    /// Seconds connecting to a backend may take before the call fails over.
+    #[arg(long, env = "PONDER_BACKEND_CONNECT_TIMEOUT", default_value_t = 10)]
+    pub backend_connect_timeout: u64,
+    /// Seconds a backend may send nothing on an open call before it fails over (each byte
+    /// received restarts the wait; no cap on a whole call).
+    #[arg(long, env = "PONDER_BACKEND_IDLE_TIMEOUT", default_value_t = 300)]
+    pub backend_idle_timeout: u64,
     /// What scores strategies' candidates and steps: none, calc (the exact calculation check),
     /// llm-prm (the model judges its own steps), qwen-prm:DIR (a reward-head PRM checkpoint) or
     /// shepherd-prm:PATH (token-logit).
@@ -220,6 +227,8 @@ fn remote_pool(args: &ServeArgs) -> Result<Option<Arc<RemotePool>>, ServeError> 
         ca: args.backend_ca.clone(),
         format,
         context: args.backend_context,
+        connect_timeout: Duration::from_secs(args.backend_connect_timeout.max(1)),
+        idle_timeout: Duration::from_secs(args.backend_idle_timeout.max(1)),
         ..RemoteOptions::new(args.backends.clone())
     };
     Ok(Some(Arc::new(RemotePool::new(opts)?)))

@@ -106,8 +106,12 @@ pub struct RemoteOptions {
     pub urls: Vec<String>,
     /// The `model` field sent.
     pub model: String,
-    /// Per-request timeout.
-    pub timeout: Duration,
+    /// How long connecting to a backend may take (`--backend-connect-timeout`).
+    pub connect_timeout: Duration,
+    /// How long a backend may send nothing on an open call (`--backend-idle-timeout`): each
+    /// byte received restarts it, so there is no cap on a whole call. A call whose reply is
+    /// not streamed waits for its first byte that long.
+    pub idle_timeout: Duration,
     /// Attempts per call beyond the first (each on the next backend).
     pub retries: usize,
     /// First backoff; doubles per attempt (jittered).
@@ -125,13 +129,14 @@ pub struct RemoteOptions {
 }
 
 impl RemoteOptions {
-    /// Defaults for `urls`: model `ponder`, 300 s timeout, 3 retries from 50 ms, 5 s cool-down,
-    /// no keys, ChatML prompts.
+    /// Defaults for `urls`: model `ponder`, 10 s to connect, 300 s idle, 3 retries from 50 ms,
+    /// 5 s cool-down, no keys, ChatML prompts.
     pub fn new(urls: Vec<String>) -> Self {
         Self {
             urls,
             model: "ponder".into(),
-            timeout: Duration::from_secs(300),
+            connect_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(300),
             retries: 3,
             backoff: Duration::from_millis(50),
             cooldown: Duration::from_secs(5),
@@ -306,7 +311,8 @@ impl RemotePool {
             return Err("at least one backend URL is needed".into());
         }
         let mut builder = reqwest::Client::builder()
-            .timeout(opts.timeout)
+            .connect_timeout(opts.connect_timeout)
+            .read_timeout(opts.idle_timeout)
             .use_rustls_tls();
         if let Some(path) = &opts.ca {
             let pem = std::fs::read(path)
@@ -429,23 +435,27 @@ impl RemotePool {
         }
     }
 
-    /// Probes every backend's `/health`, marking each up or down; returns how many are up.
+    /// Probes every backend's `/health` at once, marking each up or down; returns how many are
+    /// up. A probe waits at most the connect and idle timeouts, so `/ready` answers within
+    /// them however many backends are down.
     pub async fn check_health(&self) -> usize {
-        let mut up = 0;
-        for b in &self.backends {
+        let probes = self.backends.iter().map(|b| async move {
             let ok = self
                 .get(b, "/health")
                 .send()
                 .await
                 .is_ok_and(|r| r.status().is_success());
-            if ok {
-                up += 1;
-            } else {
+            if !ok {
                 b.mark_down(self.opts.cooldown);
             }
             self.set_up(b, ok);
-        }
-        up
+            ok
+        });
+        futures_util::future::join_all(probes)
+            .await
+            .into_iter()
+            .filter(|ok| *ok)
+            .count()
     }
 
     /// Appends the backends' metrics (OpenMetrics text, without `# EOF`) to `out`.
@@ -551,7 +561,7 @@ impl RemotePool {
                 Ok(r) if r.status().is_server_error() || r.status().as_u16() == 429 => {
                     let after = retry_after(&r)
                         .unwrap_or(Duration::ZERO)
-                        .min(self.opts.timeout);
+                        .min(self.opts.idle_timeout);
                     wait_at_least = after;
                     b.mark_down(self.opts.cooldown.max(after));
                     self.set_up(b, false);
@@ -571,7 +581,7 @@ impl RemotePool {
                     let text: String = text.chars().take(500).collect();
                     return Err(GeneratorError::Refused {
                         backend: b.base.clone(),
-                        status: status.to_string(),
+                        status: status.as_u16(),
                         body: text,
                     });
                 }
@@ -656,6 +666,41 @@ mod tests {
         let err = RemotePool::new(RemoteOptions::new(vec!["https://u:sk-secret@h:1".into()]))
             .unwrap_err();
         assert!(!err.contains("sk-secret"), "{err}");
+    }
+
+    #[test]
+    fn backends_that_never_answer_are_probed_at_once() {
+        // Listening sockets nobody accepts on: the kernel completes the connection, no reply
+        // ever comes, and each probe ends at the idle timeout.
+        let silent: Vec<std::net::TcpListener> = (0..3)
+            .map(|_| std::net::TcpListener::bind("127.0.0.1:0").expect("bind"))
+            .collect();
+        let urls = silent
+            .iter()
+            .map(|l| format!("http://{}", l.local_addr().expect("addr")))
+            .collect();
+        let idle = Duration::from_millis(800);
+        let pool = RemotePool::new(RemoteOptions {
+            idle_timeout: idle,
+            ..RemoteOptions::new(urls)
+        })
+        .expect("pool");
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let started = Instant::now();
+        assert_eq!(rt.block_on(pool.check_health()), 0);
+        let took = started.elapsed();
+        assert!(
+            took >= idle,
+            "{took:?}: a probe gave up before the idle timeout"
+        );
+        assert!(
+            took < idle * 2,
+            "{took:?}: the probes ran one after another"
+        );
+        assert!(pool.backends.iter().all(|b| !b.healthy()));
     }
 
     #[test]

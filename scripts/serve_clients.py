@@ -3,7 +3,7 @@
 
 1. The official `openai` Python client: a chat completion, a streamed one with usage, a strategy
    chosen by model name with budget extensions, a legacy completion, and the proper exception
-   classes for bad requests (404 unknown model, 422 over-limit n / budget, 400 bad value).
+   classes for bad requests (404 unknown model, 400 over-limit n / budget as in OpenAI and vLLM, 400 bad value).
 2. schemathesis against /openapi.json: no 5xx, status codes / content types / bodies as documented.
 3. SIGTERM: the server drains and exits 0.
 
@@ -83,8 +83,8 @@ def openai_checks(url, results):
     errors = {}
     cases = [
         ("unknown_model", openai.NotFoundError, dict(model="gpt-nope")),
-        ("n_over_limit", openai.UnprocessableEntityError, dict(n=3)),
-        ("budget_over_limit", openai.UnprocessableEntityError, dict(extra_body={"budget_tokens": 100000})),
+        ("n_over_limit", openai.BadRequestError, dict(n=3)),
+        ("budget_over_limit", openai.BadRequestError, dict(extra_body={"budget_tokens": 100000})),
         ("bad_temperature", openai.BadRequestError, dict(temperature=9)),
     ]
     for name, exc, kw in cases:

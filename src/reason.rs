@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ponder_strategies::{
-    run, Budget, Context, Generator, Outcome, Problem, ProgressSender, Registry, Strategy,
-    StrategyError, Turn,
+    run, Budget, Context, Generator, Outcome, Problem, ProgressSender, Registry, SamplingOverride,
+    Strategy, StrategyError, Turn,
 };
 use ponder_verifiers::Verifier;
 use tokio_util::sync::CancellationToken;
@@ -52,6 +52,7 @@ pub struct ValidReasonRequest {
     budget: Budget,
     seed: u64,
     shots: Vec<String>,
+    sampling: SamplingOverride,
 }
 
 impl std::fmt::Debug for ValidReasonRequest {
@@ -60,6 +61,7 @@ impl std::fmt::Debug for ValidReasonRequest {
             .field("strategy", &self.strategy.name())
             .field("budget", &self.budget)
             .field("seed", &self.seed)
+            .field("sampling", &self.sampling)
             .finish_non_exhaustive()
     }
 }
@@ -83,6 +85,18 @@ impl ValidReasonRequest {
     /// The strategy's problem (question, system message, earlier turns).
     pub fn problem(&self) -> &Problem {
         &self.problem
+    }
+
+    /// Runs every generation with the caller's sampling fields over the strategy's own (an
+    /// HTTP request's `temperature`, `stop`, `max_tokens`…; see [`SamplingOverride`]).
+    pub fn with_sampling(mut self, sampling: SamplingOverride) -> Self {
+        self.sampling = sampling;
+        self
+    }
+
+    /// The caller's sampling fields.
+    pub fn sampling(&self) -> &SamplingOverride {
+        &self.sampling
     }
 }
 
@@ -122,6 +136,7 @@ impl ReasonRequest {
             },
             seed: self.seed,
             shots: self.shots.iter().map(|s| s.id.clone()).collect(),
+            sampling: SamplingOverride::default(),
         })
     }
 }
@@ -149,6 +164,7 @@ pub async fn run_valid(
 ) -> Result<Outcome, StrategyError> {
     let mut ctx = Context::new(generator, req.problem, req.budget)
         .with_seed(req.seed)
+        .with_sampling(req.sampling)
         .with_cancellation(cancel);
     if let Some(v) = verifier {
         ctx = ctx.with_verifier(v);

@@ -45,11 +45,11 @@ fn a_short_mixed_load_gets_no_5xx_and_leaves_the_server_idle() {
         report
             .by_status
             .keys()
-            .all(|s| matches!(s.as_str(), "200" | "422" | "429")),
+            .all(|s| matches!(s.as_str(), "200" | "400" | "429")),
         "{json}"
     );
     assert!(
-        report.by_status.get("422").is_some_and(|&n| n > 0),
+        report.by_status.get("400").is_some_and(|&n| n > 0),
         "over-limit budgets are refused: {json}"
     );
     assert!(report.idle_after(), "gauges back to idle: {json}");
@@ -101,7 +101,7 @@ fn a_backend_killed_and_restarted_under_load_gives_clean_errors_and_the_front_re
         report
             .by_status
             .keys()
-            .all(|s| matches!(s.as_str(), "200" | "422" | "429" | "502" | "503")),
+            .all(|s| matches!(s.as_str(), "200" | "400" | "429" | "502" | "503")),
         "{json}"
     );
     assert_eq!(
@@ -217,7 +217,7 @@ fn a_tiny_kv_pool_preempts_and_recomputes_to_the_same_seeded_answers() {
 }
 
 #[test]
-fn a_fan_out_larger_than_the_kv_pool_is_refused_with_a_422_naming_the_limit() {
+fn a_fan_out_larger_than_the_kv_pool_is_refused_with_a_400_naming_the_limit() {
     let config = crate::util::smollm2().model.config().clone();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -252,7 +252,7 @@ fn a_fan_out_larger_than_the_kv_pool_is_refused_with_a_422_naming_the_limit() {
     );
     // Not the server's fault and not worth retrying unchanged: a 4xx, with a code a client can test.
     let err = AppError::Strategy(err);
-    assert_eq!(err.status().as_u16(), 422, "{err}");
+    assert_eq!(err.status().as_u16(), 400, "{err}");
     let body = serde_json::to_value(err.body()).expect("body");
     assert_eq!(body["error"]["code"], "kv_capacity_exceeded", "{body}");
 }

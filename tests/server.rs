@@ -480,25 +480,25 @@ fn bad_input_table_gets_openai_errors_with_the_right_codes() {
         (
             "budget over limit",
             json_post(chat("hi", json!({"budget_tokens": 10_001}))),
-            422,
+            400,
             Some("limit_exceeded"),
         ),
         (
             "n over limit",
             json_post(chat("hi", json!({"n": 5}))),
-            422,
+            400,
             Some("limit_exceeded"),
         ),
         (
             "top_logprobs over limit",
             json_post(chat("hi", json!({"logprobs": true, "top_logprobs": 50}))),
-            422,
+            400,
             Some("limit_exceeded"),
         ),
         (
             "too many stops",
             json_post(chat("hi", json!({"stop": ["a", "b", "c", "d", "e"]}))),
-            422,
+            400,
             Some("limit_exceeded"),
         ),
         (
@@ -646,4 +646,118 @@ fn a_plugin_strategy_registered_on_the_builder_is_callable_by_name() {
     assert_eq!(out["ponder"]["candidates"], 3, "greedy plus two samples");
     assert!(out["ponder"]["trace"].is_object());
     assert!(out["choices"][0]["message"]["content"].is_string());
+}
+
+#[test]
+fn a_completion_prompt_may_be_token_ids_as_lm_evaluation_harness_sends_it() {
+    let server = TestServer::start(|b| b);
+    let client = reqwest::Client::new();
+    let ids = ponder::engine::encode_prompt(crate::util::smollm2(), "1, 2, 3,").expect("ids");
+    let url = server.url("/v1/completions");
+    let ask = |prompt: Value| {
+        let body = json!({"model": "smollm2", "prompt": prompt, "max_tokens": 6, "temperature": 0});
+        server.block_on(post(&client, &url, body))
+    };
+    let (status, text) = ask(json!("1, 2, 3,"));
+    assert_eq!(status, 200, "{text}");
+    for prompt in [json!(ids), json!([ids])] {
+        let (status, tokens) = ask(prompt);
+        assert_eq!(status, 200, "{tokens}");
+        assert_eq!(tokens["choices"][0]["text"], text["choices"][0]["text"]);
+        assert_eq!(
+            tokens["usage"]["prompt_tokens"].as_u64(),
+            Some(ids.len() as u64)
+        );
+    }
+    // Outside the vocabulary, several prompts, or with a strategy: a 400 naming the prompt.
+    for prompt in [json!([1, 999_999_999]), json!([[1, 2], [3, 4]])] {
+        let (status, out) = ask(prompt);
+        assert_eq!(
+            (status, &out["error"]["param"]),
+            (400, &json!("prompt")),
+            "{out}"
+        );
+    }
+    let body = json!({"model": "ponder/best_of_n", "prompt": ids, "max_tokens": 6});
+    let (status, out) = server.block_on(post(&client, &url, body));
+    assert_eq!(
+        (status, &out["error"]["param"]),
+        (400, &json!("prompt")),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_search_samples_with_the_requests_temperature_stop_and_max_tokens() {
+    let server = TestServer::start(|b| b);
+    let client = reqwest::Client::new();
+    let reason = |extra: Value| {
+        let mut body = json!({"problem": "What is 2+3?", "strategy": "self_consistency",
+                              "params": {"n": 3}, "budget_tokens": 3000, "seed": 4});
+        if let (Some(b), Some(e)) = (body.as_object_mut(), extra.as_object()) {
+            b.extend(e.clone());
+        }
+        server.block_on(post(&client, &server.url("/v1/reason"), body))
+    };
+    let texts = |out: &Value| -> Vec<String> {
+        out["candidates"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|c| c["text"].as_str().map(str::to_string))
+            .collect()
+    };
+    // Temperature 0 reaches every branch: three greedy branches are one text; max_tokens caps
+    // each branch.
+    let (status, greedy) = reason(json!({"temperature": 0, "max_tokens": 12}));
+    assert_eq!(status, 200, "{greedy}");
+    let all = texts(&greedy);
+    assert_eq!(all.len(), 3, "{greedy}");
+    assert!(
+        all.iter().all(|t| *t == all[0]),
+        "greedy branches differ: {all:?}"
+    );
+    for c in greedy["candidates"].as_array().into_iter().flatten() {
+        assert!(c["tokens"].as_u64().is_some_and(|t| t <= 12), "{c}");
+    }
+    // A stop string ends each branch where it appears: every text is the greedy one up to it.
+    let greedy_text = &all[0];
+    let cut = greedy_text
+        .char_indices()
+        .map(|(i, _)| i)
+        .find(|&i| i >= 4)
+        .expect("a long enough text");
+    let stop: String = greedy_text[cut..].chars().take(2).collect();
+    let at = greedy_text.find(&stop).expect("the stop is in the text");
+    let (status, stopped) = reason(json!({"temperature": 0, "max_tokens": 12, "stop": stop}));
+    assert_eq!(status, 200, "{stopped}");
+    for t in texts(&stopped) {
+        assert!(
+            t.starts_with(&greedy_text[..at]) && t.contains(&stop),
+            "{t:?} vs {stop:?}"
+        );
+        assert!(t.len() <= greedy_text.len(), "{t:?}");
+    }
+    // The chat endpoint's answer is cut before the stop, as plain decoding's is.
+    let body = chat(
+        "What is 2+3?",
+        json!({"model": "ponder/self_consistency", "strategy_params": {"n": 3},
+               "budget_tokens": 3000, "seed": 4, "temperature": 0, "max_tokens": 12,
+               "stop": stop}),
+    );
+    let (status, out) = server.block_on(post(&client, &server.url("/v1/chat/completions"), body));
+    assert_eq!(status, 200, "{out}");
+    assert_eq!(
+        out["choices"][0]["message"]["content"].as_str(),
+        Some(&greedy_text[..at]),
+        "{out}"
+    );
+    // What a strategy cannot return is refused by name, not dropped.
+    let body = chat("hi", json!({"model": "ponder/best_of_n", "logprobs": true}));
+    let (status, out) = server.block_on(post(&client, &server.url("/v1/chat/completions"), body));
+    assert_eq!(
+        (status, &out["error"]["param"]),
+        (400, &json!("logprobs")),
+        "{out}"
+    );
 }

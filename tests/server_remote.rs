@@ -179,3 +179,22 @@ fn killing_the_backend_mid_request_is_a_clean_502_and_a_dead_backend_fails_over(
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["candidates"].as_array().map(Vec::len), Some(3));
 }
+
+#[test]
+fn a_backends_400_reaches_the_client_as_a_400_with_the_backends_message() {
+    // B allows 8 completion tokens, A 4096: what A accepts and B refuses is B's 400, passed on
+    // (it was a 500), with B's message and without B's address.
+    let b = Process::start_with(&["--max-completion-tokens", "8"]);
+    let a = TestServer::start(|builder: ServerBuilder| builder.remote(pool(vec![b.url.clone()])));
+    let client = reqwest::Client::new();
+    let body = json!({"model": "ponder", "prompt": "1, 2, 3,", "max_tokens": 16});
+    let (status, out) = a.send(client.post(a.url("/v1/completions")).json(&body));
+    assert_eq!(status, 400, "{out}");
+    assert_eq!(out["error"]["code"], "backend_refused", "{out}");
+    let message = out["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("over this server's limit of 8"),
+        "{message}"
+    );
+    assert!(!message.contains(&b.url), "{message}");
+}

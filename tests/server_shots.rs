@@ -123,7 +123,7 @@ fn reason_shows_the_routers_worked_examples_and_names_them() {
         prompt(&bare)
     );
     let (status, over) = ask(Some(9));
-    assert_eq!(status, 422, "{over}");
+    assert_eq!(status, 400, "{over}");
     assert_eq!(over["error"]["param"], "shots");
     assert!(
         over["error"]["message"]

@@ -1,7 +1,10 @@
 //! The one place errors become HTTP: [`AppError`] maps validation, strategy and engine errors to
 //! a status code and OpenAI's error JSON (`{"error": {"message", "type", "param", "code"}}`), so
 //! handlers use `?` and clients written for OpenAI read our errors unchanged. Messages name the
-//! field and the limit; none carries an API key.
+//! field and the limit; none carries an API key. A request over a limit is a 400, as OpenAI and
+//! vLLM answer, its `code` naming the limit (`limit_exceeded`, `budget_too_small`,
+//! `kv_capacity_exceeded`); a backend's refusal (a 4xx) reaches the client as that 4xx with the
+//! backend's message.
 
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -151,7 +154,7 @@ impl AppError {
                     None,
                 ),
                 ValidationError::OverLimit { field, .. } => (
-                    StatusCode::UNPROCESSABLE_ENTITY,
+                    StatusCode::BAD_REQUEST,
                     INVALID,
                     Some((*field).into()),
                     Some("limit_exceeded"),
@@ -213,13 +216,13 @@ impl AppError {
                     (StatusCode::BAD_REQUEST, INVALID, Some(field.clone()), None)
                 }
                 StrategyError::BudgetTooSmall { .. } => (
-                    StatusCode::UNPROCESSABLE_ENTITY,
+                    StatusCode::BAD_REQUEST,
                     INVALID,
                     Some("budget_tokens".into()),
                     Some("budget_too_small"),
                 ),
                 StrategyError::BudgetExhausted { .. } => (
-                    StatusCode::UNPROCESSABLE_ENTITY,
+                    StatusCode::BAD_REQUEST,
                     INVALID,
                     Some("budget_tokens".into()),
                     Some("budget_exhausted"),
@@ -243,12 +246,9 @@ impl AppError {
                     None,
                     Some("backend_unavailable"),
                 ),
-                StrategyError::Capacity(_) => (
-                    StatusCode::UNPROCESSABLE_ENTITY,
-                    INVALID,
-                    None,
-                    Some(KV_CAPACITY),
-                ),
+                StrategyError::Capacity(_) => {
+                    (StatusCode::BAD_REQUEST, INVALID, None, Some(KV_CAPACITY))
+                }
                 StrategyError::Generator(GeneratorError::Engine(e)) => {
                     match e.downcast_ref::<EngineError>() {
                         Some(e) => engine_parts(e),
@@ -272,6 +272,9 @@ impl AppError {
                     Some((*field).into()),
                     None,
                 ),
+                StrategyError::Generator(GeneratorError::Refused { status, .. }) => {
+                    refused_parts(*status)
+                }
                 StrategyError::Generator(_) | StrategyError::Verifier(_) => (
                     StatusCode::INTERNAL_SERVER_ERROR,
                     "server_error",
@@ -301,12 +304,29 @@ impl AppError {
         self.parts().0
     }
 
+    /// What the client reads: this error's text, except that a backend's refusal is the
+    /// backend's own message (its OpenAI-shaped `error.message`, else its body as sent; the
+    /// backend's address stays in the server's logs).
+    pub fn message(&self) -> String {
+        match self {
+            Self::Strategy(StrategyError::Generator(GeneratorError::Refused {
+                status,
+                body,
+                ..
+            })) => format!(
+                "the backend refused the request (HTTP {status}): {}",
+                backend_message(body)
+            ),
+            other => other.to_string(),
+        }
+    }
+
     /// OpenAI's error body for this error.
     pub fn body(&self) -> ErrorBody {
         let (_, kind, param, code) = self.parts();
         ErrorBody {
             error: ErrorDetail {
-                message: self.to_string(),
+                message: self.message(),
                 kind,
                 param,
                 code,
@@ -326,6 +346,45 @@ const INVALID: &str = "invalid_request_error";
 // The request's fan-out (n x max_tokens) needs more KV blocks than the server has.
 const KV_CAPACITY: &str = "kv_capacity_exceeded";
 
+/// The message of a backend's error body: OpenAI's `{"error": {"message"}}`, vLLM's and
+/// llama.cpp's `{"message"}` or FastAPI's `{"detail"}`; else the body as sent (already cut short
+/// and with any API key redacted where the backend pool read it).
+fn backend_message(body: &str) -> String {
+    let Ok(v) = serde_json::from_str::<serde_json::Value>(body) else {
+        return body.to_string();
+    };
+    let text = |v: &serde_json::Value| match v {
+        serde_json::Value::String(s) => Some(s.clone()),
+        serde_json::Value::Null => None,
+        other => Some(other.to_string()),
+    };
+    v.pointer("/error/message")
+        .or_else(|| v.get("message"))
+        .or_else(|| v.get("detail"))
+        .or_else(|| v.get("error"))
+        .and_then(text)
+        .unwrap_or_else(|| body.to_string())
+}
+
+/// The status, error type, offending field and code of a backend's refusal (a 4xx): the
+/// request's fault, so the client gets the backend's status and its message. A backend that
+/// refuses this server itself (its key, its model name, its route: 401, 403, 404, 405, 407)
+/// is this server's misconfiguration, not the client's, and no status the client could act on:
+/// a 502.
+fn refused_parts(status: u16) -> Parts {
+    match StatusCode::from_u16(status) {
+        Ok(s) if s.is_client_error() && !matches!(status, 401 | 403 | 404 | 405 | 407) => {
+            (s, INVALID, None, Some("backend_refused"))
+        }
+        _ => (
+            StatusCode::BAD_GATEWAY,
+            "server_error",
+            None,
+            Some("backend_refused"),
+        ),
+    }
+}
+
 /// The status, error type, offending field and code of an engine error (raised directly, or
 /// behind the generator port).
 fn engine_parts(e: &EngineError) -> Parts {
@@ -342,12 +401,9 @@ fn engine_parts(e: &EngineError) -> Parts {
             Some((*field).into()),
             None,
         ),
-        EngineError::ExceedsKvPool { .. } => (
-            StatusCode::UNPROCESSABLE_ENTITY,
-            INVALID,
-            None,
-            Some(KV_CAPACITY),
-        ),
+        EngineError::ExceedsKvPool { .. } => {
+            (StatusCode::BAD_REQUEST, INVALID, None, Some(KV_CAPACITY))
+        }
         EngineError::ChatTemplate(_) => (
             StatusCode::BAD_REQUEST,
             INVALID,

@@ -25,7 +25,7 @@ fn seen(e: &AppError) -> (u16, String, Option<String>, Option<String>) {
     let detail = &body["error"];
     assert_eq!(
         detail["message"],
-        e.to_string(),
+        e.message(),
         "the body carries the message"
     );
     let text = |k: &str| detail[k].as_str().map(str::to_string);
@@ -71,11 +71,6 @@ fn generator_errors_map_by_variant_not_by_message() {
         );
     }
     let failures = [
-        GeneratorError::Refused {
-            backend: "http://a:1".into(),
-            status: "400 Bad Request".into(),
-            body: misleading.into(),
-        },
         GeneratorError::MalformedResponse {
             missing: "choices",
             shown: misleading.into(),
@@ -161,7 +156,7 @@ fn strategy_errors_map_by_variant() {
                 needed: 2,
             },
             (
-                422,
+                400,
                 "invalid_request_error",
                 Some("budget_tokens"),
                 Some("budget_exhausted"),
@@ -174,7 +169,7 @@ fn strategy_errors_map_by_variant() {
                 prompt_tokens: 2,
             },
             (
-                422,
+                400,
                 "invalid_request_error",
                 Some("budget_tokens"),
                 Some("budget_too_small"),
@@ -207,7 +202,7 @@ fn strategy_errors_map_by_variant() {
         (
             StrategyError::Capacity(Box::new(capacity)),
             (
-                422,
+                400,
                 "invalid_request_error",
                 None,
                 Some("kv_capacity_exceeded"),
@@ -245,7 +240,7 @@ fn engine_and_request_errors_map_by_variant() {
             }
             .into(),
             (
-                422,
+                400,
                 "invalid_request_error",
                 Some("n"),
                 Some("limit_exceeded"),
@@ -303,7 +298,7 @@ fn engine_and_request_errors_map_by_variant() {
             }
             .into(),
             (
-                422,
+                400,
                 "invalid_request_error",
                 None,
                 Some("kv_capacity_exceeded"),
@@ -388,4 +383,59 @@ fn engine_and_request_errors_map_by_variant() {
         );
     }
     assert_eq!(AppError::Draining.status(), StatusCode::SERVICE_UNAVAILABLE);
+}
+
+/// A backend's 4xx is the client's 4xx, with the backend's message (not its address); a
+/// backend refusing this server itself (its key, its model, its route) is a 502: nothing the
+/// client could fix. Before, every refusal was a 500.
+#[test]
+fn a_backends_refusal_reaches_the_client_as_its_4xx_with_its_message() {
+    let refused = |status: u16, body: &str| {
+        generator(GeneratorError::Refused {
+            backend: "http://10.0.0.7:8000".into(),
+            status,
+            body: body.into(),
+        })
+    };
+    let vllm = concat!(
+        r#"{"object":"error","message":"max_tokens must be at least 1, got 0.","#,
+        r#""type":"BadRequestError","param":null,"code":400}"#
+    );
+    let openai = r#"{"error":{"message":"seed is out of range","type":"invalid_request_error"}}"#;
+    for (status, body, message) in [
+        (400, vllm, "max_tokens must be at least 1, got 0."),
+        (400, openai, "seed is out of range"),
+        (413, "payload too big", "payload too big"),
+        (422, r#"{"detail":"bad field"}"#, "bad field"),
+    ] {
+        let e = refused(status, body);
+        assert_eq!(
+            seen(&e),
+            (
+                status,
+                "invalid_request_error".into(),
+                None,
+                Some("backend_refused".into())
+            ),
+            "{e}"
+        );
+        let shown = e.message();
+        assert!(shown.ends_with(message), "{shown}");
+        assert!(
+            !shown.contains("10.0.0.7"),
+            "the backend's address stays in the logs"
+        );
+    }
+    for status in [401, 403, 404] {
+        assert_eq!(
+            seen(&refused(status, "no")),
+            (
+                502,
+                "server_error".into(),
+                None,
+                Some("backend_refused".into())
+            ),
+            "{status}"
+        );
+    }
 }

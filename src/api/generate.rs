@@ -82,10 +82,12 @@ pub(crate) async fn reason(
     State(state): State<Arc<AppState>>,
     ApiJson(body): ApiJson<ReasonBody>,
 ) -> Result<Json<Outcome>> {
-    let (mut req, shots) = validate::reason(&body, &state.limits, &state.registry)?;
+    let (mut req, shots, sampling) = validate::reason(&body, &state.limits, &state.registry)?;
     check_question_fits(&state, &req.problem)?;
     req.shots = state.worked_examples(&req.problem, shots).await?;
-    let req = req.validate(&state.registry, state.limits.max_budget_tokens)?;
+    let req = req
+        .validate(&state.registry, state.limits.max_budget_tokens)?
+        .with_sampling(sampling);
     let start = Instant::now();
     let slot = admit(&state).await?;
     let search = Search::spawn(&state, req, None)?;
@@ -237,17 +239,17 @@ async fn direct(
     if let Some(vocab) = generator.vocab_size() {
         logits.check_vocab(vocab).map_err(StrategyError::from)?;
     }
-    let text = match &valid.prompt {
+    let (root, prompt_len) = match &valid.prompt {
         PromptIn::Chat(messages) => {
             let turns: Vec<Turn> = messages
                 .iter()
                 .map(|m| Turn::new(m.role.as_str(), m.content.as_str()))
                 .collect();
-            generator.render_chat(&turns)?
+            generator.open_text(&generator.render_chat(&turns)?).await?
         }
-        PromptIn::Text(t) => t.clone(),
+        PromptIn::Text(t) => generator.open_text(t).await?,
+        PromptIn::Tokens(ids) => generator.open_tokens(ids).await?,
     };
-    let (root, prompt_len) = generator.open_text(&text).await?;
     let context = generator.context_length();
     let room = context.map(|c| c.saturating_sub(prompt_len));
     let max_tokens = valid.max_tokens.unwrap_or(
@@ -522,12 +524,21 @@ fn search_finish(outcome: &Outcome) -> ChoiceFinish {
     }
 }
 
-fn answer_text(outcome: &Outcome) -> String {
-    outcome
+/// The reply's text: the chosen solution (or its answer), cut before the first of the
+/// request's stop strings as plain decoding cuts it; and that stop string.
+fn answer_text(outcome: &Outcome, stops: &Stops) -> (String, Option<String>) {
+    let text = outcome
         .text
         .clone()
         .or_else(|| outcome.answer.clone())
-        .unwrap_or_default()
+        .unwrap_or_default();
+    match stops.first_in(&text) {
+        Some((at, stop)) => (
+            text.get(..at).unwrap_or_default().to_string(),
+            Some(stop.to_string()),
+        ),
+        None => (text, None),
+    }
 }
 
 async fn search(
@@ -554,9 +565,12 @@ async fn search(
     };
     // Checked (the strategy built) before a slot is taken, so a bad request is a 400, not a
     // queue spot.
-    let req = req.validate(&state.registry, state.limits.max_budget_tokens)?;
+    let req = req
+        .validate(&state.registry, state.limits.max_budget_tokens)?
+        .with_sampling(strategy.sampling.clone());
     let slot = admit(&state).await?;
     let env = Envelope::new(flavor, &valid.model);
+    let stops = Stops::new(&valid.stop);
     if valid.stream {
         let (tx, rx) = mpsc::unbounded_channel();
         let search = Search::spawn(&state, req, Some(tx))?;
@@ -567,6 +581,7 @@ async fn search(
             search,
             rx,
             slot,
+            stops,
             valid.include_usage,
             strategy.return_trace,
             start,
@@ -578,11 +593,12 @@ async fn search(
     let outcome = Search::spawn(&state, req, None)?.finish().await?;
     drop(slot);
     searched(&state, &outcome, start);
+    let (text, stop) = answer_text(&outcome, &stops);
     let choice = ChoiceOut {
-        text: answer_text(&outcome),
+        text,
         logprobs: None,
         finish: search_finish(&outcome),
-        stop_reason: None,
+        stop_reason: stop,
     };
     let body = env.response(
         vec![choice],
@@ -606,6 +622,7 @@ fn search_stream(
     search: Search,
     mut rx: mpsc::UnboundedReceiver<Progress>,
     slot: Slot,
+    stops: Stops,
     include_usage: bool,
     trace: bool,
     start: Instant,
@@ -644,7 +661,8 @@ fn search_stream(
         match outcome {
             Ok(outcome) => {
                 searched(&state, &outcome, start);
-                yield Ok(data(&env.chunk(0, Some(&answer_text(&outcome)), false, None, None)));
+                let (text, _stop) = answer_text(&outcome, &stops);
+                yield Ok(data(&env.chunk(0, Some(&text), false, None, None)));
                 let last = env
                     .chunk(0, None, false, None, Some(search_finish(&outcome)))
                     .with_ponder(PonderChunkField::Summary(search_summary(&outcome, trace)));

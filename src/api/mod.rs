@@ -14,6 +14,8 @@
 pub mod cli;
 mod error;
 mod extract;
+#[cfg(test)]
+mod field_inventory_tests;
 mod fields;
 mod generate;
 mod guard;

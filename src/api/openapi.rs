@@ -71,9 +71,7 @@ const OPENAI_REQUESTS: [&str; 2] = ["ChatCompletionRequest", "CompletionRequest"
 fn error_codes(path: &str, has_body: bool) -> Vec<&'static str> {
     let mut codes = Vec::new();
     if has_body {
-        codes.extend([
-            "400", "404", "413", "415", "422", "429", "502", "503", "504",
-        ]);
+        codes.extend(["400", "404", "413", "415", "429", "502", "503", "504"]);
     }
     if !matches!(path, "/health" | "/ready") {
         codes.push("401");
@@ -422,9 +420,10 @@ fn reason_per_strategy(
 }
 
 /// An OpenAI request as its two valid shapes (`anyOf`), as `validate` tells them apart: plain
-/// decoding (no strategy, budget, effort or strategy parameters; the model is `ponder` or the
-/// model id), or a search, whose sampling the strategy owns (no penalties or `logit_bias`, one
-/// choice).
+/// decoding (no strategy, budget, effort other than `none` or strategy parameters; the model is
+/// `ponder` or the model id), or a search, whose branches take the request's temperature,
+/// top_p, top_k, min_p, stop and max_tokens over the strategy's own but no penalties or
+/// `logit_bias`, return one choice and no logprobs.
 fn split_plain_and_search(
     doc: &mut Value,
     schema: &str,
@@ -459,19 +458,38 @@ fn split_plain_and_search(
             ("strategy", absent()),
             ("strategy_params", absent()),
             ("budget_tokens", absent()),
-            ("reasoning_effort", absent()),
+            (
+                "reasoning_effort",
+                json!({"enum": ["none", null], "description": "none or absent in plain decoding"}),
+            ),
         ],
     );
     let neutral = |value: Value| json!({"enum": [value, null], "description": "a strategy samples with its own parameters: only the neutral value"});
+    let searching: Vec<Value> = super::validate::REASONING_EFFORTS
+        .iter()
+        .filter(|(_, budget)| budget.is_some())
+        .map(|(name, _)| json!(name))
+        .chain([Value::Null])
+        .collect();
     let mut search_fields = vec![
+        (
+            "reasoning_effort",
+            json!({"enum": searching, "description": "none asks for no search"}),
+        ),
         ("n", neutral(json!(1))),
         ("presence_penalty", neutral(json!(0))),
         ("frequency_penalty", neutral(json!(0))),
         ("repetition_penalty", neutral(json!(1))),
         ("logit_bias", json!({"maxProperties": 0})),
     ];
+    let no_logprobs =
+        json!({"type": "null", "description": "logprobs are not returned by a search"});
     if schema == "CompletionRequest" {
         search_fields.push(("best_of", neutral(json!(1))));
+        search_fields.push(("logprobs", no_logprobs));
+    } else {
+        search_fields.push(("logprobs", neutral(json!(false))));
+        search_fields.push(("top_logprobs", neutral(json!(0))));
     }
     let search = variant("Search", search_fields);
     base.clear();

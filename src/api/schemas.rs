@@ -90,9 +90,18 @@ pub(crate) fn stop() -> RefOr<Schema> {
 
 /// `reasoning_effort`.
 pub(crate) fn reasoning_effort() -> RefOr<Schema> {
+    let efforts = super::validate::REASONING_EFFORTS;
+    let budgets: Vec<String> = efforts
+        .iter()
+        .filter_map(|(name, budget)| budget.map(|b| format!("{name} {b}")))
+        .collect();
     one_of_strings(
-        &["minimal", "low", "medium", "high"],
-        "a budget of 512 / 1024 / 4096 / 16384 tokens, held to the server's budget limit",
+        &efforts.map(|(name, _)| name),
+        &format!(
+            "none: no search (plain decoding); the others a search with a budget of {} tokens, \
+             held to the server's budget limit (budget_tokens, when set, is the budget)",
+            budgets.join(", ")
+        ),
     )
 }
 
@@ -165,7 +174,8 @@ pub(crate) fn no_tool_choice() -> RefOr<Schema> {
     one_of_strings(&["none"], "tool calling is not supported: only \"none\"")
 }
 
-/// `prompt`: one non-blank string, alone or in a one-element list.
+/// `prompt`: one non-blank string or one non-empty list of token ids, alone or in a
+/// one-element list.
 pub(crate) fn prompt() -> RefOr<Schema> {
     let text = || {
         ObjectBuilder::new()
@@ -173,15 +183,31 @@ pub(crate) fn prompt() -> RefOr<Schema> {
             .min_length(Some(1))
             .pattern(Some("\\S"))
     };
+    let ids = || {
+        ArrayBuilder::new()
+            .items(
+                ObjectBuilder::new()
+                    .schema_type(Type::Integer)
+                    .minimum(Some(0))
+                    .maximum(Some(u32::MAX)),
+            )
+            .min_items(Some(1))
+    };
+    let one = |item: RefOr<Schema>| {
+        ArrayBuilder::new()
+            .items(item)
+            .min_items(Some(1))
+            .max_items(Some(1))
+    };
     OneOfBuilder::new()
         .item(text())
-        .item(
-            ArrayBuilder::new()
-                .items(text())
-                .min_items(Some(1))
-                .max_items(Some(1)),
-        )
-        .description(Some("the text to continue (one prompt per request)"))
+        .item(one(text().into()))
+        .item(ids())
+        .item(one(ids().into()))
+        .description(Some(
+            "the text to continue, or its token ids in the model's vocabulary (one prompt per \
+             request; token ids only without a strategy)",
+        ))
         .into()
 }
 
@@ -190,7 +216,9 @@ pub(crate) fn echo() -> RefOr<Schema> {
     ObjectBuilder::new()
         .schema_type(or_null(Type::Boolean))
         .enum_values(Some([json!(false), Value::Null]))
-        .description(Some("not supported: `true` is refused with a 400"))
+        .description(Some(
+            "not supported: `true` is refused with a 400 (no prompt logprobs are returned)",
+        ))
         .into()
 }
 

@@ -169,6 +169,10 @@ impl Generator for Traced {
         self.0.open_text(text).await
     }
 
+    async fn open_tokens(&self, tokens: &[u32]) -> StrategyResult<(SeqHandle, usize)> {
+        self.0.open_tokens(tokens).await
+    }
+
     fn context_length(&self) -> Option<usize> {
         self.0.context_length()
     }

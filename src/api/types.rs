@@ -148,7 +148,8 @@ pub(crate) struct ChatCompletionRequest {
     pub(crate) common: CommonParams,
 }
 
-/// `prompt`: a string or a one-element list (its schema: [`schemas::prompt`]).
+/// `prompt`: a string, token ids, or a one-element list of either (its schema:
+/// [`schemas::prompt`]).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(untagged)]
 pub(crate) enum PromptField {
@@ -156,6 +157,11 @@ pub(crate) enum PromptField {
     One(String),
     /// Several prompts (only one is supported).
     Many(Vec<String>),
+    /// One prompt as token ids of the model's vocabulary (what lm-evaluation-harness's
+    /// `local-completions` sends).
+    Tokens(Vec<u32>),
+    /// Several prompts as token ids (only one is supported).
+    ManyTokens(Vec<Vec<u32>>),
 }
 
 /// `POST /v1/completions`. Unknown fields are ignored.
@@ -209,6 +215,24 @@ pub(crate) struct ReasonBody {
     /// server's `--shots`, else 0]. The outcome's `shots` names them.
     #[schema(minimum = 0, maximum = 8)]
     pub(crate) shots: Option<i64>,
+    /// Sampling temperature in [0, 2] of every branch [default: the strategy's].
+    #[schema(minimum = 0, maximum = 2)]
+    pub(crate) temperature: Option<f64>,
+    /// Nucleus sampling in (0, 1] [default: the strategy's].
+    #[schema(exclusive_minimum = 0, maximum = 1)]
+    pub(crate) top_p: Option<f64>,
+    /// Keep the `k` most likely tokens; 0 disables [default: the strategy's].
+    #[schema(minimum = 0, maximum = 4294967295_u64)]
+    pub(crate) top_k: Option<i64>,
+    /// Drop tokens less likely than `min_p` × the most likely [default: the strategy's].
+    #[schema(minimum = 0, maximum = 1)]
+    pub(crate) min_p: Option<f64>,
+    /// Stop strings: one ends the branch it appears in [default: none].
+    #[schema(schema_with = schemas::stop)]
+    pub(crate) stop: Option<StopField>,
+    /// Most tokens one branch generates, over all its steps [default: the strategy's caps].
+    #[schema(minimum = 1)]
+    pub(crate) max_tokens: Option<i64>,
 }
 
 /// `usage.prompt_tokens_details`.

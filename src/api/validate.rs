@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use ponder_strategies::Registry;
+use ponder_strategies::{Registry, SamplingOverride};
 use serde_json::Value;
 
 use super::error::ValidationError;
@@ -100,6 +100,8 @@ pub(crate) enum PromptIn {
     Chat(Vec<ChatMessage>),
     /// Raw text.
     Text(String),
+    /// Token ids of the model's vocabulary, as given (`/v1/completions` only).
+    Tokens(Vec<u32>),
 }
 
 /// A strategy run asked for by `strategy`, `ponder/<strategy>`, a budget or a reasoning effort.
@@ -117,6 +119,8 @@ pub(crate) struct ValidStrategy {
     pub return_trace: bool,
     /// Worked examples to choose for the question.
     pub shots: usize,
+    /// The request's sampling fields, over the strategy's own.
+    pub sampling: SamplingOverride,
 }
 
 /// A validated chat or completion request.
@@ -162,15 +166,28 @@ fn int_in(field: &'static str, v: i64, lo: i64, limit: u64) -> Result<u64, Valid
     Ok(v)
 }
 
-fn effort_budget(effort: &str) -> Result<u64, ValidationError> {
-    match effort {
-        "minimal" => Ok(512),
-        "low" => Ok(1024),
-        "medium" => Ok(4096),
-        "high" => Ok(16384),
-        other => Err(ValidationError::invalid(
+/// `reasoning_effort`'s values (vLLM's, which include OpenAI's) and the token budget each
+/// names, held to the server's budget limit: the one table the validation and the OpenAPI
+/// document read. `none` names no search: the request is plain decoding.
+pub(crate) const REASONING_EFFORTS: [(&str, Option<u64>); 6] = [
+    ("none", None),
+    ("minimal", Some(512)),
+    ("low", Some(1024)),
+    ("medium", Some(4096)),
+    ("high", Some(16384)),
+    ("xhigh", Some(65536)),
+];
+
+/// The budget `effort` names (`None` for `none`: no search).
+fn effort_budget(effort: &str) -> Result<Option<u64>, ValidationError> {
+    match REASONING_EFFORTS.iter().find(|(name, _)| *name == effort) {
+        Some((_, budget)) => Ok(*budget),
+        None => Err(ValidationError::invalid(
             "reasoning_effort",
-            format!("must be minimal, low, medium or high, got {other:?}"),
+            format!(
+                "must be one of {}, got {effort:?}",
+                REASONING_EFFORTS.map(|(name, _)| name).join(", ")
+            ),
         )),
     }
 }
@@ -267,54 +284,18 @@ fn common(
         )? as usize),
         None => None,
     };
-    let temperature = c.temperature.unwrap_or(1.0);
-    if !(0.0..=2.0).contains(&temperature) {
-        return Err(ValidationError::invalid(
-            "temperature",
-            format!("must be in [0, 2], got {temperature}"),
-        ));
-    }
-    let top_p = c.top_p.unwrap_or(1.0);
-    if !(top_p > 0.0 && top_p <= 1.0) {
-        return Err(ValidationError::invalid(
-            "top_p",
-            format!("must be in (0, 1], got {top_p}"),
-        ));
-    }
-    let top_k = int_in("top_k", c.top_k.unwrap_or(0), 0, u64::from(u32::MAX))? as usize;
-    let min_p = c.min_p.unwrap_or(0.0);
-    if !(0.0..=1.0).contains(&min_p) {
-        return Err(ValidationError::invalid(
-            "min_p",
-            format!("must be in [0, 1], got {min_p}"),
-        ));
-    }
+    let asked = sampling_fields(
+        SamplingFields {
+            temperature: c.temperature,
+            top_p: c.top_p,
+            top_k: c.top_k,
+            min_p: c.min_p,
+            stop: c.stop.as_ref(),
+            max_tokens: None,
+        },
+        limits,
+    )?;
     let n = int_in("n", c.n.unwrap_or(1), 1, limits.max_n as u64)? as usize;
-    let stop = match &c.stop {
-        None => Vec::new(),
-        Some(StopField::One(s)) => vec![s.clone()],
-        Some(StopField::Many(v)) => v.clone(),
-    };
-    if stop.len() > limits.max_stop {
-        return Err(ValidationError::OverLimit {
-            field: "stop",
-            limit: limits.max_stop as u64,
-            got: stop.len() as u64,
-        });
-    }
-    if let Some(s) = stop
-        .iter()
-        .find(|s| s.is_empty() || s.len() > limits.max_stop_bytes)
-    {
-        return Err(ValidationError::invalid(
-            "stop",
-            format!(
-                "each stop string must be 1..={} bytes, got {}",
-                limits.max_stop_bytes,
-                s.len()
-            ),
-        ));
-    }
     let top = match top_logprobs {
         Some(v) => int_in("top_logprobs", v, 0, limits.max_top_logprobs as u64)? as usize,
         None => 0,
@@ -325,11 +306,15 @@ fn common(
     };
     let stream = c.stream.unwrap_or(false);
     let include_usage = c.stream_options.as_ref().is_some_and(|o| o.include_usage);
-    let budget = match (c.budget_tokens, &c.reasoning_effort) {
+    let effort = match &c.reasoning_effort {
+        Some(e) => Some(effort_budget(e)?),
+        None => None,
+    };
+    let budget = match (c.budget_tokens, effort) {
         (Some(b), _) => Some(int_in("budget_tokens", b, 1, limits.max_budget_tokens)?),
         // An effort level names a budget; the operator's cap still bounds it.
-        (None, Some(e)) => Some(effort_budget(e)?.min(limits.max_budget_tokens)),
-        (None, None) => None,
+        (None, Some(Some(e))) => Some(e.min(limits.max_budget_tokens)),
+        (None, Some(None) | None) => None,
     };
     let deadline_ms = match c.deadline_ms {
         Some(d) => Some(int_in("deadline_ms", d, 1, 3_600_000)?),
@@ -354,15 +339,29 @@ fn common(
         }
         (None, None) => None,
     };
+    if name.is_some() && effort == Some(None) {
+        return Err(ValidationError::invalid(
+            "reasoning_effort",
+            "\"none\" asks for no search, but the request asks for one (a strategy, a \
+             ponder/<strategy> model, a budget or strategy_params): drop one of them",
+        ));
+    }
     let shots = match c.shots {
         Some(k) => int_in("shots", k, 0, crate::router::MAX_SHOTS as u64)? as usize,
         None => name.as_deref().map_or(0, |n| limits.shots_for(n)),
     };
-    if name.is_none() && c.shots.is_some_and(|k| k > 0) {
-        return Err(ValidationError::invalid(
-            "shots",
-            "applies to a search: set a strategy (or a budget) with it",
-        ));
+    // Fields of a search alone: refused, not dropped, in plain decoding.
+    for (field, set) in [
+        ("shots", c.shots.is_some_and(|k| k > 0)),
+        ("deadline_ms", c.deadline_ms.is_some()),
+        ("return_trace", c.return_trace == Some(true)),
+    ] {
+        if name.is_none() && set {
+            return Err(ValidationError::invalid(
+                field,
+                "applies to a search: set a strategy (or a budget) with it",
+            ));
+        }
     }
     let strategy = name.map(|name| ValidStrategy {
         name,
@@ -371,6 +370,10 @@ fn common(
         deadline_ms,
         return_trace: c.return_trace.unwrap_or(false),
         shots,
+        sampling: SamplingOverride {
+            max_tokens,
+            ..asked.clone()
+        },
     });
     let adjust = logit_adjustments(c)?;
     if let (Some(_), Some(field)) = (&strategy, adjust.field) {
@@ -386,15 +389,29 @@ fn common(
             "must be 1 when a strategy runs (the strategy chooses one answer)",
         ));
     }
+    if strategy.is_some() && logprobs {
+        return Err(ValidationError::invalid(
+            "logprobs",
+            "is not returned when a strategy runs (its answer is chosen among many sampled \
+             branches, not one sequence of tokens); send it without a strategy",
+        ));
+    }
+    if strategy.is_some() && matches!(prompt, PromptIn::Tokens(_)) {
+        return Err(ValidationError::invalid(
+            "prompt",
+            "a strategy reads its question as text: send the prompt as a string",
+        ));
+    }
     Ok(ValidGeneration {
         model: c.model.clone(),
         prompt,
         max_tokens,
         sampling: SamplingParams {
-            temperature,
-            top_p,
-            top_k,
-            min_p,
+            // OpenAI's defaults where the request sets none.
+            temperature: asked.temperature.unwrap_or(1.0),
+            top_p: asked.top_p.unwrap_or(1.0),
+            top_k: asked.top_k.unwrap_or(0),
+            min_p: asked.min_p.unwrap_or(0.0),
             seed,
             top_logprobs: if logprobs { top } else { 0 },
             repetition_penalty: adjust.repetition_penalty,
@@ -403,11 +420,87 @@ fn common(
             logit_bias: adjust.logit_bias,
         },
         n,
-        stop,
+        stop: asked.stop,
         stream,
         include_usage,
         logprobs,
         strategy,
+    })
+}
+
+/// A request's sampling fields as sent, before they are checked.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SamplingFields<'a> {
+    pub(crate) temperature: Option<f64>,
+    pub(crate) top_p: Option<f64>,
+    pub(crate) top_k: Option<i64>,
+    pub(crate) min_p: Option<f64>,
+    pub(crate) stop: Option<&'a StopField>,
+    pub(crate) max_tokens: Option<i64>,
+}
+
+/// Checks the sampling fields a plain request and a search share, each against its range or
+/// this server's limit: what is unset stays unset (plain decoding then takes OpenAI's
+/// defaults, a search its strategy's own).
+pub(crate) fn sampling_fields(
+    f: SamplingFields<'_>,
+    limits: &Limits,
+) -> Result<SamplingOverride, ValidationError> {
+    let ranged = |field: &'static str, v: Option<f64>, ok: fn(f64) -> bool, range: &str| match v {
+        Some(x) if !ok(x) => Err(ValidationError::invalid(
+            field,
+            format!("must be in {range}, got {x}"),
+        )),
+        _ => Ok(v),
+    };
+    let temperature = ranged(
+        "temperature",
+        f.temperature,
+        |t| (0.0..=2.0).contains(&t),
+        "[0, 2]",
+    )?;
+    let top_p = ranged("top_p", f.top_p, |p| p > 0.0 && p <= 1.0, "(0, 1]")?;
+    let min_p = ranged("min_p", f.min_p, |p| (0.0..=1.0).contains(&p), "[0, 1]")?;
+    let top_k = match f.top_k {
+        Some(k) => Some(int_in("top_k", k, 0, u64::from(u32::MAX))? as usize),
+        None => None,
+    };
+    let max_tokens = match f.max_tokens {
+        Some(v) => Some(int_in("max_tokens", v, 1, limits.max_completion_tokens as u64)? as usize),
+        None => None,
+    };
+    let stop = match f.stop {
+        None => Vec::new(),
+        Some(StopField::One(s)) => vec![s.clone()],
+        Some(StopField::Many(v)) => v.clone(),
+    };
+    if stop.len() > limits.max_stop {
+        return Err(ValidationError::OverLimit {
+            field: "stop",
+            limit: limits.max_stop as u64,
+            got: stop.len() as u64,
+        });
+    }
+    if let Some(s) = stop
+        .iter()
+        .find(|s| s.is_empty() || s.len() > limits.max_stop_bytes)
+    {
+        return Err(ValidationError::invalid(
+            "stop",
+            format!(
+                "each stop string must be 1..={} bytes, got {}",
+                limits.max_stop_bytes,
+                s.len()
+            ),
+        ));
+    }
+    Ok(SamplingOverride {
+        temperature,
+        top_p,
+        top_k,
+        min_p,
+        stop,
+        max_tokens,
     })
 }
 
@@ -458,23 +551,39 @@ pub(crate) fn completion(
     registry: &Registry,
     model_id: &str,
 ) -> Result<ValidGeneration, ValidationError> {
-    let text = match &req.prompt {
-        PromptField::One(s) => s.clone(),
+    let one = |len: usize| {
+        ValidationError::invalid(
+            "prompt",
+            format!("must be one prompt, got a list of {len} (send one request per prompt)"),
+        )
+    };
+    let prompt = match &req.prompt {
+        PromptField::One(s) => PromptIn::Text(s.clone()),
         PromptField::Many(v) => match v.as_slice() {
-            [one] => one.clone(),
-            _ => {
-                return Err(ValidationError::invalid(
-                    "prompt",
-                    format!("must be one string, got a list of {}", v.len()),
-                ))
-            }
+            [s] => PromptIn::Text(s.clone()),
+            _ => return Err(one(v.len())),
+        },
+        PromptField::Tokens(ids) => PromptIn::Tokens(ids.clone()),
+        PromptField::ManyTokens(v) => match v.as_slice() {
+            [ids] => PromptIn::Tokens(ids.clone()),
+            _ => return Err(one(v.len())),
         },
     };
-    if text.trim().is_empty() {
-        return Err(ValidationError::invalid("prompt", "must not be empty"));
+    match &prompt {
+        PromptIn::Text(t) if t.trim().is_empty() => {
+            return Err(ValidationError::invalid("prompt", "must not be empty"))
+        }
+        PromptIn::Tokens(ids) if ids.is_empty() => {
+            return Err(ValidationError::invalid("prompt", "must not be empty"))
+        }
+        _ => {}
     }
     if req.echo.unwrap_or(false) {
-        return Err(ValidationError::invalid("echo", "is not supported"));
+        return Err(ValidationError::invalid(
+            "echo",
+            "is not supported: returning the prompt (and its logprobs) needs a scoring call the \
+             generator port does not offer; only false is served",
+        ));
     }
     if !matches!(&req.suffix, None | Some(Value::Null)) {
         return Err(ValidationError::invalid("suffix", "is not supported"));
@@ -487,10 +596,11 @@ pub(crate) fn completion(
             ));
         }
     }
-    let prompt = match req.common.strategy.is_some() || req.common.model.starts_with("ponder/") {
+    let searching = req.common.strategy.is_some() || req.common.model.starts_with("ponder/");
+    let prompt = match prompt {
         // A strategy reasons about a problem: the prompt is its question.
-        true => PromptIn::Chat(vec![ChatMessage::new("user", &text)]),
-        false => PromptIn::Text(text),
+        PromptIn::Text(text) if searching => PromptIn::Chat(vec![ChatMessage::new("user", &text)]),
+        other => other,
     };
     common(
         &req.common,
@@ -503,17 +613,27 @@ pub(crate) fn completion(
     )
 }
 
-/// Validates `/v1/reason`'s body.
-/// A `/v1/reason` body checked: the request (its `shots` still empty) and how many worked
-/// examples to choose for it.
+/// A `/v1/reason` body checked: the request (its `shots` still empty), how many worked
+/// examples to choose for it, and its sampling fields (over the strategy's own).
 pub(crate) fn reason(
     body: &ReasonBody,
     limits: &Limits,
     registry: &Registry,
-) -> Result<(ReasonRequest, usize), ValidationError> {
+) -> Result<(ReasonRequest, usize, SamplingOverride), ValidationError> {
     if body.problem.trim().is_empty() {
         return Err(ValidationError::invalid("problem", "must not be empty"));
     }
+    let sampling = sampling_fields(
+        SamplingFields {
+            temperature: body.temperature,
+            top_p: body.top_p,
+            top_k: body.top_k,
+            min_p: body.min_p,
+            stop: body.stop.as_ref(),
+            max_tokens: body.max_tokens,
+        },
+        limits,
+    )?;
     let strategy = body
         .strategy
         .clone()
@@ -554,7 +674,7 @@ pub(crate) fn reason(
             None => 0,
         },
     };
-    Ok((req, shots))
+    Ok((req, shots, sampling))
 }
 
 /// The problem a strategy answers: the last user message, and the whole conversation before it
@@ -563,6 +683,8 @@ pub(crate) fn reason(
 pub(crate) fn problem_of(prompt: &PromptIn) -> (String, Vec<ponder_strategies::Turn>) {
     match prompt {
         PromptIn::Text(t) => (t.clone(), Vec::new()),
+        // Refused with a strategy (`common`): a search reads its question as text.
+        PromptIn::Tokens(_) => (String::new(), Vec::new()),
         PromptIn::Chat(msgs) => {
             let Some(last) = msgs.iter().rposition(|m| m.role == "user") else {
                 return (String::new(), Vec::new());
@@ -617,7 +739,7 @@ pub fn check_body(
             "local",
         )?),
         "/v1/reason" => {
-            let (r, _shots) = reason(
+            let (r, _shots, _sampling) = reason(
                 &serde_json::from_slice(bytes).map_err(parse_err)?,
                 limits,
                 registry,

@@ -3,7 +3,7 @@
 //! legacy completions, streams the client drops after two chunks (cancellation), strategies under
 //! small budgets that the meter stops (`best_of_n`, `self_consistency`), strategies with room to
 //! finish (streamed or not), and
-//! budgets over the server's limit (refused, 422) — then report requests by status, 5xx, error
+//! budgets over the server's limit (refused, 400) — then report requests by status, 5xx, error
 //! events inside streams and transport errors, latency percentiles, a per-window timeline (to see
 //! a fault come and go), the server's RSS over time (read from `/proc/PID/status` when given its
 //! pid), and the `/metrics` gauges once the server is idle again. Transport-level outcomes are
@@ -75,7 +75,7 @@ pub enum Kind {
     Cancelled,
     /// A strategy whose budget runs out before it would finish.
     SmallBudget,
-    /// `budget_tokens` over the server's limit: must be refused with 422.
+    /// `budget_tokens` over the server's limit: must be refused with 400.
     OverLimit,
     /// Legacy `/v1/completions`.
     Completion,

@@ -74,7 +74,8 @@ pub enum StrategyError {
 
 /// How the generator behind the [`Generator`](crate::Generator) port failed. Each variant is a
 /// decision a caller makes (the HTTP API maps variant to status: [`Self::Unavailable`] is a
-/// 502, the rest a 500); the text is for people and no caller reads it.
+/// 502, [`Self::Refused`] the backend's 4xx, the caller's mistakes a 400, the rest a 500); the
+/// text is for people and no caller reads it.
 #[derive(Debug, Error)]
 pub enum GeneratorError {
     /// No backend could serve the call: every attempt failed (unreachable, 5xx, throttled).
@@ -87,13 +88,13 @@ pub enum GeneratorError {
         last: String,
     },
     /// A backend refused the request (a 4xx other than 429): another backend would refuse it
-    /// too, so it is not retried.
-    #[error("backend {backend} refused the request ({status}): {body}")]
+    /// too, so it is not retried. The HTTP API answers with the same status.
+    #[error("backend {backend} refused the request (HTTP {status}): {body}")]
     Refused {
         /// The backend's base URL.
         backend: String,
-        /// The HTTP status as the backend sent it (`400 Bad Request`).
-        status: String,
+        /// The HTTP status the backend sent (`400`).
+        status: u16,
         /// The start of the backend's answer, any API key redacted.
         body: String,
     },

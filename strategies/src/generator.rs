@@ -11,10 +11,10 @@
 //!
 //! Plain decoding (a chat or completion request without a strategy) goes through the same port:
 //! [`Generator::render_chat`] and [`Generator::open_text`] open the conversation or the raw
-//! prompt as the caller sent it, [`LogitAdjust`] carries OpenAI's penalties and biases, and
-//! [`Generator::extend_streamed`] sends each token's text as it is generated. Those three are
-//! provided (refusing, or streaming whole results), so a generator written for strategies only
-//! needs none of them.
+//! prompt as the caller sent it ([`Generator::open_tokens`] a prompt sent as token ids),
+//! [`LogitAdjust`] carries OpenAI's penalties and biases, and [`Generator::extend_streamed`]
+//! sends each token's text as it is generated. Those are provided (refusing, or streaming whole
+//! results), so a generator written for strategies only needs none of them.
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -342,6 +342,17 @@ pub trait Generator: Send + Sync {
     async fn open_text(&self, text: &str) -> Result<(SeqHandle, usize)> {
         let _ = text;
         Err(GeneratorError::Unsupported("open_text").into())
+    }
+    /// Opens a sequence on token ids of this generator's model, as given (a completion prompt
+    /// sent as token ids); returns the handle and its length. Provided: refused as a caller
+    /// error naming `prompt`, for a generator whose token ids the caller cannot know.
+    async fn open_tokens(&self, tokens: &[u32]) -> Result<(SeqHandle, usize)> {
+        let _ = tokens;
+        Err(GeneratorError::InvalidRequest {
+            field: "prompt",
+            reason: "this server's generator takes prompts as text only, not token ids".into(),
+        }
+        .into())
     }
     /// The model's context window in tokens, where known.
     fn context_length(&self) -> Option<usize> {

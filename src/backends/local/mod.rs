@@ -329,6 +329,37 @@ impl Generator for LocalGenerator {
         ))
     }
 
+    async fn open_tokens(&self, tokens: &[u32]) -> Result<(SeqHandle, usize)> {
+        let config = self.model.model.config();
+        if let Some(t) = tokens.iter().find(|t| **t as usize >= config.vocab_size) {
+            return Err(GeneratorError::InvalidRequest {
+                field: "prompt",
+                reason: format!(
+                    "token {t} is not in the model's vocabulary of {} tokens",
+                    config.vocab_size
+                ),
+            }
+            .into());
+        }
+        if tokens.is_empty() {
+            return Err(GeneratorError::InvalidPrompt("the prompt has no tokens".into()).into());
+        }
+        if tokens.len() >= config.context_length {
+            return Err(engine(EngineError::PromptTooLong {
+                tokens: tokens.len(),
+                context: config.context_length,
+            }));
+        }
+        Ok((
+            self.insert(LocalSeq {
+                tokens: tokens.to_vec(),
+                computed: 0,
+                kept: None,
+            }),
+            tokens.len(),
+        ))
+    }
+
     fn context_length(&self) -> Option<usize> {
         Some(self.model.model.config().context_length)
     }

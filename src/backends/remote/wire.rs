@@ -6,9 +6,12 @@
 //!
 //! What that asks of the body:
 //! - `seed`: Ponder's seeds are full-range u64 ([`Context::seed_for`], the API's random seed);
-//!   vLLM takes only int64 (`protocol.py`, `CompletionRequest.seed`) and answers 400 to the
-//!   other half. The wire seed is the seed with its top bit cleared ([`wire_seed`]); the local
-//!   engine keeps the full seed, so local searches replay as before.
+//!   vLLM takes only int64 (`protocol.py`, `CompletionRequest.seed`, negative ones included)
+//!   and answered 400 to the other half. The wire seed is the same 64 bits read as a signed
+//!   integer ([`wire_seed`]): inside int64 for every seed, and lossless — a Ponder behind
+//!   Ponder wraps a negative seed back (OpenAI's seeds are signed), so a search through it
+//!   replays the in-process one; llama.cpp reads the low 32 bits either way. The local engine
+//!   keeps the full seed, so local searches replay as before.
 //! - `max_tokens`: at least 1 (the caller answers a zero cap without a request) and at most
 //!   `i32::MAX` (llama.cpp's `n_predict`).
 //! - `logprobs`: at most 20, vLLM's default `max_logprobs` (strategies and the API already
@@ -29,9 +32,10 @@ use serde_json::{json, Value};
 /// Most alternatives per token any engine accepts by default (vLLM's `max_logprobs`).
 pub(super) const MAX_WIRE_LOGPROBS: usize = 20;
 
-/// `seed` as sent: its low 63 bits, so it is a valid int64 for every engine.
-pub(super) fn wire_seed(seed: u64) -> u64 {
-    seed & i64::MAX as u64
+/// `seed` as sent: its 64 bits as a signed integer, a valid int64 for every engine and
+/// lossless (`wire_seed(s) as u64 == s`).
+pub(super) fn wire_seed(seed: u64) -> i64 {
+    i64::from_ne_bytes(seed.to_ne_bytes())
 }
 
 /// One continuation request.
@@ -113,12 +117,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_seed_goes_out_as_a_valid_int64_and_small_seeds_unchanged() {
+    fn every_seed_goes_out_as_a_valid_int64_losslessly_and_small_seeds_unchanged() {
         for seed in [0, 1, 42, i64::MAX as u64, i64::MAX as u64 + 1, u64::MAX] {
             let w = wire_seed(seed);
-            assert!(i64::try_from(w).is_ok(), "{seed} -> {w}");
+            assert_eq!(u64::from_ne_bytes(w.to_ne_bytes()), seed, "{seed} -> {w}");
             if seed <= i64::MAX as u64 {
-                assert_eq!(w, seed);
+                assert_eq!(w as u64, seed);
             }
         }
     }
@@ -141,7 +145,7 @@ mod tests {
             stream: true,
         }
         .body();
-        assert_eq!(body["seed"], json!(i64::MAX));
+        assert_eq!(body["seed"], json!(-1));
         assert_eq!(body["logprobs"], json!(20));
         assert_eq!(body["max_tokens"], json!(i32::MAX));
         assert_eq!(body["stop"], json!(["\n\n"]));

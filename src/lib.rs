@@ -2,9 +2,9 @@
 //!
 //! This crate is the service: the model runtime ([`engine`]), process reward models run by it
 //! ([`prm`]), model locations ([`models`]), the executor, backends, router, learned outcome
-//! verifier ([`learned_verifier`]) and HTTP API, and the fixed train / held-out split of
-//! datasets ([`split`]). Strategies and verifiers live
-//! in their own crates and see the engine only through ports.
+//! verifier ([`learned_verifier`]) and HTTP API, the fixed train / held-out split of
+//! datasets ([`split`]) and the roles of the public benchmark sets ([`roles`]). Strategies
+//! and verifiers live in their own crates and see the engine only through ports.
 
 pub mod api;
 pub mod backends;
@@ -14,6 +14,7 @@ pub mod learned_verifier;
 pub mod models;
 pub mod prm;
 pub mod reason;
+pub mod roles;
 pub mod router;
 pub mod runtime;
 pub mod split;

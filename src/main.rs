@@ -495,7 +495,14 @@ fn run_reason(args: ReasonArgs) -> anyhow::Result<()> {
     // `auto` needs the router (encoder + router file), loaded only when asked for.
     let router = if args.strategy == "auto" {
         let path = ponder::router::default_router_path();
-        let router = ponder::router::Router::load(&path, &ponder::models::default_embedder_dir())?;
+        let model = args
+            .model
+            .clone()
+            .unwrap_or_else(ponder::models::default_llm_path);
+        let served = ponder::models::FittedModel::of_file(&model)
+            .with_context(|| format!("reading the model {}", model.display()))?;
+        let router = ponder::router::Router::load(&path, &ponder::models::default_embedder_dir())?
+            .serving(&served);
         Some(Arc::new(router))
     } else {
         None
@@ -530,7 +537,7 @@ fn run_reason(args: ReasonArgs) -> anyhow::Result<()> {
                     })?)
                 }
             };
-            ponder::router::Exemplars::load(&path, embedder)?.nearest(&args.problem, k)?
+            ponder::router::Exemplars::load_any(&path, embedder)?.nearest(&args.problem, k)?
         }
     };
     let request = ponder::reason::ReasonRequest {

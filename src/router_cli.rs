@@ -1,6 +1,6 @@
 //! `ponder router …`: train, evaluate, calibrate, try and benchmark the semantic router.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 use clap::{Args, Subcommand};
@@ -76,6 +76,20 @@ enum RouterCommand {
         /// Provenance note stored with each row.
         #[arg(long, default_value = "ponder bench strategies")]
         source: String,
+    },
+    /// Fit the worked-example pool's similarity floor on the validation questions and write
+    /// its manifest: the pool is GSM8K train's fit role, the floor the `--quantile` of the
+    /// validation questions' (GSM8K train and ASDiv) similarity to their nearest example.
+    Exemplars {
+        /// The benchmark directory [default: $PONDER_DATASETS, else ../shared/datasets].
+        #[arg(long)]
+        datasets: Option<PathBuf>,
+        /// Share of validation questions allowed below the floor.
+        #[arg(long, default_value_t = 0.01)]
+        quantile: f64,
+        /// The manifest to write.
+        #[arg(long, default_value = router::exemplars::DEFAULT_EXEMPLARS)]
+        out: PathBuf,
     },
     /// Route one query and print the decision as JSON.
     Route {
@@ -162,6 +176,11 @@ fn load_router(path: Option<PathBuf>) -> anyhow::Result<Router> {
 
 pub(crate) fn run(args: RouterArgs) -> anyhow::Result<()> {
     match args.command {
+        RouterCommand::Exemplars {
+            datasets,
+            quantile,
+            out,
+        } => fit_exemplar_floor(datasets, quantile, &out)?,
         RouterCommand::Train {
             data,
             out,
@@ -337,4 +356,67 @@ fn print_evaluation(e: &router::train::Evaluation) {
             l.difficulty.markdown()
         );
     }
+}
+
+/// `ponder router exemplars`: the pool of GSM8K train's fit role, its floor fitted on the
+/// validation questions of GSM8K train and ASDiv, written as a manifest.
+fn fit_exemplar_floor(datasets: Option<PathBuf>, quantile: f64, out: &Path) -> anyhow::Result<()> {
+    use ponder::roles::{role_of, Role};
+    use router::exemplars::{similarity_floor, FloorFit, PoolManifest};
+    #[derive(serde::Deserialize)]
+    struct Row {
+        id: String,
+        problem: String,
+    }
+    let dir = datasets.unwrap_or_else(ponder::roles::datasets_dir);
+    let pool_file = "gsm8k_train.jsonl";
+    let pool_path = dir.join(pool_file);
+    let embedder_dir = ponder::models::default_embedder_dir();
+    let encoder = std::sync::Arc::new(router::Embedder::load(&embedder_dir)?);
+    let pool = router::Exemplars::load(&pool_path, std::sync::Arc::clone(&encoder))?;
+    let mut questions = Vec::new();
+    let mut counts = std::collections::BTreeMap::new();
+    for file in [pool_file, "asdiv.jsonl"] {
+        let path = dir.join(file);
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("reading {}", path.display()))?;
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            let row: Row = serde_json::from_str(line)
+                .with_context(|| format!("a row of {}", path.display()))?;
+            if role_of(&row.id) == Some(Role::Validation) {
+                *counts.entry(file.to_string()).or_insert(0) += 1;
+                questions.push(row.problem);
+            }
+        }
+    }
+    let refs: Vec<&str> = questions.iter().map(String::as_str).collect();
+    let nearest = pool.nearest_similarities(&refs)?;
+    let floor = similarity_floor(&nearest, quantile);
+    let manifest = PoolManifest {
+        dataset: pool_file.into(),
+        dataset_sha256: ponder::models::file_sha256(&pool_path)?,
+        examples: pool.len(),
+        embedder: ponder::models::DEFAULT_EMBEDDER.into(),
+        embedder_sha256: ponder::models::file_sha256(&embedder_dir.join("model.safetensors"))?,
+        min_similarity: floor,
+        fitted_on: FloorFit {
+            role: Role::Validation,
+            questions: counts,
+            quantile,
+        },
+        command: format!("ponder router exemplars --quantile {quantile}"),
+    };
+    if let Some(parent) = out.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    std::fs::write(out, serde_json::to_string_pretty(&manifest)? + "\n")
+        .with_context(|| format!("writing {}", out.display()))?;
+    eprintln!(
+        "{} examples; floor {floor:.4} (the {quantile} quantile of {} validation questions' \
+         nearest similarity); wrote {}",
+        pool.len(),
+        questions.len(),
+        out.display()
+    );
+    Ok(())
 }

@@ -75,8 +75,8 @@ fn empty_prompt_fails_cleanly() {
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
 
-/// `ponder reason --shots 1`: the nearest worked example of the shipped pool is shown first and
-/// named in the outcome; 9 is over the limit and refused naming the flag, as is `--exemplars`
+/// `ponder reason --shots 1`: the nearest worked example of the pool (the generated
+/// grade-school fixture) is shown first and named in the outcome; 9 is over the limit and refused naming the flag, as is `--exemplars`
 /// for a strategy that would be shown none.
 #[test]
 fn reason_shows_a_worked_example_and_names_it() {
@@ -92,6 +92,8 @@ fn reason_shows_a_worked_example_and_names_it() {
         "2048",
         "--shots",
         "1",
+        "--exemplars",
+        "evals/data/gsm_gen.jsonl",
         "--json",
     ]);
     let stderr = String::from_utf8_lossy(&out.stderr);

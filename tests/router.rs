@@ -376,6 +376,58 @@ fn auto_answers_chat_directly_and_reports_the_decision() {
     assert_eq!(json["router"]["category"], "chat");
 }
 
+/// A table measured with another model is not applied silently: `auto` runs the model-agnostic
+/// policy (a self-consistency vote sized to the budget), says why in its decision, and is
+/// shown no examples; the model the table was measured with runs the table.
+#[test]
+fn a_table_of_another_model_runs_the_model_agnostic_policy_and_says_so() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(router::file::DEFAULT_ROUTER);
+    let load = || Router::load(&path, &embedder_dir()).expect("the shipped router");
+    let fitted = load()
+        .file()
+        .allocator
+        .table
+        .model
+        .clone()
+        .expect("the shipped table records its model");
+    let same = load().serving(&fitted);
+    assert!(same.table_foreign().is_none());
+    assert!(same.auto_shots() > 0, "the measured examples");
+    let other = ponder::models::FittedModel {
+        name: "Qwen3-0.6B-Q8_0.gguf".into(),
+        sha256: Some("0".repeat(64)),
+    };
+    let foreign = load().serving(&other);
+    let why = foreign
+        .table_foreign()
+        .expect("a foreign table")
+        .to_string();
+    assert!(
+        why.contains("Qwen3-0.6B") && why.contains("SmolLM2"),
+        "{why}"
+    );
+    assert_eq!(foreign.auto_shots(), 0);
+    let d = foreign
+        .route(
+            "A shop sells 3 pens for $2. How much do 12 pens cost?",
+            2048,
+            0.0,
+        )
+        .expect("route");
+    assert_eq!(d.allocation.strategy, "self_consistency");
+    assert!(d.allocation.row.is_none(), "no measured row");
+    assert_eq!(d.allocation.n, 7, "⌊0.9 · 2048 / 256⌋");
+    assert_eq!(
+        d.allocation.budget_tokens, 2048,
+        "the budget the request gave"
+    );
+    assert!(
+        d.allocation.basis.contains("model-agnostic"),
+        "{}",
+        d.allocation.basis
+    );
+}
+
 #[test]
 fn auto_runs_the_shipped_row_as_measured() {
     let out = run_auto(Arc::new(FakeGenerator::arithmetic()), "What is 2+3?", 4096).expect("auto");
@@ -457,19 +509,23 @@ pub(crate) fn router_with_table(rows: serde_json::Value) -> Arc<Router> {
 fn probe_table() -> &'static Arc<Router> {
     static R: OnceLock<Arc<Router>> = OnceLock::new();
     R.get_or_init(|| {
-        let row = |difficulty: &str, n: usize, accuracy: f64, spent: f64| {
+        // Outcomes over 400 calibration problems: the easy bin's 2-sample row solves one
+        // problem fewer than its 4-sample row, which the paired test shows non-inferior.
+        let solved = |k: usize| "1".repeat(k) + &"0".repeat(400 - k);
+        let row = |difficulty: &str, n: usize, solved_k: usize, spent: f64| {
             serde_json::json!({
                 "difficulty": difficulty, "strategy": "self_consistency",
                 "params": {"n": n, "max_tokens": 40, "force_answer": false},
                 "verifier": "none", "n": n, "max_tokens": 40, "budget": 4096,
-                "accuracy": accuracy, "mean_spent": spent, "problems": 100, "source": "test"
+                "accuracy": solved_k as f64 / 400.0, "mean_spent": spent, "problems": 400,
+                "source": "test", "outcomes": solved(solved_k)
             })
         };
         router_with_table(serde_json::json!([
-            row("easy", 2, 0.80, 100.0),
-            row("easy", 4, 0.82, 200.0),
-            row("medium", 4, 0.50, 200.0),
-            row("hard", 6, 0.40, 300.0),
+            row("easy", 2, 327, 100.0),
+            row("easy", 4, 328, 200.0),
+            row("medium", 4, 200, 200.0),
+            row("hard", 6, 160, 300.0),
         ]))
     })
 }
@@ -574,8 +630,8 @@ fn auto_stops_after_two_agreeing_confident_probe_samples() {
     assert_eq!(probe["confident"], true, "{decision}");
     assert_eq!(probe["bin"], "easy");
     assert_eq!(probe["answers"], serde_json::json!(["5", "5"]));
-    // The easy bin's 2-sample row is as accurate as its 4-sample row and cheaper: the probe
-    // was the whole run.
+    // The easy bin's 2-sample row is non-inferior to its 4-sample row (a paired test over
+    // their outcomes) and cheaper: the probe was the whole run.
     assert_eq!(decision["row"]["n"], 2, "{decision}");
     assert_eq!(out.candidates.len(), 2);
     assert_eq!(out.answer.as_deref(), Some("5"));

@@ -10,12 +10,13 @@ use serde_json::{json, Value};
 
 use crate::server::{chat, post, TestServer};
 
-/// Two train-split problems of the shipped worked-example pool, a travel one first (a small
-/// pool keeps the tests quick), written to `dir`: the file and the records.
+/// Two train-split problems of the generated grade-school set (the test fixture,
+/// `evals/data/gsm_gen.jsonl`), a travel one first (a small pool keeps the tests quick), written
+/// to `dir`: the file and the records.
 fn two_example_pool(dir: &std::path::Path) -> (std::path::PathBuf, Vec<Value>) {
     use ponder::split::{split_of, Split};
-    let shipped = ponder::router::default_exemplars_path();
-    let text = std::fs::read_to_string(&shipped).expect("the shipped worked examples");
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("evals/data/gsm_gen.jsonl");
+    let text = std::fs::read_to_string(&fixture).expect("the generated problems");
     let rows: Vec<Value> = text
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())

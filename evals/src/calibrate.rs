@@ -26,26 +26,58 @@ pub fn calibrate(
     easy_max: u32,
     hard_min: u32,
 ) -> CalibrationTable {
+    calibrate_binned(rows, source, |r| {
+        difficulty_of_level(r.level.unwrap_or(0), easy_max, hard_min).to_string()
+    })
+}
+
+/// The key a row's outcome is listed under: the problem id, and the seed when it is not 0.
+fn outcome_key(r: &ResultRow) -> String {
+    if r.seed == 0 {
+        r.problem_id.clone()
+    } else {
+        format!("{}@{}", r.problem_id, r.seed)
+    }
+}
+
+/// Builds the table from a run's graded rows, each problem in the difficulty bin `bin_of`
+/// gives its row (by level, [`calibrate`]; or by what a probe saw on it). Each row records its
+/// per-problem outcomes over its bin's problem list (the table's `problems`) when it has
+/// every problem of the list, so the allocator can pair two rows over the same problems.
+pub fn calibrate_binned(
+    rows_in: &[ResultRow],
+    source: &str,
+    bin_of: impl Fn(&ResultRow) -> String,
+) -> CalibrationTable {
+    let rows = rows_in;
     let registry = Registry::with_builtins();
     // The parameters' JSON text keys the cell (serde_json writes an object's keys sorted).
-    type Key = (&'static str, String, String, String, usize, u64);
+    type Key = (String, String, String, String, usize, u64);
     let mut cells: BTreeMap<Key, Vec<&ResultRow>> = BTreeMap::new();
+    let mut problems: BTreeMap<String, std::collections::BTreeSet<String>> = BTreeMap::new();
     for r in rows
         .iter()
         .filter(|r| r.http_status.is_none() && r.budget > 0 && r.strategy != "auto")
     {
-        let difficulty = difficulty_of_level(r.level.unwrap_or(0), easy_max, hard_min);
-        let budget = r.budget;
+        let difficulty = bin_of(r);
+        problems
+            .entry(difficulty.clone())
+            .or_default()
+            .insert(outcome_key(r));
         let key = (
             difficulty,
             r.strategy.clone(),
             r.params.to_string(),
             r.verifier.clone(),
             r.shots,
-            budget,
+            r.budget,
         );
         cells.entry(key).or_default().push(r);
     }
+    let problems: BTreeMap<String, Vec<String>> = problems
+        .into_iter()
+        .map(|(d, ids)| (d, ids.into_iter().collect()))
+        .collect();
     let rows = cells
         .into_iter()
         .map(|((difficulty, strategy, _, verifier, shots, budget), rs)| {
@@ -54,8 +86,15 @@ pub fn calibrate(
                 .map_or(serde_json::Value::Null, |r| r.params.clone());
             let (n, max_tokens) = shape(&registry, &strategy, &params);
             let correct: Vec<f64> = rs.iter().map(|r| f64::from(u8::from(r.correct))).collect();
+            let by_key: BTreeMap<String, bool> =
+                rs.iter().map(|r| (outcome_key(r), r.correct)).collect();
+            let outcomes = problems.get(&difficulty).and_then(|ids| {
+                ids.iter()
+                    .map(|id| by_key.get(id).map(|c| if *c { '1' } else { '0' }))
+                    .collect::<Option<String>>()
+            });
             CalibrationRow {
-                difficulty: difficulty.into(),
+                difficulty,
                 strategy,
                 params,
                 verifier,
@@ -68,10 +107,24 @@ pub fn calibrate(
                 mean_spent: mean(&rs.iter().map(|r| r.spend.spent as f64).collect::<Vec<_>>()),
                 problems: rs.len(),
                 source: source.into(),
+                outcomes,
             }
         })
         .collect();
-    CalibrationTable { rows }
+    CalibrationTable {
+        rows,
+        problems,
+        model: common_model(rows_in),
+    }
+}
+
+/// The model every row was measured with, when they record one and agree.
+fn common_model(rows: &[ResultRow]) -> Option<ponder::models::FittedModel> {
+    let mut models = rows
+        .iter()
+        .map(|r| r.run.as_ref().and_then(|x| x.model.clone()));
+    let first = models.next()??;
+    models.all(|m| m.as_ref() == Some(&first)).then_some(first)
 }
 
 /// 95% bootstrap interval of a row's accuracy (2,000 resamples, seed 0: the same rows give

@@ -17,6 +17,7 @@ use serde_json::Value;
 
 use crate::error::{EvalError, Result};
 use crate::split::{split_of, Split};
+use ponder::roles::{role_of, Role};
 
 /// One problem of an evaluation: its question and its gold answer, as read from a dataset. Not
 /// the question a search is asked (`ponder_strategies::Problem`, which has no answer).
@@ -133,6 +134,8 @@ pub struct DatasetOptions {
     pub strict: bool,
     /// Keep only this part of the train / held-out split ([`crate::split`]); `None`: all.
     pub split: Option<Split>,
+    /// Keep only the public problems of this role ([`ponder::roles`]); `None`: all.
+    pub role: Option<Role>,
 }
 
 impl Default for DatasetOptions {
@@ -146,6 +149,7 @@ impl Default for DatasetOptions {
             limit: None,
             strict: false,
             split: None,
+            role: None,
         }
     }
 }
@@ -272,6 +276,9 @@ pub fn parse(body: &str, opts: &DatasetOptions) -> Result<Dataset> {
     });
     if let Some(split) = opts.split {
         problems.retain(|p| split_of(&p.id) == split);
+    }
+    if let Some(role) = opts.role {
+        problems.retain(|p| role_of(&p.id) == Some(role));
     }
     if let Some(seed) = opts.shuffle_seed {
         problems.shuffle(&mut rand_chacha::ChaCha8Rng::seed_from_u64(seed));

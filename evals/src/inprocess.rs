@@ -24,6 +24,17 @@ pub struct InProcessBackend {
     registry: Registry,
     verifier: Option<Arc<dyn Verifier>>,
     exemplars: Option<Exemplars>,
+    shot_rule: ShotRule,
+}
+
+/// How an item's worked examples are chosen from the pool.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum ShotRule {
+    /// The question's nearest examples (the server's rule).
+    #[default]
+    Nearest,
+    /// The same first examples of the pool for every question (the fixed baseline).
+    Fixed,
 }
 
 impl std::fmt::Debug for InProcessBackend {
@@ -52,6 +63,7 @@ impl InProcessBackend {
             registry: Registry::with_builtins(),
             verifier: None,
             exemplars: None,
+            shot_rule: ShotRule::Nearest,
         })
     }
 
@@ -71,6 +83,11 @@ impl InProcessBackend {
         self.exemplars = Some(pool);
     }
 
+    /// How the examples are chosen (default: the nearest, as the server does).
+    pub fn use_shot_rule(&mut self, rule: ShotRule) {
+        self.shot_rule = rule;
+    }
+
     /// The strategies this backend knows.
     pub fn registry_mut(&mut self) -> &mut Registry {
         &mut self.registry
@@ -82,9 +99,12 @@ impl Backend for InProcessBackend {
     async fn solve(&self, item: &Item) -> Result<Attempt> {
         let shots = match (&self.exemplars, item.shots) {
             (_, 0) => Vec::new(),
-            (Some(pool), k) => pool
-                .nearest(&item.problem.problem, k)
-                .map_err(|e| EvalError::Backend(format!("choosing worked examples: {e}")))?,
+            (Some(pool), k) => match self.shot_rule {
+                ShotRule::Nearest => pool
+                    .nearest(&item.problem.problem, k)
+                    .map_err(|e| EvalError::Backend(format!("choosing worked examples: {e}")))?,
+                ShotRule::Fixed => pool.fixed(&item.problem.problem, k),
+            },
             (None, k) => {
                 return Err(EvalError::Backend(format!(
                     "{k} worked examples asked for, but the backend has no pool (use_exemplars)"

@@ -13,6 +13,8 @@
 //!   learned verifier.
 //! - [`grade`]: `ponder-eval grade`, auditing the grader on anyone's pairs.
 //! - [`gsm_gen`]: the seeded grade-school problem generator (`evals/data/gsm_gen.jsonl`).
+//! - [`roles`](mod@roles): `ponder-eval roles`, the public sets' fit / validation / report /
+//!   reserve id lists (`data/roles/`), written out from `ponder::roles`'s rule.
 //! - [`split`]: the fixed train / held-out split by a hash of the problem id (re-exported
 //!   from `ponder::split`, which the learned verifier's training shares).
 
@@ -27,6 +29,7 @@ pub mod pareto;
 pub mod plot;
 pub mod report;
 pub mod results;
+pub mod roles;
 pub mod runner;
 pub use ponder::split;
 pub mod stats;
@@ -35,7 +38,7 @@ pub use calibrate::calibrate;
 pub use dataset::{load, parse, Dataset, DatasetOptions, EvalProblem, Preset};
 pub use error::{EvalError, Result};
 pub use grade::{grade_jsonl, GradeSummary};
-pub use inprocess::InProcessBackend;
+pub use inprocess::{InProcessBackend, ShotRule};
 pub use report::{markdown, summarize, CellReport};
 pub use results::{read_rows, ResultRow, ResultsFile};
 pub use runner::{grid, run_grid, Backend, HttpBackend, Item, RunSummary};

@@ -82,6 +82,16 @@ enum Command {
         #[arg(long, default_value = "-")]
         out: PathBuf,
     },
+    /// Write the public benchmark sets' role lists (`data/roles/<role>.txt`, one id per line)
+    /// from the files in DATASETS, by the rule of `ponder::roles`.
+    Roles {
+        /// The benchmark directory (default: `$PONDER_DATASETS`, else `../shared/datasets`).
+        #[arg(long)]
+        datasets: Option<PathBuf>,
+        /// Where to write the lists.
+        #[arg(long, default_value = ponder::roles::ROLES_DIR)]
+        out: PathBuf,
+    },
     /// Grade `{"gold": …, "pred": …}` JSONL lines: each line comes back on stdout with
     /// `equivalent`, `extracted`, `normalized_gold` and `normalized_pred` added.
     Grade {
@@ -116,6 +126,10 @@ struct RunArgs {
     /// Keep only this part of the fixed train / held-out split (by a hash of the problem id).
     #[arg(long, value_enum)]
     split: Option<ponder_evals::Split>,
+    /// Keep only the public benchmark problems of this role (fit, validation, report, reserve;
+    /// by a hash of the id, `ponder::roles`).
+    #[arg(long, value_enum)]
+    role: Option<ponder::roles::Role>,
     /// Shuffle the problems with this seed (before --limit).
     #[arg(long)]
     shuffle_seed: Option<u64>,
@@ -139,6 +153,10 @@ struct RunArgs {
     /// `auto` preset) instead of the dataset's own, e.g. for a set without solutions.
     #[arg(long, requires = "shots")]
     shots_from: Option<PathBuf>,
+    /// In-process: how the worked examples are chosen — the question's nearest (the server's
+    /// rule) or the same first examples of the pool for every question (the fixed baseline).
+    #[arg(long, value_enum, default_value = "nearest")]
+    shot_rule: ponder_evals::ShotRule,
     /// Stop at the first unreadable dataset record instead of skipping it.
     #[arg(long)]
     strict: bool,
@@ -196,6 +214,16 @@ fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Command::Run(args) => run(*args),
+        Command::Roles { datasets, out } => {
+            let dir = datasets.unwrap_or_else(ponder::roles::datasets_dir);
+            let lists = ponder_evals::roles::role_lists(&dir)?;
+            ponder_evals::roles::write_role_lists(&lists, &out)?;
+            for (role, ids) in &lists {
+                eprintln!("{role}: {} ids", ids.len());
+            }
+            eprintln!("wrote the role lists to {}", out.display());
+            Ok(())
+        }
         Command::Report { dir } => report(&dir),
         Command::Pareto { dirs, out } => {
             let mut rows = Vec::new();
@@ -272,6 +300,7 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
         limit: args.limit,
         strict: args.strict,
         split: args.split,
+        role: args.role,
     };
     let dataset = ponder_evals::load(&args.dataset, &opts)?;
     for s in &dataset.skipped {
@@ -313,7 +342,10 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
             // worked examples are then chosen with its encoder rather than a second copy.
             let mut encoder = None;
             if args.strategies.iter().any(|s| s == "auto") {
-                let router = ponder::router::Router::load_default()?;
+                let mut router = ponder::router::Router::load_default()?;
+                if let Some(model) = setup.run.as_ref().and_then(|r| r.model.as_ref()) {
+                    router = router.serving(model);
+                }
                 encoder = Some(router.shared_embedder());
                 setup.auto_shots = router.auto_shots();
                 *backend.registry_mut() =
@@ -334,6 +366,7 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
                     ),
                 };
                 backend.use_exemplars(exemplars(&pool, preset, encoder)?);
+                backend.use_shot_rule(args.shot_rule);
             }
             std::sync::Arc::new(backend)
         }
@@ -368,21 +401,15 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The `--shots` pool: the worked solutions of the train split of the whole `dataset` file (a
-/// held-out run still sees train examples only; [`ponder::router::Exemplars`] makes sure).
+/// The `--shots` pool: a pool manifest (`.json`, the server's default: GSM8K train's fit role
+/// with its fitted similarity floor), or the worked solutions of the whole `dataset` file that
+/// may be fitted on (a report run still sees fit examples only; [`ponder::router::Exemplars`]
+/// makes sure), each ending with its answer as the model is asked to write it.
 fn exemplars(
     dataset: &std::path::Path,
     preset: ponder_evals::Preset,
     encoder: Option<std::sync::Arc<ponder::router::Embedder>>,
 ) -> anyhow::Result<ponder::router::Exemplars> {
-    let all = ponder_evals::load(
-        dataset,
-        &ponder_evals::DatasetOptions {
-            fields: preset.fields(),
-            split: Some(ponder_evals::Split::Train),
-            ..ponder_evals::DatasetOptions::default()
-        },
-    )?;
     let embedder = match encoder {
         Some(shared) => shared,
         None => {
@@ -392,28 +419,42 @@ fn exemplars(
             })?)
         }
     };
+    if dataset.extension().is_some_and(|e| e == "json") {
+        let pool = ponder::router::Exemplars::load_manifest(dataset, embedder)?;
+        eprintln!(
+            "--shots: {} worked examples from {} (similarity floor {:.3})",
+            pool.len(),
+            dataset.display(),
+            pool.min_similarity()
+        );
+        return Ok(pool);
+    }
+    let all = ponder_evals::load(
+        dataset,
+        &ponder_evals::DatasetOptions {
+            fields: preset.fields(),
+            ..ponder_evals::DatasetOptions::default()
+        },
+    )?;
     let candidates = all
         .problems
         .into_iter()
         .filter_map(|p| {
             p.solution.map(|solution| ponder::router::Shot {
+                solution: ponder::router::exemplars::worked_solution(&solution, Some(&p.answer)),
                 id: p.id,
                 problem: p.problem,
-                solution,
             })
         })
         .collect();
     let pool = ponder::router::Exemplars::new(candidates, embedder)?.with_context(|| {
         format!(
-            "--shots: {} offers no examples: no train-split problem has a worked solution \
-                 (a `solution` field; --shots-from FILE takes them from another file)",
+            "--shots: {} offers no examples: no problem that may be fitted on has a worked \
+             solution (a `solution` field; --shots-from FILE takes them from another file)",
             dataset.display()
         )
     })?;
-    eprintln!(
-        "--shots: examples from {} worked train solutions",
-        pool.len()
-    );
+    eprintln!("--shots: examples from {} worked fit solutions", pool.len());
     Ok(pool)
 }
 
@@ -447,6 +488,30 @@ fn setup(args: &RunArgs) -> anyhow::Result<ponder_evals::runner::Setup> {
         (None, Some(choice)) => choice.to_string(),
         (None, None) => "none".to_string(),
     };
+    let model = match &args.url {
+        Some(_) => None,
+        None => {
+            let path = args
+                .model
+                .clone()
+                .unwrap_or_else(ponder::models::default_llm_path);
+            Some(
+                ponder::models::FittedModel::of_file(&path)
+                    .with_context(|| format!("reading the model {}", path.display()))?,
+            )
+        }
+    };
+    let run = ponder_evals::results::RunInfo {
+        model,
+        dataset: args
+            .dataset
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        dataset_sha256: ponder::models::file_sha256(&args.dataset)
+            .with_context(|| format!("reading {}", args.dataset.display()))?,
+        ponder_version: env!("CARGO_PKG_VERSION").into(),
+    };
     Ok(ponder_evals::runner::Setup {
         params,
         verifier,
@@ -454,6 +519,7 @@ fn setup(args: &RunArgs) -> anyhow::Result<ponder_evals::runner::Setup> {
         shots: args.shots,
         auto_shots: 0,
         record_candidates: !args.without_candidates,
+        run: Some(run),
     })
 }
 

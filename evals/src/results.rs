@@ -30,6 +30,22 @@ pub struct Spend {
     pub spent: u64,
 }
 
+/// What a run ran on, recorded in each of its rows: the model, the dataset file and its
+/// SHA-256, and the Ponder version that ran it — so rows of different models, files or
+/// versions are never pooled unawares.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunInfo {
+    /// The model (`None` over `--url`, where the server's model is not known to the harness).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<ponder::models::FittedModel>,
+    /// The dataset file's name.
+    pub dataset: String,
+    /// Its SHA-256 (hex).
+    pub dataset_sha256: String,
+    /// `ponder-eval`'s version.
+    pub ponder_version: String,
+}
+
 /// One item's result.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ResultRow {
@@ -94,6 +110,9 @@ pub struct ResultRow {
     pub spend: Spend,
     /// Wall time (the only field that differs between identical runs).
     pub wall_ms: u64,
+    /// What the run ran on (absent in rows written before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<RunInfo>,
 }
 
 /// Whether a count is zero (for `skip_serializing_if`).
@@ -262,6 +281,7 @@ pub(crate) fn test_row(id: &str) -> ResultRow {
         http_status: None,
         spend: Spend::default(),
         wall_ms: 3,
+        run: None,
     }
 }
 

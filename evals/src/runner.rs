@@ -24,7 +24,7 @@ use serde::Deserialize;
 
 use crate::dataset::EvalProblem;
 use crate::error::{EvalError, Result};
-use crate::results::{ItemKey, ResultRow, ResultsFile, Spend};
+use crate::results::{ItemKey, ResultRow, ResultsFile, RunInfo, Spend};
 
 /// One item of the grid.
 #[derive(Debug, Clone)]
@@ -48,6 +48,8 @@ pub struct Item {
     /// Record every candidate whole in the row (text, tokens, confidence), as the verifier's
     /// training export needs; off, rows keep only answers, scores and spend.
     pub record_candidates: bool,
+    /// What the run runs on, recorded in the row.
+    pub run: Option<RunInfo>,
 }
 
 /// How the grid's items are configured beyond strategy × budget × seed.
@@ -69,6 +71,8 @@ pub struct Setup {
     /// Record whole candidates in the rows (on by default; `--without-candidates` turns it off
     /// for runs whose rows are committed, such as calibration, at a fraction of the size).
     pub record_candidates: bool,
+    /// What the run runs on (model, dataset, version), recorded in every row.
+    pub run: Option<RunInfo>,
 }
 
 impl Default for Setup {
@@ -80,6 +84,7 @@ impl Default for Setup {
             shots: None,
             auto_shots: 0,
             record_candidates: true,
+            run: None,
         }
     }
 }
@@ -93,12 +98,22 @@ impl Setup {
 
     /// The parameters `strategy` runs with: as given, with `auto`'s load pinned at 0 when
     /// [`Setup::pin_load`] is on and the parameters do not set one.
-    pub fn params_for(&self, strategy: &str) -> serde_json::Value {
+    ///
+    /// A strategy's parameters may be given per budget, `{"by_budget": {"1024": {…},
+    /// "2048": {…}}}`, so a configuration scales with the budget (its N grows with it); a
+    /// budget the object does not name runs with the strategy's defaults.
+    pub fn params_for(&self, strategy: &str, budget: u64) -> serde_json::Value {
         let mut params = self
             .params
             .get(strategy)
             .cloned()
             .unwrap_or(serde_json::Value::Null);
+        if let Some(by_budget) = params.get("by_budget") {
+            params = by_budget
+                .get(budget.to_string())
+                .cloned()
+                .unwrap_or(serde_json::Value::Null);
+        }
         if strategy == "auto" && self.pin_load {
             if params.is_null() {
                 params = serde_json::Value::Object(serde_json::Map::new());
@@ -290,6 +305,7 @@ pub fn grade(item: &Item, attempt: Attempt, wall_ms: u64) -> ResultRow {
         http_status: None,
         spend: Spend::default(),
         wall_ms,
+        run: item.run.clone(),
     };
     match attempt {
         Attempt::Failed(e) => ResultRow {
@@ -375,10 +391,11 @@ pub fn grid(
                         strategy: strategy.clone(),
                         budget,
                         seed,
-                        params: setup.params_for(strategy),
+                        params: setup.params_for(strategy, budget),
                         verifier: setup.verifier.clone(),
                         shots: setup.shots_for(strategy),
                         record_candidates: setup.record_candidates,
+                        run: setup.run.clone(),
                     });
                 }
             }
@@ -578,30 +595,33 @@ mod tests {
     fn the_harness_pins_autos_load_unless_told_otherwise() {
         let mut setup = Setup::default();
         assert!(setup.pin_load, "pinned by default");
-        assert_eq!(setup.params_for("auto"), serde_json::json!({"load": 0.0}));
+        assert_eq!(
+            setup.params_for("auto", 512),
+            serde_json::json!({"load": 0.0})
+        );
         setup
             .params
             .insert("auto".into(), serde_json::json!({"probe": false}));
         assert_eq!(
-            setup.params_for("auto"),
+            setup.params_for("auto", 512),
             serde_json::json!({"probe": false, "load": 0.0})
         );
         setup
             .params
             .insert("auto".into(), serde_json::json!({"load": 0.5}));
         assert_eq!(
-            setup.params_for("auto"),
+            setup.params_for("auto", 512),
             serde_json::json!({"load": 0.5}),
             "a set load stays"
         );
         assert!(
-            setup.params_for("self_consistency").is_null(),
+            setup.params_for("self_consistency", 512).is_null(),
             "only auto has a load"
         );
         setup.pin_load = false;
         setup.params.clear();
         assert!(
-            setup.params_for("auto").is_null(),
+            setup.params_for("auto", 512).is_null(),
             "--live-load: the measured load"
         );
         // The load the router ran under is what each row records.

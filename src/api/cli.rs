@@ -177,17 +177,17 @@ fn exemplars(
         None => default_exemplars_path(),
     };
     if args.exemplars.is_some() || args.shots.is_some_and(|k| k > 0) {
-        let pool = Exemplars::load(&path, embedder()?)?;
+        let pool = Exemplars::load_any(&path, embedder()?)?;
         tracing::info!(examples = pool.len(), path = %path.display(), "worked examples (`shots`)");
         return Ok((builder.exemplars(Arc::new(pool)), true));
     }
-    if !path.exists() || !crate::models::default_embedder_dir().exists() {
+    if !Exemplars::available(&path) || !crate::models::default_embedder_dir().exists() {
         tracing::warn!(path = %path.display(), "`shots` is off: the shipped worked examples or the encoder are not installed");
         return Ok((builder, false));
     }
     tracing::info!(path = %path.display(), "worked examples (`shots`) load on first use");
     let lazy =
-        builder.exemplars_on_first_use(Arc::new(move || Exemplars::load(&path, embedder()?)));
+        builder.exemplars_on_first_use(Arc::new(move || Exemplars::load_any(&path, embedder()?)));
     Ok((lazy, true))
 }
 
@@ -264,7 +264,17 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
             Some(Arc::new(Runtime::start(&opts)?))
         }
     };
-    let router = router(&args)?;
+    // The model the server runs, which the router's calibration table must have been
+    // measured with (else `auto` runs its model-agnostic policy and says so).
+    let served = match &remote {
+        Some(_) => crate::models::FittedModel {
+            name: args.backend_model.clone(),
+            sha256: None,
+        },
+        None => crate::models::FittedModel::of_file(&model)
+            .map_err(|e| format!("cannot read the model {}: {e}", model.display()))?,
+    };
+    let router = router(&args)?.map(|r| r.serving(&served));
     let limits = Limits {
         max_body_bytes: args.max_body_bytes,
         max_n: args.max_n,

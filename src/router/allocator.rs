@@ -10,14 +10,23 @@
 //!    result: reasoning only when it pays.
 //! 2. Otherwise, among the table's rows for the difficulty (the nearest measured difficulty
 //!    when it has none) that were measured with the search's verifier (else without one) and
-//!    whose budget fits the request's, take the best accuracy and then the
-//!    *cheapest* row (mean spend) within `tolerance` of it: more spend that does not buy
-//!    accuracy is not spent ([`Allocator::choose_row`]). The allocation is that row as
-//!    measured: its strategy, its parameters, its N and per-branch cap, its budget.
+//!    whose budget fits the request's, run the one with the best measured accuracy — the
+//!    configuration the budget buys the most expected accuracy with — unless a cheaper row is
+//!    *non-inferior* to it within `margin` by a paired test over the calibration problems both
+//!    were measured on ([`super::noninferiority`]); then the cheapest such row
+//!    ([`Allocator::choose_row`]). Rows without per-problem outcomes (measured before they
+//!    were recorded) cannot show non-inferiority: the most accurate runs. The allocation is
+//!    that row as measured: its strategy, its parameters, its N and per-branch cap, its
+//!    budget.
 //! 3. The request's budget is a hard cap: only rows whose budget fits it are chosen; when none
 //!    does, a small self-consistency vote inside the budget runs (an unmeasured fallback, said
 //!    so in `basis`).
-//! 4. Under load (`load` in [0, 1]: busy share of the server) N shrinks — down to one branch,
+//! 4. A table measured with another model than the one served says nothing about it: `auto`
+//!    then runs the *model-agnostic policy* ([`Allocator::model_agnostic`]) — a
+//!    self-consistency vote (Wang et al. 2023) of `N = ⌊0.9 · budget / 256⌋` samples (1 to
+//!    16) of at most 256 tokens each, the budget the request gave: no measured row, no
+//!    difficulty, a method that helps every model and spends what it was given.
+//! 5. Under load (`load` in [0, 1]: busy share of the server) N shrinks — down to one branch,
 //!    the row's budget shrinking with it — rather than requests queueing; at full load every
 //!    query is answered directly. The load is part of the decision `auto` records, and a
 //!    caller can pin it (`auto`'s `load` parameter) so a seeded run replays.
@@ -62,6 +71,11 @@ pub struct CalibrationRow {
     pub problems: usize,
     /// Where the row comes from (the command that measured it, or `prior`).
     pub source: String,
+    /// Each calibration problem's outcome (`1` correct, `0` not), in the order of the table's
+    /// problem list for this row's difficulty ([`CalibrationTable::problems`]): what the
+    /// paired non-inferiority test compares. Absent in rows measured before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcomes: Option<String>,
 }
 
 fn no_verifier() -> String {
@@ -73,7 +87,17 @@ fn no_verifier() -> String {
 pub struct CalibrationTable {
     /// The cells.
     pub rows: Vec<CalibrationRow>,
+    /// Per difficulty, the ids of the calibration problems its rows' `outcomes` are over.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub problems: std::collections::BTreeMap<String, Vec<String>>,
+    /// The model the rows were measured with (absent in tables written before it was
+    /// recorded): a table applies to that model only ([`crate::router::FittedModel`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<super::FittedModel>,
 }
+
+/// Per-sample token cap of the model-agnostic policy ([`Allocator::model_agnostic`]).
+pub const MODEL_AGNOSTIC_CAP: usize = 256;
 
 /// Difficulty levels in order (for "nearest measured difficulty").
 pub const DIFFICULTIES: [&str; 3] = ["easy", "medium", "hard"];
@@ -127,8 +151,10 @@ impl CalibrationTable {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct AllocatorConfig {
-    /// Rows within this accuracy of the best count as "as good" (the cheapest of them wins).
-    pub tolerance: f64,
+    /// A cheaper row runs instead of the most accurate one only when the paired 95% interval
+    /// of its accuracy difference lies above `−margin` (non-inferiority).
+    #[serde(alias = "tolerance")]
+    pub margin: f64,
     /// Categories always answered directly.
     pub direct_categories: Vec<String>,
     /// Categories answered directly when easy.
@@ -143,7 +169,7 @@ impl Default for AllocatorConfig {
     fn default() -> Self {
         let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect();
         Self {
-            tolerance: 0.05,
+            margin: 0.02,
             direct_categories: s(&["chat", "writing"]),
             direct_when_easy: s(&["knowledge"]),
             direct_tokens: 256,
@@ -239,9 +265,28 @@ impl Allocator {
         self.allocate_row(difficulty, budget, load, self.table.runnable_with(verifier))
     }
 
+    /// The model-agnostic policy (module doc, rule 4): a self-consistency vote sized to the
+    /// budget, for a model the table was not measured with; `why` is said in `basis`.
+    pub fn model_agnostic(&self, budget: u64, why: &str) -> Allocation {
+        let cap = MODEL_AGNOSTIC_CAP.min(budget as usize).max(1);
+        let n = ((budget as f64 * 0.9) as usize / cap).clamp(1, 16);
+        Allocation {
+            think: true,
+            strategy: "self_consistency".into(),
+            params: serde_json::json!({"n": n, "max_tokens": cap}),
+            row: None,
+            n,
+            max_tokens: cap,
+            budget_tokens: budget,
+            degraded: false,
+            basis: format!("model-agnostic policy: self-consistency of {n} ({why})"),
+        }
+    }
+
     /// Among the rows for `difficulty` (the nearest measured difficulty when it has none) that
-    /// fit `budget` and that `eligible` accepts: the cheapest (mean spend) whose accuracy is
-    /// within `tolerance` of the best (ties: the more accurate, then the earlier row).
+    /// fit `budget` and that `eligible` accepts: the most accurate (ties: the cheaper, then the
+    /// earlier row), or the cheapest row non-inferior to it within `margin` by the paired test
+    /// over their outcomes ([`super::noninferiority::non_inferior`]).
     pub fn choose_row(
         &self,
         difficulty: &str,
@@ -254,12 +299,21 @@ impl Allocator {
             .into_iter()
             .filter(|r| r.budget <= budget && r.n > 0 && eligible(r))
             .collect();
-        let best = rows
-            .iter()
-            .map(|r| r.accuracy)
-            .fold(f64::NEG_INFINITY, f64::max);
+        let best = rows.iter().copied().reduce(|a, b| {
+            let better = b.accuracy > a.accuracy
+                || (b.accuracy == a.accuracy && b.mean_spent < a.mean_spent);
+            if better {
+                b
+            } else {
+                a
+            }
+        })?;
+        let stands_in = |r: &CalibrationRow| match (&r.outcomes, &best.outcomes) {
+            (Some(x), Some(y)) => super::noninferiority::non_inferior(x, y, self.config.margin),
+            _ => false,
+        };
         rows.into_iter()
-            .filter(|r| r.accuracy >= best - self.config.tolerance)
+            .filter(|r| std::ptr::eq(*r, best) || (r.mean_spent < best.mean_spent && stands_in(r)))
             .min_by(|a, b| {
                 a.mean_spent
                     .total_cmp(&b.mean_spent)
@@ -354,6 +408,7 @@ mod tests {
         let a = Allocator {
             table: CalibrationTable {
                 rows: vec![scored("none", 0.2, 300.0), scored("learned", 0.3, 400.0)],
+                ..CalibrationTable::default()
             },
             config: AllocatorConfig::default(),
         };
@@ -376,6 +431,7 @@ mod tests {
         let close = Allocator {
             table: CalibrationTable {
                 rows: vec![scored("none", 0.28, 300.0), scored("learned", 0.3, 400.0)],
+                ..CalibrationTable::default()
             },
             config: AllocatorConfig::default(),
         };
@@ -385,11 +441,12 @@ mod tests {
                 .row
                 .map(|r| r.verifier)
                 .as_deref(),
-            Some("none"),
-            "a row measured without the verifier, as accurate within tolerance and cheaper"
+            Some("learned"),
+            "nothing shows the cheaper row non-inferior: the more accurate runs"
         );
         let only_learned = CalibrationTable {
             rows: vec![scored("learned", 0.3, 400.0)],
+            ..CalibrationTable::default()
         };
         assert!(
             only_learned.runnable_with("calc")(&only_learned.rows[0]),
@@ -407,6 +464,7 @@ mod tests {
                     ..row("easy", "best_of_n", 4, 512, 0.5, 100.0)
                 })
                 .collect(),
+            ..CalibrationTable::default()
         };
         assert_eq!(with(&[2, 2, 2]).measured_shots(), Some(2));
         assert_eq!(with(&[0]).measured_shots(), Some(0));
@@ -436,6 +494,7 @@ mod tests {
             mean_spent,
             problems: 12,
             source: "test".into(),
+            outcomes: None,
         }
     }
 
@@ -449,6 +508,7 @@ mod tests {
                     row("hard", "self_consistency", 8, 2048, 0.40, 1950.0),
                     row("hard", "beam_search", 8, 2048, 0.45, 2000.0),
                 ],
+                ..CalibrationTable::default()
             },
             config: AllocatorConfig::default(),
         }
@@ -470,15 +530,68 @@ mod tests {
     }
 
     #[test]
-    fn picks_the_cheapest_row_as_good_as_the_best_and_runs_it_as_measured() {
-        // 0.50 @ 512 is within 0.05 of 0.52 @ 2048 and costs a quarter: more would not help.
+    fn runs_the_most_accurate_row_that_fits_and_runs_it_as_measured() {
+        // 0.52 @ 2048 beats 0.50 @ 512; nothing shows the cheaper one non-inferior.
         let a = allocator();
         let x = a.allocate("math", "easy", 4096, 0.0);
         assert_eq!(x.strategy, "self_consistency");
-        assert_eq!(x.row.as_ref(), Some(&a.table.rows[0]));
+        assert_eq!(x.row.as_ref(), Some(&a.table.rows[1]));
         assert_eq!(x.params, serde_json::json!({"n": 8, "max_tokens": 1024}));
-        assert_eq!((x.n, x.max_tokens, x.budget_tokens), (8, 1024, 512));
+        assert_eq!((x.n, x.max_tokens, x.budget_tokens), (8, 1024, 2048));
         assert!(!x.degraded);
+        // At 1024 only the 512 row fits.
+        assert_eq!(a.allocate("math", "easy", 1024, 0.0).budget_tokens, 512);
+    }
+
+    #[test]
+    fn a_cheaper_row_runs_only_when_the_paired_test_shows_it_non_inferior() {
+        // 300 problems; the best solves the first 60. `near` misses 2 of them (−0.007, a
+        // tight interval): non-inferior within 0.02. `far` misses 15 and solves 9 others
+        // (−0.02 on average): its interval reaches below −0.02.
+        let best = "1".repeat(60) + &"0".repeat(240);
+        let near = "0".repeat(2) + &"1".repeat(58) + &"0".repeat(240);
+        let far = "0".repeat(15) + &"1".repeat(45) + &"1".repeat(9) + &"0".repeat(231);
+        let with = |outcomes: &str, acc: f64, spent: f64, n: usize| CalibrationRow {
+            outcomes: Some(outcomes.to_string()),
+            ..row("easy", "self_consistency", n, 2048, acc, spent)
+        };
+        let table = |rows| Allocator {
+            table: CalibrationTable {
+                rows,
+                ..CalibrationTable::default()
+            },
+            config: AllocatorConfig::default(),
+        };
+        let a = table(vec![
+            with(&best, 0.2, 1900.0, 8),
+            with(&near, 0.193, 600.0, 2),
+        ]);
+        assert_eq!(
+            a.allocate("math", "easy", 4096, 0.0).n,
+            2,
+            "near is non-inferior"
+        );
+        let a = table(vec![
+            with(&best, 0.2, 1900.0, 8),
+            with(&far, 0.18, 600.0, 2),
+        ]);
+        assert_eq!(a.allocate("math", "easy", 4096, 0.0).n, 8, "far is not");
+        // Outcomes over other problems (another length) cannot be paired.
+        let a = table(vec![with(&best, 0.2, 1900.0, 8), with("1", 1.0, 10.0, 1)]);
+        assert_eq!(
+            a.allocate("math", "easy", 4096, 0.0).n,
+            1,
+            "1.0 is the most accurate"
+        );
+        let a = table(vec![
+            with(&best, 0.2, 1900.0, 8),
+            with(&best[..200], 0.19, 10.0, 1),
+        ]);
+        assert_eq!(
+            a.allocate("math", "easy", 4096, 0.0).n,
+            8,
+            "unpaired: the best runs"
+        );
     }
 
     #[test]
@@ -505,12 +618,9 @@ mod tests {
         let x = allocator().allocate("code", "medium", 4096, 0.0);
         // medium has no rows; easy and hard are equally near, the easier wins.
         assert_eq!(x.row.as_ref().map(|r| r.difficulty.as_str()), Some("easy"));
-        assert_eq!(x.budget_tokens, 512);
+        assert_eq!(x.budget_tokens, 2048);
         let hard = allocator().allocate("math", "hard", 4096, 0.0);
-        assert_eq!(
-            hard.strategy, "self_consistency",
-            "0.40 is within 0.05 of 0.45 and cheaper"
-        );
+        assert_eq!(hard.strategy, "beam_search", "0.45 beats 0.40");
     }
 
     #[test]
@@ -540,7 +650,7 @@ mod tests {
         // The same per-branch share: the budget scales with N.
         assert_eq!(
             some.budget_tokens,
-            (512.0 * some.n as f64 / 8.0).ceil() as u64
+            (2048.0 * some.n as f64 / 8.0).ceil() as u64
         );
         assert!(some.basis.contains("load 0.60"), "{}", some.basis);
         assert!(!full.think && full.degraded);
@@ -551,47 +661,70 @@ mod tests {
             0usize..3,
             1usize..9,
             prop::sample::select(vec![256u64, 512, 1024, 2048]),
-            0u32..=20,
+            prop::option::of(prop::collection::vec(any::<bool>(), 40)),
             1u32..2000,
         )
-            .prop_map(|(d, n, budget, acc, spent)| {
+            .prop_map(|(d, n, budget, outcomes, spent)| {
+                let solved = outcomes
+                    .as_ref()
+                    .map_or(n, |o| o.iter().filter(|x| **x).count());
                 let mut r = row(
                     DIFFICULTIES[d],
                     "self_consistency",
                     n,
                     budget,
-                    acc as f64 / 20.0,
+                    solved as f64 / 40.0,
                     spent as f64,
                 );
+                r.outcomes =
+                    outcomes.map(|o| o.iter().map(|x| if *x { '1' } else { '0' }).collect());
                 r.strategy = format!("s{n}");
                 r
             })
     }
 
     proptest! {
-        /// The chosen row fits the budget, is eligible, is within `tolerance` of the best
-        /// eligible row of its difficulty, and no eligible row as good is cheaper.
+        #![proptest_config(ProptestConfig {
+            rng_seed: proptest::test_runner::RngSeed::Fixed(0x5eed),
+            ..ProptestConfig::default()
+        })]
+
+        /// The chosen row fits the budget and is eligible; it is the most accurate eligible
+        /// row of its difficulty, or a cheaper one the paired test shows non-inferior to a
+        /// most accurate one; and nothing cheaper was either.
         #[test]
-        fn the_choice_is_the_cheapest_as_good_as_the_best(
+        fn the_choice_is_the_best_or_a_cheaper_non_inferior_row(
             rows in prop::collection::vec(arb_row(), 0..12),
             d in 0usize..3,
             budget in prop::sample::select(vec![300u64, 512, 1024, 4096]),
             odd_only in any::<bool>(),
         ) {
-            let a = Allocator { table: CalibrationTable { rows }, config: AllocatorConfig::default() };
+            let a = Allocator {
+                table: CalibrationTable { rows, ..CalibrationTable::default() },
+                config: AllocatorConfig::default(),
+            };
             let eligible = |r: &CalibrationRow| !odd_only || r.n % 2 == 1;
             let difficulty = DIFFICULTIES[d];
             let pool: Vec<&CalibrationRow> = a.table.rows_for(difficulty).into_iter()
                 .filter(|r| r.budget <= budget && eligible(r)).collect();
+            let stands_in = |r: &CalibrationRow, b: &CalibrationRow| match (&r.outcomes, &b.outcomes) {
+                (Some(x), Some(y)) => {
+                    crate::router::noninferiority::non_inferior(x, y, a.config.margin)
+                }
+                _ => false,
+            };
             match a.choose_row(difficulty, budget, eligible) {
                 None => prop_assert!(pool.is_empty()),
                 Some(c) => {
                     prop_assert!(c.budget <= budget && eligible(c));
                     let best = pool.iter().map(|r| r.accuracy).fold(f64::NEG_INFINITY, f64::max);
-                    prop_assert!(c.accuracy >= best - a.config.tolerance);
+                    if c.accuracy < best {
+                        prop_assert!(pool.iter().any(|b| b.accuracy == best
+                            && b.mean_spent > c.mean_spent && stands_in(c, b)));
+                    }
                     for r in &pool {
-                        if r.accuracy >= best - a.config.tolerance {
-                            prop_assert!(r.mean_spent >= c.mean_spent);
+                        if r.mean_spent < c.mean_spent {
+                            prop_assert!(r.accuracy < best, "a cheaper best row: {r:?}");
                         }
                     }
                 }

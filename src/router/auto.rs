@@ -365,7 +365,9 @@ impl Strategy for Auto {
         let mut strategy = self.build(&mut decision.allocation)?;
         let plan = strategy
             .sample_plan()
-            .filter(|p| self.params.probe && !decision.allocation.degraded && p.n >= 2);
+            .filter(|p| self.params.probe && !decision.allocation.degraded && p.n >= 2)
+            // The probe moves between the table's bins; a foreign table has none to offer.
+            .filter(|_| self.router.table_foreign().is_none());
         if let Some(plan) = plan {
             let probed = self.probe(ctx, &plan, &mut decision, load).await;
             record(ctx, &decision);

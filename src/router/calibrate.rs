@@ -123,6 +123,7 @@ pub fn merge_bench(
             mean_spent: c.mean_spent,
             problems: c.problems,
             source: source.into(),
+            outcomes: None,
         });
     }
     Ok(cells.len())
@@ -141,7 +142,8 @@ pub fn difficulty_of_level(level: u32, easy_max: u32, hard_min: u32) -> &'static
 }
 
 /// Merges a `ponder-eval calibrate` table (the same schema as `table`) into `table`:
-/// replaces `table`'s rows of every difficulty the file has. Returns the rows merged.
+/// replaces `table`'s rows and problem lists of every difficulty the file has, and takes the
+/// file's model when it records one. Returns the rows merged.
 pub fn merge_harness(table: &mut CalibrationTable, harness: &Path) -> Result<usize> {
     let text = std::fs::read_to_string(harness).map_err(|e| RouterError::read(harness, e))?;
     let file: CalibrationTable = serde_json::from_str(&text)
@@ -151,7 +153,14 @@ pub fn merge_harness(table: &mut CalibrationTable, harness: &Path) -> Result<usi
     table
         .rows
         .retain(|r| !difficulties.contains(r.difficulty.as_str()));
+    table
+        .problems
+        .retain(|d, _| !difficulties.contains(d.as_str()));
     table.rows.extend(file.rows.iter().cloned());
+    table.problems.extend(file.problems.clone());
+    if file.model.is_some() {
+        table.model = file.model.clone();
+    }
     Ok(file.rows.len())
 }
 
@@ -175,15 +184,18 @@ mod tests {
             mean_spent: 700.0,
             problems: 100,
             source: "runs/a".into(),
+            outcomes: None,
         };
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("cal.json");
         let file = CalibrationTable {
             rows: vec![row("easy", "best_of_n"), row("easy", "self_consistency")],
+            ..CalibrationTable::default()
         };
         std::fs::write(&path, serde_json::to_string(&file).expect("json")).expect("write");
         let mut table = CalibrationTable {
             rows: vec![row("easy", "beam_search"), row("hard", "mcts")],
+            ..CalibrationTable::default()
         };
         assert_eq!(merge_harness(&mut table, &path).expect("merge"), 2);
         let mut kept: Vec<(&str, &str)> = table

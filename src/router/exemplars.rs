@@ -1,15 +1,27 @@
-//! Few-shot exemplars chosen by the router: worked solutions of train-split problems, shown to
-//! the model before a question as earlier user/assistant turns (Brown et al. 2020), the `k`
+//! Few-shot exemplars chosen by the router: worked solutions of fit problems, shown to the
+//! model before a question as earlier user/assistant turns (Brown et al. 2020), the `k`
 //! nearest to the question by the cosine of the router's all-MiniLM-L6-v2 embeddings (Liu et
 //! al. 2022, "What Makes Good In-Context Examples for GPT-3?").
+//!
+//! The shipped pool is GSM8K's training set (real worked solutions, its fit role,
+//! [`crate::roles`]), read from the public benchmark files and described by a fitted manifest
+//! ([`PoolManifest`], `data/exemplars/gsm8k.json`): which file (and its SHA-256), which
+//! encoder, and the similarity floor below which a question is shown no example at all — a
+//! question far from every worked example (an algebra question before grade-school
+//! arithmetic) is better served by none than by ones of another kind. The floor is fitted on
+//! the validation questions by `ponder router exemplars`, never on a reported problem.
+//!
+//! GSM8K writes its solutions with calculator annotations (`48/2 = <<48/2=24>>24`) and its
+//! answer apart (`#### 72`); an example is shown as the model should answer: annotations
+//! removed, one step per paragraph, and `The answer is \boxed{72}.` ([`worked_solution`]).
 //!
 //! The server (`ponder serve --exemplars`, a request's `shots`) and the harness
 //! (`ponder-eval run --shots`) choose through this one module, so a seeded eval over either
 //! sees the same examples. The choice is a pure function of the pool and the question: most
 //! similar first, ties by pool order, never an example whose question is the question itself.
 //!
-//! This module must not show held-out problems: [`Exemplars::new`] drops every example whose
-//! id is outside the train split ([`crate::split`]), whoever built the pool.
+//! This module must not show problems nothing may be fitted on: [`Exemplars::new`] drops
+//! every example outside the fit role ([`crate::roles::may_fit`]), whoever built the pool.
 
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
@@ -19,7 +31,7 @@ use serde::{Deserialize, Serialize};
 
 use super::embed::{cosine, Embedder};
 use super::error::{Result, RouterError};
-use crate::split::{split_of, Split};
+use crate::roles::may_fit;
 
 /// Most worked examples one question may be shown.
 pub const MAX_SHOTS: usize = 8;
@@ -37,13 +49,92 @@ pub fn default_shots(strategy: &str, operator: Option<usize>, auto_shots: usize)
     }
 }
 
-/// Where the shipped pool lives, relative to the checkout: the generated grade-school problems
-/// (each with a worked solution); only their train split is ever shown.
-pub const DEFAULT_EXEMPLARS: &str = "evals/data/gsm_gen.jsonl";
+/// Where the shipped pool's manifest lives, relative to the checkout.
+pub const DEFAULT_EXEMPLARS: &str = "data/exemplars/gsm8k.json";
 
-/// `$PONDER_EXEMPLARS`, else `./evals/data/gsm_gen.jsonl` if present, else the checkout's.
+/// `$PONDER_EXEMPLARS`, else `./data/exemplars/gsm8k.json` if present, else the checkout's.
 pub fn default_exemplars_path() -> PathBuf {
     crate::models::shipped_path("PONDER_EXEMPLARS", DEFAULT_EXEMPLARS)
+}
+
+/// A fitted worked-example pool: the public file its examples come from and the similarity
+/// floor fitted on validation questions (style rule 21: a fitted file says what it was
+/// fitted on and with what).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PoolManifest {
+    /// The benchmark file, relative to the benchmark directory ([`crate::roles::datasets_dir`]).
+    pub dataset: String,
+    /// Its SHA-256 (hex): another file is refused.
+    pub dataset_sha256: String,
+    /// Examples in the pool (its fit-role rows with a solution).
+    pub examples: usize,
+    /// The encoder the floor was fitted with.
+    pub embedder: String,
+    /// The encoder weights' SHA-256 (hex).
+    pub embedder_sha256: String,
+    /// A question whose nearest example is less similar than this (cosine) is shown none.
+    pub min_similarity: f32,
+    /// What the floor was fitted on.
+    pub fitted_on: FloorFit,
+    /// The command that wrote this file.
+    pub command: String,
+}
+
+/// How a pool's similarity floor was fitted.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FloorFit {
+    /// The role of the questions it was fitted on (always `validation`).
+    pub role: crate::roles::Role,
+    /// How many questions (per public set).
+    pub questions: std::collections::BTreeMap<String, usize>,
+    /// The floor is this quantile of their nearest-example similarity: all but this share
+    /// of in-distribution questions are shown examples.
+    pub quantile: f64,
+}
+
+/// A floor at the `quantile` of `nearest` (each validation question's similarity to its
+/// nearest example): the value below which that share of them falls.
+pub fn similarity_floor(nearest: &[f32], quantile: f64) -> f32 {
+    let mut sorted = nearest.to_vec();
+    sorted.sort_by(f32::total_cmp);
+    let at = ((sorted.len() as f64) * quantile.clamp(0.0, 1.0)).floor() as usize;
+    sorted
+        .get(at.min(sorted.len().saturating_sub(1)))
+        .copied()
+        .unwrap_or(0.0)
+}
+
+/// A solution as an example shows it: GSM8K's calculator annotations (`<<48/2=24>>`) removed,
+/// one step per paragraph, and the answer stated as the model is asked to
+/// (`The answer is \boxed{…}.`) unless the solution already boxes it.
+///
+/// ```
+/// use ponder::router::exemplars::worked_solution;
+///
+/// let shown = worked_solution("She sold 48/2 = <<48/2=24>>24 clips.\nSo 48+24 = <<48+24=72>>72.", Some("72"));
+/// assert_eq!(shown, "She sold 48/2 = 24 clips.\n\nSo 48+24 = 72.\n\nThe answer is \\boxed{72}.");
+/// ```
+pub fn worked_solution(solution: &str, answer: Option<&str>) -> String {
+    let mut text = String::with_capacity(solution.len());
+    let mut rest = solution;
+    while let Some(open) = rest.find("<<") {
+        let Some(close) = rest[open..].find(">>") else {
+            break;
+        };
+        text.push_str(&rest[..open]);
+        rest = &rest[open + close + 2..];
+    }
+    text.push_str(rest);
+    let steps: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    let mut shown = steps.join("\n\n");
+    if let Some(answer) = answer.filter(|a| !a.trim().is_empty() && !shown.contains("\\boxed")) {
+        shown.push_str(&format!("\n\nThe answer is \\boxed{{{}}}.", answer.trim()));
+    }
+    shown
 }
 
 /// One worked example: a question and its solution.
@@ -62,6 +153,8 @@ pub struct Exemplars {
     pool: Vec<Shot>,
     vectors: Vec<Vec<f32>>,
     embedder: Arc<Embedder>,
+    /// Examples less similar to the question than this are not shown (0: every one may be).
+    min_similarity: f32,
 }
 
 impl std::fmt::Debug for Exemplars {
@@ -76,13 +169,11 @@ impl std::fmt::Debug for Exemplars {
 const EMBED_BATCH: usize = 32;
 
 impl Exemplars {
-    /// The pool of `candidates` in the train split (the others are dropped), embedded with
-    /// `embedder`. `None` when no candidate is left.
+    /// The pool of `candidates` that may be fitted on (the others are dropped,
+    /// [`crate::roles::may_fit`]), embedded with `embedder`, with no similarity floor. `None`
+    /// when no candidate is left.
     pub fn new(candidates: Vec<Shot>, embedder: Arc<Embedder>) -> Result<Option<Self>> {
-        let pool: Vec<Shot> = candidates
-            .into_iter()
-            .filter(|s| split_of(&s.id) == Split::Train)
-            .collect();
+        let pool: Vec<Shot> = candidates.into_iter().filter(|s| may_fit(&s.id)).collect();
         if pool.is_empty() {
             return Ok(None);
         }
@@ -94,43 +185,144 @@ impl Exemplars {
             pool,
             vectors,
             embedder,
+            min_similarity: 0.0,
         }))
     }
 
+    /// The same pool, showing a question no example less similar to it than `floor`.
+    pub fn with_min_similarity(mut self, floor: f32) -> Self {
+        self.min_similarity = floor;
+        self
+    }
+
+    /// The similarity floor ([`Exemplars::with_min_similarity`]).
+    pub fn min_similarity(&self) -> f32 {
+        self.min_similarity
+    }
+
+    /// The pool a manifest describes ([`PoolManifest`]): its file read from the benchmark
+    /// directory ([`crate::roles::datasets_dir`]) and checked against the recorded SHA-256,
+    /// with the fitted floor; the pool's vectors are cached under the models directory.
+    pub fn load_manifest(path: &Path, embedder: Arc<Embedder>) -> Result<Self> {
+        Self::load_manifest_from(
+            path,
+            &crate::roles::datasets_dir(),
+            &crate::models::models_dir().join("cache"),
+            embedder,
+        )
+    }
+
+    /// [`Exemplars::load_manifest`] with the benchmark files in `datasets` and the vector
+    /// cache in `cache_dir`.
+    pub fn load_manifest_from(
+        path: &Path,
+        datasets: &Path,
+        cache_dir: &Path,
+        embedder: Arc<Embedder>,
+    ) -> Result<Self> {
+        let manifest = read_manifest(path)?;
+        let dataset = datasets.join(&manifest.dataset);
+        let bytes = std::fs::read(&dataset).map_err(|e| RouterError::read(&dataset, e))?;
+        let sha = crate::models::sha256_hex(&bytes);
+        if sha != manifest.dataset_sha256 {
+            return Err(RouterError::corrupt(
+                &dataset,
+                "worked-example file",
+                format!(
+                    "its SHA-256 is {sha}, but {} was fitted on {}",
+                    path.display(),
+                    manifest.dataset_sha256
+                ),
+            ));
+        }
+        let cache = cache_dir.join(format!(
+            "exemplars-{}-{}.f32",
+            sha.get(..16).unwrap_or(&sha),
+            manifest
+                .embedder_sha256
+                .get(..16)
+                .unwrap_or(&manifest.embedder_sha256)
+        ));
+        let candidates = read_candidates(&dataset)?;
+        let pool: Vec<Shot> = candidates.into_iter().filter(|s| may_fit(&s.id)).collect();
+        let vectors = match read_vectors(&cache, pool.len(), embedder.dim()) {
+            Some(v) => v,
+            None => {
+                let v = embed_all(
+                    &embedder,
+                    &pool.iter().map(|s| s.problem.as_str()).collect::<Vec<_>>(),
+                )?;
+                // A cache that cannot be written only costs the next start the same time.
+                if let Err(e) = write_vectors(&cache, &v) {
+                    tracing::warn!(path = %cache.display(), error = %e, "worked-example vectors not cached");
+                }
+                v
+            }
+        };
+        if pool.is_empty() {
+            return Err(RouterError::corrupt(
+                &dataset,
+                "worked-example file",
+                "no row that may be fitted on has a `solution` to show as an example",
+            ));
+        }
+        Ok(Self {
+            pool,
+            vectors,
+            embedder,
+            min_similarity: manifest.min_similarity,
+        })
+    }
+
+    /// Whether the pool at `path` can load: a JSONL file that exists, or a readable manifest
+    /// whose benchmark file exists (the shipped pool reads GSM8K from the benchmark directory,
+    /// which a machine may not have).
+    pub fn available(path: &Path) -> bool {
+        if path.extension().is_some_and(|e| e == "json") {
+            read_manifest(path)
+                .is_ok_and(|m| crate::roles::datasets_dir().join(m.dataset).is_file())
+        } else {
+            path.is_file()
+        }
+    }
+
+    /// A pool from a manifest (`.json`, [`Exemplars::load_manifest`]) or a JSONL file of
+    /// problems ([`Exemplars::load`]).
+    pub fn load_any(path: &Path, embedder: Arc<Embedder>) -> Result<Self> {
+        if path.extension().is_some_and(|e| e == "json") {
+            Self::load_manifest(path, embedder)
+        } else {
+            Self::load(path, embedder)
+        }
+    }
+
+    /// Each question's similarity to its nearest example (its own question excluded).
+    pub fn nearest_similarities(&self, questions: &[&str]) -> Result<Vec<f32>> {
+        let vectors = embed_all(&self.embedder, questions)?;
+        Ok(questions
+            .iter()
+            .zip(&vectors)
+            .map(|(q, v)| {
+                self.vectors
+                    .iter()
+                    .zip(&self.pool)
+                    .filter(|(_, shot)| shot.problem != *q)
+                    .map(|(p, _)| cosine(v, p))
+                    .fold(f32::NEG_INFINITY, f32::max)
+            })
+            .collect())
+    }
+
     /// The pool of a JSONL file of problems (`id`, `problem` and, to be an example, `solution`;
-    /// other fields are ignored): its train-split rows with a solution. Fails naming the file
-    /// and line of an unreadable row, or when no row is an example.
+    /// an `answer` is stated at its end, [`worked_solution`]; other fields are ignored): its
+    /// rows with a solution that may be fitted on. Fails naming the file and line of an
+    /// unreadable row, or when no row is an example.
     pub fn load(path: &Path, embedder: Arc<Embedder>) -> Result<Self> {
-        #[derive(Deserialize)]
-        struct Row {
-            id: String,
-            problem: String,
-            #[serde(default)]
-            solution: Option<String>,
-        }
-        let file = std::fs::File::open(path).map_err(|e| RouterError::read(path, e))?;
-        let mut candidates = Vec::new();
-        for (i, line) in std::io::BufReader::new(file).lines().enumerate() {
-            let line = line.map_err(|e| RouterError::read(path, e))?;
-            if line.trim().is_empty() {
-                continue;
-            }
-            let row: Row = serde_json::from_str(&line).map_err(|e| {
-                RouterError::corrupt(path, "worked-example file", format!("line {}: {e}", i + 1))
-            })?;
-            if let Some(solution) = row.solution.filter(|s| !s.trim().is_empty()) {
-                candidates.push(Shot {
-                    id: row.id,
-                    problem: row.problem,
-                    solution,
-                });
-            }
-        }
-        Self::new(candidates, embedder)?.ok_or_else(|| {
+        Self::new(read_candidates(path)?, embedder)?.ok_or_else(|| {
             RouterError::corrupt(
                 path,
                 "worked-example file",
-                "no train-split row has a `solution` to show as an example",
+                "no row that may be fitted on has a `solution` to show as an example",
             )
         })
     }
@@ -146,7 +338,8 @@ impl Exemplars {
     }
 
     /// The `k` examples nearest to `question`: most similar first, ties by pool order, never
-    /// one whose question is `question` itself.
+    /// one whose question is `question` itself, none less similar than the floor
+    /// ([`Exemplars::with_min_similarity`]).
     pub fn nearest(&self, question: &str, k: usize) -> Result<Vec<Shot>> {
         if k == 0 {
             return Ok(Vec::new());
@@ -157,6 +350,18 @@ impl Exemplars {
         Ok(self.nearest_to(question, &query, k))
     }
 
+    /// The same `k` examples for every question — the first `k` of the pool in its order
+    /// (never one whose question is `question` itself, whatever the floor): the *fixed*
+    /// few-shot baseline the nearest examples are compared with.
+    pub fn fixed(&self, question: &str, k: usize) -> Vec<Shot> {
+        self.pool
+            .iter()
+            .filter(|s| s.problem != question)
+            .take(k)
+            .cloned()
+            .collect()
+    }
+
     fn nearest_to(&self, question: &str, query: &[f32], k: usize) -> Vec<Shot> {
         let mut scored: Vec<(f32, usize)> = self
             .vectors
@@ -165,6 +370,7 @@ impl Exemplars {
             .enumerate()
             .filter(|(_, (_, shot))| shot.problem != question)
             .map(|(i, (v, _))| (cosine(query, v), i))
+            .filter(|(sim, _)| *sim >= self.min_similarity)
             .collect();
         // Most similar first; equal similarity keeps pool order (a stable sort on the score).
         scored.sort_by(|a, b| b.0.total_cmp(&a.0));
@@ -174,6 +380,80 @@ impl Exemplars {
             .filter_map(|(_, i)| self.pool.get(i).cloned())
             .collect()
     }
+}
+
+/// The rows of a JSONL file of problems that have a solution, as examples show them.
+fn read_candidates(path: &Path) -> Result<Vec<Shot>> {
+    #[derive(Deserialize)]
+    struct Row {
+        id: String,
+        problem: String,
+        #[serde(default)]
+        solution: Option<String>,
+        #[serde(default)]
+        answer: Option<serde_json::Value>,
+    }
+    let file = std::fs::File::open(path).map_err(|e| RouterError::read(path, e))?;
+    let mut candidates = Vec::new();
+    for (i, line) in std::io::BufReader::new(file).lines().enumerate() {
+        let line = line.map_err(|e| RouterError::read(path, e))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let row: Row = serde_json::from_str(&line).map_err(|e| {
+            RouterError::corrupt(path, "worked-example file", format!("line {}: {e}", i + 1))
+        })?;
+        if let Some(solution) = row.solution.filter(|s| !s.trim().is_empty()) {
+            let answer = match row.answer {
+                Some(serde_json::Value::String(a)) => Some(a),
+                Some(serde_json::Value::Number(n)) => Some(n.to_string()),
+                _ => None,
+            };
+            candidates.push(Shot {
+                id: row.id,
+                problem: row.problem,
+                solution: worked_solution(&solution, answer.as_deref()),
+            });
+        }
+    }
+    Ok(candidates)
+}
+
+/// Cached pool vectors: `count` rows of `dim` little-endian f32s, or `None` when the file is
+/// missing or of another shape (then the pool is embedded again).
+fn read_vectors(path: &Path, count: usize, dim: usize) -> Option<Vec<Vec<f32>>> {
+    let bytes = std::fs::read(path).ok()?;
+    if bytes.len() != count * dim * 4 || dim == 0 {
+        return None;
+    }
+    let floats: Vec<f32> = bytes
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes(c.try_into().unwrap_or_default()))
+        .collect();
+    Some(floats.chunks(dim).map(<[f32]>::to_vec).collect())
+}
+
+/// Writes pool vectors for [`read_vectors`] (through a temporary file, so a reader never
+/// sees half a cache).
+fn write_vectors(path: &Path, vectors: &[Vec<f32>]) -> std::io::Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let bytes: Vec<u8> = vectors
+        .iter()
+        .flatten()
+        .flat_map(|x| x.to_le_bytes())
+        .collect();
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, bytes)?;
+    std::fs::rename(tmp, path)
+}
+
+/// The manifest at `path`.
+pub fn read_manifest(path: &Path) -> Result<PoolManifest> {
+    let text = std::fs::read_to_string(path).map_err(|e| RouterError::read(path, e))?;
+    serde_json::from_str(&text)
+        .map_err(|e| RouterError::corrupt(path, "worked-example manifest", e.to_string()))
 }
 
 fn embed_all(embedder: &Embedder, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
@@ -187,6 +467,7 @@ fn embed_all(embedder: &Embedder, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::split::{split_of, Split};
 
     #[test]
     fn a_request_without_shots_gets_the_operators_count_else_autos_measured_count_else_none() {
@@ -290,6 +571,87 @@ mod tests {
         let err = Exemplars::load(&path, embedder()).map(|e| e.len());
         assert!(
             matches!(&err, Err(RouterError::Corrupt { reason, .. }) if reason.contains("line 1")),
+            "{err:?}"
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn a_manifest_pool_shows_worked_solutions_above_its_floor_and_refuses_another_file(
+    ) -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| RouterError::read("tmp", e))?;
+        // Two GSM8K-shaped training problems of the fit role, one of the validation role.
+        let fit: Vec<String> = (0..200)
+            .map(|i| format!("gsm8k-train-{i:04}"))
+            .filter(|id| crate::roles::role_of(id) == Some(crate::roles::Role::Fit))
+            .take(2)
+            .collect();
+        let val = (0..200)
+            .map(|i| format!("gsm8k-train-{i:04}"))
+            .find(|id| crate::roles::role_of(id) == Some(crate::roles::Role::Validation))
+            .unwrap_or_default();
+        let rows = [
+            (&fit[0], "A train travels at 40 miles per hour for 3 hours. How many miles?",
+             "It goes 40*3 = <<40*3=120>>120 miles.", "120"),
+            (&fit[1], "A jacket costs $80 and is 25% off. What is the sale price?",
+             "The discount is 80*0.25 = $<<80*0.25=20>>20.\nSo it costs 80-20 = $<<80-20=60>>60.", "60"),
+            (&val, "A car travels at 50 miles per hour for 2 hours. How many miles?",
+             "SECRET", "100"),
+        ];
+        let text: String = rows
+            .iter()
+            .map(|(id, q, s, a)| {
+                serde_json::json!({"id": id, "problem": q, "solution": s, "answer": a}).to_string()
+                    + "\n"
+            })
+            .collect();
+        let data = dir.path().join("gsm8k_train.jsonl");
+        std::fs::write(&data, &text).map_err(|e| RouterError::read(&data, e))?;
+        let manifest = PoolManifest {
+            dataset: "gsm8k_train.jsonl".into(),
+            dataset_sha256: crate::models::sha256_hex(text.as_bytes()),
+            examples: 2,
+            embedder: "all-minilm-l6-v2".into(),
+            embedder_sha256: "0".repeat(64),
+            min_similarity: 0.5,
+            fitted_on: FloorFit {
+                role: crate::roles::Role::Validation,
+                questions: Default::default(),
+                quantile: 0.01,
+            },
+            command: "test".into(),
+        };
+        let path = dir.path().join("pool.json");
+        let json = serde_json::to_string(&manifest).unwrap_or_default();
+        std::fs::write(&path, json).map_err(|e| RouterError::read(&path, e))?;
+        let cache = dir.path().join("cache");
+        let pool = Exemplars::load_manifest_from(&path, dir.path(), &cache, embedder())?;
+        assert_eq!(pool.len(), 2, "the validation problem is not an example");
+        let bus = "A bus travels at 30 miles per hour for 4 hours. How many miles?";
+        let shown = pool.nearest(bus, 2)?;
+        assert_eq!(shown.first().map(|s| s.id.as_str()), Some(fit[0].as_str()));
+        assert_eq!(
+            shown.first().map(|s| s.solution.as_str()),
+            Some("It goes 40*3 = 120 miles.\n\nThe answer is \\boxed{120}.")
+        );
+        assert!(
+            shown.len() < 2,
+            "the jacket is below the floor for a bus: {shown:?}"
+        );
+        assert!(
+            pool.nearest("Solve for x: x^2 - 5x + 6 = 0.", 2)?
+                .is_empty(),
+            "an algebra question is far from every example"
+        );
+        // The second load reads the cached vectors and chooses alike.
+        let again = Exemplars::load_manifest_from(&path, dir.path(), &cache, embedder())?;
+        assert_eq!(again.nearest(bus, 2)?, shown);
+        // Another file under the same name is refused, naming the recorded hash.
+        std::fs::write(&data, text.replace("40", "41")).map_err(|e| RouterError::read(&data, e))?;
+        let err =
+            Exemplars::load_manifest_from(&path, dir.path(), &cache, embedder()).map(|p| p.len());
+        assert!(
+            matches!(&err, Err(RouterError::Corrupt { reason, .. }) if reason.contains("SHA-256")),
             "{err:?}"
         );
         Ok(())

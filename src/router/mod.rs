@@ -23,6 +23,7 @@ pub mod embed;
 mod error;
 pub mod exemplars;
 pub mod file;
+pub mod noninferiority;
 pub mod train;
 
 use std::path::Path;
@@ -32,6 +33,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 
+pub use crate::models::FittedModel;
 pub use allocator::{Allocation, Allocator, AllocatorConfig, CalibrationRow, CalibrationTable};
 pub use auto::{
     register_auto, registry_with_auto, Allocated, Auto, AutoParams, ProbeReport,
@@ -97,6 +99,8 @@ pub struct Router {
     file: RouterFile,
     active: AtomicUsize,
     capacity: usize,
+    /// Why the calibration table does not apply to the served model (`None`: it applies).
+    foreign: Option<String>,
 }
 
 impl std::fmt::Debug for Router {
@@ -139,7 +143,32 @@ impl Router {
             file,
             active: AtomicUsize::new(0),
             capacity: DEFAULT_CAPACITY,
+            foreign: None,
         })
+    }
+
+    /// The router for a server of `served`: when its calibration table was measured with
+    /// another model (style rule 21), `auto` does not run the table's rows but the
+    /// model-agnostic policy ([`Allocator::model_agnostic`]) and says why in its decision; a
+    /// warning is logged once here.
+    pub fn serving(mut self, served: &FittedModel) -> Self {
+        self.foreign = match &self.file.allocator.table.model {
+            Some(fitted) if !fitted.applies_to(served) => {
+                let why = format!(
+                    "the calibration table was measured with {fitted}, this server runs {served}"
+                );
+                tracing::warn!("`auto` runs its model-agnostic policy: {why}");
+                Some(why)
+            }
+            _ => None,
+        };
+        self
+    }
+
+    /// Why the calibration table does not apply to the served model, if it does not
+    /// ([`Router::serving`]).
+    pub fn table_foreign(&self) -> Option<&str> {
+        self.foreign.as_deref()
     }
 
     /// The encoder.
@@ -161,6 +190,9 @@ impl Router {
     /// count: as many as its calibration rows were measured with (0 when they differ), so
     /// that it runs the configuration that was measured.
     pub fn auto_shots(&self) -> usize {
+        if self.foreign.is_some() {
+            return 0;
+        }
         self.file.allocator.table.measured_shots().unwrap_or(0)
     }
 
@@ -202,13 +234,16 @@ impl Router {
             .classify(&[query])?
             .pop()
             .ok_or(RouterError::EmptyQuery)?;
-        let allocation = self.file.allocator.allocate_for(
-            &c.category.label,
-            &c.difficulty.label,
-            budget,
-            load,
-            verifier,
-        );
+        let allocation = match &self.foreign {
+            Some(why) => self.file.allocator.model_agnostic(budget, why),
+            None => self.file.allocator.allocate_for(
+                &c.category.label,
+                &c.difficulty.label,
+                budget,
+                load,
+                verifier,
+            ),
+        };
         Ok(Decision {
             category: c.category.label,
             category_probability: c.category.probability,

@@ -15,8 +15,11 @@
 //!    confidence (over full windows) falls below `s` is stopped at once.
 //! 3. Consensus stop: after the warm-up and after every chunk, the traces at or above `s`
 //!    vote, each weighted by its confidence; once the leader's share of the weight is at
-//!    least `consensus` (τ), the traces still running are stopped and the leader is the answer
-//!    (`consensus: null` turns the stop off).
+//!    least `consensus` (τ) and at least `consensus_min_votes` kept traces gave its answer, the
+//!    traces still running are stopped and the leader is the answer (`consensus: null` turns
+//!    the stop off). The vote count keeps a share of 1.0 over one or two finished traces — a
+//!    warm-up of three where two agree — from ending a search on no evidence; the paper's
+//!    hundreds of traces never meet that case.
 //!
 //! *Offline* (`mode: offline`): all `n` traces run to the end in one batch; the top
 //! `keep_percent` of them by `measure` (at least one) vote, each weighted by its confidence.
@@ -30,7 +33,8 @@
 //! 32, `max_tokens` 1024.
 //!
 //! **Parameters** ([`DeepConfParams`]): `mode`, `n`, `warmup`, `window`, `tail`, `measure`,
-//! `keep_percent`, `consensus`, `chunk_tokens`, `max_tokens`, `decoding`. Every trace has its
+//! `keep_percent`, `consensus`, `consensus_min_votes` (default 4), `chunk_tokens`,
+//! `max_tokens`, `decoding`. Every trace has its
 //! own draw id, so no two traces open alike.
 //!
 //! **Budget.** Warm-up (or offline: everything) is one batched call; then one call per chunk
@@ -97,6 +101,8 @@ pub struct DeepConfParams {
     pub keep_percent: f64,
     /// Stop once the leader holds this share of the weighted vote (online; `null`: never).
     pub consensus: Option<f64>,
+    /// ... and at least this many kept traces gave the leader's answer.
+    pub consensus_min_votes: usize,
     /// Tokens per lockstep chunk.
     pub chunk_tokens: usize,
     /// Most tokens per trace.
@@ -116,6 +122,7 @@ impl Default for DeepConfParams {
             measure: ConfidenceMeasure::LowestGroup,
             keep_percent: 90.0,
             consensus: Some(0.95),
+            consensus_min_votes: 4,
             chunk_tokens: 32,
             max_tokens: 1024,
             decoding: Decoding::default(),
@@ -162,6 +169,11 @@ impl DeepConf {
         if let Some(tau) = params.consensus {
             in_range("deepconf", "consensus", tau, 0.5, 1.0)?;
         }
+        positive(
+            "deepconf",
+            "consensus_min_votes",
+            params.consensus_min_votes,
+        )?;
         params.decoding.validate("deepconf")?;
         Ok(Self { params })
     }
@@ -193,18 +205,24 @@ impl DeepConf {
         ctx.release(b);
     }
 
-    /// The leader's share of the confidence-weighted vote of the kept traces.
-    fn leader_share(candidates: &[Candidate], kept: &[bool]) -> Option<f64> {
-        let vote = weighted_vote(
-            candidates
-                .iter()
-                .zip(kept)
-                .filter(|(_, k)| **k)
-                .filter_map(|(c, _)| Some((c.answer.as_deref()?, c.score? as f64))),
-        )?;
-        let total: f64 = vote.groups.iter().map(|g| g.1).sum();
-        let top = vote.groups.iter().map(|g| g.1).fold(0.0, f64::max);
-        (total > 0.0).then(|| top / total)
+    /// The leader's share of the confidence-weighted vote of the kept traces, and how many
+    /// kept traces gave its answer.
+    fn leader_share(candidates: &[Candidate], kept: &[bool]) -> Option<(f64, usize)> {
+        let votes: Vec<(&str, f64)> = candidates
+            .iter()
+            .zip(kept)
+            .filter(|(_, k)| **k)
+            .filter_map(|(c, _)| Some((c.answer.as_deref()?, c.score? as f64)))
+            .collect();
+        let vote = weighted_vote(votes.iter().copied())?;
+        // The same answers in the same order group alike, so the unweighted vote's group with
+        // the leader's representative is the leader's group.
+        let count = weighted_vote(votes.iter().map(|(a, _)| (*a, 1.0)))?
+            .groups
+            .iter()
+            .find(|g| g.0 == vote.answer)
+            .map_or(0, |g| g.1 as usize);
+        (vote.total > 0.0).then(|| (vote.support / vote.total, count))
     }
 
     async fn online(&self, ctx: &Context, root: &Branch) -> Result<Selection> {
@@ -230,8 +248,8 @@ impl DeepConf {
         };
         loop {
             let share = Self::leader_share(&ctx.candidates(), &kept);
-            if let (Some(share), Some(tau)) = (share, p.consensus) {
-                if share >= tau {
+            if let (Some((share, votes)), Some(tau)) = (share, p.consensus) {
+                if share >= tau && votes >= p.consensus_min_votes {
                     ctx.with_tree(|t| t.note(SearchTree::ROOT, "consensus", share));
                     for (_, b) in &active {
                         ctx.with_tree(|t| t.note(b.node, "stopped_consensus", true));

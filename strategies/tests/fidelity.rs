@@ -383,15 +383,25 @@ fn openings(out: &Outcome) -> Vec<String> {
 
 #[test]
 fn deepconf_online_stops_at_consensus() -> Result<(), StrategyError> {
-    let params = json!({"n": 8, "warmup": 3, "window": 8, "chunk_tokens": 8});
+    let params = json!({"n": 8, "warmup": 3, "window": 8, "chunk_tokens": 8,
+                        "consensus_min_votes": 3});
     let out = solve("deepconf", params, traces(|_| 4, |_| -0.1), None, 3)?;
     assert_eq!(out.answer.as_deref(), Some("4"));
     assert_eq!(
         out.candidates.len(),
         3,
-        "three agreeing warm-up traces are a consensus (share 1 ≥ τ = 0.95)"
+        "three agreeing warm-up traces are a consensus of three (share 1 ≥ τ = 0.95)"
     );
     assert!(note_f64(&out, SearchTree::ROOT, "consensus").is_some_and(|s| s >= 0.95));
+    // By default a consensus needs four agreeing votes: three warm-up traces do not stop it.
+    let params = json!({"n": 8, "warmup": 3, "window": 8, "chunk_tokens": 8});
+    let out = solve("deepconf", params, traces(|_| 4, |_| -0.1), None, 3)?;
+    assert_eq!(out.answer.as_deref(), Some("4"));
+    assert!(
+        out.candidates.len() >= 4,
+        "stopped on {} votes",
+        out.candidates.len()
+    );
     // Without the stop every trace runs.
     let params = json!({"n": 8, "warmup": 3, "window": 8, "chunk_tokens": 8, "consensus": null});
     let out = solve("deepconf", params, traces(|_| 4, |_| -0.1), None, 3)?;

@@ -31,6 +31,49 @@ pub fn calibrate(
     })
 }
 
+/// Each problem's difficulty bin by what a two-sample probe saw on it
+/// ([`ponder::router::ProbeBin::read`], the rule `auto`'s probe applies): the rows of a probe
+/// run (`self_consistency` of 2 with whole candidates recorded), keyed like the outcomes
+/// (problem id, and the seed when not 0). A row without two recorded candidates bins nothing.
+pub fn probe_bins(probe_rows: &[ResultRow], threshold: f32) -> BTreeMap<String, String> {
+    probe_rows
+        .iter()
+        .filter(|r| r.http_status.is_none() && r.candidates.len() == ponder::router::PROBE_SAMPLES)
+        .map(|r| {
+            let answers: Vec<Option<String>> =
+                r.candidates.iter().map(|c| c.answer.clone()).collect();
+            let finished: Vec<bool> = r.candidates.iter().map(|c| c.finished).collect();
+            let lowest: Vec<Option<f32>> = r
+                .candidates
+                .iter()
+                .map(|c| c.trace_confidence.as_ref().map(|t| t.lowest_group))
+                .collect();
+            let read = ponder::router::ProbeBin::read(&answers, &finished, &lowest, threshold);
+            (outcome_key(r), read.bin.name().to_string())
+        })
+        .collect()
+}
+
+/// [`calibrate_binned`] with each problem in the bin its probe row gives ([`probe_bins`]);
+/// problems the probe run has no row for are left out. The table says it is binned by the
+/// probe, so `auto` starts a query in `medium` and lets its probe move it.
+pub fn calibrate_by_probe(
+    rows: &[ResultRow],
+    source: &str,
+    bins: &BTreeMap<String, String>,
+) -> CalibrationTable {
+    let binned: Vec<ResultRow> = rows
+        .iter()
+        .filter(|r| bins.contains_key(&outcome_key(r)))
+        .cloned()
+        .collect();
+    let mut table = calibrate_binned(&binned, source, |r| {
+        bins.get(&outcome_key(r)).cloned().unwrap_or_default()
+    });
+    table.binned_by = ponder::router::BinnedBy::Probe;
+    table
+}
+
 /// The key a row's outcome is listed under: the problem id, and the seed when it is not 0.
 fn outcome_key(r: &ResultRow) -> String {
     if r.seed == 0 {
@@ -115,6 +158,7 @@ pub fn calibrate_binned(
         rows,
         problems,
         model: common_model(rows_in),
+        binned_by: ponder::router::BinnedBy::Level,
     }
 }
 
@@ -227,5 +271,90 @@ mod tests {
         );
         assert_eq!(table.rows.len(), 5, "the refused row is not counted");
         assert!(table.rows.iter().all(|r| r.source == "runs/x"));
+    }
+
+    fn candidate(
+        answer: &str,
+        finished: bool,
+        lowest: f32,
+    ) -> ponder::learned_verifier::LabelledCandidate {
+        ponder::learned_verifier::LabelledCandidate {
+            text: format!("so it is \\boxed{{{answer}}}"),
+            answer: Some(answer.into()),
+            correct: false,
+            tokens: 10,
+            finished,
+            trace_confidence: Some(ponder_verifiers::TraceConfidence {
+                mean: lowest,
+                lowest_group: lowest,
+                bottom_10: lowest,
+                tail: lowest,
+            }),
+        }
+    }
+
+    #[test]
+    fn a_probe_run_bins_problems_by_agreement_and_confidence() {
+        let probe = |id: &str, a: (&str, bool, f32), b: (&str, bool, f32)| ResultRow {
+            candidates: vec![candidate(a.0, a.1, a.2), candidate(b.0, b.1, b.2)],
+            ..crate::results::test_row(id)
+        };
+        let rows = [
+            probe("p-easy", ("4", true, 3.0), ("4.0", true, 3.1)),
+            probe("p-medium", ("4", true, 3.0), ("4", true, 1.0)),
+            probe("p-cut", ("4", false, 3.0), ("4", true, 3.0)),
+            probe("p-hard", ("4", true, 3.0), ("5", true, 3.0)),
+            // Slim rows (no candidates) bin nothing.
+            crate::results::test_row("p-slim"),
+        ];
+        let bins = probe_bins(&rows, 2.75);
+        let bin = |id: &str| bins.get(id).map(String::as_str);
+        assert_eq!(bin("p-easy"), Some("easy"));
+        assert_eq!(bin("p-medium"), Some("medium"), "agree, one unsure");
+        assert_eq!(bin("p-cut"), Some("medium"), "agree, one cut at its cap");
+        assert_eq!(bin("p-hard"), Some("hard"));
+        assert_eq!(bin("p-slim"), None);
+        // The grid's rows of binned problems land in their bins, with outcomes over each
+        // bin's problems; a problem the probe never saw is left out.
+        let grid: Vec<ResultRow> = ["p-easy", "p-hard", "p-medium", "p-unseen"]
+            .iter()
+            .map(|id| ResultRow {
+                correct: *id != "p-hard",
+                ..crate::results::test_row(id)
+            })
+            .collect();
+        let table = calibrate_by_probe(&grid, "test", &bins);
+        assert_eq!(table.binned_by, ponder::router::BinnedBy::Probe);
+        let difficulties: Vec<&str> = table.rows.iter().map(|r| r.difficulty.as_str()).collect();
+        assert_eq!(difficulties, ["easy", "hard", "medium"]);
+        assert_eq!(table.rows[1].outcomes.as_deref(), Some("0"));
+        assert_eq!(
+            table.problems.get("easy"),
+            Some(&vec!["p-easy".to_string()])
+        );
+    }
+
+    #[test]
+    fn outcomes_follow_the_bins_problem_list_and_only_complete_rows_have_them() {
+        let r = |id: &str, strategy: &str, correct: bool| ResultRow {
+            strategy: strategy.into(),
+            correct,
+            ..crate::results::test_row(id)
+        };
+        let rows = [
+            r("b", "x", true),
+            r("a", "x", false),
+            r("c", "x", true),
+            r("a", "y", true),
+        ];
+        let table = calibrate(&rows, "test", 2, 4);
+        assert_eq!(
+            table.problems.get("easy"),
+            Some(&vec!["a".to_string(), "b".to_string(), "c".to_string()])
+        );
+        let x = table.rows.iter().find(|r| r.strategy == "x");
+        assert_eq!(x.and_then(|r| r.outcomes.as_deref()), Some("011"));
+        let y = table.rows.iter().find(|r| r.strategy == "y");
+        assert_eq!(y.and_then(|r| r.outcomes.clone()), None, "y misses b and c");
     }
 }

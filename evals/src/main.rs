@@ -47,6 +47,14 @@ enum Command {
         /// Levels from this one are hard (between: medium).
         #[arg(long, default_value_t = 4)]
         hard_min_level: u32,
+        /// Bin each problem by what `auto`'s two-sample probe saw on it instead of by level:
+        /// the run directory of a probe run (self_consistency of 2, candidates recorded).
+        #[arg(long)]
+        bins_from: Option<PathBuf>,
+        /// With --bins-from: the lowest group confidence a probe sample needs to count as
+        /// confident (auto's `probe_confidence`).
+        #[arg(long, default_value_t = ponder::router::AutoParams::default().probe_confidence)]
+        probe_confidence: f32,
         /// Where to write the table.
         #[arg(long, default_value = "calibration.json")]
         out: PathBuf,
@@ -269,14 +277,32 @@ fn main() -> anyhow::Result<()> {
             out,
             easy_max_level,
             hard_min_level,
+            bins_from,
+            probe_confidence,
         } => {
             let rows = ponder_evals::read_rows(&dir)?;
-            let table = ponder_evals::calibrate(
-                &rows,
-                &dir.display().to_string(),
-                easy_max_level,
-                hard_min_level,
-            );
+            let table = match &bins_from {
+                Some(probe_dir) => {
+                    let probe = ponder_evals::read_rows(probe_dir)?;
+                    let bins = ponder_evals::calibrate::probe_bins(&probe, probe_confidence);
+                    anyhow::ensure!(
+                        !bins.is_empty(),
+                        "{}: no probe rows with two recorded candidates",
+                        probe_dir.display()
+                    );
+                    ponder_evals::calibrate::calibrate_by_probe(
+                        &rows,
+                        &dir.display().to_string(),
+                        &bins,
+                    )
+                }
+                None => ponder_evals::calibrate(
+                    &rows,
+                    &dir.display().to_string(),
+                    easy_max_level,
+                    hard_min_level,
+                ),
+            };
             std::fs::write(&out, serde_json::to_string_pretty(&table)?)
                 .with_context(|| format!("writing {}", out.display()))?;
             eprintln!(

@@ -592,6 +592,27 @@ mod tests {
     }
 
     #[test]
+    fn parameters_given_per_budget_scale_with_it() {
+        let mut setup = Setup::default();
+        setup.params.insert(
+            "self_consistency".into(),
+            serde_json::json!({"by_budget": {"1024": {"n": 4}, "2048": {"n": 8}}}),
+        );
+        assert_eq!(
+            setup.params_for("self_consistency", 1024),
+            serde_json::json!({"n": 4})
+        );
+        assert_eq!(
+            setup.params_for("self_consistency", 2048),
+            serde_json::json!({"n": 8})
+        );
+        assert!(
+            setup.params_for("self_consistency", 512).is_null(),
+            "an unnamed budget: the defaults"
+        );
+    }
+
+    #[test]
     fn the_harness_pins_autos_load_unless_told_otherwise() {
         let mut setup = Setup::default();
         assert!(setup.pin_load, "pinned by default");

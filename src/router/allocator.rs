@@ -94,6 +94,30 @@ pub struct CalibrationTable {
     /// recorded): a table applies to that model only ([`crate::router::FittedModel`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<super::FittedModel>,
+    /// What put each calibration problem in its difficulty bin.
+    #[serde(default, skip_serializing_if = "BinnedBy::is_level")]
+    pub binned_by: BinnedBy,
+}
+
+/// What put each calibration problem in its difficulty bin.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BinnedBy {
+    /// The dataset's level (`ponder-eval calibrate --easy-max-level …`); a query's bin is
+    /// the router's predicted difficulty until the probe says otherwise.
+    #[default]
+    Level,
+    /// What `auto`'s two-sample probe saw on the problem ([`super::ProbeBin`]): a signal that
+    /// transfers to problems of other sets, where a level predicted from the question's
+    /// embedding does not. A query starts in the `medium` bin (no evidence yet) and the probe
+    /// moves it.
+    Probe,
+}
+
+impl BinnedBy {
+    fn is_level(&self) -> bool {
+        *self == BinnedBy::Level
+    }
 }
 
 /// Per-sample token cap of the model-agnostic policy ([`Allocator::model_agnostic`]).

@@ -54,7 +54,7 @@ use ponder_strategies::{
 use ponder_verifiers::{equivalent, TraceConfidence};
 use serde::{Deserialize, Serialize};
 
-use super::allocator::{Allocation, CalibrationRow};
+use super::allocator::{Allocation, BinnedBy, CalibrationRow};
 use super::calibrate::with_width;
 use super::{Decision, Router, RouterError};
 
@@ -128,6 +128,74 @@ impl Allocated {
             probe: probe.into(),
             degraded: router["degraded"].as_bool() == Some(true),
         })
+    }
+}
+
+/// The difficulty bin two probe samples point to: both answered alike (math-equivalent
+/// answers), finished and confident (each trace's lowest group confidence at least the
+/// threshold) → `easy`; answered differently (or not at all) → `hard`; alike but not both
+/// confident → `medium`. One rule for `auto`'s probe and for binning calibration problems
+/// after the fact (`ponder-eval calibrate --bins-from`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProbeBin {
+    /// Agreeing and confident.
+    Easy,
+    /// Agreeing, not confident.
+    Medium,
+    /// Disagreeing.
+    Hard,
+}
+
+/// What a probe read: its bin and the two signals behind it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProbeRead {
+    /// The bin.
+    pub bin: ProbeBin,
+    /// Both samples have an answer and the answers are equivalent.
+    pub agree: bool,
+    /// Both finished and are at least as confident as the threshold.
+    pub confident: bool,
+}
+
+impl ProbeBin {
+    /// The bin's name, as the calibration table's difficulties spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            ProbeBin::Easy => "easy",
+            ProbeBin::Medium => "medium",
+            ProbeBin::Hard => "hard",
+        }
+    }
+
+    /// Reads [`PROBE_SAMPLES`] samples' answers, whether each finished and each one's lowest
+    /// group confidence, against `threshold`; fewer samples disagree.
+    pub fn read(
+        answers: &[Option<String>],
+        finished: &[bool],
+        lowest_group: &[Option<f32>],
+        threshold: f32,
+    ) -> ProbeRead {
+        let agree = answers.len() == PROBE_SAMPLES
+            && match (answers.first(), answers.get(1)) {
+                (Some(Some(a)), Some(Some(b))) => equivalent(a, b),
+                _ => false,
+            };
+        let confident = finished.len() == PROBE_SAMPLES
+            && finished.iter().all(|f| *f)
+            && lowest_group.len() == PROBE_SAMPLES
+            && lowest_group
+                .iter()
+                .all(|c| c.is_some_and(|c| c >= threshold));
+        let bin = match (agree, confident) {
+            (true, true) => ProbeBin::Easy,
+            (true, false) => ProbeBin::Medium,
+            (false, _) => ProbeBin::Hard,
+        };
+        ProbeRead {
+            bin,
+            agree,
+            confident,
+        }
     }
 }
 
@@ -263,22 +331,18 @@ impl Auto {
             .iter()
             .map(|b| TraceConfidence::summary(&b.confidences).map(|c| c.lowest_group))
             .collect();
-        let agree = answers.len() == PROBE_SAMPLES
-            && match (&answers[0], &answers[1]) {
-                (Some(a), Some(b)) => equivalent(a, b),
-                _ => false,
-            };
-        let confident = finished.len() == PROBE_SAMPLES
-            && finished.iter().all(|f| *f)
-            && lowest_group
-                .iter()
-                .all(|c| c.is_some_and(|c| c >= self.params.probe_confidence));
-        let bin = if agree && confident {
-            "easy".to_string()
-        } else if !agree {
-            "hard".to_string()
-        } else {
-            decision.difficulty.clone()
+        let read = ProbeBin::read(
+            &answers,
+            &finished,
+            &lowest_group,
+            self.params.probe_confidence,
+        );
+        let (agree, confident) = (read.agree, read.confident);
+        let bin = match (read.bin, self.router.file().allocator.table.binned_by) {
+            // Agreeing but unsure says nothing more than the level the router predicted,
+            // unless the table's bins are the probe's own.
+            (ProbeBin::Medium, BinnedBy::Level) => decision.difficulty.clone(),
+            (bin, _) => bin.name().to_string(),
         };
         let predicted_bin = decision
             .allocation

@@ -34,10 +34,12 @@ use std::time::Instant;
 use serde::Serialize;
 
 pub use crate::models::FittedModel;
-pub use allocator::{Allocation, Allocator, AllocatorConfig, CalibrationRow, CalibrationTable};
+pub use allocator::{
+    Allocation, Allocator, AllocatorConfig, BinnedBy, CalibrationRow, CalibrationTable,
+};
 pub use auto::{
-    register_auto, registry_with_auto, Allocated, Auto, AutoParams, ProbeReport,
-    DIRECT_SYSTEM_PROMPT, PROBE_SAMPLES,
+    register_auto, registry_with_auto, Allocated, Auto, AutoParams, ProbeBin, ProbeRead,
+    ProbeReport, DIRECT_SYSTEM_PROMPT, PROBE_SAMPLES,
 };
 pub use classifier::{Classifier, Confusion, Head, Prediction, TrainOptions};
 pub use embed::{cosine, Embedder, Embedding};
@@ -236,13 +238,16 @@ impl Router {
             .ok_or(RouterError::EmptyQuery)?;
         let allocation = match &self.foreign {
             Some(why) => self.file.allocator.model_agnostic(budget, why),
-            None => self.file.allocator.allocate_for(
-                &c.category.label,
-                &c.difficulty.label,
-                budget,
-                load,
-                verifier,
-            ),
+            None => {
+                // A probe-binned table has no bin for a query before its probe: `medium`.
+                let bin = match self.file.allocator.table.binned_by {
+                    BinnedBy::Probe => ProbeBin::Medium.name(),
+                    BinnedBy::Level => c.difficulty.label.as_str(),
+                };
+                self.file
+                    .allocator
+                    .allocate_for(&c.category.label, bin, budget, load, verifier)
+            }
         };
         Ok(Decision {
             category: c.category.label,

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Step 17's calibration grid, on fit problems only (`ponder::roles`): the configurations `auto`
+# may run, each scaling with the budget (its N grows from 1,024 to 2,048 tokens), on 500 GSM8K
+# train fit problems and 500 ASDiv fit problems (a fixed shuffle, seed 17), seed 0, in-process on
+# the default model, with the worked-example setting validation chose
+# (evals/examples/validation-shots/compare.md; SHOTS below), without a verifier; rows are slim
+# (answers, scores and spend: --without-candidates) so they can be committed.
+#
+# Then `probe` runs the two-sample probe `auto` draws (self-consistency of 2 at 256 tokens) on
+# the same problems: its agreement and confidence bin every fit problem after the fact
+# (`ponder-eval calibrate --bins-from`), and `calibrate` writes the table with each row's
+# per-problem outcomes, which the allocator's paired non-inferiority test reads.
+#
+# Every step is resumable (rows are appended as items finish; a rerun skips them).
+#
+# Usage: bash evals/examples/fit-calibration/run.sh [grid|probe|calibrate] (default: all)
+#   PONDER_EVAL      the harness binary (default: ponder-eval on PATH)
+#   PONDER_DATASETS  the public benchmark files (default: ../shared/datasets beside the checkout)
+#   BUDGETS          default "1024 2048";  LIMIT  problems per set (default 500)
+#   CONCURRENCY      items in flight (default 8; results do not depend on it)
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(cd "$here/../../.." && pwd)
+eval_bin=${PONDER_EVAL:-ponder-eval}
+datasets=${PONDER_DATASETS:-$root/../shared/datasets}
+pool=$root/data/exemplars/gsm8k.json
+shots=(--shots "${SHOTS:-2}" --shots-from "$pool")
+strategies=self_consistency,best_of_n,weighted_best_of_n,deepconf,answer_convergence,adaptive_parallel,beam_search,ab_mcts
+
+# Per budget, each configuration's parameters: N (or its width) doubles with the budget.
+params=$(cat <<'JSON'
+{
+  "self_consistency": {"by_budget": {"1024": {"n": 4, "max_tokens": 256},
+                                     "2048": {"n": 8, "max_tokens": 256}}},
+  "best_of_n": {"by_budget": {"1024": {"n": 4, "max_tokens": 256},
+                              "2048": {"n": 8, "max_tokens": 256}}},
+  "weighted_best_of_n": {"by_budget": {"1024": {"n": 4, "max_tokens": 256},
+                                       "2048": {"n": 8, "max_tokens": 256}}},
+  "deepconf": {"by_budget": {"1024": {"n": 4, "warmup": 2, "max_tokens": 256},
+                             "2048": {"n": 8, "warmup": 3, "max_tokens": 256}}},
+  "answer_convergence": {"by_budget": {"1024": {"n": 1}, "2048": {"n": 2}}},
+  "adaptive_parallel": {"by_budget": {"1024": {"initial": 2, "grow": 4, "max_n": 4, "max_tokens": 256},
+                                      "2048": {"initial": 4, "grow": 8, "max_n": 8, "max_tokens": 256}}},
+  "beam_search": {"by_budget": {"1024": {"n": 4, "width": 2}, "2048": {"n": 8, "width": 2}}},
+  "ab_mcts": {"by_budget": {"1024": {"iterations": 2, "batch": 2, "max_tokens": 256},
+                            "2048": {"iterations": 4, "batch": 2, "max_tokens": 256}}}
+}
+JSON
+)
+
+# each STRATEGIES BUDGET DIR [more ponder-eval run arguments]: both fit sets
+each() {
+  local strategies=$1 budget=$2 dir=$3
+  shift 3
+  for set in gsm8k_train asdiv; do
+    "$eval_bin" run --dataset "$datasets/$set.jsonl" --role fit --shuffle-seed 17 \
+      --limit "${LIMIT:-500}" --strategies "$strategies" --budgets "$budget" --seeds 0 \
+      --concurrency "${CONCURRENCY:-8}" --out "$here/$dir" "$@"
+  done
+}
+
+what=${1:-all}
+case $what in grid | all)
+  for budget in ${BUDGETS:-1024 2048}; do
+    each "$strategies" "$budget" grid --params "$params" "${shots[@]}" --without-candidates
+  done
+  ;;
+esac
+case $what in probe | all)
+  each self_consistency 2048 probe --params '{"self_consistency": {"n": 2, "max_tokens": 256}}' \
+    "${shots[@]}"
+  ;;
+esac
+case $what in calibrate | all)
+  "$eval_bin" calibrate "$here/grid" --bins-from "$here/probe" --out "$here/calibration.json"
+  ;;
+esac

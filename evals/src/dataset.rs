@@ -23,7 +23,8 @@ use ponder::roles::{role_of, Role};
 /// the question a search is asked (`ponder_strategies::Problem`, which has no answer).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EvalProblem {
-    /// Stable id (from the file, else `line-N`).
+    /// Stable id (from the file, else `line-N`, or `<file name>:line-N` for a file read by
+    /// [`load`], so the rows of two id-less files never share a key on resume).
     pub id: String,
     /// The question.
     pub problem: String,
@@ -195,6 +196,16 @@ pub fn record(
     line: usize,
     fields: &Fields,
 ) -> std::result::Result<EvalProblem, String> {
+    record_in(value, line, fields, None)
+}
+
+/// [`record`], an id-less record's id prefixed with `file` (`<file>:line-N`).
+fn record_in(
+    value: &Value,
+    line: usize,
+    fields: &Fields,
+    file: Option<&str>,
+) -> std::result::Result<EvalProblem, String> {
     let obj = value.as_object().ok_or("not a JSON object")?;
     let problem = first(obj, &fields.problem).ok_or_else(|| {
         format!(
@@ -218,7 +229,10 @@ pub fn record(
         }
     };
     Ok(EvalProblem {
-        id: first(obj, &fields.id).unwrap_or_else(|| format!("line-{line}")),
+        id: first(obj, &fields.id).unwrap_or_else(|| match file {
+            Some(file) => format!("{file}:line-{line}"),
+            None => format!("line-{line}"),
+        }),
         problem,
         answer,
         level: first(obj, &fields.level).and_then(|l| parse_level(&l)),
@@ -233,11 +247,17 @@ pub fn load(path: &Path, opts: &DatasetOptions) -> Result<Dataset> {
         path: path.display().to_string(),
         reason: e.to_string(),
     })?;
-    parse(&body, opts)
+    let file = path.file_name().map(|n| n.to_string_lossy().into_owned());
+    parse_in(&body, opts, file.as_deref())
 }
 
 /// Parses a dataset's text and selects.
 pub fn parse(body: &str, opts: &DatasetOptions) -> Result<Dataset> {
+    parse_in(body, opts, None)
+}
+
+/// [`parse`], id-less records named after `file` ([`record_in`]).
+fn parse_in(body: &str, opts: &DatasetOptions, file: Option<&str>) -> Result<Dataset> {
     let mut records: Vec<(usize, std::result::Result<Value, String>)> = Vec::new();
     if body.trim_start().starts_with('[') {
         let values: Vec<Value> =
@@ -257,7 +277,7 @@ pub fn parse(body: &str, opts: &DatasetOptions) -> Result<Dataset> {
     let mut problems = Vec::new();
     let mut skipped = Vec::new();
     for (line, value) in records {
-        match value.and_then(|v| record(&v, line, &opts.fields)) {
+        match value.and_then(|v| record_in(&v, line, &opts.fields, file)) {
             Ok(p) => problems.push(p),
             Err(reason) if opts.strict => return Err(EvalError::Record { line, reason }),
             Err(reason) => {
@@ -317,6 +337,24 @@ mod tests {
         )?;
         assert_eq!(d.problems[0].answer, "4");
         assert_eq!(d.problems[0].id, "line-1");
+        // Read from a file, an id-less record is named after it: two files' first lines
+        // are two items on resume, not one.
+        let dir = tempfile::tempdir()?;
+        for name in ["a.jsonl", "b.jsonl"] {
+            std::fs::write(dir.path().join(name), gsm)?;
+        }
+        let opts = DatasetOptions {
+            fields: Preset::Gsm8k.fields(),
+            ..DatasetOptions::default()
+        };
+        assert_eq!(
+            load(&dir.path().join("a.jsonl"), &opts)?.problems[0].id,
+            "a.jsonl:line-1"
+        );
+        assert_eq!(
+            load(&dir.path().join("b.jsonl"), &opts)?.problems[0].id,
+            "b.jsonl:line-1"
+        );
         let aime = r#"[{"ID": "2024-I-1", "Problem": "Find n.", "Answer": 204}]"#;
         let d = parse(
             aime,

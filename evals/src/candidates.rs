@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 
 use ponder::learned_verifier::CandidateGroup;
-use ponder::split::{split_of, Split};
+use ponder::split::Split;
 
 use crate::dataset::EvalProblem;
 use crate::results::ResultRow;
@@ -26,6 +26,8 @@ pub struct Export {
 }
 
 /// Builds candidate groups from `rows`, keeping only problems on `split` (all with `None`).
+/// A public benchmark problem is on the train side only in the fit role
+/// ([`ponder::roles::may_fit`]); validation and report problems are held out.
 pub fn export(rows: &[ResultRow], problems: &[EvalProblem], split: Option<Split>) -> Export {
     let questions: HashMap<&str, &str> = problems
         .iter()
@@ -33,7 +35,11 @@ pub fn export(rows: &[ResultRow], problems: &[EvalProblem], split: Option<Split>
         .collect();
     let mut out = Export::default();
     for row in rows {
-        let side = split_of(&row.problem_id);
+        let side = if ponder::roles::may_fit(&row.problem_id) {
+            Split::Train
+        } else {
+            Split::HeldOut
+        };
         if split.is_some_and(|s| s != side) {
             continue;
         }
@@ -96,8 +102,9 @@ mod tests {
 
     #[test]
     fn groups_carry_the_question_the_labels_and_the_split_of_the_id() {
-        // Pinned in ponder::split's tests: 1265 is train, 572 held out.
-        let (train_id, held_id) = ("test/algebra/1265.json", "test/number_theory/572.json");
+        // Ids of no public set split by their hash: p0 is train (bucket 73), p4 held out
+        // (29); a public problem is train only in the fit role.
+        let (train_id, held_id) = ("p0", "p4");
         let rows = vec![
             row(train_id, 3),
             row(held_id, 2),
@@ -120,5 +127,9 @@ mod tests {
         let held = export(&rows, &problems, Some(Split::HeldOut));
         assert_eq!(held.groups.len(), 1);
         assert_eq!(held.groups[0].problem_id, held_id);
+        // MATH-500's train/held-out bucket says nothing: it is a report set.
+        let math = "test/algebra/1265.json";
+        let public = export(&[row(math, 2)], &[problem(math)], None);
+        assert_eq!(public.groups[0].split, Split::HeldOut);
     }
 }

@@ -79,9 +79,13 @@ pub fn train(
     heldout: Option<(&[CandidateGroup], &str)>,
     options: FitOptions,
 ) -> Result<OutcomeModel> {
-    if let Some(g) = train_groups.iter().find(|g| g.split != Split::Train) {
+    if let Some(g) = train_groups
+        .iter()
+        .find(|g| g.split != Split::Train || !crate::roles::may_fit(&g.problem_id))
+    {
         return Err(LearnedVerifierError::Training(format!(
-            "{train_name}: problem {} is on the held-out split; train only on the train split",
+            "{train_name}: problem {} may not be fitted on (held out, or a public problem \
+             outside the fit role); train only on fit problems",
             g.problem_id
         )));
     }
@@ -406,8 +410,29 @@ mod tests {
         )
         .expect_err("held out");
         assert!(
-            e.to_string().contains("problem h is on the held-out split"),
+            e.to_string().contains("problem h may not be fitted on"),
             "{e}"
         );
+        // A public problem outside the fit role is refused even when marked train.
+        let validation = (0..200)
+            .map(|i| format!("gsm8k-train-{i:04}"))
+            .find(|id| crate::roles::role_of(id) == Some(crate::roles::Role::Validation))
+            .unwrap_or_default();
+        let group = CandidateGroup {
+            problem_id: validation.clone(),
+            question: "q".into(),
+            gold: "1".into(),
+            split: Split::Train,
+            candidates: Vec::new(),
+        };
+        let e = train(
+            &Featurizer::new(FeatureSet::Scalar, None),
+            &[group],
+            "set.jsonl",
+            None,
+            FitOptions::default(),
+        )
+        .expect_err("a validation problem");
+        assert!(e.to_string().contains(&validation), "{e}");
     }
 }

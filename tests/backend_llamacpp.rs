@@ -140,26 +140,37 @@ async fn forward(
     State(p): State<Arc<Proxy>>,
     uri: axum::http::Uri,
     Json(body): Json<Value>,
-) -> Result<Json<Value>, axum::http::StatusCode> {
+) -> Result<axum::response::Response, axum::http::StatusCode> {
+    use axum::response::IntoResponse;
     // A dead upstream (the failover check kills one) is a 502, as a real proxy answers.
     let bad_gateway = |_| axum::http::StatusCode::BAD_GATEWAY;
-    let v: Value = p
+    let r = p
         .client
         .post(format!("{}{}", p.upstream, uri.path()))
         .json(&body)
         .send()
         .await
-        .map_err(bad_gateway)?
-        .json()
-        .await
         .map_err(bad_gateway)?;
+    let content_type = r.headers().get(axum::http::header::CONTENT_TYPE).cloned();
+    let bytes = r.bytes().await.map_err(bad_gateway)?;
+    // A stream (Ponder asks for one first) is passed on whole: llama-cpp-python's carries no
+    // usage, and Ponder, finding none, asks again without streaming and charges that reply.
+    let Ok(v) = serde_json::from_slice::<Value>(&bytes) else {
+        let mut response = bytes.into_response();
+        if let Some(t) = content_type {
+            response
+                .headers_mut()
+                .insert(axum::http::header::CONTENT_TYPE, t);
+        }
+        return Ok(response);
+    };
     if let Some(n) = v
         .pointer("/usage/completion_tokens")
         .and_then(Value::as_u64)
     {
         p.completion_tokens.fetch_add(n, Ordering::Relaxed);
     }
-    Ok(Json(v))
+    Ok(Json(v).into_response())
 }
 
 fn proxy(rt: &tokio::runtime::Runtime, upstream: &str) -> (String, Arc<Proxy>) {

@@ -346,7 +346,9 @@ async fn direct(
                     yield Ok(data(&env.chunk(i, Some(delta.as_deref().unwrap_or("")), false, logprobs, None)));
                 }
                 if finished {
-                    yield Ok(data(&env.chunk(i, None, false, None, choice.finish_reason())));
+                    let stop = choice.cut(&run.stops).1;
+                    let last = env.chunk(i, None, false, None, choice.finish_reason());
+                    yield Ok(data(&last.with_stop_reason(stop)));
                 }
             }
             match result {

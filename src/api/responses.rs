@@ -239,6 +239,9 @@ pub(crate) struct ChatChunkChoice {
     /// Logprobs of the new tokens, when asked for.
     #[schema(value_type = Option<super::types::ChatLogprobs>)]
     pub(crate) logprobs: Option<Logprobs>,
+    /// In the last chunk, the stop string that ended the choice, if one did (vLLM's field).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) stop_reason: Option<String>,
 }
 
 /// One choice's part of a text chunk.
@@ -251,6 +254,10 @@ pub(crate) struct TextChunkChoice {
     /// Logprobs of the new tokens, when asked for.
     #[schema(value_type = Option<super::types::TextLogprobs>)]
     pub(crate) logprobs: Option<Logprobs>,
+    /// In the last chunk, the stop string that ended the choice, if one did (vLLM's field; a
+    /// Ponder in front reads it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) stop_reason: Option<String>,
     /// New text.
     pub(crate) text: String,
 }
@@ -315,6 +322,22 @@ impl CompletionChunk {
         match &mut self {
             Self::Chat(c) => c.ponder = Some(field),
             Self::Text(c) => c.ponder = Some(field),
+        }
+        self
+    }
+
+    /// The chunk with its choices' `stop_reason` set.
+    pub(crate) fn with_stop_reason(mut self, stop: Option<&str>) -> Self {
+        let stop = stop.map(str::to_string);
+        match &mut self {
+            Self::Chat(c) => c
+                .choices
+                .iter_mut()
+                .for_each(|x| x.stop_reason.clone_from(&stop)),
+            Self::Text(c) => c
+                .choices
+                .iter_mut()
+                .for_each(|x| x.stop_reason.clone_from(&stop)),
         }
         self
     }

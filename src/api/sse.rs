@@ -89,11 +89,13 @@ impl Envelope {
                 finish_reason: finish,
                 index,
                 logprobs,
+                stop_reason: None,
             }),
             CompletionChunk::Text(c) => c.choices.push(TextChunkChoice {
                 finish_reason: finish,
                 index,
                 logprobs,
+                stop_reason: None,
                 text: text.unwrap_or("").to_string(),
             }),
         }

@@ -10,7 +10,11 @@
 //! because each branch has its own seed and many servers reject or ignore per-choice seeds —
 //! and all branches of a call run concurrently. Every field sent stays inside each engine's
 //! own request model ([`wire`]: seeds masked to int64, at most 20 logprobs). Each engine's way
-//! of saying which stop string ended a step is read by [`response`].
+//! of saying which stop string ended a step is read by [`response`]. Calls stream where the
+//! backend's stream carries the usage ([`stream`]); one cut or idle past the idle timeout is
+//! continued on another backend from the text it delivered, charged once (`pool::call`). The
+//! client request's `traceparent` and `x-request-id` go with every call
+//! ([`RemoteGenerator::with_headers`]).
 //!
 //! Accounting is in the backend's tokens: generated tokens are its `usage.completion_tokens`;
 //! a prompt's length is counted by the backend tokenizer (`--backend-tokenizer`, else the
@@ -27,6 +31,7 @@
 mod format;
 mod pool;
 mod response;
+mod stream;
 mod wire;
 
 use std::collections::HashMap;
@@ -39,6 +44,7 @@ use ponder_strategies::{
     Cost, ExtendRequest, Extension, Generator, GeneratorError, Prompt, Result, SeqHandle, StopKind,
     Stops, StrategyError, Turn,
 };
+use reqwest::header::{HeaderMap, HeaderName};
 
 pub use format::{chatml, BackendFormat, FormatError};
 pub use pool::{affinity_key, BackendKeys, RemoteOptions, RemotePool, Secret};
@@ -62,7 +68,13 @@ pub struct RemoteGenerator {
     pool: Arc<RemotePool>,
     seqs: Mutex<HashMap<u64, RemoteSeq>>,
     next: AtomicU64,
+    /// Sent with every backend call (the client request's trace headers).
+    headers: HeaderMap,
 }
+
+/// The headers of a client's request passed on to the backends: W3C trace context and the
+/// request id, so a backend's logs and traces join the request's.
+const FORWARDED_HEADERS: [&str; 3] = ["traceparent", "tracestate", "x-request-id"];
 
 impl RemoteGenerator {
     /// A generator for one request over `pool`.
@@ -71,7 +83,19 @@ impl RemoteGenerator {
             pool,
             seqs: Mutex::new(HashMap::new()),
             next: AtomicU64::new(1),
+            headers: HeaderMap::new(),
         }
+    }
+
+    /// Sends those of `headers` named in [`FORWARDED_HEADERS`] with every backend call.
+    pub fn with_headers(mut self, headers: &HeaderMap) -> Self {
+        for name in FORWARDED_HEADERS {
+            let name = HeaderName::from_static(name);
+            if let Some(v) = headers.get(&name) {
+                self.headers.insert(name, v.clone());
+            }
+        }
+        self
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, RemoteSeq>> {
@@ -117,7 +141,7 @@ impl RemoteGenerator {
         if let Some(n) = self.pool.opts.format.as_ref().and_then(|f| f.count(text)) {
             return n;
         }
-        match self.pool.tokenize(key, text).await {
+        match self.pool.tokenize(key, text, &self.headers).await {
             Some(n) => n,
             None => text.len(),
         }
@@ -138,21 +162,20 @@ impl RemoteGenerator {
             });
         }
         let stops = Stops::new(&req.stop);
-        let body = wire::Completion {
+        let call = wire::Completion {
             model: &self.pool.opts.model,
             prompt: &seq.text,
             max_tokens,
             sampling: &req.sampling,
             logits: &req.logits,
             stops: &stops,
-            stream: false,
-        }
-        .body();
-        let v = self
+            // The pool streams where the backend's stream serves (`pool::call`).
+            stream: true,
+        };
+        let c = self
             .pool
-            .post_json(seq.affinity, "/v1/completions", &body)
+            .complete(seq.affinity, call, &self.headers)
             .await?;
-        let c = response::parse(&v, &stops)?;
         let prompt_tokens = c.prompt_tokens.unwrap_or(seq.tokens as u64);
         let generated = match c.completion_tokens {
             Some(n) => n,

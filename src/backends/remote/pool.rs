@@ -7,16 +7,19 @@
 //! `DefaultHasher`), so every Ponder replica — whatever its version or build — sends the
 //! branches of one problem to the same backend, where their prefix is cached.
 //!
-//! A failed call (connection error, 5xx, 429) marks that backend down for a cool-down — at
-//! least as long as its `Retry-After` — and is retried on the next backend in the key's order
-//! after a jittered exponential backoff (full jitter between half and all of the step, so
-//! replicas that failed together do not retry together), never sooner than `Retry-After`.
-//! A 4xx other than 429 is the request's fault and is not retried.
+//! A failed call (connection error, 5xx, 429, a stream idle past `--backend-idle-timeout` or
+//! cut) marks that backend down for a cool-down — at least as long as its `Retry-After` — and
+//! is retried on the next backend in the key's order after a jittered exponential backoff (full
+//! jitter between half and all of the step, so replicas that failed together do not retry
+//! together), never sooner than `Retry-After`. A 4xx other than 429 is the request's fault and
+//! is not retried. How one call streams, fails over and resumes is `pool/call.rs`'s.
 //!
 //! TLS is rustls (Mozilla's roots, plus a CA given with `--backend-ca`). API keys are sent as
 //! `Authorization: Bearer` headers marked sensitive; [`Secret`] never prints its value, and no
 //! error or log line carries a key (URLs with user:password are refused).
 #![deny(clippy::indexing_slicing)]
+
+mod call;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -30,11 +33,9 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 use rand::Rng;
-use reqwest::header::{HeaderValue, AUTHORIZATION, RETRY_AFTER};
+use reqwest::header::{HeaderMap, HeaderValue, AUTHORIZATION, RETRY_AFTER};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
-
-use ponder_strategies::GeneratorError;
 
 use super::format::BackendFormat;
 
@@ -213,9 +214,38 @@ struct Backend {
     key: Option<Secret>,
     auth: Option<HeaderValue>,
     down_until: Mutex<Option<Instant>>,
+    /// Whether its completions are streamed: [`STREAM_UNKNOWN`] until a stream ends with its
+    /// usage ([`STREAM_YES`]) or without ([`STREAM_NO`], for good).
+    stream: AtomicU8,
 }
 
+/// A backend not yet streamed to.
+const STREAM_UNKNOWN: u8 = 0;
+/// A backend whose streams carry the usage.
+const STREAM_YES: u8 = 1;
+/// A backend whose streams lack the usage (llama-cpp-python): asked without streaming.
+const STREAM_NO: u8 = 2;
+
 impl Backend {
+    /// Whether to ask it for a stream.
+    fn streams(&self) -> bool {
+        self.stream.load(Ordering::Relaxed) != STREAM_NO
+    }
+
+    /// Records what its stream carried; a backend once found lacking stays unstreamed.
+    fn stream_has_usage(&self, yes: bool) {
+        if yes {
+            let _ = self.stream.compare_exchange(
+                STREAM_UNKNOWN,
+                STREAM_YES,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            );
+        } else {
+            self.stream.store(STREAM_NO, Ordering::Relaxed);
+        }
+    }
+
     fn healthy(&self) -> bool {
         self.down_until
             .lock()
@@ -363,6 +393,7 @@ impl RemotePool {
                 key,
                 auth,
                 down_until: Mutex::new(None),
+                stream: AtomicU8::new(STREAM_UNKNOWN),
             });
         }
         Ok(Self {
@@ -471,8 +502,9 @@ impl RemotePool {
     }
 
     /// Counts `text`'s tokens on the backend that `key` routes to (`/tokenize`, or
-    /// llama-cpp-python's `/extras/tokenize`); `None` when the backends offer neither.
-    pub async fn tokenize(&self, key: u64, text: &str) -> Option<usize> {
+    /// llama-cpp-python's `/extras/tokenize`), sending `headers` too (a request's
+    /// `traceparent`); `None` when the backends offer neither.
+    pub async fn tokenize(&self, key: u64, text: &str, headers: &HeaderMap) -> Option<usize> {
         let known = self.tokenize.load(Ordering::Relaxed);
         if known == TOKENIZE_NONE {
             return None;
@@ -494,7 +526,8 @@ impl RemotePool {
                 .unwrap_or_default(),
         };
         for (i, path) in candidates {
-            let Ok(r) = self.post(b, path).json(&body).send().await else {
+            let request = self.post(b, path).headers(headers.clone()).json(&body);
+            let Ok(r) = request.send().await else {
                 return None;
             };
             if !r.status().is_success() {
@@ -517,86 +550,6 @@ impl RemotePool {
             self.tokenize.store(TOKENIZE_NONE, Ordering::Relaxed);
         }
         None
-    }
-
-    /// POSTs `body` to `path` (`/v1/completions`), with failover along `key`'s order, jittered
-    /// backoff and `Retry-After`.
-    pub(super) async fn post_json(
-        &self,
-        key: u64,
-        path: &str,
-        body: &Value,
-    ) -> Result<Value, GeneratorError> {
-        let order = self.order(key);
-        let mut last = String::new();
-        let mut step = self.opts.backoff;
-        let mut wait_at_least = Duration::ZERO;
-        for (attempt, b) in (0..=self.opts.retries).zip(order.iter().cycle()) {
-            if attempt > 0 {
-                tokio::time::sleep(jittered(step).max(wait_at_least)).await;
-                step *= 2;
-                wait_at_least = Duration::ZERO;
-            }
-            let started = Instant::now();
-            match self.post(b, path).json(body).send().await {
-                Ok(r) if r.status().is_success() => match r.json::<Value>().await {
-                    Ok(v) => {
-                        self.set_up(b, true);
-                        self.count(b, "ok");
-                        self.metrics
-                            .latency
-                            .get_or_create(&BackendLabels {
-                                backend: b.base.clone(),
-                            })
-                            .observe(started.elapsed().as_secs_f64());
-                        return Ok(v);
-                    }
-                    Err(e) => {
-                        b.mark_down(self.opts.cooldown);
-                        self.set_up(b, false);
-                        self.count(b, "error");
-                        last = format!("{}: unreadable response: {e}", b.base);
-                    }
-                },
-                Ok(r) if r.status().is_server_error() || r.status().as_u16() == 429 => {
-                    let after = retry_after(&r)
-                        .unwrap_or(Duration::ZERO)
-                        .min(self.opts.idle_timeout);
-                    wait_at_least = after;
-                    b.mark_down(self.opts.cooldown.max(after));
-                    self.set_up(b, false);
-                    let throttled = r.status().as_u16() == 429;
-                    self.count(b, if throttled { "throttled" } else { "error" });
-                    last = format!("{}: HTTP {}", b.base, r.status());
-                }
-                Ok(r) => {
-                    // A 4xx is the request's fault: another backend would refuse it too.
-                    self.count(b, "refused");
-                    let status = r.status();
-                    let mut text: String = r.text().await.unwrap_or_default();
-                    // A backend may echo the key it refused: never pass it on.
-                    if let Some(Secret(k)) = &b.key {
-                        text = text.replace(k.as_str(), "<redacted>");
-                    }
-                    let text: String = text.chars().take(500).collect();
-                    return Err(GeneratorError::Refused {
-                        backend: b.base.clone(),
-                        status: status.as_u16(),
-                        body: text,
-                    });
-                }
-                Err(e) => {
-                    b.mark_down(self.opts.cooldown);
-                    self.set_up(b, false);
-                    self.count(b, "error");
-                    last = format!("{}: {}", b.base, e.without_url());
-                }
-            }
-        }
-        Err(GeneratorError::Unavailable {
-            attempts: self.opts.retries + 1,
-            last,
-        })
     }
 }
 

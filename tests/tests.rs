@@ -17,6 +17,7 @@ mod custom_strategy;
 mod auth;
 mod backend_engines;
 mod backend_llamacpp;
+mod backend_stream;
 mod backend_wire;
 mod bad_input;
 mod cli;

@@ -134,12 +134,15 @@ impl AppState {
         Ok(pool.nearest(question, k)?)
     }
 
-    /// A generator for one request: over the remote backends when there are any, else local
-    /// (reporting inter-token latencies to the metrics); either way traced per call.
+    /// A generator for one request: over the remote backends when there are any (passing on
+    /// the request's id and trace context, [`trace::forwarded`]), else local (reporting
+    /// inter-token latencies to the metrics); either way traced per call.
     /// (`ServerBuilder` only builds states with a runtime, a pool or both.)
     fn generator(&self) -> Result<Arc<dyn Generator>, AppError> {
         let inner: Arc<dyn Generator> = match (&self.remote, &self.runtime) {
-            (Some(pool), _) => Arc::new(RemoteGenerator::new(Arc::clone(pool))),
+            (Some(pool), _) => {
+                Arc::new(RemoteGenerator::new(Arc::clone(pool)).with_headers(&trace::forwarded()))
+            }
             (None, Some(runtime)) => {
                 let metrics = Arc::clone(&self.metrics);
                 let on_token = InterToken(Arc::new(move |d: std::time::Duration| {

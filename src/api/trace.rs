@@ -5,14 +5,17 @@
 //! child spans: the search (`search`), each `extend` of the generator port (`extend`), and on
 //! the executor thread each sequence (`sequence`, see `engine::executor`), so one id ties an HTTP
 //! request to its search, its model calls and its executor sequences (the way vLLM and TGI
-//! thread a request id through their logs).
+//! thread a request id through their logs). The id and the client's W3C trace context
+//! (`traceparent`, `tracestate`) go on to the backends: the middleware holds them in a
+//! task-local for the handler's life, and [`super::AppState`]'s generator for the request
+//! sends them with every backend call.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use axum::extract::{MatchedPath, Request};
-use axum::http::{HeaderName, HeaderValue, Response};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Response};
 use axum::middleware::Next;
 use ponder_strategies::{
     CostTally, ExtendRequest, Extension, Generator, PieceSender, Prompt, Result as StrategyResult,
@@ -27,6 +30,17 @@ pub(crate) const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id"
 
 /// Longest client-sent id kept (longer ones are replaced by a fresh id).
 const MAX_ID_LEN: usize = 128;
+
+tokio::task_local! {
+    /// The headers of the request being handled that go on to the backends.
+    static FORWARDED: HeaderMap;
+}
+
+/// The headers a backend call made for the request being handled carries: its id and the
+/// client's trace context (none outside a request).
+pub(crate) fn forwarded() -> HeaderMap {
+    FORWARDED.try_with(HeaderMap::clone).unwrap_or_default()
+}
 
 /// A request's id, in its extensions.
 #[derive(Debug, Clone)]
@@ -58,7 +72,14 @@ fn id_of(req: &Request) -> HeaderValue {
 pub(crate) async fn request_id(mut req: Request, next: Next) -> axum::response::Response {
     let id = id_of(&req);
     req.extensions_mut().insert(RequestId(id.clone()));
-    let mut response = next.run(req).await;
+    let mut forward = HeaderMap::new();
+    forward.insert(REQUEST_ID, id.clone());
+    for name in ["traceparent", "tracestate"] {
+        if let Some(v) = req.headers().get(name) {
+            forward.insert(name, v.clone());
+        }
+    }
+    let mut response = FORWARDED.scope(forward, next.run(req)).await;
     response.headers_mut().insert(REQUEST_ID, id);
     response
 }

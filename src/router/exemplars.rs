@@ -148,7 +148,8 @@ pub struct Shot {
     pub solution: String,
 }
 
-/// A pool of train-split worked examples, embedded once, and the encoder that embeds questions.
+/// A pool of worked examples of fit problems, embedded once, and the encoder that embeds
+/// questions.
 pub struct Exemplars {
     pool: Vec<Shot>,
     vectors: Vec<Vec<f32>>,

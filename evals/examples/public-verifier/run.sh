@@ -57,6 +57,10 @@ case $what in train | all)
         2>&1 >/dev/null
     done
     echo
+    echo "## The shipped verifier (fitted on gsm_gen candidates) judged on the same validation candidates"
+    "$ponder" verifier eval --model "$root/data/verifier/outcome.json" \
+      --data "$work/validation.jsonl" 2>&1 >/dev/null
+    echo
     echo "## Leave one dataset out"
     for pair in "gsm8k_train asdiv" "asdiv gsm8k_train"; do
       set -- $pair

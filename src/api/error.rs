@@ -275,14 +275,6 @@ impl AppError {
                 StrategyError::Generator(GeneratorError::Refused { status, .. }) => {
                     refused_parts(*status)
                 }
-                // A verifier asked what it cannot do (the learned verifier given a partial
-                // solution by a step-scoring strategy): the request's choice, refused.
-                StrategyError::Verifier(VerifierError::InvalidRequest { .. }) => (
-                    StatusCode::BAD_REQUEST,
-                    INVALID,
-                    Some("strategy".into()),
-                    Some("verifier_unsupported"),
-                ),
                 StrategyError::Generator(_) | StrategyError::Verifier(_) => (
                     StatusCode::INTERNAL_SERVER_ERROR,
                     "server_error",

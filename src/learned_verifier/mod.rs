@@ -262,17 +262,6 @@ impl Verifier for LearnedVerifier {
         &self,
         solutions: &[Solution<'_>],
     ) -> ponder_verifiers::Result<Vec<Scores>> {
-        // Whole solutions are its input distribution unless it was trained on partial ones:
-        // a step of a search (beam, DVTS, A*, MCTS) is refused, not scored by a guess.
-        if solutions.iter().any(|s| !s.complete) && !self.model.trained_on_partial() {
-            return Err(VerifierError::InvalidRequest {
-                verifier: "learned".into(),
-                reason: "it scores whole solutions only (it was trained on finished \
-                         candidates); a strategy that scores partial solutions (beam_search, \
-                         dvts, a_star, mcts) needs a process verifier: calc, llm-prm, qwen-prm"
-                    .into(),
-            });
-        }
         let batch: Vec<OwnedSolution> = solutions
             .iter()
             .enumerate()
@@ -325,37 +314,6 @@ mod tests {
             },
             heldout: None,
         }
-    }
-
-    #[tokio::test]
-    async fn a_model_of_whole_solutions_refuses_a_partial_one_and_scores_whole_ones() {
-        let mut model = agreement_model();
-        let steps = vec!["Half of 8 is 4.".to_string()];
-        let sol = |complete| Solution {
-            problem: "p",
-            steps: &steps,
-            complete,
-            confidence: None,
-        };
-        assert!(
-            LearnedVerifier::new(model.clone(), None)
-                .score_batch(&[sol(false)])
-                .await
-                .is_ok(),
-            "trained on partial ones (its `complete` varied)"
-        );
-        // Trained on finished candidates only: `complete` was the constant 1.
-        if let Some(i) = model.feature_names.iter().position(|n| n == "complete") {
-            model.mean[i] = 1.0;
-            model.scale[i] = 1.0;
-        }
-        let whole_only = LearnedVerifier::new(model, None);
-        let err = whole_only.score_batch(&[sol(true), sol(false)]).await;
-        assert!(
-            matches!(&err, Err(VerifierError::InvalidRequest { reason, .. }) if reason.contains("whole solutions")),
-            "{err:?}"
-        );
-        assert!(whole_only.score_batch(&[sol(true)]).await.is_ok());
     }
 
     #[tokio::test]

@@ -86,17 +86,6 @@ fn sigmoid(z: f32) -> f32 {
 }
 
 impl OutcomeModel {
-    /// Whether the training candidates included partial ones: the `complete` feature took
-    /// more than the one value 1 (a constant feature is standardised with mean = its value
-    /// and scale 1). A model that only saw whole solutions says nothing about partial ones.
-    pub fn trained_on_partial(&self) -> bool {
-        let Some(i) = self.feature_names.iter().position(|n| n == "complete") else {
-            return true;
-        };
-        let (mean, scale) = (self.mean.get(i), self.scale.get(i));
-        !(mean == Some(&1.0) && scale == Some(&1.0))
-    }
-
     /// The probability that a candidate with features `x` is right.
     pub fn probability(&self, x: &[f32]) -> f32 {
         let z: f32 = x

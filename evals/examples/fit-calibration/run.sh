@@ -11,7 +11,9 @@
 # (`ponder-eval calibrate --bins-from`), and `calibrate` writes the table with each row's
 # per-problem outcomes, which the allocator's paired non-inferiority test reads.
 #
-# Every step is resumable (rows are appended as items finish; a rerun skips them).
+# Every step is resumable (rows are appended as items finish; a rerun skips them). The runs hold
+# the public problems' gold answers, so they stay out of the repository (under $WORK, default
+# target/fit-calibration); the table (ids and outcomes, no problem text or answer) is kept here.
 #
 # Usage: bash evals/examples/fit-calibration/run.sh [grid|probe|calibrate] (default: all)
 #   PONDER_EVAL      the harness binary (default: ponder-eval on PATH)
@@ -22,6 +24,7 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../../.." && pwd)
 eval_bin=${PONDER_EVAL:-ponder-eval}
+work=${WORK:-$root/target/fit-calibration}
 datasets=${PONDER_DATASETS:-$root/../shared/datasets}
 pool=$root/data/exemplars/gsm8k.json
 shots=(--shots "${SHOTS:-2}" --shots-from "$pool")
@@ -55,7 +58,7 @@ each() {
   for set in gsm8k_train asdiv; do
     "$eval_bin" run --dataset "$datasets/$set.jsonl" --role fit --shuffle-seed 17 \
       --limit "${LIMIT:-500}" --strategies "$strategies" --budgets "$budget" --seeds 0 \
-      --concurrency "${CONCURRENCY:-8}" --out "$here/$dir" "$@"
+      --concurrency "${CONCURRENCY:-8}" --out "$work/$dir" "$@"
   done
 }
 
@@ -72,6 +75,6 @@ case $what in probe | all)
   ;;
 esac
 case $what in calibrate | all)
-  "$eval_bin" calibrate "$here/grid" --bins-from "$here/probe" --out "$here/calibration.json"
+  "$eval_bin" calibrate "$work/grid" --bins-from "$work/probe" --out "$here/calibration.json"
   ;;
 esac

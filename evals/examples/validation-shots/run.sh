@@ -10,7 +10,9 @@
 # Problems: 100 of GSM8K train's validation role and 100 of ASDiv's (a fixed shuffle, seed 17).
 # Each arm is its own run directory (its rows share a configuration key with the others'):
 # `none/`, `fixed/`, `nearest/`; `compare` writes each arm's report and the paired comparison
-# of each arm with examples against `none/` (compare.md).
+# of each arm with examples against `none/` (compare.md). The rows (results.jsonl) hold the
+# public problems' gold answers and stay out of the repository (.gitignore); the reports are
+# kept.
 #
 # Usage: bash evals/examples/validation-shots/run.sh [run|compare]  (default: both)
 #   PONDER_EVAL      the harness binary (default: ponder-eval on PATH)

@@ -79,10 +79,11 @@ pub fn train(
     heldout: Option<(&[CandidateGroup], &str)>,
     options: FitOptions,
 ) -> Result<OutcomeModel> {
-    if let Some(g) = train_groups
-        .iter()
-        .find(|g| g.split != Split::Train || !crate::roles::may_fit(&g.problem_id))
-    {
+    if let Some(g) = train_groups.iter().find(|g| {
+        // The group's split decides, and a public problem must also be in the fit role.
+        let public = crate::roles::role_of(&g.problem_id).is_some();
+        g.split != Split::Train || (public && !crate::roles::may_fit(&g.problem_id))
+    }) {
         return Err(LearnedVerifierError::Training(format!(
             "{train_name}: problem {} may not be fitted on (held out, or a public problem \
              outside the fit role); train only on fit problems",

@@ -353,45 +353,33 @@ mod tests {
 
     #[test]
     fn training_refuses_held_out_problems() {
-        let group = CandidateGroup {
-            problem_id: "h".into(),
-            question: "q".into(),
-            gold: "1".into(),
-            split: Split::HeldOut,
-            candidates: Vec::new(),
+        let refusal = |problem_id: &str, split: Split| {
+            let group = CandidateGroup {
+                problem_id: problem_id.into(),
+                question: "q".into(),
+                gold: "1".into(),
+                split,
+                candidates: Vec::new(),
+            };
+            let featurizer = Featurizer::new(FeatureSet::Scalar, None);
+            train(
+                &featurizer,
+                &[group],
+                "set.jsonl",
+                None,
+                FitOptions::default(),
+            )
+            .map(|_| ())
+            .map_err(|e| e.to_string())
         };
-        let e = train(
-            &Featurizer::new(FeatureSet::Scalar, None),
-            &[group],
-            "set.jsonl",
-            None,
-            FitOptions::default(),
-        )
-        .expect_err("held out");
-        assert!(
-            e.to_string().contains("problem h may not be fitted on"),
-            "{e}"
-        );
+        let e = refusal("h", Split::HeldOut).expect_err("held out");
+        assert!(e.contains("problem h may not be fitted on"), "{e}");
         // A public problem outside the fit role is refused even when marked train.
         let validation = (0..200)
             .map(|i| format!("gsm8k-train-{i:04}"))
             .find(|id| crate::roles::role_of(id) == Some(crate::roles::Role::Validation))
             .unwrap_or_default();
-        let group = CandidateGroup {
-            problem_id: validation.clone(),
-            question: "q".into(),
-            gold: "1".into(),
-            split: Split::Train,
-            candidates: Vec::new(),
-        };
-        let e = train(
-            &Featurizer::new(FeatureSet::Scalar, None),
-            &[group],
-            "set.jsonl",
-            None,
-            FitOptions::default(),
-        )
-        .expect_err("a validation problem");
-        assert!(e.to_string().contains(&validation), "{e}");
+        let e = refusal(&validation, Split::Train).expect_err("a validation problem");
+        assert!(e.contains(&validation), "{e}");
     }
 }

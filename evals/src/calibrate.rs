@@ -88,11 +88,11 @@ fn outcome_key(r: &ResultRow) -> String {
 /// per-problem outcomes over its bin's problem list (the table's `problems`) when it has
 /// every problem of the list, so the allocator can pair two rows over the same problems.
 pub fn calibrate_binned(
-    rows_in: &[ResultRow],
+    rows: &[ResultRow],
     source: &str,
     bin_of: impl Fn(&ResultRow) -> String,
 ) -> CalibrationTable {
-    let rows = rows_in;
+    let model = common_model(rows);
     let registry = Registry::with_builtins();
     // The parameters' JSON text keys the cell (serde_json writes an object's keys sorted).
     type Key = (String, String, String, String, usize, u64);
@@ -157,7 +157,7 @@ pub fn calibrate_binned(
     CalibrationTable {
         rows,
         problems,
-        model: common_model(rows_in),
+        model,
         binned_by: ponder::router::BinnedBy::Level,
     }
 }

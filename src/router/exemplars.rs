@@ -23,7 +23,6 @@
 //! This module must not show problems nothing may be fitted on: [`Exemplars::new`] drops
 //! every example outside the fit role ([`crate::roles::may_fit`]), whoever built the pool.
 
-use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -244,8 +243,19 @@ impl Exemplars {
                 .get(..16)
                 .unwrap_or(&manifest.embedder_sha256)
         ));
-        let candidates = read_candidates(&dataset)?;
-        let pool: Vec<Shot> = candidates.into_iter().filter(|s| may_fit(&s.id)).collect();
+        let text = String::from_utf8(bytes)
+            .map_err(|e| RouterError::corrupt(&dataset, "worked-example file", e.to_string()))?;
+        let pool: Vec<Shot> = parse_candidates(&dataset, &text)?
+            .into_iter()
+            .filter(|s| may_fit(&s.id))
+            .collect();
+        if pool.is_empty() {
+            return Err(RouterError::corrupt(
+                &dataset,
+                "worked-example file",
+                "no row that may be fitted on has a `solution` to show as an example",
+            ));
+        }
         let vectors = match read_vectors(&cache, pool.len(), embedder.dim()) {
             Some(v) => v,
             None => {
@@ -260,13 +270,6 @@ impl Exemplars {
                 v
             }
         };
-        if pool.is_empty() {
-            return Err(RouterError::corrupt(
-                &dataset,
-                "worked-example file",
-                "no row that may be fitted on has a `solution` to show as an example",
-            ));
-        }
         Ok(Self {
             pool,
             vectors,
@@ -385,6 +388,12 @@ impl Exemplars {
 
 /// The rows of a JSONL file of problems that have a solution, as examples show them.
 fn read_candidates(path: &Path) -> Result<Vec<Shot>> {
+    let text = std::fs::read_to_string(path).map_err(|e| RouterError::read(path, e))?;
+    parse_candidates(path, &text)
+}
+
+/// [`read_candidates`] of a file's `text` already read (`path` names it in errors).
+fn parse_candidates(path: &Path, text: &str) -> Result<Vec<Shot>> {
     #[derive(Deserialize)]
     struct Row {
         id: String,
@@ -394,14 +403,12 @@ fn read_candidates(path: &Path) -> Result<Vec<Shot>> {
         #[serde(default)]
         answer: Option<serde_json::Value>,
     }
-    let file = std::fs::File::open(path).map_err(|e| RouterError::read(path, e))?;
     let mut candidates = Vec::new();
-    for (i, line) in std::io::BufReader::new(file).lines().enumerate() {
-        let line = line.map_err(|e| RouterError::read(path, e))?;
+    for (i, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
         }
-        let row: Row = serde_json::from_str(&line).map_err(|e| {
+        let row: Row = serde_json::from_str(line).map_err(|e| {
             RouterError::corrupt(path, "worked-example file", format!("line {}: {e}", i + 1))
         })?;
         if let Some(solution) = row.solution.filter(|s| !s.trim().is_empty()) {

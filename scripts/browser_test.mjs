@@ -44,7 +44,8 @@ function serve(env) {
       env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "inherit"],
     });
     servers.push(proc);
-    const timer = setTimeout(() => reject(new Error("ponder serve did not start in 120 s")), 120_000);
+    // A first start on a cold cache embeds the worked examples before it listens (minutes).
+    const timer = setTimeout(() => reject(new Error("ponder serve did not start in 600 s")), 600_000);
     proc.on("exit", (code) => reject(new Error(`ponder serve exited with ${code}`)));
     readline.createInterface({ input: proc.stdout }).once("line", (line) => {
       clearTimeout(timer);

@@ -27,7 +27,9 @@ start_serve() {
     SERVE_PIDS+=("$SERVE_PID")
     SERVE_LOGS+=("$log")
     SERVE_URL=""
-    for _ in $(seq 1 600); do
+    # Up to 10 minutes: a first start on a cold cache embeds the worked examples before it
+    # listens (src/api/cli.rs, `exemplars`).
+    for _ in $(seq 1 6000); do
         SERVE_URL="$(sed -n 's/^ponder listening on \(http:[^ ]*\)$/\1/p' "$log")"
         [ -n "$SERVE_URL" ] && return 0
         kill -0 "$SERVE_PID" 2>/dev/null || { cat "$log" >&2; return 1; }

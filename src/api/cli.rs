@@ -148,9 +148,11 @@ fn router(args: &ServeArgs) -> Result<Option<crate::router::Router>, ServeError>
 }
 
 /// Where the server's worked examples come from: the file named by `--exemplars`, which must
-/// load (now); else the shipped pool, loaded now when `--shots` makes every request use it, on
-/// the first request that asks otherwise, and skipped with a warning when it is not installed.
-/// They embed with the router's encoder when there is a router.
+/// load (now); else the shipped pool, loaded before the server listens when its defaults use it
+/// (`--shots`, or `auto` measured with examples), on the first request that asks otherwise, and
+/// skipped with a warning when it is not installed. A first start embeds the shipped pool
+/// (minutes on a small CPU, cached after): a server that answered meanwhile would hold its
+/// first requests for as long. They embed with the router's encoder when there is a router.
 fn exemplars(
     builder: ServerBuilder,
     args: &ServeArgs,
@@ -176,12 +178,17 @@ fn exemplars(
         Some(path) => path.clone(),
         None => default_exemplars_path(),
     };
-    if args.exemplars.is_some() || args.shots.is_some_and(|k| k > 0) {
+    let auto_uses_them = router.is_some_and(|r| r.auto_shots() > 0);
+    let installed = Exemplars::available(&path) && crate::models::default_embedder_dir().exists();
+    if args.exemplars.is_some()
+        || args.shots.is_some_and(|k| k > 0)
+        || (auto_uses_them && installed)
+    {
         let pool = Exemplars::load_any(&path, embedder()?)?;
         tracing::info!(examples = pool.len(), path = %path.display(), "worked examples (`shots`)");
         return Ok((builder.exemplars(Arc::new(pool)), true));
     }
-    if !Exemplars::available(&path) || !crate::models::default_embedder_dir().exists() {
+    if !installed {
         tracing::warn!(path = %path.display(), "`shots` is off: the shipped worked examples or the encoder are not installed");
         return Ok((builder, false));
     }

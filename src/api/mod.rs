@@ -251,8 +251,9 @@ impl ServerBuilder {
     }
 
     /// Chooses them from the pool `load` builds on the first request that asks for examples
-    /// (embedding the shipped pool takes seconds that a server whose requests never ask should
-    /// not spend starting). A failed load fails that request and is tried again on the next.
+    /// (embedding the shipped pool the first time takes minutes on a small CPU, which a server
+    /// whose requests rarely ask should not spend starting). A failed load fails that request
+    /// and is tried again on the next.
     pub fn exemplars_on_first_use(mut self, load: ExemplarLoader) -> Self {
         self.exemplars = Some(ExampleSource::OnFirstUse {
             load,

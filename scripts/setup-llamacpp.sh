@@ -1,28 +1,80 @@
 #!/usr/bin/env bash
-# Installs llama-cpp-python's OpenAI server (pinned release, built from the PyPI sdist) into
-# ${CARGO_TARGET_DIR:-target}/llamacpp-venv, the third-party backend tests/backend_llamacpp.rs runs
-# Ponder against. Kept under the target dir so CI's cache of it carries the build between runs;
-# a venv that already has this version is left alone (a second run takes a second).
+# Installs the two llama.cpp servers Ponder's third-party backend tests run against, both from
+# one download of the pinned llama-cpp-python sdist (PyPI), under ${CARGO_TARGET_DIR:-target}:
 #
-# The build is cut to what the server needs: no llama.cpp tests, examples, tools or C++ server,
-# no OpenMP (ggml's own thread pool), and no AMX (llama.cpp's AMX kernels fault in this project's
-# Firecracker VMs: see scripts/peer_llamacpp.py). From a cold start on the 2-core CI machine the
-# build is the slow part (minutes); it is not repeated while the cache holds.
+# - llama-cpp-python's OpenAI server, built from the sdist into llamacpp-venv/
+#   (tests/backend_llamacpp.rs);
+# - llama.cpp's own C++ `llama-server` (parallel slots, continuous batching, prefix cache: what
+#   people deploy), built from the same sdist's vendored llama.cpp tree into
+#   llama-server/bin/llama-server (tests/backend_llama_server.rs, `ponder bench serve`).
+#
+# Kept under the target dir so CI's cache of it carries the builds between runs; a part already
+# built at this version is left alone (a second run takes a second).
+#
+# Both builds are cut to what the servers need: no llama.cpp tests or examples, no web UI, no
+# OpenMP (ggml's own thread pool), no HTTPS, and no AMX (llama.cpp's AMX kernels fault in this
+# project's Firecracker VMs: see scripts/peer_llamacpp.py). From a cold start on the 2-core CI
+# machine the builds are the slow part (minutes); they are not repeated while the cache holds.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 VERSION=0.3.36
-VENV="${CARGO_TARGET_DIR:-target}/llamacpp-venv"
-if [ -x "$VENV/bin/python" ] &&
-  [ "$("$VENV/bin/python" -c 'import llama_cpp; print(llama_cpp.__version__)' 2>/dev/null)" = "$VERSION" ] &&
-  "$VENV/bin/python" -c 'import llama_cpp.server, uvicorn' 2>/dev/null; then
+TARGET="${CARGO_TARGET_DIR:-target}"
+VENV="$TARGET/llamacpp-venv"
+SDIST_DIR="$TARGET/llamacpp-sdist"
+SDIST="$SDIST_DIR/llama_cpp_python-$VERSION.tar.gz"
+SERVER_DIR="$TARGET/llama-server"
+SERVER="$SERVER_DIR/bin/llama-server"
+NO_AMX='-mno-amx-tile -mno-amx-int8 -mno-amx-bf16'
+export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}"
+
+python_ready() {
+  [ -x "$VENV/bin/python" ] &&
+    [ "$("$VENV/bin/python" -c 'import llama_cpp; print(llama_cpp.__version__)' 2>/dev/null)" = "$VERSION" ] &&
+    "$VENV/bin/python" -c 'import llama_cpp.server, uvicorn' 2>/dev/null
+}
+server_ready() {
+  [ -x "$SERVER" ] && [ "$(cat "$SERVER_DIR/VERSION" 2>/dev/null)" = "$VERSION" ]
+}
+if python_ready && server_ready; then
   exit 0
 fi
 [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
-NO_AMX='-mno-amx-tile\ -mno-amx-int8\ -mno-amx-bf16' # escaped spaces: CMAKE_ARGS splits on spaces
-export CMAKE_ARGS="-DCMAKE_C_FLAGS=$NO_AMX -DCMAKE_CXX_FLAGS=$NO_AMX -DLLAMA_BUILD_TESTS=OFF \
--DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF -DGGML_OPENMP=OFF"
-export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}"
-start=$(date +%s)
-"$VENV/bin/pip" install -q --disable-pip-version-check --no-cache-dir \
-  "llama-cpp-python[server]==$VERSION"
-echo "llama-cpp-python $VERSION installed in $VENV in $(($(date +%s) - start)) s" >&2
+# The one download: the sdist, kept beside the builds (pip's own client, PyPI only).
+if [ ! -f "$SDIST" ]; then
+  "$VENV/bin/pip" download -q --disable-pip-version-check --no-deps \
+    --no-binary llama-cpp-python "llama-cpp-python==$VERSION" -d "$SDIST_DIR"
+fi
+
+if ! python_ready; then
+  start=$(date +%s)
+  # Escaped spaces: CMAKE_ARGS splits on spaces.
+  export CMAKE_ARGS="-DCMAKE_C_FLAGS=${NO_AMX// /\\ } -DCMAKE_CXX_FLAGS=${NO_AMX// /\\ } \
+-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF \
+-DGGML_OPENMP=OFF"
+  "$VENV/bin/pip" install -q --disable-pip-version-check --no-cache-dir \
+    "llama-cpp-python[server] @ file://$(realpath "$SDIST")"
+  unset CMAKE_ARGS
+  echo "llama-cpp-python $VERSION installed in $VENV in $(($(date +%s) - start)) s" >&2
+fi
+
+if ! server_ready; then
+  start=$(date +%s)
+  # CMake from its PyPI wheel, in the same venv (the Debian image has none).
+  "$VENV/bin/pip" install -q --disable-pip-version-check cmake==4.4.4
+  SRC="$SERVER_DIR/src"
+  rm -rf "$SRC" "$SERVER_DIR/build"
+  mkdir -p "$SRC"
+  tar -xzf "$SDIST" -C "$SRC" --strip-components=3 "llama_cpp_python-$VERSION/vendor/llama.cpp"
+  "$VENV/bin/cmake" -S "$SRC" -B "$SERVER_DIR/build" -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_C_FLAGS="$NO_AMX" -DCMAKE_CXX_FLAGS="$NO_AMX" -DBUILD_SHARED_LIBS=OFF \
+    -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=ON \
+    -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF \
+    -DLLAMA_OPENSSL=OFF -DGGML_OPENMP=OFF >/dev/null
+  "$VENV/bin/cmake" --build "$SERVER_DIR/build" --target llama-server >/dev/null
+  mkdir -p "$SERVER_DIR/bin"
+  cp "$SERVER_DIR/build/bin/llama-server" "$SERVER"
+  echo "$VERSION" >"$SERVER_DIR/VERSION"
+  # The sources and objects are not needed to run it.
+  rm -rf "$SRC" "$SERVER_DIR/build"
+  echo "llama-server (llama.cpp vendored by llama-cpp-python $VERSION) built in $SERVER in $(($(date +%s) - start)) s" >&2
+fi

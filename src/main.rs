@@ -121,6 +121,10 @@ enum Workload {
     Search,
     /// Concurrent clients against a running server (`--url`): statuses, latency, RSS, gauges.
     Load,
+    /// Serving throughput of one search (`--search`, `--search-n`, `--search-budget`,
+    /// `--new-tokens` per sample) on Ponder's engine vs Ponder over `llama-server`, and plain
+    /// decoding's proxy overhead: starts the servers itself, one row after another.
+    Serve,
 }
 
 #[derive(clap::Args)]
@@ -189,10 +193,26 @@ struct BenchArgs {
     /// `load`: the server's base URL.
     #[arg(long, default_value = "http://127.0.0.1:8080")]
     url: String,
-    /// `load`: concurrent clients.
-    #[arg(long, default_value_t = 32)]
-    clients: usize,
-    /// `load`: how long to send requests (`60s`, `2m` or seconds).
+    /// `load`, `serve`: concurrent clients [default: 32 for `load`, 4 for `serve`].
+    #[arg(long)]
+    clients: Option<usize>,
+    /// `serve`: the strategy every client's search runs.
+    #[arg(long, default_value = "self_consistency")]
+    search: String,
+    /// `serve`: the search's samples (`params.n`).
+    #[arg(long, default_value_t = 8)]
+    search_n: usize,
+    /// `serve`: the search's `budget_tokens`.
+    #[arg(long, default_value_t = 1024)]
+    search_budget: u64,
+    /// `serve`: llama.cpp's `llama-server` [default: the one `scripts/setup-llamacpp.sh` builds
+    /// under the target dir; without one its rows are skipped].
+    #[arg(long)]
+    llama_server: Option<PathBuf>,
+    /// `serve`: `llama-server --threads`.
+    #[arg(long, default_value_t = 2)]
+    threads: usize,
+    /// `load`, `serve`: how long to send requests, per row for `serve` (`60s`, `2m` or seconds).
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     duration: std::time::Duration,
     /// `load`: the server's pid, to report its RSS from /proc.
@@ -389,7 +409,7 @@ fn run_bench(args: BenchArgs) -> anyhow::Result<()> {
             timeout: args.request_timeout,
             ..ponder::bench::load::LoadTestOptions::new(
                 args.url.trim_end_matches('/'),
-                args.clients.max(1),
+                args.clients.unwrap_or(32).max(1),
                 args.duration,
             )
         };
@@ -406,6 +426,9 @@ fn run_bench(args: BenchArgs) -> anyhow::Result<()> {
         .model
         .clone()
         .unwrap_or_else(ponder::models::default_llm_path);
+    if matches!(args.workload, Workload::Serve) {
+        return run_serve_bench(args, model_path);
+    }
     if matches!(
         args.workload,
         Workload::Beam | Workload::Strategies | Workload::Search
@@ -428,6 +451,38 @@ fn run_bench(args: BenchArgs) -> anyhow::Result<()> {
         _ => serde_json::to_string_pretty(&ponder::bench::prefix_reuse(&model, &opts)?)?,
     };
     println!("{json}");
+    Ok(())
+}
+
+fn run_serve_bench(args: BenchArgs, model: PathBuf) -> anyhow::Result<()> {
+    let llama_server = args.llama_server.clone().or_else(|| {
+        let target = std::env::var_os("CARGO_TARGET_DIR")
+            .map_or_else(|| PathBuf::from("target"), PathBuf::from);
+        Some(target.join("llama-server/bin/llama-server")).filter(|p| p.is_file())
+    });
+    let problems = ponder::bench::load_problems(&args.problems)?
+        .into_iter()
+        .map(|p| p.problem)
+        .collect();
+    let opts = ponder::bench::serve::ServeBenchOptions {
+        ponder: std::env::current_exe().context("the ponder binary")?,
+        model,
+        llama_server,
+        clients: args.clients.unwrap_or(4).max(1),
+        duration: args.duration,
+        strategy: args.search,
+        n: args.search_n.max(1),
+        budget_tokens: args.search_budget,
+        max_tokens: args.new_tokens as u64,
+        threads: args.threads.max(1),
+        problems,
+        timeout: args.request_timeout,
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let report = rt.block_on(ponder::bench::serve::run(&opts))?;
+    println!("{}", serde_json::to_string_pretty(&report)?);
     Ok(())
 }
 

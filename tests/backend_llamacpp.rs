@@ -114,7 +114,7 @@ impl Drop for LlamaCpp {
 
 /// Whether a GET of `url` answers 2xx (on a throwaway runtime: reqwest's blocking client is
 /// not built).
-fn get_ok(url: &str) -> bool {
+pub(crate) fn get_ok(url: &str) -> bool {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

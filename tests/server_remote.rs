@@ -33,10 +33,19 @@ impl Process {
         Self::start_on(0, args)
     }
 
-    /// `ponder serve` on `port` (0: a free one) with extra arguments.
+    /// `ponder serve` on `port` (0: a free one) with extra arguments, and no worked examples:
+    /// these servers are backends (plain decoding), and on a cold cache each start would embed
+    /// the shipped pool before listening (`src/api/cli.rs`, `exemplars`).
     pub(crate) fn start_on(port: u16, args: &[&str]) -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_ponder"))
-            .args(["serve", "--port", &port.to_string(), "--model"])
+            .args([
+                "serve",
+                "--port",
+                &port.to_string(),
+                "--exemplars",
+                "none",
+                "--model",
+            ])
             .arg(crate::util::smollm2_path())
             .args(args)
             .stdout(Stdio::piped())

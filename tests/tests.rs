@@ -16,6 +16,7 @@ mod custom_strategy;
 
 mod auth;
 mod backend_engines;
+mod backend_llama_server;
 mod backend_llamacpp;
 mod backend_stream;
 mod backend_wire;

@@ -377,7 +377,7 @@ async fn metrics_text(http: &reqwest::Client, opts: &LoadTestOptions) -> Option<
     req.send().await.ok()?.text().await.ok()
 }
 
-fn percentile(sorted: &[f64], p: f64) -> f64 {
+pub(crate) fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
     }

@@ -9,10 +9,14 @@
 //!   at the same N and step settings, without a verifier and with the LLM-as-PRM.
 //! - `load` ([`load`]): concurrent clients against a running server; status counts, latency
 //!   percentiles, RSS growth and the gauges back at idle.
+//! - `serve` ([`serve`]): one search workload's problems per minute, tokens/s and latency on
+//!   Ponder's own engine vs Ponder in front of llama.cpp's `llama-server`, and plain decoding's
+//!   proxy overhead, in one run.
 
 mod executor;
 pub mod load;
 mod search;
+pub mod serve;
 mod strategies;
 
 pub use executor::{

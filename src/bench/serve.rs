@@ -85,8 +85,12 @@ pub struct ServeReport {
     pub skipped: Vec<String>,
     /// Ponder on its own engine over Ponder in front of `llama-server`, problems per minute.
     pub in_process_over_llama_server: Option<f64>,
-    /// Plain decoding: p50 latency through Ponder over straight to `llama-server`.
+    /// Plain decoding: p50 latency through Ponder over straight to `llama-server` (the two
+    /// prompts differ — Ponder renders its own chat format — so answers' lengths may too).
     pub proxy_p50_overhead: Option<f64>,
+    /// Plain decoding: generated tokens/s through Ponder over straight to `llama-server`
+    /// (below 1 where the proxy's own CPU use slows the engine on a shared machine).
+    pub proxy_tokens_per_s_ratio: Option<f64>,
 }
 
 /// Why the benchmark could not run.
@@ -433,11 +437,16 @@ pub async fn run(opts: &ServeBenchOptions) -> Result<ServeReport, ServeBenchErro
         (Some(a), Some(b)) => ratio(a.per_minute, b.per_minute),
         _ => None,
     };
-    let proxy_p50_overhead = match (
+    let plain = (
         row("ponder_over_llama_server_plain"),
         row("llama_server_plain"),
-    ) {
+    );
+    let proxy_p50_overhead = match plain {
         (Some(a), Some(b)) => ratio(a.p50_ms, b.p50_ms),
+        _ => None,
+    };
+    let proxy_tokens_per_s_ratio = match plain {
+        (Some(a), Some(b)) => ratio(a.generated_tokens_per_s, b.generated_tokens_per_s),
         _ => None,
     };
     Ok(ServeReport {
@@ -449,6 +458,7 @@ pub async fn run(opts: &ServeBenchOptions) -> Result<ServeReport, ServeBenchErro
         skipped,
         in_process_over_llama_server,
         proxy_p50_overhead,
+        proxy_tokens_per_s_ratio,
     })
 }
 

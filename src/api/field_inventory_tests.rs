@@ -135,7 +135,7 @@ fn completion_rows() -> Vec<Row> {
     rows.extend([
         ("prompt", json!({"prompt": [[1, 2, 3]]}), H, R),
         ("logprobs", json!({"logprobs": 1}), H, R),
-        ("echo", json!({"echo": true}), R, R),
+        ("echo", json!({"echo": true}), H, R),
         ("suffix", json!({"suffix": "end"}), R, R),
         ("best_of", json!({"best_of": 2}), R, R),
     ]);

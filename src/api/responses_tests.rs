@@ -146,9 +146,9 @@ fn text_logprobs() -> (Logprobs, Value) {
     let tops = BTreeMap::from([("z".to_string(), f64::from(-0.7_f32)), ("a".into(), -1.5)]);
     let typed = Logprobs::Text(TextLogprobs {
         text_offset: vec![0, 1],
-        token_logprobs: vec![f64::from(-0.7_f32), f64::from(-0.01_f32)],
+        token_logprobs: vec![Some(f64::from(-0.7_f32)), Some(f64::from(-0.01_f32))],
         tokens: vec!["z".into(), "!".into()],
-        top_logprobs: vec![tops, BTreeMap::new()],
+        top_logprobs: vec![Some(tops), Some(BTreeMap::new())],
     });
     let mut old_tops = Map::new();
     old_tops.insert("z".into(), json!(-0.7_f32));

@@ -211,13 +211,14 @@ pub(crate) fn prompt() -> RefOr<Schema> {
         .into()
 }
 
-/// `echo`: only `false`.
+/// `echo`: the prompt before the completion.
 pub(crate) fn echo() -> RefOr<Schema> {
     ObjectBuilder::new()
         .schema_type(or_null(Type::Boolean))
-        .enum_values(Some([json!(false), Value::Null]))
         .description(Some(
-            "not supported: `true` is refused with a 400 (no prompt logprobs are returned)",
+            "start the completion's text with the prompt and, with `logprobs`, its logprobs with \
+             the prompt's (the first token's null): plain decoding on the local engine, not \
+             streamed (`echo` with `stream` or a strategy is a 400)",
         ))
         .into()
 }

@@ -18,7 +18,7 @@ use super::responses::{
     TextCompletionChunk, TextCompletionObject,
 };
 use super::types::{ChatLogprobs, Logprobs, TextLogprobs, TokenLogprob, TopLogprob, UsageOut};
-use ponder_strategies::TokenInfo;
+use ponder_strategies::{PromptLogprobs, TokenInfo};
 
 /// Which OpenAI API a response speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -214,24 +214,52 @@ impl Envelope {
                     text_offset.push(offset);
                     offset += t.text.len();
                 }
-                let top_logprobs = tokens
-                    .iter()
-                    .map(|t| {
-                        t.top
-                            .iter()
-                            .map(|(token, lp)| (token.clone(), f64::from(*lp)))
-                            .collect::<BTreeMap<_, _>>()
-                    })
-                    .collect();
+                let top_logprobs = tokens.iter().map(|t| Some(top_map(t))).collect();
                 Logprobs::Text(TextLogprobs {
                     text_offset,
-                    token_logprobs: tokens.iter().map(|t| f64::from(t.logprob)).collect(),
+                    token_logprobs: tokens.iter().map(|t| Some(f64::from(t.logprob))).collect(),
                     tokens: tokens.iter().map(|t| t.text.clone()).collect(),
                     top_logprobs,
                 })
             }
         }
     }
+}
+
+/// A token's alternatives as the text shape writes them: text to logprob.
+fn top_map(t: &TokenInfo) -> BTreeMap<String, f64> {
+    t.top
+        .iter()
+        .map(|(token, lp)| (token.clone(), f64::from(*lp)))
+        .collect()
+}
+
+/// `echo` with `logprobs` (text flavour): the prompt's tokens — the first with null logprob
+/// and alternatives, then each later one's — before the completion's `generated` (whose offsets
+/// already count the prompt's text).
+pub(crate) fn echoed_logprobs(prompt: &PromptLogprobs, generated: Logprobs) -> Logprobs {
+    let Logprobs::Text(generated) = generated else {
+        return generated;
+    };
+    let mut out = TextLogprobs {
+        text_offset: vec![0],
+        token_logprobs: vec![None],
+        tokens: vec![prompt.first.clone()],
+        top_logprobs: vec![None],
+    };
+    let mut offset = prompt.first.len();
+    for t in &prompt.rest {
+        out.text_offset.push(offset);
+        offset += t.text.len();
+        out.token_logprobs.push(Some(f64::from(t.logprob)));
+        out.tokens.push(t.text.clone());
+        out.top_logprobs.push(Some(top_map(t)));
+    }
+    out.text_offset.extend(generated.text_offset);
+    out.token_logprobs.extend(generated.token_logprobs);
+    out.tokens.extend(generated.tokens);
+    out.top_logprobs.extend(generated.top_logprobs);
+    Logprobs::Text(out)
 }
 
 /// An SSE event carrying `value` as JSON in its data.

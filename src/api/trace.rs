@@ -194,6 +194,17 @@ impl Generator for Traced {
         self.0.open_tokens(tokens).await
     }
 
+    async fn prompt_logprobs(
+        &self,
+        seq: SeqHandle,
+        top: usize,
+    ) -> StrategyResult<ponder_strategies::PromptLogprobs> {
+        self.0
+            .prompt_logprobs(seq, top)
+            .instrument(tracing::debug_span!("prompt_logprobs", top))
+            .await
+    }
+
     fn context_length(&self) -> Option<usize> {
         self.0.context_length()
     }

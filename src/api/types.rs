@@ -173,7 +173,7 @@ pub(crate) struct CompletionRequest {
     /// Alternatives per token (0..=5 in OpenAI's legacy API).
     #[schema(minimum = 0)]
     pub(crate) logprobs: Option<i64>,
-    /// Prepend the prompt to the completion: not supported, only `false` is served.
+    /// Prepend the prompt (and, with `logprobs`, its logprobs) to the completion.
     #[schema(schema_with = schemas::echo)]
     pub(crate) echo: Option<bool>,
     /// Text after the completion (insertion): not supported, only null is served.
@@ -322,12 +322,13 @@ pub(crate) struct ChatLogprobs {
 pub(crate) struct TextLogprobs {
     /// Byte offset of each token's text in the completion.
     pub(crate) text_offset: Vec<usize>,
-    /// Each token's logprob.
-    pub(crate) token_logprobs: Vec<f64>,
+    /// Each token's logprob (null for an echoed prompt's first token: nothing precedes it).
+    pub(crate) token_logprobs: Vec<Option<f64>>,
     /// Each token's text.
     pub(crate) tokens: Vec<String>,
-    /// Per token: the most likely alternatives' text to their logprob.
-    pub(crate) top_logprobs: Vec<std::collections::BTreeMap<String, f64>>,
+    /// Per token: the most likely alternatives' text to their logprob (null where
+    /// `token_logprobs` is).
+    pub(crate) top_logprobs: Vec<Option<std::collections::BTreeMap<String, f64>>>,
 }
 
 /// A choice's `logprobs` in its endpoint's shape (a chat body only ever holds the chat shape,

@@ -144,6 +144,9 @@ pub(crate) struct ValidGeneration {
     pub include_usage: bool,
     /// Return logprobs.
     pub logprobs: bool,
+    /// `/v1/completions` `echo`: the reply starts with the prompt (and, with `logprobs`, the
+    /// prompt's logprobs, the first token's null).
+    pub echo: bool,
     /// Run a strategy rather than plain decoding.
     pub strategy: Option<ValidStrategy>,
 }
@@ -406,6 +409,7 @@ fn common(
         model: c.model.clone(),
         prompt,
         max_tokens,
+        echo: false,
         sampling: SamplingParams {
             // OpenAI's defaults where the request sets none.
             temperature: asked.temperature.unwrap_or(1.0),
@@ -578,13 +582,7 @@ pub(crate) fn completion(
         }
         _ => {}
     }
-    if req.echo.unwrap_or(false) {
-        return Err(ValidationError::invalid(
-            "echo",
-            "is not supported: returning the prompt (and its logprobs) needs a scoring call the \
-             generator port does not offer; only false is served",
-        ));
-    }
+    let echo = req.echo.unwrap_or(false);
     if !matches!(&req.suffix, None | Some(Value::Null)) {
         return Err(ValidationError::invalid("suffix", "is not supported"));
     }
@@ -602,7 +600,7 @@ pub(crate) fn completion(
         PromptIn::Text(text) if searching => PromptIn::Chat(vec![ChatMessage::new("user", &text)]),
         other => other,
     };
-    common(
+    let mut valid = common(
         &req.common,
         prompt,
         req.logprobs.is_some(),
@@ -610,7 +608,24 @@ pub(crate) fn completion(
         limits,
         registry,
         model_id,
-    )
+    )?;
+    if echo {
+        if valid.strategy.is_some() {
+            return Err(ValidationError::invalid(
+                "echo",
+                "is not returned when a strategy runs (its prompt is a search's question, not \
+                 the text continued); send it without a strategy",
+            ));
+        }
+        if valid.stream {
+            return Err(ValidationError::invalid(
+                "echo",
+                "is served without `stream` only (send stream false)",
+            ));
+        }
+        valid.echo = true;
+    }
+    Ok(valid)
 }
 
 /// A `/v1/reason` body checked: the request (its `shots` still empty), how many worked

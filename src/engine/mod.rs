@@ -50,7 +50,7 @@ pub use paged_kv::{bytes_per_block, PagedKvStore};
 pub use safetensors::SafetensorsModel;
 pub use sampling::{argmax, log_softmax, SampledToken, Sampler, SamplingParams, MAX_TOP_LOGPROBS};
 pub use scheduler::{
-    Event, GroupRequest, Scheduler, SchedulerConfig, SchedulerCounters, ScoreOutput, ScoreRequest,
-    Scored, SeqFinish, StopCondition,
+    Event, GroupRequest, NextTokenLogprob, Scheduler, SchedulerConfig, SchedulerCounters,
+    ScoreOutput, ScoreRequest, Scored, SeqFinish, StopCondition,
 };
 pub use tokenizer::TextTokenizer;

@@ -253,6 +253,18 @@ pub struct TokenInfo {
     pub top: Vec<(String, f32)>,
 }
 
+/// A prompt's log-probabilities ([`Generator::prompt_logprobs`]): each token after the first
+/// given the ones before it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PromptLogprobs {
+    /// The first token's text (it has no log-probability: nothing precedes it).
+    pub first: String,
+    /// Every later token's text, log-probability and most likely alternatives, in order.
+    pub rest: Vec<TokenInfo>,
+    /// What reading them cost (prefill the cache did not hold).
+    pub cost: Cost,
+}
+
 /// A piece of one continuation, sent while it is generated
 /// ([`Generator::extend_streamed`]). The pieces of one request, in order, concatenate to its
 /// [`Extension::text`] and [`Extension::tokens`]; the last one carries its finish.
@@ -353,6 +365,14 @@ pub trait Generator: Send + Sync {
             reason: "this server's generator takes prompts as text only, not token ids".into(),
         }
         .into())
+    }
+    /// The log-probability of each token of `seq` after the first, given the tokens before
+    /// it, with its `top` most likely alternatives (a prompt's logprobs: `echo` with
+    /// `logprobs` on `/v1/completions`, what lm-evaluation-harness's loglikelihood tasks read).
+    /// `seq` is not changed. Provided: refused, for a generator that cannot score a text.
+    async fn prompt_logprobs(&self, seq: SeqHandle, top: usize) -> Result<PromptLogprobs> {
+        let _ = (seq, top);
+        Err(GeneratorError::Unsupported("prompt_logprobs").into())
     }
     /// The model's context window in tokens, where known.
     fn context_length(&self) -> Option<usize> {

@@ -51,7 +51,7 @@ pub use error::{GeneratorError, Result, StrategyError};
 pub use first_finish::{FirstFinish, FirstFinishParams, ShortMofKParams};
 pub use generator::{
     Cost, CostTally, ExtendRequest, Extension, Generator, LogitAdjust, Piece, PieceSender, Prompt,
-    Sampling, SeqHandle, StopKind, TokenInfo, Turn,
+    PromptLogprobs, Sampling, SeqHandle, StopKind, TokenInfo, Turn,
 };
 pub use mcts::{puct, LeafValue, Mcts, MctsParams, MctsSelect};
 pub use outcome::{Candidate, Outcome, SearchFinish, Selection};

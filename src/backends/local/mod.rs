@@ -37,13 +37,14 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use ponder_strategies::{
-    CostTally, ExtendRequest, Extension, Generator, GeneratorError, PieceSender, Prompt, Result,
-    SeqHandle, Stops, StrategyError, Turn,
+    Cost, CostTally, ExtendRequest, Extension, Generator, GeneratorError, PieceSender, Prompt,
+    PromptLogprobs, Result, SeqHandle, Stops, StrategyError, TokenInfo, Turn,
 };
 
 use super::token_tree::TokenTree;
 use crate::engine::{
-    encode_prompt, ChatMessage, EngineError, Executor, LoadedModel, SeqId, StopCondition,
+    encode_prompt, ChatMessage, EngineError, Executor, LoadedModel, ScoreOutput, ScoreRequest,
+    SeqId, StopCondition,
 };
 
 /// The engine's [`StopCondition`] for a request's [`Stops`]: stops a branch once its generated
@@ -327,6 +328,64 @@ impl Generator for LocalGenerator {
             }),
             len,
         ))
+    }
+
+    async fn prompt_logprobs(&self, seq: SeqHandle, top: usize) -> Result<PromptLogprobs> {
+        let tokens = self
+            .lock()
+            .get(&seq.0)
+            .map(|s| s.tokens.clone())
+            .ok_or(GeneratorError::UnknownSequence(seq.0))?;
+        let Some((&first, rest)) = tokens.split_first() else {
+            return Err(GeneratorError::InvalidPrompt("the prompt has no tokens".into()).into());
+        };
+        let rest = rest.to_vec();
+        if rest.is_empty() {
+            return Ok(PromptLogprobs {
+                first: self.token_text(first),
+                rest: Vec::new(),
+                cost: Cost::default(),
+            });
+        }
+        // Every position but the last is read: the distribution of the token after it.
+        let req = ScoreRequest {
+            positions: (0..rest.len()).collect(),
+            output: ScoreOutput::NextTokenLogprobs {
+                next: rest.clone(),
+                top,
+            },
+            tokens,
+            priority: self.priority,
+        };
+        let scored = self
+            .executor
+            .submit_score(req)
+            .map_err(engine)?
+            .wait()
+            .await
+            .map_err(engine)?;
+        let rest = rest
+            .iter()
+            .zip(scored.logprobs)
+            .map(|(&id, read)| TokenInfo {
+                text: self.token_text(id),
+                logprob: read.logprob,
+                top: read
+                    .top
+                    .into_iter()
+                    .map(|(t, lp)| (self.token_text(t), lp))
+                    .collect(),
+            })
+            .collect();
+        Ok(PromptLogprobs {
+            first: self.token_text(first),
+            rest,
+            cost: Cost {
+                prefill_computed: scored.computed,
+                prefill_reused: scored.reused,
+                ..Cost::default()
+            },
+        })
     }
 
     async fn open_tokens(&self, tokens: &[u32]) -> Result<(SeqHandle, usize)> {

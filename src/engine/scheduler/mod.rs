@@ -386,4 +386,4 @@ mod score;
 mod step;
 
 use score::ScoreState;
-pub use score::{ScoreOutput, ScoreRequest, Scored};
+pub use score::{NextTokenLogprob, ScoreOutput, ScoreRequest, Scored};

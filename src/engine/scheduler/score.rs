@@ -26,6 +26,24 @@ pub enum ScoreOutput {
     Hidden,
     /// The logits of these token ids, in this order (a token-logit PRM's good/bad tokens).
     TokenLogits(Vec<u32>),
+    /// The log-probability of the token that follows each read position (`next[i]` follows
+    /// `positions[i]`) and the `top` most likely tokens there: a prompt's logprobs, what
+    /// `echo` with `logprobs` returns. Read into [`Scored::logprobs`].
+    NextTokenLogprobs {
+        /// The token after each read position.
+        next: Vec<u32>,
+        /// Alternatives per position.
+        top: usize,
+    },
+}
+
+/// The distribution at one read position ([`ScoreOutput::NextTokenLogprobs`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct NextTokenLogprob {
+    /// Log-probability of the token that follows.
+    pub logprob: f32,
+    /// The most likely tokens as (id, log-probability), most likely first.
+    pub top: Vec<(u32, f32)>,
 }
 
 /// A text to run through the model and read at `positions`.
@@ -44,8 +62,12 @@ pub struct ScoreRequest {
 /// A finished scoring request.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Scored {
-    /// One vector per requested position, in order.
+    /// One vector per requested position, in order ([`ScoreOutput::Hidden`],
+    /// [`ScoreOutput::TokenLogits`]).
     pub values: Vec<Vec<f32>>,
+    /// One distribution per requested position, in order
+    /// ([`ScoreOutput::NextTokenLogprobs`]).
+    pub logprobs: Vec<NextTokenLogprob>,
     /// Tokens run through the model for this request (recomputes after preemption included).
     pub computed: u64,
     /// Tokens served from cached blocks or a parked sequence.
@@ -57,22 +79,23 @@ pub struct Scored {
 pub(super) struct ScoreState {
     positions: Vec<usize>,
     output: ScoreOutput,
-    /// Values read so far (for `positions[..values.len()]`).
+    /// Values read so far (for `positions[..recorded()]`, one of the two kinds by `output`).
     values: Vec<Vec<f32>>,
+    logprobs: Vec<NextTokenLogprob>,
 }
 
 impl ScoreState {
     /// The first position not read yet (the sequence must be computed from here at most).
     fn first_pending(&self) -> usize {
         self.positions
-            .get(self.values.len())
+            .get(self.recorded())
             .copied()
             .unwrap_or(usize::MAX)
     }
 
     /// What the model should return for a chunk computing positions `start..start + len`.
     pub(super) fn readout(&self, start: usize, len: usize) -> Readout {
-        let rows: Vec<usize> = self.positions[self.values.len()..]
+        let rows: Vec<usize> = self.positions[self.recorded()..]
             .iter()
             .take_while(|&&p| p < start + len)
             .map(|&p| p - start)
@@ -80,8 +103,15 @@ impl ScoreState {
         match (&self.output, rows.is_empty()) {
             (_, true) => Readout::Nothing,
             (ScoreOutput::Hidden, false) => Readout::Hidden(rows),
-            (ScoreOutput::TokenLogits(_), false) => Readout::Logits(rows),
+            (ScoreOutput::TokenLogits(_) | ScoreOutput::NextTokenLogprobs { .. }, false) => {
+                Readout::Logits(rows)
+            }
         }
+    }
+
+    /// Positions read so far.
+    fn recorded(&self) -> usize {
+        self.values.len() + self.logprobs.len()
     }
 
     /// Stores what a chunk's readout returned (`[rows, hidden]` or `[rows, vocab]`).
@@ -93,10 +123,41 @@ impl ScoreState {
                 let ids = Tensor::new(ids.as_slice(), out.device())?;
                 out.index_select(&ids, 1)?
             }
+            ScoreOutput::NextTokenLogprobs { next, top } => {
+                let rows = candle_nn::ops::log_softmax(&out.to_dtype(candle_core::DType::F32)?, 1)?
+                    .to_vec2::<f32>()?;
+                for row in rows {
+                    let i = self.logprobs.len();
+                    let logprob = next
+                        .get(i)
+                        .and_then(|&t| row.get(t as usize))
+                        .copied()
+                        .unwrap_or(f32::NEG_INFINITY);
+                    self.logprobs.push(NextTokenLogprob {
+                        logprob,
+                        top: top_k(&row, *top),
+                    });
+                }
+                return Ok(());
+            }
         };
         self.values.extend(out.to_vec2::<f32>()?);
         Ok(())
     }
+}
+
+/// The `k` largest entries of `row` as (index, value), largest first.
+fn top_k(row: &[f32], k: usize) -> Vec<(u32, f32)> {
+    let mut idx: Vec<u32> = (0..row.len() as u32).collect();
+    let k = k.min(idx.len());
+    if k == 0 {
+        return Vec::new();
+    }
+    let by_value = |a: &u32, b: &u32| row[*b as usize].total_cmp(&row[*a as usize]);
+    idx.select_nth_unstable_by(k - 1, by_value);
+    idx.truncate(k);
+    idx.sort_by(by_value);
+    idx.into_iter().map(|i| (i, row[i as usize])).collect()
 }
 
 impl Scheduler {
@@ -133,6 +194,7 @@ impl Scheduler {
                     positions: req.positions,
                     output: req.output,
                     values: Vec::new(),
+                    logprobs: Vec::new(),
                 }),
                 keep: false,
                 resume: None,
@@ -182,7 +244,24 @@ impl Scheduler {
                 format!("position {p} is past the {} tokens", req.tokens.len()),
             );
         }
-        if let ScoreOutput::TokenLogits(ids) = &req.output {
+        if let ScoreOutput::NextTokenLogprobs { next, .. } = &req.output {
+            if next.len() != req.positions.len() {
+                return bad(
+                    "output",
+                    format!(
+                        "{} next tokens for {} positions",
+                        next.len(),
+                        req.positions.len()
+                    ),
+                );
+            }
+        }
+        let read_ids = match &req.output {
+            ScoreOutput::Hidden => None,
+            ScoreOutput::TokenLogits(ids) => Some(ids),
+            ScoreOutput::NextTokenLogprobs { next, .. } => Some(next),
+        };
+        if let Some(ids) = read_ids {
             if ids.is_empty() {
                 return bad("output", "no token ids to read logits of".into());
             }
@@ -288,6 +367,7 @@ impl Scheduler {
             id,
             Scored {
                 values: score.values,
+                logprobs: score.logprobs,
                 computed: s.prefill.0,
                 reused: s.prefill.1,
             },

@@ -19,27 +19,7 @@ const SLOTS: usize = 4;
 
 /// The built `llama-server`, or `None` (with a note) when it is not built and not required.
 pub(crate) fn binary() -> Option<PathBuf> {
-    let path = std::env::var_os("PONDER_LLAMA_SERVER")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            let target = std::env::var_os("CARGO_TARGET_DIR")
-                .map(PathBuf::from)
-                .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target"));
-            target.join("llama-server/bin/llama-server")
-        });
-    if path.is_file() {
-        return Some(path);
-    }
-    assert!(
-        std::env::var("PONDER_REQUIRE_LLAMACPP").as_deref() != Ok("1"),
-        "{} is missing: run `bash scripts/setup-llamacpp.sh`",
-        path.display()
-    );
-    eprintln!(
-        "skipped: no llama-server at {} (bash scripts/setup-llamacpp.sh)",
-        path.display()
-    );
-    None
+    crate::backend_llamacpp::built("PONDER_LLAMA_SERVER", "llama-server/bin/llama-server")
 }
 
 /// A `llama-server` process on a free loopback port; killed when dropped.

@@ -26,14 +26,19 @@ use crate::backend_engines::pool;
 
 /// The venv's python, or `None` (with a note) when it is not installed and not required.
 fn python() -> Option<PathBuf> {
-    let path = std::env::var_os("PONDER_LLAMACPP_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            let target = std::env::var_os("CARGO_TARGET_DIR")
-                .map(PathBuf::from)
-                .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target"));
-            target.join("llamacpp-venv/bin/python")
-        });
+    built("PONDER_LLAMACPP_PYTHON", "llamacpp-venv/bin/python")
+}
+
+/// A file `scripts/setup-llamacpp.sh` installs: `$var` if set, else `relative` under the target
+/// dir; `None` (with a note) when it is missing and not required, a failure when
+/// `PONDER_REQUIRE_LLAMACPP=1` (as `scripts/test.sh` sets).
+pub(crate) fn built(var: &str, relative: &str) -> Option<PathBuf> {
+    let path = std::env::var_os(var).map(PathBuf::from).unwrap_or_else(|| {
+        let target = std::env::var_os("CARGO_TARGET_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target"));
+        target.join(relative)
+    });
     if path.is_file() {
         return Some(path);
     }
@@ -43,7 +48,7 @@ fn python() -> Option<PathBuf> {
         path.display()
     );
     eprintln!(
-        "skipped: no llama-cpp-python at {} (bash scripts/setup-llamacpp.sh)",
+        "skipped: no {} (bash scripts/setup-llamacpp.sh)",
         path.display()
     );
     None

@@ -390,3 +390,21 @@ impl Scheduler {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::top_k;
+
+    #[test]
+    fn top_k_is_the_k_largest_largest_first_and_clamped_to_the_row() {
+        let row = [0.1, -2.0, 3.0, 0.5, 3.0, -0.2];
+        let top = top_k(&row, 3);
+        assert_eq!(top.len(), 3);
+        let values: Vec<f32> = top.iter().map(|&(_, v)| v).collect();
+        assert_eq!(values, vec![3.0, 3.0, 0.5]);
+        assert!(top.iter().all(|&(i, v)| row[i as usize] == v));
+        assert_eq!(top_k(&row, 0), Vec::new());
+        assert_eq!(top_k(&row, 99).len(), row.len());
+        assert_eq!(top_k(&[], 2), Vec::new());
+    }
+}

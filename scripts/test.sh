@@ -49,8 +49,9 @@ lap "cargo test"
 # No unwrap/expect in library or binary code, no indexing on the request edge, no lock held across
 # an await: the workspace's clippy lints at `deny` (Cargo.toml; exceptions in RELIABILITY.md).
 # Every target, so the tests' own code stays clean too (they may unwrap: clippy.toml), and with
-# the CUDA feature, as the tests are built, so the device paths are linted too.
-cargo clippy --workspace --all-targets --features ponder/cuda
+# the CUDA feature, as the tests are built, so the device paths are linted too. A warning fails
+# the run (`-D warnings`): the tree is kept at zero.
+cargo clippy --workspace --all-targets --features ponder/cuda -- -D warnings
 lap clippy
 # The grader's hand-labelled pairs against HuggingFace's math-verify (the release pinned in
 # verifiers/scripts/math-verify-requirements.txt, in a venv under the target dir): fails when a

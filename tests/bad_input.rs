@@ -37,7 +37,7 @@ fn write_gguf(path: &Path, metadata: &[(&str, &str)], tensor: (&str, &[u64], u32
     }
     b.extend(dtype.to_le_bytes());
     b.extend(0u64.to_le_bytes());
-    while b.len() % 32 != 0 {
+    while !b.len().is_multiple_of(32) {
         b.push(0);
     }
     b.extend(data);

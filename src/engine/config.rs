@@ -58,13 +58,13 @@ impl ModelConfig {
                 self.num_heads, self.num_kv_heads, self.num_layers
             ));
         }
-        if self.num_heads % self.num_kv_heads != 0 {
+        if !self.num_heads.is_multiple_of(self.num_kv_heads) {
             return Err(format!(
                 "{} query heads are not a multiple of {} kv heads",
                 self.num_heads, self.num_kv_heads
             ));
         }
-        if self.head_dim == 0 || self.head_dim % 2 != 0 {
+        if self.head_dim == 0 || !self.head_dim.is_multiple_of(2) {
             return Err(format!(
                 "head dimension {} must be even and positive",
                 self.head_dim

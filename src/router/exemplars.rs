@@ -485,7 +485,7 @@ fn embed_all(embedder: &Embedder, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
             out[i] = e.vector;
         }
         let embedded = ((done + 1) * EMBED_BATCH).min(texts.len());
-        if embedded % (EMBED_BATCH * 32) == 0 {
+        if embedded.is_multiple_of(EMBED_BATCH * 32) {
             tracing::info!(
                 embedded,
                 of = texts.len(),

@@ -275,7 +275,7 @@ impl Strategy for AdaptiveParallel {
             windows.sort_by(f32::total_cmp);
             let median = (windows.len() >= 2).then(|| {
                 let m = windows.len() / 2;
-                if windows.len() % 2 == 0 {
+                if windows.len().is_multiple_of(2) {
                     (windows[m - 1] + windows[m]) / 2.0
                 } else {
                     windows[m]

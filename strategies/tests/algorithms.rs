@@ -332,7 +332,7 @@ fn best_of_n_weighted_and_self_consistency_select_as_documented() -> Result<(), 
             FakeChunk::last(
                 format!(
                     "s={} \\boxed{{{}}}",
-                    if s.seed % 3 == 0 { 0.9 } else { 0.5 },
+                    if s.seed.is_multiple_of(3) { 0.9 } else { 0.5 },
                     s.seed % 3
                 ),
                 -0.1,

@@ -137,7 +137,7 @@ fn deepconf_stops_low_confidence_traces() -> Result<(), StrategyError> {
     let generator = FakeGenerator::new(|s: FakeState<'_>| {
         let kind = match s.text.split_whitespace().next() {
             Some(k) => k.to_string(),
-            None => (if s.seed % 2 == 0 { "hi" } else { "lo" }).to_string(),
+            None => (if s.seed.is_multiple_of(2) { "hi" } else { "lo" }).to_string(),
         };
         let lp = if kind == "hi" { -0.05 } else { -2.5 };
         let written = s.text.split_whitespace().count();
@@ -236,7 +236,7 @@ fn answer_convergence_runs_n_chains_at_once_and_votes_their_answers() -> Result<
         if s.text.ends_with("\\boxed{") {
             let first = s.text.split("\n\n").next().unwrap_or("");
             let seed: u64 = first.trim_start_matches("seed ").parse().unwrap_or(1);
-            return FakeChunk::last(if seed % 3 == 0 { "7}" } else { "5}" }, -0.01);
+            return FakeChunk::last(if seed.is_multiple_of(3) { "7}" } else { "5}" }, -0.01);
         }
         match s.text.matches("\n\n").count() {
             0 => FakeChunk::step(format!("seed {}\n\n", s.seed), -0.1),

@@ -171,7 +171,7 @@ fn beam_search_stops_once_n_solutions_are_complete() -> Result<(), StrategyError
     // A child whose seed is even ends the solution; the others take another step.
     let generator = Arc::new(FakeGenerator::new(|s: FakeState<'_>| {
         let d = s.text.matches("\n\n").count() + 1;
-        if s.seed % 2 == 0 {
+        if s.seed.is_multiple_of(2) {
             FakeChunk::last(format!("d{d} \\boxed{{{d}}}"), -0.1)
         } else {
             FakeChunk::step(format!("d{d} s{}\n\n", s.seed % 997), -0.1)
@@ -240,7 +240,7 @@ fn a_dvts_subtree_ends_when_its_best_child_has_finished() -> Result<(), Strategy
     // A child with seed % 3 == 0 finishes (score 0.9); the others take a step (score 0.5).
     let generator = Arc::new(FakeGenerator::new(|s: FakeState<'_>| {
         let d = s.text.matches("\n\n").count() + 1;
-        if s.seed % 3 == 0 {
+        if s.seed.is_multiple_of(3) {
             FakeChunk::last(format!("d{d} s=0.9 \\boxed{{{d}}}"), -0.1)
         } else {
             FakeChunk::step(format!("d{d} s=0.5 r{}\n\n", s.seed % 997), -0.1)

@@ -399,7 +399,7 @@ fn mcts_picks_the_answer_by_visits_or_by_value() -> Result<(), StrategyError> {
         if s.text.starts_with('A') {
             return FakeChunk::last(format!("v=0.55 \\boxed{{1}} {}", s.seed % 97), -0.1);
         }
-        if s.seed % 2 == 0 {
+        if s.seed.is_multiple_of(2) {
             FakeChunk::last("B v=0.9 \\boxed{9}", -0.1)
         } else {
             FakeChunk::step("A v=0.6\n\n", -0.1)
@@ -447,7 +447,7 @@ fn a_star_estimates_the_cost_to_go_and_a_deeper_correct_path_wins() -> Result<()
                 FakeChunk::step(format!("s=0.8 step {d}\n\n"), -0.1)
             };
         }
-        if s.seed % 2 == 0 {
+        if s.seed.is_multiple_of(2) {
             FakeChunk::last("wrong s=0.4 \\boxed{7}", -0.1)
         } else {
             FakeChunk::step("right s=0.8\n\n", -0.1)

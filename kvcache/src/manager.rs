@@ -287,7 +287,8 @@ impl KvCacheManager {
     /// The partial last block of `s` if appending must copy it first (shared or indexed).
     fn cow_source(&self, s: &Sequence) -> Option<BlockId> {
         let last = *s.blocks.last()?;
-        (s.tokens.len() % self.block_size != 0 && self.pool.refcount(last) > 1).then_some(last)
+        (!s.tokens.len().is_multiple_of(self.block_size) && self.pool.refcount(last) > 1)
+            .then_some(last)
     }
 
     /// Fresh blocks needed for `n` more positions (not counting a copy-on-write block).

@@ -401,7 +401,7 @@ fn exact_root(r: &BigRational, n: u32) -> Option<BigRational> {
         return None;
     }
     let neg = r.is_negative();
-    if neg && n % 2 == 0 {
+    if neg && n.is_multiple_of(2) {
         return None;
     }
     let a = r.abs();

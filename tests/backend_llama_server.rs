@@ -86,21 +86,8 @@ fn tokens_predicted(rt: &tokio::runtime::Runtime, url: &str) -> u64 {
 fn every_builtin_strategy_runs_through_ponder_serve_over_llama_server_several_at_once() {
     let Some(binary) = binary() else { return };
     let server = LlamaServer::start(&binary, SLOTS, 2);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ponder"))
-        .args(["serve", "--port", "0", "--backend", &server.url])
-        .env("PONDER_MODELS", dir.path())
-        .env_remove("PONDER_MODEL")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn ponder serve");
-    let ponder = crate::util::served_url(&mut child);
+    let rt = crate::backend_llamacpp::runtime();
+    let (mut child, ponder, _dir) = crate::backend_llamacpp::serve_over(&[&server.url]);
     let client = reqwest::Client::new();
     let budget = 800;
     let body = |strategy: &str| {

@@ -196,7 +196,7 @@ fn proxy(rt: &tokio::runtime::Runtime, upstream: &str) -> (String, Arc<Proxy>) {
     (format!("http://{addr}"), p)
 }
 
-fn runtime() -> tokio::runtime::Runtime {
+pub(crate) fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -231,6 +231,26 @@ fn self_consistency() -> ReasonRequest {
         deadline_ms: None,
         seed: 1,
     }
+}
+
+/// `ponder serve` in front of `backends`, with no local model installed (an empty models
+/// directory, kept alive by the returned guard): the process, its URL and the directory.
+pub(crate) fn serve_over(backends: &[&str]) -> (Child, String, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ponder"));
+    cmd.args(["serve", "--port", "0"]);
+    for b in backends {
+        cmd.args(["--backend", b]);
+    }
+    let mut child = cmd
+        .env("PONDER_MODELS", dir.path())
+        .env_remove("PONDER_MODEL")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn ponder serve");
+    let url = crate::util::served_url(&mut child);
+    (child, url, dir)
 }
 
 #[test]
@@ -303,24 +323,7 @@ fn every_builtin_strategy_runs_through_ponder_serve_over_llama_cpp_and_fails_ove
     let rt = runtime();
     let (url_a, proxy_a) = proxy(&rt, &a.url);
     let (url_b, proxy_b) = proxy(&rt, &b.url);
-    let dir = tempfile::tempdir().unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ponder"))
-        .args([
-            "serve",
-            "--port",
-            "0",
-            "--backend",
-            &url_a,
-            "--backend",
-            &url_b,
-        ])
-        .env("PONDER_MODELS", dir.path())
-        .env_remove("PONDER_MODEL")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn ponder serve");
-    let ponder = crate::util::served_url(&mut child);
+    let (mut child, ponder, _dir) = serve_over(&[&url_a, &url_b]);
     let client = reqwest::Client::new();
     let ask = |strategy: &str, budget: u64| {
         // The engine tests' small settings, answers capped at 32 tokens: llama-cpp-python

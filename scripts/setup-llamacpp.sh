@@ -1,20 +1,22 @@
 #!/usr/bin/env bash
 # Installs the two llama.cpp servers Ponder's third-party backend tests run against, both from
-# one download of the pinned llama-cpp-python sdist (PyPI), under ${CARGO_TARGET_DIR:-target}:
+# one download of the pinned llama-cpp-python sdist (PyPI) and one C++ build, under
+# ${CARGO_TARGET_DIR:-target}:
 #
-# - llama-cpp-python's OpenAI server, built from the sdist into llamacpp-venv/
-#   (tests/backend_llamacpp.rs);
 # - llama.cpp's own C++ `llama-server` (parallel slots, continuous batching, prefix cache: what
-#   people deploy), built from the same sdist's vendored llama.cpp tree into
-#   llama-server/bin/llama-server (tests/backend_llama_server.rs, `ponder bench serve`).
+#   people deploy), built from the sdist's vendored llama.cpp tree with shared libraries into
+#   llama-server/bin/ (tests/backend_llama_server.rs, `ponder bench serve`);
+# - llama-cpp-python's OpenAI server, installed from the same sdist into llamacpp-venv/ without a
+#   C++ build of its own (`LLAMA_BUILD=OFF`): the package loads the libraries the first build made,
+#   copied into its `lib/` where it looks for them (tests/backend_llamacpp.rs). One compile of
+#   llama.cpp instead of two: on the 2-core CI machine the second one cost ~10 minutes.
 #
 # Kept under the target dir so CI's cache of it carries the builds between runs; a part already
 # built at this version is left alone (a second run takes a second).
 #
-# Both builds are cut to what the servers need: no llama.cpp tests or examples, no web UI, no
+# The build is cut to what the servers need: no llama.cpp tests or examples, no web UI, no
 # OpenMP (ggml's own thread pool), no HTTPS, and no AMX (llama.cpp's AMX kernels fault in this
-# project's Firecracker VMs: see scripts/peer_llamacpp.py). From a cold start on the 2-core CI
-# machine the builds are the slow part (minutes); they are not repeated while the cache holds.
+# project's Firecracker VMs: see scripts/peer_llamacpp.py).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 VERSION=0.3.36
@@ -45,36 +47,42 @@ if [ ! -f "$SDIST" ]; then
     --no-binary llama-cpp-python "llama-cpp-python==$VERSION" -d "$SDIST_DIR"
 fi
 
-if ! python_ready; then
-  start=$(date +%s)
-  # Escaped spaces: CMAKE_ARGS splits on spaces.
-  export CMAKE_ARGS="-DCMAKE_C_FLAGS=${NO_AMX// /\\ } -DCMAKE_CXX_FLAGS=${NO_AMX// /\\ } \
--DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF \
--DGGML_OPENMP=OFF"
-  "$VENV/bin/pip" install -q --disable-pip-version-check --no-cache-dir \
-    "llama-cpp-python[server] @ file://$(realpath "$SDIST")"
-  unset CMAKE_ARGS
-  echo "llama-cpp-python $VERSION installed in $VENV in $(($(date +%s) - start)) s" >&2
-fi
-
 if ! server_ready; then
   start=$(date +%s)
   # CMake from its PyPI wheel, in the same venv (the Debian image has none).
   "$VENV/bin/pip" install -q --disable-pip-version-check cmake==4.4.4
   SRC="$SERVER_DIR/src"
-  rm -rf "$SRC" "$SERVER_DIR/build"
+  rm -rf "$SRC" "$SERVER_DIR/build" "$SERVER_DIR/bin" "$SERVER_DIR/VERSION"
   mkdir -p "$SRC"
   tar -xzf "$SDIST" -C "$SRC" --strip-components=3 "llama_cpp_python-$VERSION/vendor/llama.cpp"
+  # Shared libraries, each finding the others beside itself ($ORIGIN), so the binary and the
+  # libraries can move out of the build tree together.
   "$VENV/bin/cmake" -S "$SRC" -B "$SERVER_DIR/build" -DCMAKE_BUILD_TYPE=Release \
-    -DCMAKE_C_FLAGS="$NO_AMX" -DCMAKE_CXX_FLAGS="$NO_AMX" -DBUILD_SHARED_LIBS=OFF \
+    -DCMAKE_C_FLAGS="$NO_AMX" -DCMAKE_CXX_FLAGS="$NO_AMX" -DBUILD_SHARED_LIBS=ON \
+    -DCMAKE_BUILD_WITH_INSTALL_RPATH=ON -DCMAKE_INSTALL_RPATH='$ORIGIN' \
     -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=ON \
     -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF \
     -DLLAMA_OPENSSL=OFF -DGGML_OPENMP=OFF >/dev/null
   "$VENV/bin/cmake" --build "$SERVER_DIR/build" --target llama-server >/dev/null
   mkdir -p "$SERVER_DIR/bin"
-  cp "$SERVER_DIR/build/bin/llama-server" "$SERVER"
+  cp -a "$SERVER_DIR/build/bin/llama-server" "$SERVER_DIR"/build/bin/lib*.so* "$SERVER_DIR/bin/"
   echo "$VERSION" >"$SERVER_DIR/VERSION"
   # The sources and objects are not needed to run it.
   rm -rf "$SRC" "$SERVER_DIR/build"
   echo "llama-server (llama.cpp vendored by llama-cpp-python $VERSION) built in $SERVER in $(($(date +%s) - start)) s" >&2
+fi
+
+if ! python_ready; then
+  start=$(date +%s)
+  # The Python package without its own C++ build (and without the multimodal library, which the
+  # text server loads only for image chat formats).
+  CMAKE_ARGS="-DLLAMA_BUILD=OFF -DLLAVA_BUILD=OFF" "$VENV/bin/pip" install -q \
+    --disable-pip-version-check --no-cache-dir "llama-cpp-python[server] @ file://$(realpath "$SDIST")"
+  # It loads libllama / libggml* (and libmtmd, for image formats) from its own lib/ directory.
+  package=$("$VENV/bin/python" -c \
+    'import importlib.util, os; print(os.path.dirname(importlib.util.find_spec("llama_cpp").origin))')
+  mkdir -p "$package/lib"
+  cp -a "$SERVER_DIR"/bin/libllama.so* "$SERVER_DIR"/bin/libggml*.so* "$SERVER_DIR"/bin/libmtmd.so* \
+    "$package/lib/"
+  echo "llama-cpp-python $VERSION installed in $VENV on llama-server's libraries in $(($(date +%s) - start)) s" >&2
 fi

@@ -26,10 +26,10 @@ cargo fmt --all --check
 bash scripts/setup-models.sh
 bash scripts/setup-cuda.sh
 lap setup
-# llama-cpp-python's OpenAI server and llama.cpp's C++ llama-server (both built under the target
-# dir from one download of the pinned PyPI sdist): the real third-party backends
+# llama-cpp-python's OpenAI server and llama.cpp's C++ llama-server (both under the target dir,
+# from one download of the pinned PyPI sdist and one C++ build): the real third-party backends
 # tests/backend_llamacpp.rs and tests/backend_llama_server.rs run every strategy against. The C++
-# builds run at low priority beside the Rust build, in the cores the Rust build leaves idle
+# build runs at low priority beside the Rust build, in the cores the Rust build leaves idle
 # (its serial stretches); the tests wait for them.
 LLAMACPP_LOG="${CARGO_TARGET_DIR:-target}/setup-llamacpp.log"
 mkdir -p "$(dirname "$LLAMACPP_LOG")"

@@ -105,8 +105,9 @@ fn main() -> anyhow::Result<()> {
         .unwrap_or_else(|| "What is 17 + 25?".to_string());
     let mut registry = Registry::with_builtins();
     register(&mut registry);
-    let runtime =
-        ponder::runtime::Runtime::start(&ponder::runtime::RuntimeOptions::default_model())?;
+    let runtime = ponder_engine::Runtime::start(&ponder_engine::RuntimeOptions::for_model(
+        ponder::models::default_llm_path(),
+    ))?;
     let request = ponder::reason::ReasonRequest {
         problem,
         history: Vec::new(),

@@ -50,7 +50,8 @@ pub(crate) fn answer_grader(data: &[u8]) {
 /// Any template source (first line) and messages (the rest, `role:content` per line) render or
 /// fail with an error, never a panic.
 pub(crate) fn chat_template(data: &[u8]) {
-    use ponder::engine::{ChatMessage, ChatTemplate};
+    use ponder_engine::forward::ChatTemplate;
+    use ponder_engine::ChatMessage;
     let text = String::from_utf8_lossy(data);
     let mut lines = text.split('\n');
     let source = lines.next().unwrap_or_default();
@@ -75,8 +76,8 @@ pub(crate) fn gguf_header(data: &[u8]) {
     if f.write_all(data).is_err() {
         return;
     }
-    if let Ok(gguf) = ponder::engine::GgufFile::open(f.path()) {
+    if let Ok(gguf) = ponder_engine::forward::GgufFile::open(f.path()) {
         let _ = gguf.config();
-        let _ = ponder::engine::TextTokenizer::from_gguf(&gguf);
+        let _ = ponder_engine::forward::TextTokenizer::from_gguf(&gguf);
     }
 }

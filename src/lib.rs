@@ -1,7 +1,7 @@
 //! Ponder: a test-time-scaling reasoning server.
 //!
-//! This crate is the service: the model runtime ([`engine`]), process reward models run by it
-//! ([`prm`]), model locations ([`models`]), the executor, backends, router, learned outcome
+//! This crate is the service over the model runtime (the `ponder-engine` crate): process reward
+//! models run on it ([`prm`]), model locations ([`models`]), remote backends, router, learned outcome
 //! verifier ([`learned_verifier`]) and HTTP API, the fixed train / held-out split of
 //! datasets ([`split`]) and the roles of the public benchmark sets ([`roles`]). Strategies
 //! and verifiers live in their own crates and see the engine only through ports.
@@ -9,13 +9,11 @@
 pub mod api;
 pub mod backends;
 pub mod bench;
-pub mod engine;
 pub mod learned_verifier;
 pub mod models;
 pub mod prm;
 pub mod reason;
 pub mod roles;
 pub mod router;
-pub mod runtime;
 pub mod split;
 pub mod telemetry;

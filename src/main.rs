@@ -11,10 +11,9 @@ use clap::{Parser, Subcommand};
 use std::sync::Arc;
 use std::time::Instant;
 
-use ponder::engine::{
-    encode_prompt, ChatMessage, ComputeDevice, Event, GroupRequest, LoadOptions, LoadedModel,
-    PagedKvStore, SamplingParams, Scheduler, SchedulerConfig, SeqFinish, TextStream,
-};
+use ponder_engine::batching::{Event, GroupRequest, Scheduler, SchedulerConfig, SeqFinish};
+use ponder_engine::forward::{encode_prompt, LoadOptions, LoadedModel, PagedKvStore, TextStream};
+use ponder_engine::{ChatMessage, ComputeDevice, SamplingParams};
 
 /// mimalloc keeps freed activation buffers for reuse (glibc's malloc returned the large ones to
 /// the kernel and faulted them back in, zeroed, on the next layer).
@@ -344,8 +343,8 @@ fn run_generate(args: GenerateArgs) -> anyhow::Result<()> {
     let max_tokens = args.max_tokens.min(context - prompt_ids.len());
     let block_size = 16;
     let blocks = (prompt_ids.len() + max_tokens).div_ceil(block_size) + 1;
-    let kv_bytes =
-        (blocks * block_size) as u64 * ponder::engine::bytes_per_block(model.model.config(), 1);
+    let kv_bytes = (blocks * block_size) as u64
+        * ponder_engine::forward::bytes_per_block(model.model.config(), 1);
     let store = PagedKvStore::for_model(&model.model, kv_bytes, block_size)?;
     let mut scheduler = Scheduler::new(Arc::clone(&model.model), store, SchedulerConfig::default());
     let started = Instant::now();
@@ -487,7 +486,7 @@ fn run_serve_bench(args: BenchArgs, model: PathBuf) -> anyhow::Result<()> {
 }
 
 fn run_strategy_bench(args: BenchArgs, model: PathBuf) -> anyhow::Result<()> {
-    let opts = ponder::runtime::RuntimeOptions {
+    let opts = ponder_engine::RuntimeOptions {
         model,
         kv_memory: args.kv_memory.as_u64(),
         block_size: args.block_size,
@@ -495,7 +494,7 @@ fn run_strategy_bench(args: BenchArgs, model: PathBuf) -> anyhow::Result<()> {
         device: Some(ComputeDevice::Cpu),
         tokenizer: None,
     };
-    let runtime = ponder::runtime::Runtime::start(&opts)
+    let runtime = ponder_engine::Runtime::start(&opts)
         .with_context(|| format!("loading {}", opts.model.display()))?;
     if matches!(args.workload, Workload::Beam) {
         let report = ponder::bench::beam_vs_best_of_n(
@@ -607,14 +606,14 @@ fn run_reason(args: ReasonArgs) -> anyhow::Result<()> {
     };
     // A bad strategy, parameter or budget is refused before the model loads.
     let valid = request.validate(&registry, ponder::reason::MAX_BUDGET_TOKENS)?;
-    let opts = ponder::runtime::RuntimeOptions {
+    let opts = ponder_engine::RuntimeOptions {
         model: args.model.unwrap_or_else(ponder::models::default_llm_path),
         kv_memory: args.kv_memory.as_u64(),
         device: Some(args.device),
         tokenizer: args.tokenizer,
-        ..ponder::runtime::RuntimeOptions::default_model()
+        ..ponder_engine::RuntimeOptions::for_model(ponder::models::default_llm_path())
     };
-    let runtime = ponder::runtime::Runtime::start(&opts)
+    let runtime = ponder_engine::Runtime::start(&opts)
         .with_context(|| format!("loading {}", opts.model.display()))?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)

@@ -551,7 +551,8 @@ fn serve_with_only_a_backend_and_no_local_model_serves_chat_and_strategies() {
 
 #[test]
 fn the_whole_conversation_reaches_the_local_prompt() {
-    use ponder::engine::{encode_prompt, ChatMessage};
+    use ponder_engine::forward::encode_prompt;
+    use ponder_engine::ChatMessage;
     let server = crate::server::TestServer::start(|b| b);
     let body = json!({"model": "ponder", "messages": conversation_messages(), "strategy": "best_of_n",
                       "strategy_params": {"n": 1, "max_tokens": 8}, "budget_tokens": 4000});

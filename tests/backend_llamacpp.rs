@@ -260,9 +260,9 @@ fn self_consistency_runs_over_llama_cpp_as_locally_with_usage_in_its_tokens() {
     let rt = runtime();
     let req = self_consistency();
     // Locally.
-    let local_rt = ponder::runtime::Runtime::start(&ponder::runtime::RuntimeOptions {
+    let local_rt = ponder_engine::Runtime::start(&ponder_engine::RuntimeOptions {
         model: crate::util::smollm2_path(),
-        ..ponder::runtime::RuntimeOptions::default_model()
+        ..ponder_engine::RuntimeOptions::for_model(ponder::models::default_llm_path())
     })
     .unwrap();
     let local = rt

@@ -3,9 +3,8 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use ponder::engine::{
-    encode_prompt, generate, EngineError, LoadOptions, LoadedModel, SamplingParams,
-};
+use ponder_engine::forward::{encode_prompt, generate, LoadOptions, LoadedModel};
+use ponder_engine::{EngineError, SamplingParams};
 
 use crate::util::{smollm2, smollm2_path};
 

@@ -15,11 +15,12 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use candle_core::{DType, Device, Tensor};
-use ponder::engine::{
-    Architecture, ComputeDevice, EngineError, Event, GroupRequest, LoadOptions, LoadedModel, Model,
-    ModelConfig, PagedKvStore, RopeStyle, SampledToken, SamplingParams, Scheduler, SchedulerConfig,
-    SeqFinish, WeightDtype,
+use ponder_engine::batching::{Event, GroupRequest, Scheduler, SchedulerConfig, SeqFinish};
+use ponder_engine::forward::{
+    Architecture, LoadOptions, LoadedModel, Model, ModelConfig, PagedKvStore, RopeStyle,
+    SampledToken, WeightDtype,
 };
+use ponder_engine::{ComputeDevice, EngineError, SamplingParams};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 

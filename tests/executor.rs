@@ -5,10 +5,9 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use ponder::engine::{
-    generate, ChatMessage, EngineError, Event, GroupRequest, PagedKvStore, SamplingParams,
-    Scheduler, SchedulerConfig, SeqFinish,
-};
+use ponder_engine::batching::{Event, GroupRequest, Scheduler, SchedulerConfig, SeqFinish};
+use ponder_engine::forward::{generate, PagedKvStore};
+use ponder_engine::{ChatMessage, EngineError, SamplingParams};
 
 use crate::util::smollm2;
 
@@ -343,7 +342,7 @@ fn many_groups_on_a_tiny_pool_finish_without_panicking() {
 
 #[test]
 fn the_actor_batches_concurrent_groups_and_streams_their_events() {
-    let exec = ponder::engine::Executor::spawn(scheduler(256, 512)).expect("spawn");
+    let exec = ponder_engine::batching::Executor::spawn(scheduler(256, 512)).expect("spawn");
     let rt = tokio::runtime::Builder::new_current_thread()
         .build()
         .expect("runtime");
@@ -398,7 +397,7 @@ fn the_actor_batches_concurrent_groups_and_streams_their_events() {
 /// and a handle dropped midway, before reading the event that reports its kept prompt.
 #[test]
 fn a_group_nobody_listens_to_is_cancelled_and_keeps_nothing() {
-    let exec = ponder::engine::Executor::spawn(scheduler(256, 512)).expect("spawn");
+    let exec = ponder_engine::batching::Executor::spawn(scheduler(256, 512)).expect("spawn");
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .build()

@@ -5,7 +5,7 @@
 use candle_core::quantized::gguf_file::{self, Value};
 use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{Device, Tensor};
-use ponder::engine::{load_model, Architecture, MatmulImpl};
+use ponder_engine::forward::{load_model, Architecture, MatmulImpl};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 

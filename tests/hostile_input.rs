@@ -8,7 +8,8 @@
 use std::io::Write;
 
 use ponder::api::Limits;
-use ponder::engine::{ChatMessage, ChatTemplate, GgufFile, TextTokenizer};
+use ponder_engine::forward::{ChatTemplate, GgufFile, TextTokenizer};
+use ponder_engine::ChatMessage;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use serde_json::{json, Value};

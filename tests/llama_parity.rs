@@ -6,7 +6,8 @@
 use candle_core::quantized::gguf_file;
 use candle_core::{Device, Tensor};
 use candle_transformers::models::quantized_llama::ModelWeights;
-use ponder::engine::{argmax, ChatMessage, ContiguousKvStore, KvStore, LogitsFor, SeqChunk};
+use ponder_engine::forward::{argmax, ContiguousKvStore, KvStore, LogitsFor, SeqChunk};
+use ponder_engine::ChatMessage;
 
 use crate::util::{max_abs_diff, smollm2, smollm2_path};
 
@@ -29,7 +30,7 @@ fn prompt_ids(text: &str) -> Vec<u32> {
     let rendered = m
         .render_chat(&[ChatMessage::new("user", text)])
         .expect("template");
-    ponder::engine::encode_prompt(m, &rendered).expect("encode")
+    ponder_engine::forward::encode_prompt(m, &rendered).expect("encode")
 }
 
 fn reference_logits(model: &mut ModelWeights, tokens: &[u32], pos: usize) -> Vec<f32> {

@@ -20,11 +20,11 @@ fn a_user_strategy_registered_by_name_runs_on_the_engine() {
         .expect("listed");
     assert_eq!(info.defaults["n"], 4, "defaults are listed for the API");
 
-    let opts = ponder::runtime::RuntimeOptions {
+    let opts = ponder_engine::RuntimeOptions {
         model: crate::util::smollm2_path(),
-        ..ponder::runtime::RuntimeOptions::default_model()
+        ..ponder_engine::RuntimeOptions::for_model(ponder::models::default_llm_path())
     };
-    let runtime = ponder::runtime::Runtime::start(&opts).expect("runtime");
+    let runtime = ponder_engine::Runtime::start(&opts).expect("runtime");
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

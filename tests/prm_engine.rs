@@ -6,10 +6,11 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use ponder::engine::{
-    EngineError, Event, GroupRequest, LoadOptions, LoadedModel, PagedKvStore, SamplingParams,
-    Scheduler, SchedulerConfig, ScoreOutput, ScoreRequest, Scored,
+use ponder_engine::batching::{
+    Event, GroupRequest, Scheduler, SchedulerConfig, ScoreOutput, ScoreRequest, Scored,
 };
+use ponder_engine::forward::{LoadOptions, LoadedModel, PagedKvStore};
+use ponder_engine::{EngineError, SamplingParams};
 
 use crate::prm_fixture::{write_checkpoint, Checkpoint};
 

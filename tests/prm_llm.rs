@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use ponder::prm::{LlmPrm, LlmPrmConfig};
-use ponder::runtime::{Runtime, RuntimeOptions};
+use ponder_engine::{Runtime, RuntimeOptions};
 use ponder_strategies::Generator;
 use ponder_verifiers::{Scores, Solution, Verifier};
 
@@ -40,7 +40,7 @@ fn start() -> (tokio::runtime::Runtime, Runtime) {
         .expect("runtime");
     let engine = Runtime::start(&RuntimeOptions {
         block_size: BLOCK,
-        ..RuntimeOptions::default_model()
+        ..RuntimeOptions::for_model(ponder::models::default_llm_path())
     })
     .expect("engine");
     (rt, engine)

@@ -8,7 +8,7 @@ use std::path::Path;
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
 use candle_transformers::models::qwen2::{Config, ModelForCausalLM};
-use ponder::engine::{load_model, MatmulImpl};
+use ponder_engine::forward::{load_model, MatmulImpl};
 
 use crate::util::{assert_tracks_reference, RandomTensors};
 

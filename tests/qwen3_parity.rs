@@ -12,7 +12,7 @@ use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
 use candle_transformers::models::qwen3::{Config, ModelForCausalLM};
-use ponder::engine::{load_model, Architecture, MatmulImpl};
+use ponder_engine::forward::{load_model, Architecture, MatmulImpl};
 
 use crate::util::{assert_tracks_reference, RandomTensors};
 

@@ -12,9 +12,9 @@ use std::time::{Duration, Instant};
 use futures_util::StreamExt;
 use ponder::api::AppError;
 use ponder::bench::load::{run, Kind, LoadTestOptions};
-use ponder::engine::bytes_per_block;
 use ponder::reason::{reason, ReasonRequest};
-use ponder::runtime::{Runtime, RuntimeOptions};
+use ponder_engine::forward::bytes_per_block;
+use ponder_engine::{Runtime, RuntimeOptions};
 use ponder_strategies::{Registry, StrategyError};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -173,7 +173,7 @@ fn a_tiny_kv_pool_preempts_and_recomputes_to_the_same_seeded_answers() {
         let opts = RuntimeOptions {
             model: crate::util::smollm2_path(),
             kv_memory,
-            ..RuntimeOptions::default_model()
+            ..RuntimeOptions::for_model(ponder::models::default_llm_path())
         };
         let runtime = Runtime::start(&opts).expect("runtime");
         let registry = Registry::with_builtins();
@@ -227,7 +227,7 @@ fn a_fan_out_larger_than_the_kv_pool_is_refused_with_a_400_naming_the_limit() {
     let opts = RuntimeOptions {
         model: crate::util::smollm2_path(),
         kv_memory: 20 * bytes_per_block(&config, 16),
-        ..RuntimeOptions::default_model()
+        ..RuntimeOptions::for_model(ponder::models::default_llm_path())
     };
     let runtime = Runtime::start(&opts).expect("runtime");
     let registry = Registry::with_builtins();

@@ -10,7 +10,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use ponder::api::{serve, ApiKeys, Limits, ServerBuilder};
-use ponder::runtime::{Runtime, RuntimeOptions};
+use ponder_engine::{Runtime, RuntimeOptions};
 use serde_json::{json, Value};
 use tokio::sync::oneshot;
 
@@ -38,7 +38,7 @@ impl TestServer {
     ) -> Self {
         let opts = RuntimeOptions {
             model: crate::util::smollm2_path(),
-            ..RuntimeOptions::default_model()
+            ..RuntimeOptions::for_model(ponder::models::default_llm_path())
         };
         let runtime = Arc::new(Runtime::start(&opts).expect("runtime"));
         let state = configure(ServerBuilder::new(runtime).model_id("smollm2")).build();
@@ -652,7 +652,8 @@ fn a_plugin_strategy_registered_on_the_builder_is_callable_by_name() {
 fn a_completion_prompt_may_be_token_ids_as_lm_evaluation_harness_sends_it() {
     let server = TestServer::start(|b| b);
     let client = reqwest::Client::new();
-    let ids = ponder::engine::encode_prompt(crate::util::smollm2(), "1, 2, 3,").expect("ids");
+    let ids =
+        ponder_engine::forward::encode_prompt(crate::util::smollm2(), "1, 2, 3,").expect("ids");
     let url = server.url("/v1/completions");
     let ask = |prompt: Value| {
         let body = json!({"model": "smollm2", "prompt": prompt, "max_tokens": 6, "temperature": 0});

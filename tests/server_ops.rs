@@ -134,7 +134,7 @@ fn one_request_id_ties_the_access_log_the_search_and_the_executor_sequences() {
     });
     has("extend", &|l| l.contains(":extend{"));
     has("executor sequence", &|l| {
-        l.contains(":sequence{") && l.contains("ponder::engine::executor") && l.contains("finished")
+        l.contains(":sequence{") && l.contains("ponder_engine::executor") && l.contains("finished")
     });
 }
 

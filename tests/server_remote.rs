@@ -119,11 +119,11 @@ fn a_server_using_another_as_its_backend_finds_the_same_candidates_as_in_process
         let (status, remote) = a.block_on(reason_over_http(&client, &a.url, &req));
         assert_eq!(status, 200, "{remote}");
         // The same request in-process, on A's own engine (the same model).
-        let opts = ponder::runtime::RuntimeOptions {
+        let opts = ponder_engine::RuntimeOptions {
             model: crate::util::smollm2_path(),
-            ..ponder::runtime::RuntimeOptions::default_model()
+            ..ponder_engine::RuntimeOptions::for_model(ponder::models::default_llm_path())
         };
-        let runtime = ponder::runtime::Runtime::start(&opts).expect("runtime");
+        let runtime = ponder_engine::Runtime::start(&opts).expect("runtime");
         let local = a
             .block_on(reason(
                 &Registry::with_builtins(),

@@ -5,7 +5,7 @@
 use std::sync::OnceLock;
 
 use ponder::reason::{reason, ReasonRequest};
-use ponder::runtime::{Runtime, RuntimeOptions};
+use ponder_engine::{Runtime, RuntimeOptions};
 use ponder_strategies::{Outcome, Registry, StrategyError};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 fn start() -> Runtime {
     let opts = RuntimeOptions {
         model: crate::util::smollm2_path(),
-        ..RuntimeOptions::default_model()
+        ..RuntimeOptions::for_model(ponder::models::default_llm_path())
     };
     match Runtime::start(&opts) {
         Ok(r) => r,
@@ -31,11 +31,11 @@ fn runtime() -> &'static Runtime {
 fn prompt_tokens(problem: &str) -> u64 {
     let model = &runtime().model;
     let messages = [
-        ponder::engine::ChatMessage::new("system", ponder_strategies::DEFAULT_SYSTEM_PROMPT),
-        ponder::engine::ChatMessage::new("user", problem),
+        ponder_engine::ChatMessage::new("system", ponder_strategies::DEFAULT_SYSTEM_PROMPT),
+        ponder_engine::ChatMessage::new("user", problem),
     ];
     let text = model.render_chat(&messages).expect("template");
-    ponder::engine::encode_prompt(model, &text)
+    ponder_engine::forward::encode_prompt(model, &text)
         .expect("encode")
         .len() as u64
 }
@@ -425,7 +425,7 @@ fn streamed_pieces_rebuild_each_choice_exactly() {
 }
 
 fn prompt_tokens_of(text: &str) -> u64 {
-    ponder::engine::encode_prompt(&runtime().model, text)
+    ponder_engine::forward::encode_prompt(&runtime().model, text)
         .expect("encode")
         .len() as u64
 }

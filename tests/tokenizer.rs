@@ -2,7 +2,8 @@
 //! fixture, special-token ids, round-trips over arbitrary Unicode, and the chat template.
 
 use candle_core::quantized::gguf_file::Value;
-use ponder::engine::{ChatMessage, GgufFile};
+use ponder_engine::forward::GgufFile;
+use ponder_engine::ChatMessage;
 use proptest::prelude::*;
 use serde::Deserialize;
 

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use candle_core::{Device, Tensor};
-use ponder::engine::{LoadOptions, LoadedModel};
+use ponder_engine::forward::{LoadOptions, LoadedModel};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -45,13 +45,13 @@ pub(crate) fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
 /// Feeds `prompt`, then `steps - 1` greedy tokens, to `ours` and to `reference` (token ids and
 /// start position → last-position logits), asserting the logits agree within 1e-3 every step.
 pub(crate) fn assert_tracks_reference(
-    ours: &ponder::engine::Model,
+    ours: &ponder_engine::forward::Model,
     prompt: &[u32],
     steps: usize,
     label: &str,
     mut reference: impl FnMut(&[u32], usize) -> Vec<f32>,
 ) {
-    use ponder::engine::{argmax, ContiguousKvStore, KvStore, LogitsFor, SeqChunk};
+    use ponder_engine::forward::{argmax, ContiguousKvStore, KvStore, LogitsFor, SeqChunk};
     let mut kv = ContiguousKvStore::new(ours.config().num_layers);
     let mut input = prompt.to_vec();
     for step in 0..steps {

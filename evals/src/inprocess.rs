@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use ponder::prm::VerifierChoice;
 use ponder::reason::{reason, ReasonRequest};
 use ponder::router::Exemplars;
-use ponder::runtime::{Runtime, RuntimeOptions};
+use ponder_engine::{Runtime, RuntimeOptions};
 use ponder_strategies::{Registry, StrategyError};
 use ponder_verifiers::Verifier;
 use tokio_util::sync::CancellationToken;
@@ -54,7 +54,7 @@ impl InProcessBackend {
     pub fn start(model: Option<PathBuf>) -> Result<Self> {
         let opts = RuntimeOptions {
             model: model.unwrap_or_else(ponder::models::default_llm_path),
-            ..RuntimeOptions::default_model()
+            ..RuntimeOptions::for_model(ponder::models::default_llm_path())
         };
         let runtime = Runtime::start(&opts)
             .map_err(|e| EvalError::Backend(format!("loading {}: {e}", opts.model.display())))?;

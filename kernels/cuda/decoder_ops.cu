@@ -1,5 +1,5 @@
 // The decoder layer's small kernels around the matmuls and attention, as the engine's CUDA
-// forward pass launches them (`src/engine/cuda/forward.rs`): row gathers (the embedding lookup
+// forward pass launches them (`engine/src/cuda/forward.rs`): row gathers (the embedding lookup
 // and the rows the head reads), RMSNorm, RoPE, the SiLU gate, the bias add, the f32 -> bf16/f16
 // narrowing of a matmul's input, and the deterministic random fill of a benchmark model.
 //

@@ -3,7 +3,7 @@
 //! for q/k norms), RoPE, the SwiGLU gate, row gathers (the embedding lookup), the bias add and
 //! the deterministic random fill of a benchmark model.
 //!
-//! These are the engine's CPU forward pass (`src/engine/cpu.rs` calls them) and the CPU
+//! These are the engine's CPU forward pass (`engine/src/cpu.rs` calls them) and the CPU
 //! references of `cuda/decoder_ops.cu` (the CUDA forward pass's kernels, tested against them
 //! in `tests/gpu/decoder_ops.rs`); the narrowing kernel's reference is [`KvElem::from_f32`] and
 //! the gate's is [`math::silu_mul`](crate::math::silu_mul).

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use super::{serve, shutdown_signal, ApiKeys, Limits, ServerBuilder};
 use crate::backends::{BackendFormat, BackendKeys, RemoteOptions, RemotePool};
-use crate::runtime::{Runtime, RuntimeOptions};
+use ponder_engine::{Runtime, RuntimeOptions};
 
 /// Arguments of `ponder serve`.
 #[derive(Debug, clap::Args)]
@@ -30,7 +30,7 @@ pub struct ServeArgs {
     pub kv_memory: bytesize::ByteSize,
     /// Where the model runs: cpu, cuda or cuda:N (cuda needs a build with `--features cuda`).
     #[arg(long, env = "PONDER_DEVICE", default_value = "cpu")]
-    pub device: crate::engine::ComputeDevice,
+    pub device: ponder_engine::ComputeDevice,
     /// A tokenizer.json to use instead of the model's own (e.g. for a SentencePiece GGUF).
     #[arg(long, env = "PONDER_TOKENIZER")]
     pub tokenizer: Option<PathBuf>,
@@ -265,7 +265,7 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
                 kv_memory: args.kv_memory.as_u64(),
                 device: Some(args.device),
                 tokenizer: args.tokenizer.clone(),
-                ..RuntimeOptions::default_model()
+                ..RuntimeOptions::for_model(crate::models::default_llm_path())
             };
             tracing::info!(model = %model.display(), "loading the model");
             Some(Arc::new(Runtime::start(&opts)?))

@@ -15,7 +15,7 @@ use serde::Serialize;
 use thiserror::Error;
 use utoipa::ToSchema;
 
-use crate::engine::EngineError;
+use ponder_engine::EngineError;
 
 /// A request rejected by validation: each message names the field and what is allowed.
 #[derive(Debug, Error)]
@@ -409,6 +409,13 @@ fn engine_parts(e: &EngineError) -> Parts {
             INVALID,
             Some("messages".into()),
             None,
+        ),
+        // The model's thread is gone (shutting down, or it failed): /ready says 503 too.
+        EngineError::ExecutorStopped => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "server_error",
+            None,
+            Some("executor_stopped"),
         ),
         _ => (
             StatusCode::INTERNAL_SERVER_ERROR,

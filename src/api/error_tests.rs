@@ -10,7 +10,7 @@ use ponder_strategies::{GeneratorError, StrategyError};
 use ponder_verifiers::VerifierError;
 
 use super::{AppError, ValidationError};
-use crate::engine::EngineError;
+use ponder_engine::EngineError;
 
 /// What a client should see: status, `type`, `param`, `code`.
 type Seen<'a> = (u16, &'a str, Option<&'a str>, Option<&'a str>);
@@ -315,6 +315,10 @@ fn engine_and_request_errors_map_by_variant() {
             }
             .into(),
             (500, "server_error", None, None),
+        ),
+        (
+            EngineError::ExecutorStopped.into(),
+            (503, "server_error", None, Some("executor_stopped")),
         ),
         (
             AppError::MalformedJson("eof".into()),

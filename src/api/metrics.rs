@@ -30,8 +30,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
-use crate::engine::SchedulerCounters;
 use crate::router::Allocated;
+use ponder_engine::SchedulerCounters;
 
 /// vLLM's `time_to_first_token_seconds` buckets.
 const TTFT_BUCKETS: [f64; 22] = [

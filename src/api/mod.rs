@@ -55,11 +55,12 @@ pub use guard::{Admission, ApiKeys};
 pub use metrics::Metrics;
 pub use validate::{check_body, Limits};
 
-use crate::backends::{InterToken, RemoteGenerator, RemotePool};
+use crate::backends::{RemoteGenerator, RemotePool};
 use crate::prm::SearchVerifier;
 use crate::router::{Exemplars, Shot};
-use crate::runtime::Runtime;
 use extract::BodyLimit;
+use ponder_engine::InterToken;
+use ponder_engine::Runtime;
 
 /// Everything a handler can reach.
 pub struct AppState {

@@ -15,8 +15,8 @@ use super::types::{
     ChatCompletionRequest, CommonParams, CompletionRequest, MessageIn, PromptField, ReasonBody,
     StopField,
 };
-use crate::engine::{ChatMessage, SamplingParams, MAX_TOP_LOGPROBS};
 use crate::reason::ReasonRequest;
+use ponder_engine::{ChatMessage, SamplingParams, MAX_TOP_LOGPROBS};
 
 /// This server's limits.
 #[derive(Debug, Clone)]

@@ -2,11 +2,8 @@
 //! this process's engine (the executor actor); [`RemoteGenerator`] runs on OpenAI-compatible
 //! completion servers through a [`RemotePool`] (prefix-affinity routing, failover, TLS, keys).
 
-mod local;
 mod remote;
-mod token_tree;
 
-pub use local::{InterToken, LocalGenerator, StopStrings};
 pub use remote::{
     affinity_key, chatml, BackendFormat, BackendKeys, FormatError, RemoteGenerator, RemoteOptions,
     RemotePool, Secret,

@@ -11,10 +11,9 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use crate::engine::{
-    ChatMessage, EngineError, Event, GroupRequest, LoadedModel, Model, PagedKvStore, Result,
-    SamplingParams, Scheduler, SchedulerConfig,
-};
+use ponder_engine::batching::{Event, GroupRequest, Scheduler, SchedulerConfig};
+use ponder_engine::forward::{LoadedModel, Model, PagedKvStore};
+use ponder_engine::{ChatMessage, EngineError, Result, SamplingParams};
 
 /// Options shared by the workloads.
 #[derive(Debug, Clone)]
@@ -94,7 +93,7 @@ pub struct BatchedRun {
     /// Tokens per second after the first tokens.
     pub decode_tokens_per_s: f64,
     #[serde(skip)]
-    counters: crate::engine::SchedulerCounters,
+    counters: ponder_engine::SchedulerCounters,
 }
 
 /// The `prefix-reuse` result.
@@ -257,7 +256,7 @@ struct TimedRun {
     prefill_tokens: usize,
     /// Tokens produced in all.
     generated: usize,
-    counters: crate::engine::SchedulerCounters,
+    counters: ponder_engine::SchedulerCounters,
 }
 
 impl TimedRun {

@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::prm::VerifierChoice;
 use crate::reason::{reason, ReasonRequest};
-use crate::runtime::Runtime;
+use ponder_engine::Runtime;
 
 /// What the `search` workload runs.
 #[derive(Debug, Clone)]

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use crate::reason::{reason, ReasonRequest};
-use crate::runtime::Runtime;
+use ponder_engine::Runtime;
 
 /// One problem with its gold answer.
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -14,7 +14,8 @@ use candle_core::{Device, Module, Tensor};
 use candle_nn::Linear;
 use ponder_verifiers::prm::good_probability;
 
-use crate::engine::{EngineError, Result, ScoreOutput};
+use ponder_engine::batching::ScoreOutput;
+use ponder_engine::{EngineError, Result};
 
 /// Tensor-name prefix of a reward model's score head.
 pub(crate) const SCORE_HEAD_PREFIX: &str = "score.";
@@ -50,10 +51,11 @@ impl PrmHead {
                 .iter()
                 .map(|r| match r.as_slice() {
                     [good, bad] => Ok(good_probability(*good, *bad)),
-                    other => Err(EngineError::Kv(format!(
-                        "expected 2 logits at a step tag, got {}",
-                        other.len()
-                    ))),
+                    other => Err(EngineError::SizeMismatch {
+                        what: "logits at a step tag",
+                        expected: 2,
+                        got: other.len(),
+                    }),
                 })
                 .collect(),
         }
@@ -112,11 +114,11 @@ impl RewardHead {
             return Ok(Vec::new());
         }
         if let Some(bad) = hidden.iter().find(|h| h.len() != self.hidden_size) {
-            return Err(EngineError::Kv(format!(
-                "hidden state of {} floats for a head of width {}",
-                bad.len(),
-                self.hidden_size
-            )));
+            return Err(EngineError::SizeMismatch {
+                what: "hidden-state floats for the reward head",
+                expected: self.hidden_size,
+                got: bad.len(),
+            });
         }
         let flat: Vec<f32> = hidden.iter().flatten().copied().collect();
         let x = Tensor::from_vec(flat, (hidden.len(), self.hidden_size), &self.device)?;

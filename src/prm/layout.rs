@@ -11,7 +11,8 @@ use std::hash::{DefaultHasher, Hasher};
 
 use ponder_verifiers::{PrmFormat, Solution};
 
-use crate::engine::{Result, TextTokenizer};
+use ponder_engine::forward::TextTokenizer;
+use ponder_engine::Result;
 
 /// Token ids of a problem and its steps, and where each step is read.
 #[derive(Debug, Clone, PartialEq, Eq)]

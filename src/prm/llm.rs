@@ -238,7 +238,7 @@ impl Verifier for LlmPrm {
         let sampling = Sampling::greedy(
             self.config
                 .top_logprobs
-                .min(crate::engine::MAX_TOP_LOGPROBS),
+                .min(ponder_engine::MAX_TOP_LOGPROBS),
         );
         let requests: Vec<ExtendRequest> = built
             .iter()

@@ -23,10 +23,9 @@ use ponder_verifiers::{
 use super::cache::StepCache;
 use super::head::{PrmHead, RewardHead, SCORE_HEAD_PREFIX};
 use super::layout::StepLayout;
-use crate::engine::{
-    EngineError, Executor, LoadOptions, LoadedModel, PagedKvStore, Result, Scheduler,
-    SchedulerConfig, ScoreHandle, ScoreRequest,
-};
+use ponder_engine::batching::{Executor, Scheduler, SchedulerConfig, ScoreHandle, ScoreRequest};
+use ponder_engine::forward::{LoadOptions, LoadedModel, PagedKvStore};
+use ponder_engine::{EngineError, Result};
 
 /// Which kind of PRM a checkpoint is.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -271,11 +270,11 @@ impl ModelPrm {
             cost = scored.computed;
             let probs = self.head.probabilities(&scored.values)?;
             if probs.len() != plan.asked.len() {
-                return Err(EngineError::Kv(format!(
-                    "{} readings for {} steps",
-                    probs.len(),
-                    plan.asked.len()
-                )));
+                return Err(EngineError::SizeMismatch {
+                    what: "PRM readings for the steps asked",
+                    expected: plan.asked.len(),
+                    got: probs.len(),
+                });
             }
             for (&k, p) in plan.asked.iter().zip(probs) {
                 self.cache.insert(plan.layout.keys[k], p);

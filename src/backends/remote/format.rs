@@ -17,7 +17,8 @@ use std::path::{Path, PathBuf};
 
 use ponder_strategies::Prompt;
 
-use crate::engine::{ChatMessage, ChatTemplate, EngineError, GgufFile, TextTokenizer};
+use ponder_engine::forward::{ChatTemplate, GgufFile, TextTokenizer};
+use ponder_engine::{ChatMessage, EngineError};
 
 /// The chat-format and tokenizer source named by `--backend-tokenizer`.
 #[derive(Debug)]

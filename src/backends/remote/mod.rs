@@ -38,8 +38,8 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use crate::engine::ChatMessage;
 use async_trait::async_trait;
+use ponder_engine::ChatMessage;
 use ponder_strategies::{
     Cost, ExtendRequest, Extension, Generator, GeneratorError, Prompt, Result, SeqHandle, StopKind,
     Stops, StrategyError, Turn,

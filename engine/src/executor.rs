@@ -122,7 +122,7 @@ impl std::fmt::Debug for Command {
 }
 
 fn stopped() -> EngineError {
-    EngineError::Kv("the executor has stopped".into())
+    EngineError::ExecutorStopped
 }
 
 impl Executor {
@@ -137,7 +137,7 @@ impl Executor {
                 let _log = tracing::dispatcher::set_default(&dispatch);
                 run(scheduler, rx)
             })
-            .map_err(|e| EngineError::Kv(format!("cannot start the executor thread: {e}")))?;
+            .map_err(EngineError::ExecutorStart)?;
         Ok(Self {
             commands,
             thread: Some(thread),
@@ -278,9 +278,7 @@ fn run(mut scheduler: Scheduler, mut rx: mpsc::UnboundedReceiver<Command>) {
                         Some(tx),
                     ) = (&event, routes.scores.remove(&seq))
                     {
-                        let _ = tx.send(Err(EngineError::Kv(format!(
-                            "scoring request {seq} was cancelled"
-                        ))));
+                        let _ = tx.send(Err(EngineError::ScoreCancelled(seq)));
                     }
                     if let Some(span) = routes.spans.get(&seq) {
                         match &event {

@@ -191,7 +191,12 @@ impl Model {
                     .collect();
                 cuda.forward_readouts(batch, kv, &readouts).and_then(|out| {
                     out.into_iter()
-                        .map(|t| t.ok_or_else(|| EngineError::Kv("logits missing".into())))
+                        .map(|t| {
+                            t.ok_or(EngineError::MissingOutput {
+                                what: "logits",
+                                seq: None,
+                            })
+                        })
                         .collect()
                 })
             }
@@ -234,10 +239,11 @@ impl Model {
             }
             let held = kv.seq_len(chunk.seq);
             if held != chunk.start_pos {
-                return Err(EngineError::Kv(format!(
-                    "sequence {} starts at position {} but the store holds {held} positions",
-                    chunk.seq, chunk.start_pos
-                )));
+                return Err(EngineError::PositionMismatch {
+                    seq: chunk.seq,
+                    start: chunk.start_pos,
+                    held,
+                });
             }
             if let Some(&bad) = chunk
                 .tokens
@@ -394,9 +400,10 @@ pub(crate) fn read_out(
         out.push(match r {
             Readout::Nothing => None,
             Readout::LastLogits => {
-                let logits = last_logits
-                    .as_ref()
-                    .ok_or_else(|| EngineError::Kv("last-position logits missing".into()))?;
+                let logits = last_logits.as_ref().ok_or(EngineError::MissingOutput {
+                    what: "last-position logits",
+                    seq: None,
+                })?;
                 next_last += 1;
                 Some(logits.get(next_last - 1)?)
             }

@@ -5,8 +5,8 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use crate::backends::LocalGenerator;
-use crate::engine::{
+use crate::local::LocalGenerator;
+use crate::{
     ComputeDevice, EngineError, Executor, LoadOptions, LoadedModel, PagedKvStore, Result,
     Scheduler, SchedulerConfig, SchedulerCounters,
 };
@@ -49,10 +49,11 @@ impl RuntimeOptions {
 }
 
 impl RuntimeOptions {
-    /// The installed default model with 512 MiB of KV blocks of 16 tokens.
-    pub fn default_model() -> Self {
+    /// `model` with 512 MiB of KV blocks of 16 tokens, at most 512 tokens a forward pass, on the
+    /// device [`RuntimeOptions::resolved_device`] picks.
+    pub fn for_model(model: PathBuf) -> Self {
         Self {
-            model: crate::models::default_llm_path(),
+            model,
             kv_memory: 512 << 20,
             block_size: 16,
             max_step_tokens: 512,

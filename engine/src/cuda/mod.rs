@@ -40,7 +40,7 @@ pub(crate) use forward::CudaModel;
 pub(crate) use kv::{DeviceKv, StepSeq};
 pub(crate) use weights::WeightDtype;
 
-use crate::engine::error::{EngineError, Result};
+use crate::error::{EngineError, Result};
 
 /// A device buffer of `f32` (what `KvStore::attend_cuda` takes; `cuda_stub.rs` names the same
 /// type in a build without the feature).

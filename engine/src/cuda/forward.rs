@@ -20,12 +20,12 @@ use half::bf16;
 
 use super::weights::{CudaWeights, WeightDtype};
 use super::{cuda_err, Gpu};
-use crate::engine::config::{ModelConfig, RopeStyle};
-use crate::engine::error::{EngineError, Result};
-use crate::engine::kv::KvStore;
-use crate::engine::model::{read_out, Readout, SeqChunk};
-use crate::engine::rope::Rope;
-use crate::engine::weights::ModelWeights;
+use crate::config::{ModelConfig, RopeStyle};
+use crate::error::{EngineError, Result};
+use crate::kv::KvStore;
+use crate::model::{read_out, Readout, SeqChunk};
+use crate::rope::Rope;
+use crate::weights::ModelWeights;
 
 /// A model's weights and RoPE tables on one device.
 #[derive(Debug)]

@@ -82,7 +82,7 @@ pub trait KvStore {
         out: &mut DeviceSlice,
     ) -> Result<()> {
         let _ = (layer, q, k, v, out);
-        Err(EngineError::Kv("this KV store keeps its memory on the host; a CUDA model needs PagedKvStore::for_model".into()))
+        Err(EngineError::StoreOnOtherDevice { store: "host" })
     }
 }
 
@@ -116,10 +116,10 @@ impl ContiguousKvStore {
         v: &Tensor,
     ) -> Result<(Tensor, Tensor)> {
         if layer >= self.num_layers {
-            return Err(EngineError::Kv(format!(
-                "layer {layer} out of range (model has {})",
-                self.num_layers
-            )));
+            return Err(EngineError::LayerOutOfRange {
+                layer,
+                layers: self.num_layers,
+            });
         }
         let num_layers = self.num_layers;
         let layers = self
@@ -196,7 +196,7 @@ impl KvStore for ContiguousKvStore {
             .seqs
             .get(&parent)
             .cloned()
-            .ok_or_else(|| EngineError::Kv(format!("fork from unknown sequence {parent}")))?;
+            .ok_or(ponder_kvcache::KvCacheError::UnknownSequence(parent))?;
         // candle tensors are immutable and reference counted: this shares, not copies.
         self.seqs.insert(child, layers);
         Ok(())

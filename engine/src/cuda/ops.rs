@@ -9,7 +9,7 @@ use cudarc::driver::CudaSlice;
 use half::bf16;
 
 use super::cuda_err;
-use crate::engine::error::Result;
+use crate::error::Result;
 
 /// A dense matrix on the device, f32 or bf16.
 #[derive(Debug)]

@@ -11,13 +11,13 @@ use std::sync::Arc;
 
 use candle_core::Tensor;
 
-use crate::engine::attention::AttentionShape;
-use crate::engine::config::ModelConfig;
-use crate::engine::device::WeightDtype;
-use crate::engine::error::{EngineError, Result};
-use crate::engine::kv::KvStore;
-use crate::engine::model::{Readout, SeqChunk};
-use crate::engine::weights::ModelWeights;
+use crate::attention::AttentionShape;
+use crate::config::ModelConfig;
+use crate::device::WeightDtype;
+use crate::error::{EngineError, Result};
+use crate::kv::KvStore;
+use crate::model::{Readout, SeqChunk};
+use crate::weights::ModelWeights;
 
 /// A device buffer of `f32` (cudarc's `CudaSlice<f32>` in a CUDA build): uninhabited here.
 pub(crate) type DeviceSlice = Infallible;

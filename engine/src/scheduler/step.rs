@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use candle_core::Tensor;
 
 use super::*;
-use crate::engine::device::ComputeDevice;
+use crate::device::ComputeDevice;
 
 /// A planned piece of work: `len` tokens of `seq` starting at its `computed` position.
 #[derive(Debug, Clone, Copy)]
@@ -100,13 +100,17 @@ impl Scheduler {
                     });
                 }
                 s.phase = Phase::Decode;
-                let token = drawn.remove(&p.seq).ok_or_else(|| {
-                    EngineError::Kv(format!("no logits for sequence {}", p.seq))
+                let token = drawn.remove(&p.seq).ok_or(EngineError::MissingOutput {
+                    what: "logits",
+                    seq: Some(p.seq),
                 })??;
                 self.accept(p.seq, token, &mut events);
             } else {
                 let logits: Vec<f32> = output
-                    .ok_or_else(|| EngineError::Kv(format!("no logits for sequence {}", p.seq)))?
+                    .ok_or(EngineError::MissingOutput {
+                        what: "logits",
+                        seq: Some(p.seq),
+                    })?
                     .to_vec1()?;
                 self.fork_branches(p.seq, &logits, &mut events)?;
             }
@@ -318,10 +322,10 @@ impl Scheduler {
                 continue;
             }
             if !self.preempt_one() {
-                return Err(EngineError::Kv(format!(
-                    "the KV pool cannot hold one step: {needed} blocks needed, {} available",
-                    self.store.available_blocks()
-                )));
+                return Err(EngineError::OutOfBlocks {
+                    needed,
+                    available: self.store.available_blocks(),
+                });
             }
         }
     }

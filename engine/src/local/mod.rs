@@ -30,6 +30,7 @@
 
 mod batch;
 mod inflight;
+mod token_tree;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -41,11 +42,11 @@ use ponder_strategies::{
     PromptLogprobs, Result, SeqHandle, Stops, StrategyError, TokenInfo, Turn,
 };
 
-use super::token_tree::TokenTree;
-use crate::engine::{
+use crate::{
     encode_prompt, ChatMessage, EngineError, Executor, LoadedModel, ScoreOutput, ScoreRequest,
     SeqId, StopCondition,
 };
+use token_tree::TokenTree;
 
 /// The engine's [`StopCondition`] for a request's [`Stops`]: stops a branch once its generated
 /// text completes one of them (the matching is [`Stops::completed`]'s; this decodes the tokens).

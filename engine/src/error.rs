@@ -5,6 +5,8 @@
 
 use std::path::PathBuf;
 
+use ponder_kvcache::SeqId;
+
 /// Errors raised by the model runtime.
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
@@ -82,9 +84,71 @@ pub enum EngineError {
         /// The model's context length.
         context: usize,
     },
-    /// The KV store and the batch disagree about a sequence (a caller bug, reported not panicked).
-    #[error("kv store: {0}")]
-    Kv(String),
+    /// The executor's thread has stopped (shut down, or its model failed): nothing more runs.
+    #[error("the executor has stopped")]
+    ExecutorStopped,
+    /// The executor's thread could not be started.
+    #[error("cannot start the executor thread: {0}")]
+    ExecutorStart(#[source] std::io::Error),
+    /// A scoring request ended without its result: it was cancelled.
+    #[error("scoring request {0} was cancelled")]
+    ScoreCancelled(SeqId),
+    /// The KV pool cannot hold one step even with every other sequence preempted.
+    #[error("the KV pool cannot hold one step: {needed} blocks needed, {available} available")]
+    OutOfBlocks {
+        /// Blocks the step needs.
+        needed: usize,
+        /// Blocks free after preempting everything else.
+        available: usize,
+    },
+    /// The KV-cache bookkeeping refused an operation (unknown or duplicate sequence, out of
+    /// blocks, an inconsistency it found), kept as the source.
+    #[error(transparent)]
+    KvCache(#[from] ponder_kvcache::KvCacheError),
+    /// A sequence's chunk does not start where its KV ends (a caller bug, reported not panicked).
+    #[error("sequence {seq} starts at position {start} but the store holds {held} positions")]
+    PositionMismatch {
+        /// The sequence.
+        seq: SeqId,
+        /// Where the chunk starts.
+        start: usize,
+        /// Positions the store holds for it.
+        held: usize,
+    },
+    /// A layer index past the layers a model or KV store has.
+    #[error("layer {layer} out of range ({layers} layers)")]
+    LayerOutOfRange {
+        /// The layer asked for.
+        layer: usize,
+        /// Layers there are.
+        layers: usize,
+    },
+    /// The KV store keeps its blocks on another device than the one the model computes on.
+    #[error("the KV store's blocks are on the {store}, not where the model computes; build the store with PagedKvStore::for_model")]
+    StoreOnOtherDevice {
+        /// Where the store's blocks are (`host`, `CUDA device`).
+        store: &'static str,
+    },
+    /// Something a step computes for a sequence was not there when read (an engine bug,
+    /// reported instead of panicking).
+    #[error("the engine has no {what}{} (an engine bug)", for_sequence(*.seq))]
+    MissingOutput {
+        /// What was missing (`logits`, `reserved slots`, `attention plan`).
+        what: &'static str,
+        /// The sequence it was for, if one.
+        seq: Option<SeqId>,
+    },
+    /// Two sizes that must agree do not (rows for the reserved slots, a head's width, readings
+    /// per step).
+    #[error("{what}: expected {expected}, got {got}")]
+    SizeMismatch {
+        /// What was measured.
+        what: &'static str,
+        /// The size it must have.
+        expected: usize,
+        /// The size it had.
+        got: usize,
+    },
     /// `--device cuda` in a build without the `cuda` feature.
     #[error("device {device} needs a build with the `cuda` feature (cargo build --release --features cuda)")]
     CudaNotBuilt {
@@ -102,6 +166,9 @@ pub enum EngineError {
     /// A CPU kernel rejected its arguments.
     #[error(transparent)]
     Kernel(#[from] ponder_kernels::KernelError),
+    /// The paged attention kernel refused its arguments (a size or block id the engine passed).
+    #[error(transparent)]
+    Attention(#[from] ponder_kernels::attention::AttentionError),
     /// A tensor operation failed.
     #[error(transparent)]
     Candle(#[from] candle_core::Error),
@@ -113,6 +180,11 @@ pub enum EngineError {
         /// The underlying error.
         source: std::io::Error,
     },
+}
+
+fn for_sequence(seq: Option<SeqId>) -> String {
+    seq.map(|s| format!(" for sequence {s}"))
+        .unwrap_or_default()
 }
 
 /// Result alias for the engine.

@@ -135,7 +135,10 @@ pub fn generate(
             .forward(&[chunk], &mut kv, LogitsFor::LastPosition)?;
         let logits: Vec<f32> = logits
             .first()
-            .ok_or_else(|| EngineError::Kv("no logits returned".into()))?
+            .ok_or(EngineError::MissingOutput {
+                what: "logits",
+                seq: None,
+            })?
             .to_vec1()?;
         if tokens.is_empty() {
             prefill_secs = t0.elapsed().as_secs_f64();

@@ -13,7 +13,7 @@
 use std::collections::HashMap;
 
 use ponder_kernels::attention::{paged_attention, AttentionParams, PagedKv, SeqQueries};
-use ponder_kvcache::{KvCacheConfig, KvCacheManager, KvCacheStats, Slot};
+use ponder_kvcache::{KvCacheConfig, KvCacheError, KvCacheManager, KvCacheStats, Slot};
 
 use super::attention::AttentionShape;
 use super::config::ModelConfig;
@@ -21,10 +21,6 @@ use super::cuda::{DeviceKv, DeviceSlice, StepSeq};
 use super::error::{EngineError, Result};
 use super::kv::{KvStore, LayerChunk, SeqId};
 use super::model::{Model, SeqChunk};
-
-fn kv_err(e: impl std::fmt::Display) -> EngineError {
-    EngineError::Kv(e.to_string())
-}
 
 /// Where the blocks' keys and values live.
 #[derive(Debug)]
@@ -68,8 +64,7 @@ impl PagedKvStore {
         let cache = KvCacheManager::new(KvCacheConfig {
             block_size,
             num_blocks,
-        })
-        .map_err(kv_err)?;
+        })?;
         let block_floats = block_size * config.num_kv_heads * config.head_dim;
         // One zeroed allocation per layer. Under the binary's allocator (mimalloc) a large
         // zeroed allocation is written through at once, so the whole pool is resident from the
@@ -98,8 +93,7 @@ impl PagedKvStore {
     /// As many blocks as fit in `bytes`.
     pub fn with_memory(config: &ModelConfig, bytes: u64, block_size: usize) -> Result<Self> {
         let cfg =
-            KvCacheConfig::from_memory(bytes, bytes_per_block(config, block_size), block_size)
-                .map_err(kv_err)?;
+            KvCacheConfig::from_memory(bytes, bytes_per_block(config, block_size), block_size)?;
         Self::new(config, block_size, cfg.num_blocks)
     }
 
@@ -113,8 +107,7 @@ impl PagedKvStore {
             let cache = KvCacheManager::new(KvCacheConfig {
                 block_size,
                 num_blocks,
-            })
-            .map_err(kv_err)?;
+            })?;
             return Ok(Self {
                 cache,
                 shape,
@@ -131,7 +124,7 @@ impl PagedKvStore {
     /// Starts `seq` for `prompt`, reusing cached prompt blocks; returns how many leading tokens
     /// are already cached (the caller computes `prompt[returned..]` from that position).
     pub fn open(&mut self, seq: SeqId, prompt: &[u32]) -> Result<usize> {
-        self.cache.open(seq, prompt).map_err(kv_err)
+        self.cache.open(seq, prompt).map_err(EngineError::from)
     }
 
     /// Bookkeeping counters.
@@ -193,11 +186,11 @@ impl PagedKvStore {
         rows: &[f32],
     ) -> Result<()> {
         if rows.len() != slots.len() * token_floats {
-            return Err(EngineError::Kv(format!(
-                "{} slots reserved for {} floats of keys",
-                slots.len(),
-                rows.len()
-            )));
+            return Err(EngineError::SizeMismatch {
+                what: "floats of keys for the reserved slots",
+                expected: slots.len() * token_floats,
+                got: rows.len(),
+            });
         }
         for (slot, row) in slots.iter().zip(rows.chunks_exact(token_floats)) {
             let at = (slot.block as usize * block_size + slot.offset) * token_floats;
@@ -216,9 +209,9 @@ impl KvStore for PagedKvStore {
         self.step_slots.clear();
         for chunk in chunks {
             if self.cache.block_table(chunk.seq).is_none() {
-                self.cache.open(chunk.seq, &[]).map_err(kv_err)?;
+                self.cache.open(chunk.seq, &[])?;
             }
-            let appended = self.cache.append(chunk.seq, chunk.tokens).map_err(kv_err)?;
+            let appended = self.cache.append(chunk.seq, chunk.tokens)?;
             for c in appended.copies {
                 self.copy_block(c.src, c.dst, c.tokens)?;
             }
@@ -232,7 +225,7 @@ impl KvStore for PagedKvStore {
                 let table = self
                     .cache
                     .block_table(chunk.seq)
-                    .ok_or_else(|| kv_err(format!("unknown sequence {}", chunk.seq)))?;
+                    .ok_or(KvCacheError::UnknownSequence(chunk.seq))?;
                 seqs.push(StepSeq {
                     len: chunk.tokens.len(),
                     table: table.to_vec(),
@@ -267,26 +260,27 @@ impl KvStore for PagedKvStore {
         let (keys, values) = match &mut self.memory {
             Memory::Host { keys, values } => (keys, values),
             Memory::Cuda(_) => {
-                return Err(EngineError::Kv(
-                    "this store's blocks are on a CUDA device; attend with attend_cuda".into(),
-                ))
+                return Err(EngineError::StoreOnOtherDevice {
+                    store: "CUDA device",
+                })
             }
         };
         if layer >= keys.len() {
-            return Err(EngineError::Kv(format!(
-                "layer {layer} out of range (store has {})",
-                keys.len()
-            )));
+            return Err(EngineError::LayerOutOfRange {
+                layer,
+                layers: keys.len(),
+            });
         }
         let block_size = self.cache.block_size();
         let token_floats = shape.num_kv_heads * shape.head_dim;
         for c in chunks {
-            let slots = self.step_slots.get(&c.seq).ok_or_else(|| {
-                EngineError::Kv(format!(
-                    "sequence {} has no slots reserved this step",
-                    c.seq
-                ))
-            })?;
+            let slots = self
+                .step_slots
+                .get(&c.seq)
+                .ok_or(EngineError::MissingOutput {
+                    what: "reserved slots",
+                    seq: Some(c.seq),
+                })?;
             Self::write_rows(&mut keys[layer], token_floats, block_size, slots, c.k)?;
             Self::write_rows(&mut values[layer], token_floats, block_size, slots, c.v)?;
         }
@@ -295,7 +289,7 @@ impl KvStore for PagedKvStore {
             let block_table = self
                 .cache
                 .block_table(c.seq)
-                .ok_or_else(|| EngineError::Kv(format!("unknown sequence {}", c.seq)))?;
+                .ok_or(KvCacheError::UnknownSequence(c.seq))?;
             seqs.push(SeqQueries {
                 q: c.q,
                 block_table,
@@ -314,7 +308,7 @@ impl KvStore for PagedKvStore {
             num_heads: shape.num_heads,
             scale: 1.0 / (shape.head_dim as f32).sqrt(),
         };
-        let stats = paged_attention(&kv, &seqs, &params, &mut out).map_err(kv_err)?;
+        let stats = paged_attention(&kv, &seqs, &params, &mut out)?;
         self.blocks_read += stats.kv_blocks_read as u64;
         self.block_reads_saved += stats.shared_block_reads_saved as u64;
         Ok(out)
@@ -330,23 +324,20 @@ impl KvStore for PagedKvStore {
     ) -> Result<()> {
         match &mut self.memory {
             Memory::Cuda(dev) => dev.attend(layer, q, k, v, out),
-            Memory::Host { .. } => Err(EngineError::Kv(
-                "this store's blocks are on the host; a CUDA model needs PagedKvStore::for_model"
-                    .into(),
-            )),
+            Memory::Host { .. } => Err(EngineError::StoreOnOtherDevice { store: "host" }),
         }
     }
 
     fn truncate(&mut self, seq: SeqId, len: usize) -> Result<()> {
         self.step_slots.remove(&seq);
         if self.cache.block_table(seq).is_some() {
-            self.cache.truncate(seq, len).map_err(kv_err)?;
+            self.cache.truncate(seq, len)?;
         }
         Ok(())
     }
 
     fn fork(&mut self, parent: SeqId, child: SeqId) -> Result<()> {
-        self.cache.fork(parent, child).map_err(kv_err)
+        self.cache.fork(parent, child).map_err(EngineError::from)
     }
 
     fn release(&mut self, seq: SeqId) {

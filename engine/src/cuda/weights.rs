@@ -15,11 +15,11 @@ use half::bf16;
 
 use super::ops::DeviceData;
 use super::{cuda_err, Gpu};
-use crate::engine::config::ModelConfig;
-use crate::engine::error::{EngineError, Result};
-use crate::engine::weights::{Linear, ModelWeights, Projection};
+use crate::config::ModelConfig;
+use crate::error::{EngineError, Result};
+use crate::weights::{Linear, ModelWeights, Projection};
 
-pub(crate) use crate::engine::device::WeightDtype;
+pub(crate) use crate::device::WeightDtype;
 
 /// A projection on the device: `[out, in]` row-major, with an optional f32 bias.
 #[derive(Debug)]

@@ -18,9 +18,9 @@ use ponder_kernels::cuda::{AttentionPlan, CudaPagedKv, Grouping, SeqSpan};
 use ponder_kernels::kv::{KvElem, KvLayout};
 
 use super::{cuda_err, CudaModel, Gpu, WeightDtype};
-use crate::engine::attention::AttentionShape;
-use crate::engine::config::ModelConfig;
-use crate::engine::error::{EngineError, Result};
+use crate::attention::AttentionShape;
+use crate::config::ModelConfig;
+use crate::error::{EngineError, Result};
 
 /// The element type of device KV blocks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -114,9 +114,8 @@ impl DeviceKv {
             * config.num_kv_heads
             * config.head_dim
             * dtype.size()) as u64;
-        let blocks = ponder_kvcache::KvCacheConfig::from_memory(bytes, per_block, block_size)
-            .map_err(|e| EngineError::Kv(e.to_string()))?
-            .num_blocks;
+        let blocks =
+            ponder_kvcache::KvCacheConfig::from_memory(bytes, per_block, block_size)?.num_blocks;
         let memory = Self::new(
             Arc::clone(model.gpu()),
             shape,
@@ -206,7 +205,10 @@ impl DeviceKv {
             ($l:expr) => {{
                 $l.plan = None;
                 let (Some(k), Some(v)) = ($l.k.first(), $l.v.first()) else {
-                    return Err(EngineError::Kv("the device store has no layers".into()));
+                    return Err(EngineError::LayerOutOfRange {
+                        layer: 0,
+                        layers: 0,
+                    });
                 };
                 let kv = CudaPagedKv {
                     k,
@@ -245,15 +247,14 @@ impl DeviceKv {
             ($l:expr) => {{
                 let n = $l.k.len();
                 let (Some(kc), Some(vc)) = ($l.k.get_mut(layer), $l.v.get_mut(layer)) else {
-                    return Err(EngineError::Kv(format!(
-                        "layer {layer} out of range (store has {n})"
-                    )));
+                    return Err(EngineError::LayerOutOfRange { layer, layers: n });
                 };
                 kernels
                     .kv_append(layout, kc, vc, k_new, v_new, slots)
                     .map_err(|e| cuda_err("kv_append", e))?;
-                let plan = $l.plan.as_mut().ok_or_else(|| {
-                    EngineError::Kv("attention before the step was planned".into())
+                let plan = $l.plan.as_mut().ok_or(EngineError::MissingOutput {
+                    what: "attention plan",
+                    seq: None,
                 })?;
                 let kv = CudaPagedKv {
                     k: &*kc,

@@ -16,9 +16,7 @@ use ponder_strategies::{
 
 use super::inflight::{Announced, InFlight};
 use super::{engine, Kept, LocalGenerator, StopStrings, Unclaimed};
-use crate::engine::{
-    Event, GroupHandle, GroupRequest, SamplingParams, SeqFinish, SeqId, StopCondition,
-};
+use crate::{Event, GroupHandle, GroupRequest, SamplingParams, SeqFinish, SeqId, StopCondition};
 
 impl LocalGenerator {
     /// One `extend` call: every request of `batch` continued, the engine's work tallied as it

@@ -80,7 +80,16 @@ fn generator_errors_map_by_variant_not_by_message() {
         GeneratorError::Stopped,
         GeneratorError::SequenceCancelled,
         GeneratorError::Engine(Box::new(EngineError::Tokenizer(misleading.into()))),
-        GeneratorError::Failed(misleading.into()),
+        GeneratorError::Helper {
+            helper: "judge",
+            source: misleading.into(),
+        },
+        GeneratorError::Missing { what: "branch" },
+        GeneratorError::CountMismatch {
+            what: "verifier scores for solutions",
+            expected: 2,
+            got: 1,
+        },
     ];
     for e in failures {
         let e = generator(e);

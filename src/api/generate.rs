@@ -499,7 +499,7 @@ impl Search {
         let task = tokio::spawn(
             async move {
                 let verifier = match verifier {
-                    Some(v) => Some(v.for_search(judge).await.map_err(GeneratorError::Failed)?),
+                    Some(v) => Some(v.for_search(judge).await.map_err(judge_failed)?),
                     None => None,
                 };
                 let outcome = run_valid(req, generator, verifier, token, progress).await;
@@ -525,9 +525,7 @@ impl Search {
         let joined = (&mut self.task).await;
         match joined {
             Ok(r) => Ok(r?),
-            Err(e) => Err(AppError::Strategy(
-                GeneratorError::Failed(format!("the search task failed: {e}")).into(),
-            )),
+            Err(e) => Err(task_failed(e)),
         }
     }
 }
@@ -766,8 +764,25 @@ fn join(
 ) -> Result<Outcome> {
     match r {
         Ok(r) => Ok(r?),
-        Err(e) => Err(AppError::Strategy(
-            GeneratorError::Failed(format!("the search task failed: {e}")).into(),
-        )),
+        Err(e) => Err(task_failed(e)),
     }
+}
+
+/// The judge model a verifier needs could not be set up for a search.
+fn judge_failed(e: String) -> GeneratorError {
+    GeneratorError::Helper {
+        helper: "judge",
+        source: e.into(),
+    }
+}
+
+/// A search's task ended without its outcome (it panicked or was aborted).
+fn task_failed(e: tokio::task::JoinError) -> AppError {
+    AppError::Strategy(
+        GeneratorError::Helper {
+            helper: "search task",
+            source: Box::new(e),
+        }
+        .into(),
+    )
 }

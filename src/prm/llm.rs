@@ -273,9 +273,9 @@ impl Verifier for LlmPrm {
             let mut cost = 0;
             for &(k, _) in &q.asked {
                 let ext = answers.next().ok_or_else(|| {
-                    backend(StrategyError::from(GeneratorError::Failed(
-                        "fewer answers than questions".into(),
-                    )))
+                    backend(StrategyError::from(GeneratorError::Missing {
+                        what: "answer to a step question",
+                    }))
                 })?;
                 cost += ext.cost.prefill_computed + ext.cost.generated;
                 let p = ext

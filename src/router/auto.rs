@@ -385,7 +385,11 @@ impl Auto {
 fn router_error(e: RouterError) -> StrategyError {
     match e {
         RouterError::EmptyQuery => StrategyError::invalid("auto", "problem", "must not be empty"),
-        other => GeneratorError::Failed(format!("router: {other}")).into(),
+        other => GeneratorError::Helper {
+            helper: "router",
+            source: Box::new(other),
+        }
+        .into(),
     }
 }
 

@@ -251,7 +251,10 @@ impl AbMcts {
         at: NodeId,
     ) -> Result<(NodeId, Branch)> {
         let Some(answer) = ctx.extend(vec![(branch, draw)], spec).await?.pop() else {
-            return Err(GeneratorError::Failed("extend returned nothing".into()).into());
+            return Err(GeneratorError::Missing {
+                what: "extension of a node",
+            }
+            .into());
         };
         Ok((at, answer))
     }
@@ -265,7 +268,10 @@ impl AbMcts {
     ) -> Result<(NodeId, Branch, f64)> {
         let scores = self.scored(ctx, std::slice::from_ref(&answer)).await?;
         let Some(r) = scores.first() else {
-            return Err(GeneratorError::Failed("scoring returned nothing".into()).into());
+            return Err(GeneratorError::Missing {
+                what: "score of a node",
+            }
+            .into());
         };
         Ok((at, answer, *r as f64))
     }

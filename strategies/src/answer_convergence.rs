@@ -178,9 +178,12 @@ impl AnswerConvergence {
                     return Err(e);
                 }
             };
-            branch = next.into_iter().next().ok_or_else(|| {
-                crate::error::GeneratorError::Failed("extend returned nothing".into())
-            })?;
+            branch =
+                next.into_iter()
+                    .next()
+                    .ok_or_else(|| crate::error::GeneratorError::Missing {
+                        what: "extension of a chain",
+                    })?;
             if branch.finished {
                 return Ok(ended_by_model(ctx, &branch));
             }

@@ -510,7 +510,7 @@ impl Context {
                 true => Ok((b, empty.clone())),
                 false => done
                     .next()
-                    .ok_or_else(|| GeneratorError::Failed("a branch went missing".into()).into()),
+                    .ok_or_else(|| GeneratorError::Missing { what: "branch" }.into()),
             })
             .collect()
     }
@@ -639,10 +639,12 @@ impl Context {
     /// Scores the solution ending at `branch`: [`Context::score_batch`] of one.
     pub async fn score(&self, branch: &Branch, by: ScoreBy) -> Result<f32> {
         let scores = self.score_batch(std::slice::from_ref(branch), by).await?;
-        scores
-            .into_iter()
-            .next()
-            .ok_or_else(|| GeneratorError::Failed("verifier returned no score".into()).into())
+        scores.into_iter().next().ok_or_else(|| {
+            GeneratorError::Missing {
+                what: "verifier score",
+            }
+            .into()
+        })
     }
 
     /// Scores the solutions ending at `branches`, each step being a node of the tree: with the
@@ -722,11 +724,11 @@ impl Context {
                 );
                 let all = result?;
                 if all.len() != branches.len() {
-                    return Err(StrategyError::from(GeneratorError::Failed(format!(
-                        "verifier returned {} scores for {} solutions",
-                        all.len(),
-                        branches.len()
-                    ))));
+                    return Err(StrategyError::from(GeneratorError::CountMismatch {
+                        what: "verifier scores for solutions",
+                        expected: branches.len(),
+                        got: all.len(),
+                    }));
                 }
                 all.into_iter()
                     .map(|scores| {

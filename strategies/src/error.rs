@@ -134,10 +134,32 @@ pub enum GeneratorError {
     /// source.
     #[error(transparent)]
     Engine(Box<dyn std::error::Error + Send + Sync>),
-    /// Any other failure no caller decides on: a broken contract between components (a bug)
-    /// or a helper (router, judge) failing; the message says what happened.
-    #[error("{0}")]
-    Failed(String),
+    /// A component returned no result where one was owed (an extension per request, a score
+    /// per candidate): a broken contract between components, reported instead of panicking.
+    #[error("missing {what} (a broken contract between components)")]
+    Missing {
+        /// What was missing.
+        what: &'static str,
+    },
+    /// A component returned a different number of results than it was asked for.
+    #[error("{what}: {expected} asked, {got} returned")]
+    CountMismatch {
+        /// What was counted.
+        what: &'static str,
+        /// How many were asked for.
+        expected: usize,
+        /// How many came back.
+        got: usize,
+    },
+    /// A helper the search relies on (the router, the judge model, the search's own task)
+    /// failed; its error is the source.
+    #[error("{helper} failed: {source}")]
+    Helper {
+        /// Which helper (`router`, `judge`, `search task`).
+        helper: &'static str,
+        /// Its error.
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
 }
 
 impl StrategyError {

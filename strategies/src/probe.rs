@@ -53,7 +53,9 @@ impl Context {
                     .await?
                     .into_iter()
                     .next()
-                    .ok_or_else(|| GeneratorError::Failed("probe returned nothing".into()))?;
+                    .ok_or_else(|| GeneratorError::Missing {
+                        what: "probe sample",
+                    })?;
                 text.push_str(&ext.text);
                 left = left.saturating_sub(ext.tokens.len());
                 current = next;

@@ -90,9 +90,9 @@ impl LocalGenerator {
             .into_iter()
             .map(|r| {
                 r.ok_or_else(|| {
-                    StrategyError::from(GeneratorError::Failed(
-                        "a sequence ended without a result".into(),
-                    ))
+                    StrategyError::from(GeneratorError::Missing {
+                        what: "result of a sequence",
+                    })
                 })
             })
             .collect()

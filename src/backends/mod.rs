@@ -1,5 +1,5 @@
-//! Backends: implementations of the strategies' `Generator` port. [`LocalGenerator`] runs on
-//! this process's engine (the executor actor); [`RemoteGenerator`] runs on OpenAI-compatible
+//! Remote backends: the strategies' `Generator` port over other engines. (The local one,
+//! `ponder_engine::LocalGenerator`, runs on this process's engine.) [`RemoteGenerator`] runs on OpenAI-compatible
 //! completion servers through a [`RemotePool`] (prefix-affinity routing, failover, TLS, keys).
 
 mod remote;

@@ -1,5 +1,5 @@
 //! CUDA launchers (feature `cuda`): the `.cu` kernels in `kernels/cuda/`, compiled to PTX by
-//! `build.rs` and embedded ([`ptx`]), loaded through cudarc on a [`CudaKernels`] handle.
+//! `build.rs` and embedded (`ptx`), loaded through cudarc on a [`CudaKernels`] handle.
 //!
 //! Every launcher mirrors a CPU function of this crate, takes the same arguments (device
 //! buffers for tensors, host slices for bookkeeping such as block tables and slots), runs the

@@ -87,7 +87,8 @@ impl RemoteGenerator {
         }
     }
 
-    /// Sends those of `headers` named in [`FORWARDED_HEADERS`] with every backend call.
+    /// Sends those of `headers` that carry a trace or request id (`traceparent`, `tracestate`,
+    /// `x-request-id`) with every backend call.
     pub fn with_headers(mut self, headers: &HeaderMap) -> Self {
         for name in FORWARDED_HEADERS {
             let name = HeaderName::from_static(name);

@@ -692,12 +692,28 @@ mod tests {
 
     #[test]
     fn a_row_records_the_load_and_what_auto_ran() {
-        // The `router` object as `/v1/reason` returns it for `auto` (abridged).
-        let router = serde_json::json!({
-            "difficulty": "medium", "load": 0.0, "strategy": "answer_convergence",
-            "degraded": false, "row": {"difficulty": "hard", "strategy": "answer_convergence"},
-            "probe": {"agree": false, "bin": "hard"},
-        });
+        // The `router` object as `/v1/reason` returns it for `auto`.
+        use ponder::router::{Allocation, CalibrationRow, Decision, ProbeReport};
+        let router = serde_json::to_value(Decision {
+            difficulty: "medium".into(),
+            load: 0.0,
+            allocation: Allocation {
+                strategy: "answer_convergence".into(),
+                row: Some(CalibrationRow {
+                    difficulty: "hard".into(),
+                    strategy: "answer_convergence".into(),
+                    ..CalibrationRow::default()
+                }),
+                ..Allocation::default()
+            },
+            probe: Some(ProbeReport {
+                agree: false,
+                bin: "hard".into(),
+                ..ProbeReport::default()
+            }),
+            ..Decision::default()
+        })
+        .unwrap_or_default();
         let solved: Solved = serde_json::from_value(serde_json::json!({
             "answer": "2", "candidates": [{"answer": "2"}], "router": router,
         }))

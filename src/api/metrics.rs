@@ -632,16 +632,37 @@ mod tests {
     #[test]
     fn auto_allocations_are_counted_by_the_bin_the_probe_chose() {
         let m = Metrics::new("smol", 2048);
+        use crate::router::{Allocation, CalibrationRow, Decision, ProbeReport};
+        let object = |d: Decision| serde_json::to_value(d).unwrap_or_default();
         // The probe disagreed: the hard row ran, whatever the router predicted.
-        let probed = serde_json::json!({
-            "difficulty": "medium", "strategy": "weighted_best_of_n", "degraded": false,
-            "row": {"difficulty": "hard"}, "probe": {"agree": false, "bin": "hard"},
+        let probed = object(Decision {
+            difficulty: "medium".into(),
+            allocation: Allocation {
+                strategy: "weighted_best_of_n".into(),
+                row: Some(CalibrationRow {
+                    difficulty: "hard".into(),
+                    ..CalibrationRow::default()
+                }),
+                ..Allocation::default()
+            },
+            probe: Some(ProbeReport {
+                agree: false,
+                bin: "hard".into(),
+                ..ProbeReport::default()
+            }),
+            ..Decision::default()
         });
         m.search(&auto_outcome(probed.clone()));
         m.search(&auto_outcome(probed));
         // No probe (a chat question answered directly), narrowed by load.
-        m.search(&auto_outcome(serde_json::json!({
-            "difficulty": "easy", "strategy": "direct", "degraded": true,
+        m.search(&auto_outcome(object(Decision {
+            difficulty: "easy".into(),
+            allocation: Allocation {
+                strategy: "direct".into(),
+                degraded: true,
+                ..Allocation::default()
+            },
+            ..Decision::default()
         })));
         // A search that is not `auto`'s records no allocation.
         let mut plain = auto_outcome(serde_json::Value::Null);

@@ -35,7 +35,7 @@ use serde::{Deserialize, Serialize};
 
 /// One measured cell: a strategy configuration's accuracy and mean spend at a budget, on
 /// problems of one difficulty.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct CalibrationRow {
     /// Difficulty of the problems it was measured on.
     pub difficulty: String,
@@ -203,7 +203,7 @@ impl Default for AllocatorConfig {
 }
 
 /// What the allocator chose.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Allocation {
     /// Whether to reason at all (false: one direct greedy answer).
     pub think: bool,

@@ -111,23 +111,30 @@ pub struct Allocated {
 }
 
 impl Allocated {
-    /// The summary of a `router` object as `auto` records it (a serialised decision); `None`
-    /// for an object without a strategy.
+    /// The summary of a `router` object as `auto` records it ([`Decision::of`]); `None` for an
+    /// object that is not a decision.
     pub fn of(router: &serde_json::Value) -> Option<Self> {
-        let text = |v: &serde_json::Value| v.as_str().map(str::to_string);
-        let probe = match router["probe"]["agree"].as_bool() {
+        Decision::of(router).map(|d| Self::from(&d))
+    }
+}
+
+impl From<&Decision> for Allocated {
+    fn from(d: &Decision) -> Self {
+        let probe = match d.probe.as_ref().map(|p| p.agree) {
             Some(true) => "agree",
             Some(false) => "disagree",
             None => "none",
         };
-        Some(Self {
-            strategy: text(&router["strategy"])?,
-            difficulty: text(&router["row"]["difficulty"])
-                .or_else(|| text(&router["difficulty"]))
-                .unwrap_or_default(),
+        Self {
+            strategy: d.allocation.strategy.clone(),
+            difficulty: d
+                .allocation
+                .row
+                .as_ref()
+                .map_or_else(|| d.difficulty.clone(), |row| row.difficulty.clone()),
             probe: probe.into(),
-            degraded: router["degraded"].as_bool() == Some(true),
-        })
+            degraded: d.allocation.degraded,
+        }
     }
 }
 
@@ -200,7 +207,7 @@ impl ProbeBin {
 }
 
 /// What the probe saw and what it chose: the `router` object's `probe`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ProbeReport {
     /// Samples drawn (the row's first two).
     pub samples: usize,

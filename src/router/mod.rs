@@ -31,7 +31,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 pub use crate::models::FittedModel;
 pub use allocator::{
@@ -63,8 +63,9 @@ pub struct Classification {
     pub truncated: bool,
 }
 
-/// What the router predicted and chose: the `Outcome`'s `router` object.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// What the router predicted and chose: the `Outcome`'s `router` object, read back by
+/// [`Decision::of`].
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Decision {
     /// Predicted category.
     pub category: String,
@@ -91,8 +92,16 @@ pub struct Decision {
     pub route_ms: f64,
     /// What `auto`'s probe of the first two samples saw and which bin it chose (absent when
     /// no probe ran).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub probe: Option<ProbeReport>,
+}
+
+impl Decision {
+    /// The decision an `Outcome`'s `router` object records (as `auto` wrote it, in process or
+    /// over HTTP); `None` for an object that is not one.
+    pub fn of(router: &serde_json::Value) -> Option<Self> {
+        Self::deserialize(router).ok()
+    }
 }
 
 /// The loaded router.

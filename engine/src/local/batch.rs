@@ -10,8 +10,8 @@ use std::sync::Arc;
 
 use ponder_kvcache::shared_prefix_len;
 use ponder_strategies::{
-    Cost, CostTally, ExtendRequest, Extension, GeneratorError, Piece, PieceSender, Result,
-    StopKind, Stops, StrategyError, TokenInfo,
+    Cost, CostTally, ExtendRequest, Extension, GeneratorError, LogitAdjust, Piece, PieceSender,
+    Result, Sampling, StopKind, Stops, StrategyError, TokenInfo,
 };
 
 use super::inflight::{Announced, InFlight};
@@ -98,18 +98,34 @@ impl LocalGenerator {
             .collect()
     }
 
+    /// The engine's sampler parameters for a request. Both port types are destructured whole,
+    /// so a field added to either does not compile until it is passed on here.
     fn sampling(req: &ExtendRequest) -> SamplingParams {
+        let Sampling {
+            temperature,
+            top_p,
+            top_k,
+            min_p,
+            seed,
+            top_logprobs,
+        } = req.sampling;
+        let LogitAdjust {
+            repetition_penalty,
+            presence_penalty,
+            frequency_penalty,
+            logit_bias,
+        } = &req.logits;
         SamplingParams {
-            temperature: req.sampling.temperature,
-            top_k: req.sampling.top_k,
-            top_p: req.sampling.top_p,
-            min_p: req.sampling.min_p,
-            repetition_penalty: req.logits.repetition_penalty,
-            presence_penalty: req.logits.presence_penalty,
-            frequency_penalty: req.logits.frequency_penalty,
-            logit_bias: req.logits.logit_bias.clone(),
-            seed: req.sampling.seed,
-            top_logprobs: req.sampling.top_logprobs,
+            temperature,
+            top_k,
+            top_p,
+            min_p,
+            repetition_penalty: *repetition_penalty,
+            presence_penalty: *presence_penalty,
+            frequency_penalty: *frequency_penalty,
+            logit_bias: logit_bias.clone(),
+            seed,
+            top_logprobs,
         }
     }
 

@@ -59,21 +59,36 @@ pub(super) struct Completion<'a> {
 
 impl Completion<'_> {
     /// The JSON body.
+    ///
+    /// Both port types are destructured whole, so a field added to either does not compile
+    /// until it is sent (or said not to be) here.
     pub(super) fn body(&self) -> Value {
-        let s = self.sampling;
-        let l = self.logits;
+        let Sampling {
+            temperature,
+            top_p,
+            top_k,
+            min_p,
+            seed,
+            top_logprobs,
+        } = *self.sampling;
+        let LogitAdjust {
+            repetition_penalty,
+            presence_penalty,
+            frequency_penalty,
+            logit_bias,
+        } = self.logits;
         let mut body = json!({
             "model": self.model,
             "prompt": self.prompt,
             "max_tokens": self.max_tokens.clamp(1, i32::MAX as usize),
-            "temperature": s.temperature,
-            "top_p": s.top_p,
-            "seed": wire_seed(s.seed),
-            "logprobs": s.top_logprobs.min(MAX_WIRE_LOGPROBS),
+            "temperature": temperature,
+            "top_p": top_p,
+            "seed": wire_seed(seed),
+            "logprobs": top_logprobs.min(MAX_WIRE_LOGPROBS),
             // Explicit, so servers with other defaults (llama-cpp-python: min_p 0.05,
             // repeat_penalty 1.1) sample as asked; servers ignore names they do not know.
-            "min_p": s.min_p,
-            "repeat_penalty": l.repetition_penalty,
+            "min_p": min_p,
+            "repeat_penalty": repetition_penalty,
         });
         let Some(fields) = body.as_object_mut() else {
             return body;
@@ -83,25 +98,24 @@ impl Completion<'_> {
             fields.insert("stream".into(), json!(true));
             fields.insert("stream_options".into(), json!({"include_usage": true}));
         }
-        if s.top_k > 0 {
-            fields.insert("top_k".into(), json!(s.top_k));
+        if top_k > 0 {
+            fields.insert("top_k".into(), json!(top_k));
         }
         if !self.stops.is_empty() {
             fields.insert("stop".into(), json!(self.stops.as_slice()));
         }
         // OpenAI's penalties and biases, sent only when set (plain decoding passes them).
-        if l.repetition_penalty != 1.0 {
-            fields.insert("repetition_penalty".into(), json!(l.repetition_penalty));
+        if *repetition_penalty != 1.0 {
+            fields.insert("repetition_penalty".into(), json!(repetition_penalty));
         }
-        if l.presence_penalty != 0.0 {
-            fields.insert("presence_penalty".into(), json!(l.presence_penalty));
+        if *presence_penalty != 0.0 {
+            fields.insert("presence_penalty".into(), json!(presence_penalty));
         }
-        if l.frequency_penalty != 0.0 {
-            fields.insert("frequency_penalty".into(), json!(l.frequency_penalty));
+        if *frequency_penalty != 0.0 {
+            fields.insert("frequency_penalty".into(), json!(frequency_penalty));
         }
-        if !l.logit_bias.is_empty() {
-            let bias: serde_json::Map<String, Value> = l
-                .logit_bias
+        if !logit_bias.is_empty() {
+            let bias: serde_json::Map<String, Value> = logit_bias
                 .iter()
                 .map(|(t, b)| (t.to_string(), json!(b)))
                 .collect();

@@ -7,10 +7,14 @@
 #   1. greedy parity: vLLM's greedy chat reply equals `ponder generate --temperature 0` on the
 #      GGUF (when Ponder's local model is installed; else skipped);
 #   2. every built-in strategy (GET /v1/strategies) through POST /v1/reason with small params and
-#      an 800-token budget, $PONDER_VLLM_PARALLEL searches at once: HTTP 200, a non-empty
-#      candidate list, an answer/text, usage reported and within the budget;
-#   3. the tokens Ponder reports generated equal vLLM's own count (the delta of its Prometheus
-#      vllm:generation_tokens_total over the strategy runs).
+#      an 800-token budget, seeded (seed 1) and unseeded (Ponder draws a full-range u64 seed:
+#      half of them exceed vLLM's int64), $PONDER_VLLM_PARALLEL searches at once: HTTP 200, a
+#      non-empty candidate list, an answer/text, usage reported and within the budget;
+#   3. plain decoding with n 3 on /v1/chat/completions and /v1/completions, seeded (a seed above
+#      2^63 among them) and unseeded, streamed and not, with logprobs: HTTP 200 and n choices —
+#      so every request Ponder sends passed vLLM's own request validation;
+#   4. the tokens Ponder reports generated equal vLLM's own count (the delta of its Prometheus
+#      vllm:generation_tokens_total over steps 2 and 3).
 # Prints a table and one JSON summary line; exits 0 when everything passed, 1 otherwise,
 # 2 when the setup is missing.
 #
@@ -176,19 +180,21 @@ names = [n for n in names if n != "auto"]  # the router, off without its encoder
 if not names:
     failures.append(f"/v1/strategies answered {status}: {text[:300]}")
 
-def run(name):
+def run(job):
+    name, seeded = job
     body = {"problem": "What is 12 + 7?", "strategy": name, "params": SMALL.get(name, {}),
-            "budget_tokens": budget, "seed": 1}
+            "budget_tokens": budget}
+    if seeded:
+        body["seed"] = 1
     t = time.time()
     status, text = call(f"{ponder}/v1/reason", body)
-    return name, status, text, time.time() - t
+    return f"{name}{'' if seeded else ' (unseeded)'}", status, text, time.time() - t
 
 before = generated_total()
 t0 = time.time()
 with ThreadPoolExecutor(parallel) as pool:
-    results = list(pool.map(run, names))
+    results = list(pool.map(run, [(n, seeded) for seeded in (True, False) for n in names]))
 wall = time.time() - t0
-after = generated_total()
 
 rows, generated = [], 0
 for name, status, text, secs in results:
@@ -219,17 +225,56 @@ for name, status, text, secs in results:
                  out.get("finish_reason"), problems))
     failures += [f"{name}: {p}" for p in problems]
 
-print(f"{'strategy':20} {'http':>4} {'answer':>8} {'gen':>5} {'prefill':>7} {'spent':>5} {'cands':>5} {'secs':>6}  finish / problems")
+print(f"{'strategy':31} {'http':>4} {'answer':>8} {'gen':>5} {'prefill':>7} {'spent':>5} {'cands':>5} {'secs':>6}  finish / problems")
 for name, status, answer, gen, pre, spent, nc, secs, fin, problems in rows:
-    print(f"{name:20} {status:>4} {str(answer)[:8]:>8} {str(gen):>5} {str(pre):>7} {spent:>5} {nc:>5} {secs:>6.1f}  {fin} {'; '.join(problems)}")
+    print(f"{name:31} {status:>4} {str(answer)[:8]:>8} {str(gen):>5} {str(pre):>7} {spent:>5} {nc:>5} {secs:>6.1f}  {fin} {'; '.join(problems)}")
 
-# 3. Ponder's generated tokens are vLLM's own count.
+# 3. Plain decoding with n > 1, seeded and unseeded, streamed and not, with logprobs.
+def sse_usage(text):
+    usage, choices = None, set()
+    for line in text.splitlines():
+        if line.startswith("data: ") and line != "data: [DONE]":
+            chunk = json.loads(line[6:])
+            usage = chunk.get("usage") or usage
+            choices |= {c["index"] for c in chunk.get("choices") or []}
+    return usage, len(choices)
+
+plain = []
+for path, base in [("chat/completions", {"messages": [{"role": "user", "content": "Name a color."}],
+                                          "logprobs": True, "top_logprobs": 3}),
+                   ("completions", {"prompt": "The capital of France is", "logprobs": 3})]:
+    for seed in (None, 7, 2**63 + 5, 2**64 - 1):
+        for stream in (False, True):
+            body = dict(base, model="smollm2", n=3, max_tokens=12, temperature=0.8, stream=stream)
+            if seed is not None:
+                body["seed"] = seed
+            if stream:
+                body["stream_options"] = {"include_usage": True}
+            status, text = call(f"{ponder}/v1/{path}", body)
+            label = f"/v1/{path} seed={seed} stream={stream}"
+            if status != 200:
+                failures.append(f"{label}: HTTP {status}: {text[:200]}")
+                continue
+            if stream:
+                usage, n_choices = sse_usage(text)
+            else:
+                out = json.loads(text)
+                usage, n_choices = out.get("usage"), len(out.get("choices") or [])
+            if n_choices != 3:
+                failures.append(f"{label}: {n_choices} choices, not 3")
+            generated += (usage or {}).get("completion_tokens") or 0
+            plain.append(label)
+print(f"plain decoding, n 3: {len(plain)} of 16 requests answered 200 with 3 choices")
+after = generated_total()
+
+# 4. Ponder's generated tokens are vLLM's own count.
 engine = int(after - before)
 print(f"generated tokens: ponder {generated}, vLLM vllm:generation_tokens_total delta {engine}")
 if generated != engine:
     failures.append(f"ponder reports {generated} generated tokens, vLLM counted {engine}")
 
-summary = {"ok": not failures, "strategies": len(names), "passed": sum(1 for r in rows if not r[-1] and r[1] == 200),
+summary = {"ok": not failures, "strategies": len(names), "strategy_runs": len(rows),
+           "passed": sum(1 for r in rows if not r[-1] and r[1] == 200), "plain_passed": len(plain),
            "vllm_start_s": int(os.environ["VLLM_START_S"]), "strategies_wall_s": round(wall, 1),
            "parallel": parallel, "budget_tokens": budget, "generated_tokens": generated,
            "vllm_generated_tokens": engine, "greedy": greedy, "greedy_reference": ref or None,

@@ -6,7 +6,7 @@
 
 use serde_json::{json, Value};
 
-use crate::server::{post, TestServer};
+use crate::server::{post, sse_data, TestServer};
 
 fn completion(server: &TestServer, body: Value) -> (u16, Value) {
     let client = reqwest::Client::new();
@@ -121,16 +121,13 @@ fn echo_returns_the_prompts_logprobs_and_scores_a_continuation_as_it_was_generat
 #[test]
 fn echo_is_refused_where_it_cannot_be_served_naming_it() {
     let server = TestServer::start(|b| b);
-    for extra in [json!({"stream": true}), json!({"strategy": "best_of_n"})] {
-        let mut body = json!({"model": "ponder", "prompt": "1, 2, 3,", "max_tokens": 2,
-                              "echo": true});
-        for (k, v) in extra.as_object().unwrap() {
-            body[k] = v.clone();
-        }
-        let (status, out) = completion(&server, body);
-        assert_eq!(status, 400, "{extra}: {out}");
-        assert_eq!(out["error"]["param"], "echo", "{out}");
-    }
+    let (status, out) = completion(
+        &server,
+        json!({"model": "ponder", "prompt": "1, 2, 3,", "max_tokens": 2, "echo": true,
+               "strategy": "best_of_n"}),
+    );
+    assert_eq!(status, 400, "{out}");
+    assert_eq!(out["error"]["param"], "echo", "{out}");
     // Without logprobs, the prompt text is simply repeated.
     let (status, out) = completion(
         &server,
@@ -143,4 +140,84 @@ fn echo_is_refused_where_it_cannot_be_served_naming_it() {
         .unwrap()
         .starts_with("1, 2, 3,"));
     assert!(out["choices"][0]["logprobs"].is_null());
+}
+
+/// The chunks of a streamed `/v1/completions` reply, folded as a client folds them: the text
+/// concatenated and the logprobs' lists appended chunk after chunk.
+fn streamed(server: &TestServer, body: Value) -> (String, Value) {
+    let client = reqwest::Client::new();
+    let text = server.block_on(async {
+        let r = client
+            .post(server.url("/v1/completions"))
+            .json(&body)
+            .send()
+            .await
+            .expect("send");
+        assert_eq!(r.status().as_u16(), 200);
+        r.text().await.expect("body")
+    });
+    let mut out = String::new();
+    let mut logprobs = json!({"text_offset": [], "token_logprobs": [], "tokens": [],
+                              "top_logprobs": []});
+    for chunk in sse_data(&text) {
+        if chunk == "[DONE]" {
+            break;
+        }
+        let chunk: Value = serde_json::from_str(&chunk).expect("a JSON chunk");
+        let Some(choice) = chunk["choices"].get(0) else { continue };
+        out.push_str(choice["text"].as_str().unwrap_or(""));
+        for key in ["text_offset", "token_logprobs", "tokens", "top_logprobs"] {
+            if let Some(items) = choice["logprobs"][key].as_array() {
+                logprobs[key].as_array_mut().unwrap().extend(items.iter().cloned());
+            }
+        }
+    }
+    (out, logprobs)
+}
+
+#[test]
+fn streamed_echo_sends_the_prompt_first_and_folds_to_the_unstreamed_reply() {
+    let server = TestServer::start(|b| b);
+    let body = json!({"model": "ponder", "prompt": "Monday, Tuesday,", "max_tokens": 5,
+                      "temperature": 0, "logprobs": 2, "echo": true});
+    let (status, whole) = completion(&server, body.clone());
+    assert_eq!(status, 200, "{whole}");
+    let mut stream_body = body;
+    stream_body["stream"] = json!(true);
+    let (text, logprobs) = streamed(&server, stream_body);
+    let choice = &whole["choices"][0];
+    assert_eq!(text, choice["text"].as_str().unwrap());
+    assert!(text.starts_with("Monday, Tuesday,"), "{text:?}");
+    for key in ["text_offset", "tokens", "top_logprobs"] {
+        assert_eq!(logprobs[key], choice["logprobs"][key], "{key}");
+    }
+    // The same tokens' logprobs, within the batch's numerical noise.
+    let (a, b) = (floats(&logprobs["token_logprobs"]), floats(&choice["logprobs"]["token_logprobs"]));
+    assert_eq!(a.len(), b.len());
+    assert_eq!(a[0], None, "the prompt's first token has no logprob");
+    for (x, y) in a.iter().zip(&b).skip(1) {
+        assert!((x.unwrap() - y.unwrap()).abs() < 1e-3, "{x:?} vs {y:?}");
+    }
+    // Offsets index the folded text: each token's text starts where its offset says.
+    let offsets = logprobs["text_offset"].as_array().unwrap();
+    for (o, t) in offsets.iter().zip(logprobs["tokens"].as_array().unwrap()) {
+        let (o, t) = (o.as_u64().unwrap() as usize, t.as_str().unwrap());
+        assert_eq!(text.get(o..o + t.len()), Some(t), "offset {o} of {t:?} in {text:?}");
+    }
+}
+
+#[test]
+fn streamed_logprob_offsets_continue_across_chunks() {
+    let server = TestServer::start(|b| b);
+    let (text, logprobs) = streamed(
+        &server,
+        json!({"model": "ponder", "prompt": "Count: 1, 2, 3,", "max_tokens": 8, "temperature": 0,
+               "logprobs": 1, "stream": true}),
+    );
+    let offsets = logprobs["text_offset"].as_array().unwrap();
+    assert_eq!(offsets.len(), 8, "{logprobs}");
+    for (o, t) in offsets.iter().zip(logprobs["tokens"].as_array().unwrap()) {
+        let (o, t) = (o.as_u64().unwrap() as usize, t.as_str().unwrap());
+        assert_eq!(text.get(o..o + t.len()), Some(t), "offset {o} of {t:?} in {text:?}");
+    }
 }

@@ -129,6 +129,8 @@ struct Choice {
     tokens: Vec<TokenInfo>,
     sent_bytes: usize,
     sent_tokens: usize,
+    /// The text length of the tokens whose logprobs were sent (where the next one starts).
+    sent_token_bytes: usize,
     finish: Option<StopKind>,
 }
 
@@ -325,6 +327,17 @@ async fn direct(
                     yield Ok::<Event, Infallible>(data(&env.chunk(i, Some(""), true, None, None)));
                 }
             }
+            // `echo`: each choice's first chunk is the prompt (with its logprobs), as vLLM
+            // streams it; the generated tokens' offsets then count the prompt's text.
+            if let Some(echo) = &echo {
+                for i in 0..run.choices.len() {
+                    let logprobs = echo.logprobs.as_ref().map(|prompt| {
+                        super::sse::echoed_logprobs(prompt, env.logprobs(&[], echo.text.len()))
+                    });
+                    yield Ok(data(&env.chunk(i, Some(&echo.text), false, logprobs, None)));
+                }
+            }
+            let text_start = echo.as_ref().map_or(0, |e| e.text.len());
             loop {
                 let piece = match result {
                     // Pieces as they come while the call runs; then the rest, until closed.
@@ -346,7 +359,10 @@ async fn direct(
                 let logprobs = if valid.logprobs && (delta.is_some() || finished) {
                     let from = choice.sent_tokens;
                     choice.sent_tokens = choice.tokens.len();
-                    Some(env.logprobs(choice.tokens.get(from..).unwrap_or_default(), 0))
+                    let sent = text_start + choice.sent_token_bytes;
+                    let new = choice.tokens.get(from..).unwrap_or_default();
+                    choice.sent_token_bytes += new.iter().map(|t| t.text.len()).sum::<usize>();
+                    Some(env.logprobs(new, sent))
                 } else {
                     None
                 };

@@ -217,8 +217,8 @@ pub(crate) fn echo() -> RefOr<Schema> {
         .schema_type(or_null(Type::Boolean))
         .description(Some(
             "start the completion's text with the prompt and, with `logprobs`, its logprobs with \
-             the prompt's (the first token's null): plain decoding on the local engine, not \
-             streamed (`echo` with `stream` or a strategy is a 400)",
+             the prompt's (the first token's null): plain decoding on the local engine; streamed, \
+             the prompt is each choice's first chunk (`echo` with a strategy is a 400)",
         ))
         .into()
 }

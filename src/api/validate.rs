@@ -617,12 +617,6 @@ pub(crate) fn completion(
                  the text continued); send it without a strategy",
             ));
         }
-        if valid.stream {
-            return Err(ValidationError::invalid(
-                "echo",
-                "is served without `stream` only (send stream false)",
-            ));
-        }
         valid.echo = true;
     }
     Ok(valid)

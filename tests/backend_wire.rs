@@ -1,6 +1,6 @@
 //! What Ponder sends a backend is valid for the engine's own request model: every built-in
 //! strategy and plain decoding with `n` > 1, seeded (with seeds past int64) and unseeded, run
-//! against the vLLM fixture, which validates each request as vLLM 0.11.0 does
+//! against the vLLM fixture, which validates each request as vLLM 0.32.0 does
 //! (`engine_rules`), and none is refused.
 
 use std::sync::Arc;
@@ -112,6 +112,33 @@ fn plain_decoding_with_several_choices_sends_only_requests_vllm_accepts() {
                 "{reply}"
             );
         }
+    }
+}
+
+#[test]
+fn a_strategy_with_the_callers_four_stop_strings_sends_vllm_at_most_four() {
+    // A step-level strategy's own delimiter plus the four stop strings a client may send make
+    // five; vLLM 0.32.0 takes at most four (`VLLM_MAX_STOP_STRINGS`).
+    let server = ReplayServer::start(fixture("vllm.json"), None);
+    let state =
+        ponder::api::ServerBuilder::remote_only(pool(RemoteOptions::new(vec![server.url.clone()])))
+            .build();
+    let rt = runtime();
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    rt.spawn(ponder::api::serve(listener, state, std::future::pending()));
+    let client = reqwest::Client::new();
+    for strategy in ["beam_search", "answer_convergence"] {
+        let body = json!({"model": "ponder", "strategy": strategy, "budget_tokens": 4_000,
+                          "stop": ["W1", "X2", "Y3", "Z4"],
+                          "messages": [{"role": "user", "content": "What is 3 + 4?"}]});
+        let (status, reply) =
+            crate::util::post_json(&rt, &client, &format!("{url}/v1/chat/completions"), &body);
+        let refused = server.seen(|s| s.refused.clone());
+        assert!(refused.is_empty(), "{strategy}: refused {refused:?}");
+        assert_eq!(status, 200, "{strategy}: {reply}");
     }
 }
 

@@ -8,7 +8,7 @@ use serde_json::Value;
 /// The engine a fixture stands for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Engine {
-    /// vLLM 0.11.0.
+    /// vLLM 0.32.0.
     Vllm,
     /// SGLang 0.5.3.
     Sglang,
@@ -22,8 +22,17 @@ pub(crate) enum Engine {
 
 /// `--parallel` of the llama.cpp server the fixture stands for (`n` must not exceed it).
 const LLAMA_SERVER_SLOTS: i64 = 4;
-/// vLLM's default `max_logprobs` (`vllm/config/model.py:181`).
+/// vLLM's default `max_logprobs` (`vllm/config/model.py:282`).
 const VLLM_MAX_LOGPROBS: i64 = 20;
+/// vLLM's `VLLM_MAX_STOP_STRINGS` default (`vllm/envs.py:1159`).
+const VLLM_MAX_STOP_STRINGS: usize = 4;
+/// vLLM's `VLLM_MAX_N_SEQUENCES` default (`vllm/envs.py:1149-1150`).
+const VLLM_MAX_N_SEQUENCES: i64 = 16_384;
+/// vLLM's highest temperature (`sampling_params.py:653-670`).
+const VLLM_MAX_TEMPERATURE: f64 = 2.0;
+/// `max_model_len` of the server the vLLM fixture stands for: the fixtures' model's
+/// (SmolLM2's `max_position_embeddings`).
+const VLLM_MAX_MODEL_LEN: i64 = 8_192;
 /// The vocabulary of the fixtures' model (SmolLM2), for `logit_bias` ids.
 const VOCAB: i64 = 49_152;
 /// vLLM's `_SAMPLING_EPS`: a temperature below it is greedy.
@@ -122,59 +131,78 @@ pub(crate) fn validate(engine: Engine, body: &Value) -> Result<(), String> {
 }
 
 fn vllm(body: &Value) -> Result<(), String> {
-    // protocol.py:1037 (seed within torch.long), the rest SamplingParams._verify_args.
-    int(body, "seed")?;
+    // P = entrypoints/openai/completion/protocol.py, GP = entrypoints/generate/base/protocol.py,
+    // SP = sampling_params.py (`_verify_args`, `verify`), RP = renderers/params.py.
+    int(body, "seed")?; // P:66 (int64: _INT64_MIN/_INT64_MAX, P:44-45)
     if let Some(lp) = int(body, "logprobs")? {
-        check(lp >= 0, || "`logprobs` must be a positive value.".into())?; // protocol.py:1340
-        check(lp <= VLLM_MAX_LOGPROBS, || {
-            // v1/engine/processor.py:79
-            format!("Requested sample logprobs of {lp}, which is greater than max allowed: 20")
+        check(lp >= 0 || lp == -1, || {
+            "`logprobs` must be a non-negative value or -1.".into() // P:565-574
+        })?;
+        let asked = if lp == -1 { VOCAB } else { lp };
+        check(asked <= VLLM_MAX_LOGPROBS, || {
+            // SP:919-934 (-1 counts as the whole vocabulary)
+            format!("Requested sample logprobs of {asked}, which is greater than max allowed: 20")
         })?;
     }
     if let Some(m) = int(body, "max_tokens")? {
         check(m >= 1, || {
             format!("max_tokens must be at least 1, got {m}.")
-        })?; // :415
+        })?; // SP:688-693
+        check(m <= VLLM_MAX_MODEL_LEN, || {
+            format!(
+                "'max_tokens' is too large: {m}. This model's maximum context length is \
+                 {VLLM_MAX_MODEL_LEN} tokens"
+            )
+        })?; // RP:256-268
     }
     let n = int(body, "n")?.unwrap_or(1);
-    check(n >= 1, || format!("n must be at least 1, got {n}."))?; // :377
-    in_range(body, "presence_penalty", -2.0, 2.0)?; // :390
-    in_range(body, "frequency_penalty", -2.0, 2.0)?; // :393
+    check((1..=VLLM_MAX_N_SEQUENCES).contains(&n), || {
+        format!("n must be at least 1 and at most {VLLM_MAX_N_SEQUENCES}, got {n}.")
+    })?; // SP:46-59
+    in_range(body, "presence_penalty", -2.0, 2.0)?; // SP:635-638
+    in_range(body, "frequency_penalty", -2.0, 2.0)?; // SP:639-642
     if let Some(r) = num(body, "repetition_penalty") {
-        check(r > 0.0, || {
-            format!("repetition_penalty must be > 0, got {r}")
-        })?; // :396
+        check(r.is_finite() && r > 0.0, || {
+            format!("repetition_penalty must be a finite number greater than 0, got {r}")
+        })?; // SP:643-652
     }
     let temperature = num(body, "temperature").unwrap_or(1.0);
-    check(temperature >= 0.0, || {
-        "temperature must be non-negative".into()
-    })?; // :400
+    check(
+        temperature.is_finite() && (0.0..=VLLM_MAX_TEMPERATURE).contains(&temperature),
+        || format!("temperature must be in [0, {VLLM_MAX_TEMPERATURE}], got {temperature}"),
+    )?; // SP:653-670
     if let Some(p) = num(body, "top_p") {
         check(p > 0.0 && p <= 1.0, || {
             format!("top_p must be in (0, 1], got {p}.")
-        })?; // :403
+        })?; // SP:671-676
     }
     if let Some(k) = int(body, "top_k")? {
         check(k >= -1, || {
             format!("top_k must be 0 (disable), or at least 1, got {k}.")
-        })?; // :406
+        })?; // SP:677-685
     }
-    in_range(body, "min_p", 0.0, 1.0)?; // :412
+    in_range(body, "min_p", 0.0, 1.0)?; // SP:686-687
     if let Some(stops) = body.get("stop").and_then(Value::as_array) {
+        check(stops.len() <= VLLM_MAX_STOP_STRINGS, || {
+            format!(
+                "stop: at most {VLLM_MAX_STOP_STRINGS} items, got {}",
+                stops.len()
+            )
+        })?; // GP:26-28
         let empty = stops.iter().any(|s| s.as_str().is_none_or(str::is_empty));
-        check(!empty, || "stop cannot contain an empty string.".into())?; // :445
+        check(!empty, || "stop cannot contain an empty string.".into())?; // SP:731-733
     }
     let streams = body.get("stream").and_then(Value::as_bool).unwrap_or(false);
     let options = body.get("stream_options").is_some_and(|o| !o.is_null());
     check(!options || streams, || {
-        "Stream options can only be defined when `stream=True`.".into() // protocol.py:1347
+        "Stream options can only be defined when `stream=True`.".into() // P:578-589
     })?;
     if temperature < SAMPLING_EPS {
         check(n == 1, || {
             format!("n must be 1 when using greedy sampling, got {n}.")
-        })?; // :456
+        })?; // SP:612-617
     }
-    logit_bias_ids(body) // v1/engine/processor.py:114
+    logit_bias_ids(body) // keys int() (SP:488-513), ids in the vocabulary (SP:1072-1090)
 }
 
 fn sglang(body: &Value) -> Result<(), String> {
@@ -281,4 +309,16 @@ fn the_rules_refuse_what_the_engines_refuse() {
     assert!(validate(Engine::LlamaCppServer, &json!({"prompt": "x", "n": 5})).is_err());
     let options = json!({"prompt": "x", "stream_options": {"include_usage": true}});
     assert!(validate(Engine::Vllm, &options).is_err());
+    // New in vLLM 0.32.0 (CONSTRAINTS.md): at most 4 stop strings, temperature at most 2,
+    // max_tokens within max_model_len, logprobs -1 past the model's request model.
+    let stops = json!({"prompt": "x", "stop": ["a", "b", "c", "d", "e"]});
+    assert!(validate(Engine::Vllm, &stops).is_err());
+    assert!(validate(
+        Engine::Vllm,
+        &json!({"prompt": "x", "stop": ["a", "b", "c", "d"]})
+    )
+    .is_ok());
+    assert!(validate(Engine::Vllm, &json!({"prompt": "x", "temperature": 2.5})).is_err());
+    assert!(validate(Engine::Vllm, &json!({"prompt": "x", "max_tokens": 9000})).is_err());
+    assert!(validate(Engine::Vllm, &json!({"prompt": "x", "logprobs": -1})).is_err());
 }

@@ -51,11 +51,12 @@ impl Decoding {
 
     /// Checks ranges.
     pub fn validate(&self, strategy: &str) -> Result<()> {
-        if !(self.temperature.is_finite() && self.temperature >= 0.0 && self.temperature <= 5.0) {
+        // [0, 2], as OpenAI's API and vLLM (0.32.0 refuses more) take it.
+        if !(self.temperature.is_finite() && self.temperature >= 0.0 && self.temperature <= 2.0) {
             return Err(StrategyError::invalid(
                 strategy,
                 "temperature",
-                format!("must be in [0, 5], got {}", self.temperature),
+                format!("must be in [0, 2], got {}", self.temperature),
             ));
         }
         if !(self.top_p > 0.0 && self.top_p <= 1.0) {

@@ -9,7 +9,8 @@
 //! continuation, `max_tokens`, `stop`, `seed`, `logprobs`) — fanned out rather than `n > 1`,
 //! because each branch has its own seed and many servers reject or ignore per-choice seeds —
 //! and all branches of a call run concurrently. Every field sent stays inside each engine's
-//! own request model ([`wire`]: seeds masked to int64, at most 20 logprobs). Each engine's way
+//! own request model ([`wire`]: seeds masked to int64, at most 20 logprobs, at most four stop
+//! strings — the generator cuts the text at any further ones itself). Each engine's way
 //! of saying which stop string ended a step is read by [`response`]. Calls stream where the
 //! backend's stream carries the usage ([`stream`]); one cut or idle past the idle timeout is
 //! continued on another backend from the text it delivered, charged once (`pool::call`). The
@@ -162,7 +163,9 @@ impl RemoteGenerator {
                 cost: Cost::default(),
             });
         }
-        let stops = Stops::new(&req.stop);
+        // The first stop strings go on the wire; any beyond what engines take end the text here.
+        let stops = Stops::new(req.stop.iter().take(wire::MAX_WIRE_STOPS));
+        let beyond = Stops::new(req.stop.iter().skip(wire::MAX_WIRE_STOPS));
         let call = wire::Completion {
             model: &self.pool.opts.model,
             prompt: &seq.text,
@@ -173,10 +176,11 @@ impl RemoteGenerator {
             // The pool streams where the backend's stream serves (`pool::call`).
             stream: true,
         };
-        let c = self
+        let mut c = self
             .pool
             .complete(seq.affinity, call, &self.headers)
             .await?;
+        let cut = cut_at_stops(&mut c, &beyond);
         let prompt_tokens = c.prompt_tokens.unwrap_or(seq.tokens as u64);
         let generated = match c.completion_tokens {
             Some(n) => n,
@@ -200,9 +204,16 @@ impl RemoteGenerator {
         {
             let mut seqs = self.lock();
             if let Some(x) = seqs.get_mut(&req.seq.0) {
+                // Cut at a stop string the wire could not carry, the sequence holds the kept text
+                // (its tokens counted as `append` counts them); the generated ones stay billed.
+                let kept = match (cut, self.pool.opts.format.as_ref()) {
+                    (false, _) => generated as usize,
+                    (true, Some(f)) => f.count_appended(&c.text).unwrap_or(c.tokens.len()),
+                    (true, None) => c.tokens.len(),
+                };
                 x.text.push_str(&c.text);
-                x.tokens = (prompt_tokens + generated) as usize;
-                x.uncached = generated as usize;
+                x.tokens = prompt_tokens as usize + kept;
+                x.uncached = kept;
             }
         }
         Ok(Extension {
@@ -219,6 +230,25 @@ impl RemoteGenerator {
             },
         })
     }
+}
+
+/// Ends `c` at the first of `stops` in its text, if any is there (keeping the stop string, as
+/// every generator's text does, and the tokens up to it): the stop strings a request had
+/// beyond [`wire::MAX_WIRE_STOPS`]. Whether it cut.
+fn cut_at_stops(c: &mut response::Completion, stops: &Stops) -> bool {
+    let Some((at, stop)) = stops.first_in(&c.text) else {
+        return false;
+    };
+    let end = at + stop.len();
+    c.text.truncate(end);
+    c.stop = StopKind::Stop;
+    let mut start = 0;
+    c.tokens.retain(|t| {
+        let keep = start < end;
+        start += t.text.len();
+        keep
+    });
+    true
 }
 
 #[async_trait]
@@ -332,5 +362,38 @@ impl Generator for RemoteGenerator {
 
     fn context_length(&self) -> Option<usize> {
         self.pool.context()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ponder_strategies::TokenInfo;
+
+    fn token(text: &str) -> TokenInfo {
+        TokenInfo {
+            text: text.into(),
+            logprob: 0.0,
+            top: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_stop_string_beyond_the_wires_four_ends_the_text_and_its_tokens() {
+        let mut c = response::Completion {
+            text: "3 + 4 = 7. END then more".into(),
+            stop: StopKind::Length,
+            tokens: ["3 + 4", " = 7.", " END", " then", " more"]
+                .map(token)
+                .to_vec(),
+            prompt_tokens: None,
+            cached_tokens: 0,
+            completion_tokens: Some(5),
+        };
+        assert!(!cut_at_stops(&mut c.clone(), &Stops::new(["nowhere"])));
+        assert!(cut_at_stops(&mut c, &Stops::new(["more", "END"])));
+        assert_eq!(c.text, "3 + 4 = 7. END");
+        assert_eq!(c.stop, StopKind::Stop);
+        assert_eq!(c.tokens.len(), 3);
     }
 }

@@ -19,7 +19,8 @@
 //! - `top_k`: only when on. Off is 0 for vLLM and llama.cpp, -1 for SGLang (which refuses 0)
 //!   and refused below 0 by llama-cpp-python, so no value means "off" everywhere.
 //! - `n` is never sent (one request per branch, each with its own seed); penalties, biases and
-//!   stop strings only when set, stop strings never empty ([`Stops`]).
+//!   stop strings only when set, stop strings never empty ([`Stops`]), at most four
+//!   ([`MAX_WIRE_STOPS`]).
 //! - `stream` with `stream_options.include_usage`, so vLLM and SGLang end the stream with the
 //!   usage (llama.cpp's server always does; llama-cpp-python ignores it).
 //!
@@ -31,6 +32,11 @@ use serde_json::{json, Value};
 
 /// Most alternatives per token any engine accepts by default (vLLM's `max_logprobs`).
 pub(super) const MAX_WIRE_LOGPROBS: usize = 20;
+
+/// Most stop strings one request carries: vLLM 0.32.0 refuses more (`VLLM_MAX_STOP_STRINGS`,
+/// `generate/base/protocol.py`), as OpenAI's API does. A request with more sends the first
+/// ones (a strategy's own delimiters come first) and the generator cuts at the others itself.
+pub(super) const MAX_WIRE_STOPS: usize = 4;
 
 /// `seed` as sent: its 64 bits as a signed integer, a valid int64 for every engine and
 /// lossless (`wire_seed(s) as u64 == s`).

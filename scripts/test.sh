@@ -17,6 +17,8 @@
 # - the kernels' work-sharing protocol under the loom model checker;
 # - the HTTP API against clients written elsewhere: Python (openai, schemathesis), and a browser
 #   (headless Chromium + playwright-core; screenshots in target/artifacts/).
+# - the Docker image's build command (scripts/build-portable.sh: the release binary without
+#   target-cpu=native), at the lowest priority beside the steps after the test build.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # Each step's end and the time so far, so a CI log says where the minutes went.
@@ -44,6 +46,12 @@ lap "cargo test build"
 wait "$LLAMACPP_PID" || { cat "$LLAMACPP_LOG"; exit 1; }
 cat "$LLAMACPP_LOG"
 lap "llama-cpp-python"
+# The Docker image's build (scripts/build-portable.sh: release, no target-cpu=native) in the
+# background at the lowest priority: it takes the CPU the tests, clients and browser leave idle.
+PORTABLE_LOG="${CARGO_TARGET_DIR:-target}/build-portable.log"
+nice -n 19 env CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target}/portable" \
+  bash scripts/build-portable.sh >"$PORTABLE_LOG" 2>&1 &
+PORTABLE_PID=$!
 PONDER_REQUIRE_NVCC=1 PONDER_REQUIRE_LLAMACPP=1 cargo test --workspace --features ponder/cuda
 lap "cargo test"
 # No unwrap/expect in library or binary code, no indexing on the request edge, no lock held across
@@ -89,3 +97,6 @@ lap loom
 # and the OTLP span exporter (feature `otlp`, off by default) compile: one check of both.
 cargo check -p ponder --features cuda,otlp --bins --tests
 lap "feature checks"
+wait "$PORTABLE_PID" || { cat "$PORTABLE_LOG"; exit 1; }
+tail -n 3 "$PORTABLE_LOG"
+lap "portable release build (deploy/Dockerfile's)"

@@ -164,11 +164,16 @@ fn streamed(server: &TestServer, body: Value) -> (String, Value) {
             break;
         }
         let chunk: Value = serde_json::from_str(&chunk).expect("a JSON chunk");
-        let Some(choice) = chunk["choices"].get(0) else { continue };
+        let Some(choice) = chunk["choices"].get(0) else {
+            continue;
+        };
         out.push_str(choice["text"].as_str().unwrap_or(""));
         for key in ["text_offset", "token_logprobs", "tokens", "top_logprobs"] {
             if let Some(items) = choice["logprobs"][key].as_array() {
-                logprobs[key].as_array_mut().unwrap().extend(items.iter().cloned());
+                logprobs[key]
+                    .as_array_mut()
+                    .unwrap()
+                    .extend(items.iter().cloned());
             }
         }
     }
@@ -192,7 +197,10 @@ fn streamed_echo_sends_the_prompt_first_and_folds_to_the_unstreamed_reply() {
         assert_eq!(logprobs[key], choice["logprobs"][key], "{key}");
     }
     // The same tokens' logprobs, within the batch's numerical noise.
-    let (a, b) = (floats(&logprobs["token_logprobs"]), floats(&choice["logprobs"]["token_logprobs"]));
+    let (a, b) = (
+        floats(&logprobs["token_logprobs"]),
+        floats(&choice["logprobs"]["token_logprobs"]),
+    );
     assert_eq!(a.len(), b.len());
     assert_eq!(a[0], None, "the prompt's first token has no logprob");
     for (x, y) in a.iter().zip(&b).skip(1) {
@@ -202,7 +210,11 @@ fn streamed_echo_sends_the_prompt_first_and_folds_to_the_unstreamed_reply() {
     let offsets = logprobs["text_offset"].as_array().unwrap();
     for (o, t) in offsets.iter().zip(logprobs["tokens"].as_array().unwrap()) {
         let (o, t) = (o.as_u64().unwrap() as usize, t.as_str().unwrap());
-        assert_eq!(text.get(o..o + t.len()), Some(t), "offset {o} of {t:?} in {text:?}");
+        assert_eq!(
+            text.get(o..o + t.len()),
+            Some(t),
+            "offset {o} of {t:?} in {text:?}"
+        );
     }
 }
 
@@ -218,6 +230,10 @@ fn streamed_logprob_offsets_continue_across_chunks() {
     assert_eq!(offsets.len(), 8, "{logprobs}");
     for (o, t) in offsets.iter().zip(logprobs["tokens"].as_array().unwrap()) {
         let (o, t) = (o.as_u64().unwrap() as usize, t.as_str().unwrap());
-        assert_eq!(text.get(o..o + t.len()), Some(t), "offset {o} of {t:?} in {text:?}");
+        assert_eq!(
+            text.get(o..o + t.len()),
+            Some(t),
+            "offset {o} of {t:?} in {text:?}"
+        );
     }
 }

@@ -82,7 +82,7 @@ impl Scheduler {
         let Some(s) = self.seqs.get(&id) else {
             return Ok(reused);
         };
-        let Some(from) = s.resume else {
+        let Some(from) = s.role.start().and_then(|start| start.resume) else {
             return Ok(reused);
         };
         let Some(i) = self.kept.iter().position(|k| k.id == from) else {
@@ -108,8 +108,8 @@ impl Scheduler {
         if self.store.seq_len(id) > start {
             self.store.truncate(id, start)?;
         }
-        if let Some(s) = self.seqs.get_mut(&id) {
-            s.ready = exact;
+        if let Some(start) = self.seqs.get_mut(&id).and_then(|s| s.role.start_mut()) {
+            start.ready = exact;
         }
         if let Some(entry) = self.kept.remove(i) {
             self.kept.push_back(entry); // most recently used

@@ -183,10 +183,8 @@ struct Sequence {
     computed: usize,
     generated: usize,
     phase: Phase,
-    /// `None` for a group's prompt sequence, which forks its branches instead of sampling.
-    sampler: Option<Sampler>,
-    /// Branches to fork once the prompt is computed: (id, sampler).
-    branches: Vec<(SeqId, Sampler)>,
+    /// What it is for: sample, fork a group's branches, prefill only, or be read.
+    role: Role,
     max_new_tokens: usize,
     stop_tokens: Arc<Vec<u32>>,
     stop_condition: Option<Arc<dyn StopCondition>>,
@@ -199,17 +197,61 @@ struct Sequence {
     arrival: u64,
     running: bool,
     cancelled: bool,
-    /// `Some` for a scoring request: what to read, and what was read so far.
-    score: Option<ScoreState>,
-    /// Keep this branch's KV when it finishes.
+    /// Keep its KV when it finishes (a kept group's prompt and branches).
     keep: bool,
-    /// A kept branch this prompt continues.
+}
+
+/// What a sequence is for, which decides how every step treats it: one value where flags
+/// (no sampler, a score state, prompt-only, resume, ready logits) could disagree.
+// The sampler is held inline, as before the roles were one enum: a branch's sequence is what
+// the hot loop samples from, and every sequence lives in one map anyway.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug)]
+enum Role {
+    /// A branch: samples one token per step with its own seeded sampler.
+    Sample(Sampler),
+    /// A group's prompt: computed once, then it forks its branches from the logits after it
+    /// (and leaves; a kept group's prompt stays kept). Retired if every branch is cancelled first.
+    Fork {
+        /// The branches to fork: (id, sampler).
+        branches: Vec<(SeqId, Sampler)>,
+        /// Where its computing starts.
+        start: PromptStart,
+    },
+    /// A kept group without samples: computes its prompt and keeps it, samples nothing.
+    PrefillOnly {
+        /// Where its computing starts.
+        start: PromptStart,
+    },
+    /// A scoring request: read at chosen positions, nothing sampled; parked when done.
+    Score(ScoreState),
+}
+
+/// Where a group's prompt starts computing (see `keep.rs`).
+#[derive(Debug, Default)]
+struct PromptStart {
+    /// A kept sequence whose tokens begin this prompt: it is continued, not recomputed.
     resume: Option<SeqId>,
-    /// A kept group without samples: computes and keeps its prompt only.
-    prompt_only: bool,
     /// Set at admission when a kept prompt with its logits covered every token: the branches
     /// are forked from these logits with nothing computed.
     ready: Option<Arc<[f32]>>,
+}
+
+impl Role {
+    /// A prompt's start (`None` for a branch or a scoring request).
+    fn start(&self) -> Option<&PromptStart> {
+        match self {
+            Self::Fork { start, .. } | Self::PrefillOnly { start } => Some(start),
+            Self::Sample(_) | Self::Score(_) => None,
+        }
+    }
+
+    fn start_mut(&mut self) -> Option<&mut PromptStart> {
+        match self {
+            Self::Fork { start, .. } | Self::PrefillOnly { start } => Some(start),
+            Self::Sample(_) | Self::Score(_) => None,
+        }
+    }
 }
 
 /// The continuous-batching loop's state.
@@ -319,11 +361,19 @@ impl Scheduler {
         let parent = self.alloc_id();
         let branches: Vec<(SeqId, Sampler)> =
             samplers.into_iter().map(|s| (self.alloc_id(), s)).collect();
-        let prompt_only = branches.is_empty();
-        let ids = if prompt_only {
+        let ids = if branches.is_empty() {
             vec![parent]
         } else {
             branches.iter().map(|b| b.0).collect()
+        };
+        let start = PromptStart {
+            resume: req.resume,
+            ready: None,
+        };
+        let role = if branches.is_empty() {
+            Role::PrefillOnly { start }
+        } else {
+            Role::Fork { branches, start }
         };
         let arrival = self.arrivals;
         self.arrivals += 1;
@@ -337,19 +387,14 @@ impl Scheduler {
                 computed: 0,
                 generated: 0,
                 phase: Phase::Prefill,
-                sampler: None,
-                branches,
+                role,
                 max_new_tokens: req.max_new_tokens,
                 stop_tokens,
                 priority: req.priority,
                 arrival,
                 running: false,
                 cancelled: false,
-                score: None,
                 keep: req.keep,
-                resume: req.resume,
-                prompt_only,
-                ready: None,
             },
         );
         self.waiting.push_back(parent);
@@ -363,9 +408,12 @@ impl Scheduler {
         }
         // A branch not yet forked lives in its parent's list.
         for s in self.seqs.values_mut() {
-            let before = s.branches.len();
-            s.branches.retain(|(id, _)| *id != seq);
-            if s.branches.len() != before {
+            let Role::Fork { branches, .. } = &mut s.role else {
+                continue;
+            };
+            let before = branches.len();
+            branches.retain(|(id, _)| *id != seq);
+            if branches.len() != before {
                 self.pending.push(Event::Finished {
                     seq,
                     reason: SeqFinish::Cancelled,

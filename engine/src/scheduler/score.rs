@@ -180,8 +180,12 @@ impl Scheduler {
                 computed: 0,
                 generated: 0,
                 phase: Phase::Prefill,
-                sampler: None,
-                branches: Vec::new(),
+                role: Role::Score(ScoreState {
+                    positions: req.positions,
+                    output: req.output,
+                    values: Vec::new(),
+                    logprobs: Vec::new(),
+                }),
                 max_new_tokens: 0,
                 stop_tokens: Arc::new(Vec::new()),
                 stop_condition: None,
@@ -190,16 +194,7 @@ impl Scheduler {
                 arrival,
                 running: false,
                 cancelled: false,
-                score: Some(ScoreState {
-                    positions: req.positions,
-                    output: req.output,
-                    values: Vec::new(),
-                    logprobs: Vec::new(),
-                }),
                 keep: false,
-                resume: None,
-                prompt_only: false,
-                ready: None,
             },
         );
         self.waiting.push_back(id);
@@ -322,7 +317,7 @@ impl Scheduler {
         let Some(s) = self.seqs.get(&id) else {
             return Ok(reused);
         };
-        let Some(score) = &s.score else {
+        let Role::Score(score) = &s.role else {
             return Ok(reused);
         };
         // At least the last token is always computed, and nothing still to read is skipped.
@@ -361,7 +356,7 @@ impl Scheduler {
         let Some(s) = self.seqs.remove(&id) else {
             return;
         };
-        let Some(score) = s.score else { return };
+        let Role::Score(score) = s.role else { return };
         self.counters.score_requests += 1;
         self.scored.push((
             id,

@@ -30,7 +30,10 @@ impl Scheduler {
         let ready: Vec<(SeqId, Arc<[f32]>)> = self
             .seqs
             .iter_mut()
-            .filter_map(|(id, s)| s.ready.take().map(|l| (*id, l)))
+            .filter_map(|(id, s)| {
+                let logits = s.role.start_mut()?.ready.take()?;
+                Some((*id, logits))
+            })
             .collect();
         for (id, logits) in ready {
             self.fork_branches(id, &logits, &mut events)?;
@@ -54,9 +57,11 @@ impl Scheduler {
             .iter()
             .map(|p| {
                 let s = &self.seqs[&p.seq];
-                match &s.score {
-                    Some(score) => score.readout(s.computed, p.len),
-                    None => Readout::LastLogits,
+                match &s.role {
+                    Role::Score(score) => score.readout(s.computed, p.len),
+                    Role::Sample(_) | Role::Fork { .. } | Role::PrefillOnly { .. } => {
+                        Readout::LastLogits
+                    }
                 }
             })
             .collect();
@@ -78,7 +83,7 @@ impl Scheduler {
             if p.prefill {
                 s.prefill.0 += p.len as u64;
             }
-            if let Some(score) = s.score.as_mut() {
+            if let Role::Score(score) = &mut s.role {
                 score.record(output)?;
                 self.counters.score_tokens_computed += p.len as u64;
                 if s.computed == s.tokens.len() {
@@ -89,7 +94,7 @@ impl Scheduler {
             if s.computed < s.tokens.len() {
                 continue; // more prefill chunks to come
             }
-            if s.sampler.is_some() {
+            if matches!(s.role, Role::Sample(_)) {
                 if p.prefill {
                     let (computed, reused) = std::mem::take(&mut s.prefill);
                     events.push(Event::Prefill {
@@ -132,7 +137,7 @@ impl Scheduler {
             let Some(s) = self.seqs.get_mut(&p.seq) else {
                 continue;
             };
-            let (Some(logits), Some(sampler), None) = (output, s.sampler.as_mut(), &s.score) else {
+            let (Some(logits), Role::Sample(sampler)) = (output, &mut s.role) else {
                 continue;
             };
             if s.computed + p.len >= s.tokens.len() {
@@ -163,11 +168,8 @@ impl Scheduler {
             .seqs
             .iter()
             .filter(|(_, s)| {
-                s.cancelled
-                    || (s.sampler.is_none()
-                        && s.branches.is_empty()
-                        && s.score.is_none()
-                        && !s.prompt_only)
+                // A group's prompt whose branches were all cancelled before it forked them.
+                s.cancelled || matches!(&s.role, Role::Fork { branches, .. } if branches.is_empty())
             })
             .map(|(id, _)| *id)
             .collect();
@@ -231,7 +233,7 @@ impl Scheduler {
                     s.prefill.1 += reused as u64;
                     s.running = true;
                     self.counters.prefill_tokens_reused += reused as u64;
-                    if s.score.is_some() {
+                    if matches!(s.role, Role::Score(_)) {
                         self.counters.score_tokens_reused += reused as u64;
                     }
                     slots -= 1;
@@ -360,7 +362,7 @@ impl Scheduler {
         let Some(s) = self.seqs.get_mut(&seq) else {
             return Ok(());
         };
-        let Some(sampler) = s.sampler.as_mut() else {
+        let Role::Sample(sampler) = &mut s.role else {
             return Ok(());
         };
         let token = sampler.sample(logits, &s.tokens)?;
@@ -410,9 +412,22 @@ impl Scheduler {
         let Some(mut p) = self.seqs.remove(&parent) else {
             return Ok(());
         };
-        let report_on = match p.branches.first() {
+        let placeholder = Role::PrefillOnly {
+            start: PromptStart::default(),
+        };
+        let (branches, prefill_only) = match std::mem::replace(&mut p.role, placeholder) {
+            Role::Fork { branches, .. } => (branches, false),
+            Role::PrefillOnly { .. } => (Vec::new(), true),
+            // Only a prompt forks; anything else goes back as it was.
+            role @ (Role::Sample(_) | Role::Score(_)) => {
+                p.role = role;
+                self.seqs.insert(parent, p);
+                return Ok(());
+            }
+        };
+        let report_on = match branches.first() {
             Some((first, _)) => Some(*first),
-            None => p.prompt_only.then_some(parent),
+            None => prefill_only.then_some(parent),
         };
         // A kept prompt is reported to its caller, who releases it; unreported, it is not kept.
         let keep_prompt = p.keep && report_on.is_some();
@@ -425,7 +440,7 @@ impl Scheduler {
                 kept_prompt: keep_prompt.then_some(parent),
             });
         }
-        for (child, sampler) in std::mem::take(&mut p.branches) {
+        for (child, sampler) in branches {
             self.store.fork(parent, child)?;
             self.seqs.insert(
                 child,
@@ -434,8 +449,7 @@ impl Scheduler {
                     computed: p.computed,
                     generated: 0,
                     phase: Phase::Decode,
-                    sampler: Some(sampler),
-                    branches: Vec::new(),
+                    role: Role::Sample(sampler),
                     max_new_tokens: p.max_new_tokens,
                     stop_tokens: Arc::clone(&p.stop_tokens),
                     stop_condition: p.stop_condition.clone(),
@@ -445,11 +459,7 @@ impl Scheduler {
                     arrival: p.arrival,
                     running: true,
                     cancelled: false,
-                    score: None,
                     keep: p.keep,
-                    resume: None,
-                    prompt_only: false,
-                    ready: None,
                 },
             );
             self.sample_into(child, logits, events)?;
@@ -459,7 +469,7 @@ impl Scheduler {
         } else {
             self.store.release(parent);
         }
-        if p.prompt_only {
+        if prefill_only {
             events.push(Event::Finished {
                 seq: parent,
                 reason: SeqFinish::Length,

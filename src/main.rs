@@ -208,6 +208,14 @@ struct BenchArgs {
     /// under the target dir; without one its rows are skipped].
     #[arg(long)]
     llama_server: Option<PathBuf>,
+    /// `serve`: vLLM's virtual environment [default: the one `scripts/setup-vllm.sh` makes under
+    /// the target dir; without one its rows are skipped].
+    #[arg(long)]
+    vllm_venv: Option<PathBuf>,
+    /// `serve`: the model converted for vLLM [default: `scripts/setup-vllm.sh`'s, under the
+    /// target dir].
+    #[arg(long)]
+    vllm_model: Option<PathBuf>,
     /// `serve`: `llama-server --threads`.
     #[arg(long, default_value_t = 2)]
     threads: usize,
@@ -454,11 +462,25 @@ fn run_bench(args: BenchArgs) -> anyhow::Result<()> {
 }
 
 fn run_serve_bench(args: BenchArgs, model: PathBuf) -> anyhow::Result<()> {
-    let llama_server = args.llama_server.clone().or_else(|| {
-        let target = std::env::var_os("CARGO_TARGET_DIR")
-            .map_or_else(|| PathBuf::from("target"), PathBuf::from);
-        Some(target.join("llama-server/bin/llama-server")).filter(|p| p.is_file())
-    });
+    let target =
+        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| PathBuf::from("target"), PathBuf::from);
+    let llama_server = args
+        .llama_server
+        .clone()
+        .or_else(|| Some(target.join("llama-server/bin/llama-server")).filter(|p| p.is_file()));
+    let vllm = ponder::bench::serve::VllmSetup {
+        python: args
+            .vllm_venv
+            .clone()
+            .unwrap_or_else(|| target.join("vllm-venv"))
+            .join("bin/python"),
+        model: args
+            .vllm_model
+            .clone()
+            .unwrap_or_else(|| target.join("vllm-model")),
+    };
+    let vllm =
+        (vllm.python.is_file() && vllm.model.join("model.safetensors").is_file()).then_some(vllm);
     let problems = ponder::bench::load_problems(&args.problems)?
         .into_iter()
         .map(|p| p.problem)
@@ -467,6 +489,7 @@ fn run_serve_bench(args: BenchArgs, model: PathBuf) -> anyhow::Result<()> {
         ponder: std::env::current_exe().context("the ponder binary")?,
         model,
         llama_server,
+        vllm,
         clients: args.clients.unwrap_or(4).max(1),
         duration: args.duration,
         strategy: args.search,

@@ -1,7 +1,8 @@
 //! `ponder bench serve`: serving throughput of one search workload — Ponder on its own engine
-//! against Ponder in front of llama.cpp's `llama-server` on the same model and machine, in one
-//! run — plus the proxy overhead of plain decoding through Ponder against the same requests sent
-//! straight to `llama-server`.
+//! against Ponder in front of llama.cpp's `llama-server` and in front of vLLM (where
+//! `scripts/setup-vllm.sh` installed it) on the same model and machine, in one run — plus the
+//! proxy overhead of plain decoding through Ponder against the same requests sent straight to
+//! each engine.
 //!
 //! Each row starts its own servers (`ponder serve`, `llama-server` with pinned flags), sends one
 //! unmeasured warm-up request, runs `clients` closed-loop clients for `duration`, and stops them;
@@ -27,6 +28,8 @@ pub struct ServeBenchOptions {
     pub model: PathBuf,
     /// llama.cpp's `llama-server` binary (`None`: its rows are skipped).
     pub llama_server: Option<PathBuf>,
+    /// vLLM (`None`: its rows are skipped).
+    pub vllm: Option<VllmSetup>,
     /// Concurrent closed-loop clients per row.
     pub clients: usize,
     /// How long each row sends requests.
@@ -47,10 +50,20 @@ pub struct ServeBenchOptions {
     pub timeout: Duration,
 }
 
+/// Where vLLM is installed: what `scripts/setup-vllm.sh` makes.
+#[derive(Debug, Clone)]
+pub struct VllmSetup {
+    /// The virtual environment's Python (`target/vllm-venv/bin/python`).
+    pub python: PathBuf,
+    /// The default model converted to safetensors (`target/vllm-model`).
+    pub model: PathBuf,
+}
+
 /// One row: a workload against one serving setup.
 #[derive(Debug, Clone, Serialize)]
 pub struct ServeRow {
-    /// `ponder`, `ponder_over_llama_server`, `llama_server_plain`, `ponder_over_llama_server_plain`.
+    /// `ponder`, `ponder_over_llama_server`, `llama_server_plain`, `ponder_over_llama_server_plain`,
+    /// `ponder_over_vllm`, `vllm_plain`, `ponder_over_vllm_plain`.
     pub name: String,
     /// `search` (`/v1/reason`) or `plain` (`/v1/chat/completions` without a strategy).
     pub workload: String,
@@ -85,6 +98,8 @@ pub struct ServeReport {
     pub skipped: Vec<String>,
     /// Ponder on its own engine over Ponder in front of `llama-server`, problems per minute.
     pub in_process_over_llama_server: Option<f64>,
+    /// Ponder on its own engine over Ponder in front of vLLM, problems per minute.
+    pub in_process_over_vllm: Option<f64>,
     /// Plain decoding: p50 latency through Ponder over straight to `llama-server` (the two
     /// prompts differ — Ponder renders its own chat format — so answers' lengths may too).
     pub proxy_p50_overhead: Option<f64>,
@@ -114,14 +129,41 @@ struct Server {
     child: Child,
     url: String,
     command: String,
+    /// Started as the leader of its own process group, which is stopped whole (a server whose
+    /// engine runs in child processes: vLLM).
+    group: bool,
 }
 
 impl Drop for Server {
     fn drop(&mut self) {
+        if self.group {
+            stop_group(&mut self.child);
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
 }
+
+/// Asks `leader`'s process group to shut down (SIGTERM: vLLM's API server then stops its engine
+/// core), waits up to 30 s for the leader, then kills whatever of the group is left.
+#[cfg(unix)]
+fn stop_group(leader: &mut Child) {
+    use nix::sys::signal::{killpg, Signal};
+    use nix::unistd::Pid;
+    let Ok(pid) = i32::try_from(leader.id()) else {
+        return;
+    };
+    let group = Pid::from_raw(pid);
+    let _ = killpg(group, Signal::SIGTERM);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline && matches!(leader.try_wait(), Ok(None)) {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let _ = killpg(group, Signal::SIGKILL);
+}
+
+#[cfg(not(unix))]
+fn stop_group(_leader: &mut Child) {}
 
 fn start_error(what: &str, reason: impl ToString) -> ServeBenchError {
     ServeBenchError::Start {
@@ -159,6 +201,7 @@ fn start_ponder(opts: &ServeBenchOptions, args: &[String]) -> Result<Server, Ser
         url: url.to_string(),
         command: format!("ponder {}", all.join(" ")),
         child,
+        group: false,
     })
 }
 
@@ -202,6 +245,7 @@ async fn start_llama_server(
         child,
         url: format!("http://127.0.0.1:{port}"),
         command: format!("llama-server {}", args.join(" ")),
+        group: false,
     };
     let http = reqwest::Client::new();
     let deadline = Instant::now() + Duration::from_secs(120);
@@ -219,6 +263,118 @@ async fn start_llama_server(
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
+}
+
+/// The name vLLM serves the model under: what the workload's plain requests ask for.
+const VLLM_MODEL_NAME: &str = "ponder";
+/// vLLM's context (`--max-model-len`), what Ponder in front is told (`--backend-context`).
+const VLLM_CONTEXT: usize = 4096;
+
+/// vLLM's OpenAI server (as `scripts/vllm-check.sh` starts it: CPU, float32, seed 0, 2 GiB of
+/// KV cache), once `/health` answers; its start compiles the model (minutes on 2 cores).
+async fn start_vllm(setup: &VllmSetup) -> Result<Server, ServeBenchError> {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .map_err(|e| start_error("vLLM", e))?;
+    let args: Vec<String> = vec![
+        "-m".into(),
+        "vllm.entrypoints.openai.api_server".into(),
+        "--model".into(),
+        setup.model.display().to_string(),
+        "--served-model-name".into(),
+        VLLM_MODEL_NAME.into(),
+        "--host".into(),
+        "127.0.0.1".into(),
+        "--port".into(),
+        port.to_string(),
+        "--dtype".into(),
+        "float32".into(),
+        "--max-model-len".into(),
+        VLLM_CONTEXT.to_string(),
+        "--seed".into(),
+        "0".into(),
+    ];
+    let mut command = Command::new(&setup.python);
+    #[cfg(unix)]
+    std::os::unix::process::CommandExt::process_group(&mut command, 0);
+    let child = command
+        .args(&args)
+        .env("VLLM_TARGET_DEVICE", "cpu")
+        .env("VLLM_CPU_KVCACHE_SPACE", "2")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| start_error("vLLM", e))?;
+    let mut server = Server {
+        child,
+        url: format!("http://127.0.0.1:{port}"),
+        command: format!(
+            "VLLM_TARGET_DEVICE=cpu VLLM_CPU_KVCACHE_SPACE=2 python {}",
+            args.join(" ")
+        ),
+        group: true,
+    };
+    let http = reqwest::Client::new();
+    let deadline = Instant::now() + Duration::from_secs(900);
+    loop {
+        let up = http
+            .get(format!("{}/health", server.url))
+            .send()
+            .await
+            .is_ok_and(|r| r.status().is_success());
+        if up {
+            return Ok(server);
+        }
+        if let Ok(Some(status)) = server.child.try_wait() {
+            return Err(start_error(
+                "vLLM",
+                format!("it exited while starting ({status})"),
+            ));
+        }
+        if Instant::now() > deadline {
+            return Err(start_error("vLLM", "no /health in 900 s"));
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// The rows of one engine behind Ponder: the search through Ponder in front of it, then plain
+/// decoding straight to it and through Ponder.
+async fn engine_rows(
+    opts: &ServeBenchOptions,
+    engine: &Server,
+    engine_name: &str,
+    front_args: &[String],
+) -> Result<Vec<ServeRow>, ServeBenchError> {
+    let front = start_ponder(opts, front_args)?;
+    let servers = vec![front.command.clone(), engine.command.clone()];
+    Ok(vec![
+        drive(
+            opts,
+            &front.url,
+            Workload::Search,
+            &format!("ponder_over_{engine_name}"),
+            servers.clone(),
+        )
+        .await,
+        drive(
+            opts,
+            &engine.url,
+            Workload::Plain,
+            &format!("{engine_name}_plain"),
+            vec![engine.command.clone()],
+        )
+        .await,
+        drive(
+            opts,
+            &front.url,
+            Workload::Plain,
+            &format!("ponder_over_{engine_name}_plain"),
+            servers,
+        )
+        .await,
+    ])
 }
 
 /// A request of the workload: the URL path, the body, and where the generated tokens are.
@@ -248,7 +404,7 @@ impl Workload {
             ),
             Self::Plain => (
                 "/v1/chat/completions",
-                json!({"model": "ponder", "messages": [{"role": "user", "content": problem}],
+                json!({"model": VLLM_MODEL_NAME, "messages": [{"role": "user", "content": problem}],
                        "max_tokens": opts.max_tokens, "temperature": 0.7, "seed": seed}),
             ),
         }
@@ -352,8 +508,9 @@ async fn drive(
     }
 }
 
-/// Runs every row it can, in order: Ponder on its own engine, Ponder over `llama-server`
-/// (search), then plain decoding straight to `llama-server` and through Ponder.
+/// Runs every row it can, in order: Ponder on its own engine; then for `llama-server` and for
+/// vLLM, each where installed: Ponder over it (search), plain decoding straight to it and
+/// through Ponder.
 pub async fn run(opts: &ServeBenchOptions) -> Result<ServeReport, ServeBenchError> {
     if opts.problems.is_empty() || opts.clients == 0 {
         return Err(ServeBenchError::Options(
@@ -394,49 +551,41 @@ pub async fn run(opts: &ServeBenchOptions) -> Result<ServeReport, ServeBenchErro
             let llama = start_llama_server(binary, &opts.model, slots, opts.threads).await?;
             let mut args = vec!["--backend".to_string(), llama.url.clone()];
             args.extend(ponder_limits.iter().cloned());
-            let front = start_ponder(opts, &args)?;
-            let servers = vec![front.command.clone(), llama.command.clone()];
-            rows.push(
-                drive(
-                    opts,
-                    &front.url,
-                    Workload::Search,
-                    "ponder_over_llama_server",
-                    servers.clone(),
-                )
-                .await,
-            );
-            rows.push(
-                drive(
-                    opts,
-                    &llama.url,
-                    Workload::Plain,
-                    "llama_server_plain",
-                    vec![llama.command.clone()],
-                )
-                .await,
-            );
-            rows.push(
-                drive(
-                    opts,
-                    &front.url,
-                    Workload::Plain,
-                    "ponder_over_llama_server_plain",
-                    servers,
-                )
-                .await,
-            );
+            rows.extend(engine_rows(opts, &llama, "llama_server", &args).await?);
         }
     }
-    skipped.push(
-        "vllm rows: vLLM does not serve on this machine (see BENCHMARKS.md, Step 19)".to_string(),
-    );
+    match &opts.vllm {
+        None => skipped.push(
+            "vllm rows: vLLM is not installed (bash scripts/setup-vllm.sh installs it)".to_string(),
+        ),
+        Some(setup) => {
+            let vllm = start_vllm(setup).await?;
+            let mut args = vec![
+                "--backend".to_string(),
+                format!("{}/v1", vllm.url),
+                "--backend-model".to_string(),
+                VLLM_MODEL_NAME.to_string(),
+                "--backend-tokenizer".to_string(),
+                setup
+                    .model
+                    .join("tokenizer_config.json")
+                    .display()
+                    .to_string(),
+                "--backend-context".to_string(),
+                VLLM_CONTEXT.to_string(),
+            ];
+            args.extend(ponder_limits.iter().cloned());
+            rows.extend(engine_rows(opts, &vllm, "vllm", &args).await?);
+        }
+    }
     let row = |name: &str| rows.iter().find(|r| r.name == name);
     let ratio = |a: f64, b: f64| (b > 0.0).then(|| a / b);
-    let in_process_over_llama_server = match (row("ponder"), row("ponder_over_llama_server")) {
+    let in_process_over = |front: &str| match (row("ponder"), row(front)) {
         (Some(a), Some(b)) => ratio(a.per_minute, b.per_minute),
         _ => None,
     };
+    let in_process_over_llama_server = in_process_over("ponder_over_llama_server");
+    let in_process_over_vllm = in_process_over("ponder_over_vllm");
     let plain = (
         row("ponder_over_llama_server_plain"),
         row("llama_server_plain"),
@@ -457,6 +606,7 @@ pub async fn run(opts: &ServeBenchOptions) -> Result<ServeReport, ServeBenchErro
         rows,
         skipped,
         in_process_over_llama_server,
+        in_process_over_vllm,
         proxy_p50_overhead,
         proxy_tokens_per_s_ratio,
     })

@@ -5,7 +5,9 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use ponder_engine::batching::{Event, GroupRequest, Scheduler, SchedulerConfig, SeqFinish};
+use ponder_engine::batching::{
+    Event, GroupRequest, Scheduler, SchedulerConfig, ScoreOutput, ScoreRequest, SeqFinish,
+};
 use ponder_engine::forward::{generate, PagedKvStore};
 use ponder_engine::{ChatMessage, EngineError, SamplingParams};
 
@@ -513,9 +515,9 @@ fn a_kept_branch_resumes_without_recompute_and_its_release_returns_every_block()
     all.extend(kept_ids(&events));
     assert_eq!(s.counters().kept_branches as usize, all.len());
     for &id in &all {
-        s.release_kept(id);
+        s.release_retained(id);
     }
-    s.release_kept(first); // twice: a no-op
+    s.release_retained(first); // twice: a no-op
     let after = s.store().stats();
     assert_eq!(s.counters().kept_branches, 0);
     assert_eq!(
@@ -593,5 +595,167 @@ fn prompts_submitted_together_compute_their_shared_opening_once() {
         let one = alone.submit(group(p, vec![sample(7)], 4)).expect("submit")[0];
         let events = alone.run_to_completion().expect("run");
         assert_eq!(tokens_by_seq(&events)[&one], got[id]);
+    }
+}
+
+#[test]
+fn a_prompt_cancelled_midway_through_its_prefill_reports_what_it_computed() {
+    // The case the property test below found: a kept prompt without samples, one chunk of its
+    // prefill computed, then cancelled — its computed positions were in no event. Likewise a
+    // group's prompt whose only branch is cancelled midway.
+    for samples in [0, 1] {
+        let mut s = scheduler(48, 16);
+        let mut g = group(
+            &prompt("What is 2 + 3?"),
+            (0..samples).map(sample).collect(),
+            3,
+        );
+        g.keep = true;
+        let ids = s.submit(g).expect("submit");
+        let mut events = s.step().expect("step");
+        let computed = s.counters().prefill_tokens_computed;
+        assert_eq!(computed, 16, "one chunk");
+        s.cancel(ids[0]);
+        events.extend(s.run_to_completion().expect("run"));
+        let billed: u64 = events
+            .iter()
+            .map(|e| match e {
+                Event::Prefill { computed, .. } => *computed,
+                _ => 0,
+            })
+            .sum();
+        assert_eq!(billed, computed, "samples {samples}: {events:?}");
+        s.release_all_retained();
+        assert_eq!(s.store().stats().used_blocks, 0);
+    }
+}
+
+/// One operation of [`retained_kv_returns_every_block_and_bills_what_it_computes`].
+#[derive(Debug, Clone)]
+enum Op {
+    /// A group on question `q` with `extra` more tokens, `samples` branches (0: a kept prompt
+    /// only), kept or not, resuming the `resume`-th kept id if any.
+    Group {
+        q: usize,
+        extra: usize,
+        samples: usize,
+        keep: bool,
+        resume: Option<usize>,
+    },
+    /// A scoring request on question `q`'s tokens plus `extra`, read at its last position.
+    Score { q: usize, extra: usize },
+    /// Cancels the `i`-th generation id seen so far.
+    Cancel(usize),
+    /// Releases the `i`-th kept id seen so far.
+    Release(usize),
+    /// `n` scheduler steps.
+    Step(usize),
+}
+
+fn op() -> impl proptest::strategy::Strategy<Value = Op> {
+    use proptest::prelude::*;
+    prop_oneof![
+        (
+            0..3usize,
+            0..6usize,
+            0..3usize,
+            any::<bool>(),
+            proptest::option::of(0..8usize)
+        )
+            .prop_map(|(q, extra, samples, keep, resume)| Op::Group {
+                q,
+                extra,
+                samples,
+                keep: keep || samples == 0,
+                resume,
+            }),
+        (0..3usize, 0..6usize).prop_map(|(q, extra)| Op::Score { q, extra }),
+        (0..16usize).prop_map(Op::Cancel),
+        (0..16usize).prop_map(Op::Release),
+        (1..4usize).prop_map(Op::Step),
+    ]
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 12, ..Default::default() })]
+
+    /// Retained KV (kept branches and prompts, parked scores) under random interleavings of
+    /// groups, resumes, scores, cancels and releases on a small pool (so pressure releases some
+    /// and preempts): once everything has run and every retained sequence is given up, every
+    /// block's count is back to zero; and the prefill the events bill (groups' `Prefill`,
+    /// scores' `computed`) is exactly the prefill the engine computed.
+    #[test]
+    fn retained_kv_returns_every_block_and_bills_what_it_computes(
+        ops in proptest::collection::vec(op(), 1..24)
+    ) {
+        let questions = ["What is 2 + 3?", "Name a color.", "What is 12 times 7?"];
+        let prompts: Vec<Vec<u32>> = questions.iter().map(|q| prompt(q)).collect();
+        let mut s = scheduler(48, 16);
+        let idle = s.store().stats();
+        let (mut generation, mut kept, mut billed) = (Vec::new(), Vec::new(), 0u64);
+        let mut take = |s: &mut Scheduler, events: Vec<Event>, kept: &mut Vec<u64>| {
+            for e in &events {
+                match e {
+                    Event::Prefill { computed, kept_prompt, .. } => {
+                        billed += computed;
+                        kept.extend(*kept_prompt);
+                    }
+                    Event::Finished { seq, .. } => kept.push(*seq),
+                    Event::Token { .. } => {}
+                }
+            }
+            for (_, scored) in s.take_scored() {
+                billed += scored.computed;
+            }
+        };
+        for op in ops {
+            match op {
+                Op::Group { q, extra, samples, keep, resume } => {
+                    let mut p = prompts[q].clone();
+                    p.extend(&prompts[(q + 1) % 3][..extra]);
+                    let mut g = group(&p, (0..samples as u64).map(sample).collect(), 3);
+                    g.keep = keep;
+                    g.resume = resume.and_then(|i| kept.get(i).copied());
+                    if let Ok(ids) = s.submit(g) {
+                        generation.extend(ids);
+                    }
+                }
+                Op::Score { q, extra } => {
+                    let mut tokens = prompts[q].clone();
+                    tokens.extend(&prompts[(q + 2) % 3][..extra]);
+                    let last = tokens.len() - 1;
+                    let _ = s.submit_score(ScoreRequest {
+                        tokens,
+                        positions: vec![last],
+                        output: ScoreOutput::Hidden,
+                        priority: 0,
+                    });
+                }
+                Op::Cancel(i) => {
+                    if let Some(&id) = generation.get(i) {
+                        s.cancel(id);
+                    }
+                }
+                Op::Release(i) => {
+                    if let Some(&id) = kept.get(i) {
+                        s.release_retained(id);
+                    }
+                }
+                Op::Step(n) => {
+                    for _ in 0..n {
+                        let events = s.step().expect("step");
+                        take(&mut s, events, &mut kept);
+                    }
+                }
+            }
+        }
+        let events = s.run_to_completion().expect("run");
+        take(&mut s, events, &mut kept);
+        proptest::prop_assert_eq!(billed, s.counters().prefill_tokens_computed);
+        s.release_all_retained();
+        let after = s.store().stats();
+        proptest::prop_assert_eq!(after.used_blocks, 0, "{:?}", after);
+        proptest::prop_assert_eq!(after.free_blocks + after.cached_blocks, idle.free_blocks);
+        proptest::prop_assert_eq!((s.kept(), s.parked()), (0, 0));
     }
 }

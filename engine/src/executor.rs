@@ -342,11 +342,11 @@ fn unreceived(scheduler: &mut Scheduler, event: Event) {
         } => {
             scheduler.cancel(seq);
             if let Some(id) = kept_prompt {
-                scheduler.release_kept(id);
+                scheduler.release_retained(id);
             }
         }
         Event::Token { seq, .. } => scheduler.cancel(seq),
-        Event::Finished { seq, .. } => scheduler.release_kept(seq),
+        Event::Finished { seq, .. } => scheduler.release_retained(seq),
     }
 }
 
@@ -383,7 +383,7 @@ fn handle(scheduler: &mut Scheduler, routes: &mut Routes, cmd: Command) {
             }
         }
         Command::Cancel(seq) => scheduler.cancel(seq),
-        Command::ReleaseKept(seq) => scheduler.release_kept(seq),
+        Command::ReleaseKept(seq) => scheduler.release_retained(seq),
         Command::Counters(reply) => {
             let _ = reply.send(scheduler.counters());
         }

@@ -10,28 +10,21 @@
 //! of SGLang's RadixAttention keeping a request's KV for the next call of the same program.
 //!
 //! Invariants: a kept sequence holds exactly the positions the model computed for it; it is
-//! released by its caller ([`Scheduler::release_kept`]), past [`SchedulerConfig::max_kept`]
-//! (oldest first), or under memory pressure before any running sequence is preempted; resuming
-//! computes at least the prompt's last token unless kept logits follow exactly that prompt.
+//! retained and released as every retained sequence is (`retain.rs`: by its caller through
+//! [`Scheduler::release_retained`], past [`SchedulerConfig::max_kept`], or under memory pressure
+//! before any running sequence is preempted); resuming computes at least the prompt's last token
+//! unless kept logits follow exactly that prompt.
 
+use super::retain::{Reason, Retained};
 use super::*;
-
-/// One kept sequence.
-#[derive(Debug)]
-pub(super) struct KeptSeq {
-    pub(super) id: SeqId,
-    /// The tokens at its computed positions.
-    tokens: Vec<u32>,
-    /// The logits after `tokens`, for a kept prompt.
-    logits: Option<Arc<[f32]>>,
-}
 
 impl Scheduler {
     /// Keeps the finished branch `id` (its store sequence holds its computed positions).
     pub(super) fn keep_finished(&mut self, id: SeqId, mut tokens: Vec<u32>) {
         tokens.truncate(self.store.seq_len(id));
-        self.keep(KeptSeq {
+        self.retain(Retained {
             id,
+            reason: Reason::Branch,
             tokens,
             logits: None,
         });
@@ -39,39 +32,12 @@ impl Scheduler {
 
     /// Keeps the computed prompt `id` with the logits after it.
     pub(super) fn keep_prompt(&mut self, id: SeqId, tokens: Vec<u32>, logits: &[f32]) {
-        self.keep(KeptSeq {
+        self.retain(Retained {
             id,
+            reason: Reason::Prompt,
             tokens,
             logits: Some(Arc::from(logits)),
         });
-    }
-
-    fn keep(&mut self, kept: KeptSeq) {
-        if self.config.max_kept == 0 {
-            self.store.release(kept.id);
-            return;
-        }
-        self.kept.push_back(kept);
-        while self.kept.len() > self.config.max_kept {
-            let Some(old) = self.kept.pop_front() else {
-                break;
-            };
-            self.store.release(old.id);
-        }
-    }
-
-    /// Releases the kept sequence `id` and its KV blocks (a no-op if it is not kept: already
-    /// released, given up under pressure, or never kept).
-    pub fn release_kept(&mut self, id: SeqId) {
-        if let Some(i) = self.kept.iter().position(|k| k.id == id) {
-            self.kept.remove(i);
-            self.store.release(id);
-        }
-    }
-
-    /// Sequences currently kept.
-    pub fn kept(&self) -> usize {
-        self.kept.len()
     }
 
     /// Positions a newly opened prompt sequence `id` (the prefix index served `reused` tokens)
@@ -85,10 +51,7 @@ impl Scheduler {
         let Some(from) = s.role.start().and_then(|start| start.resume) else {
             return Ok(reused);
         };
-        let Some(i) = self.kept.iter().position(|k| k.id == from) else {
-            return Ok(reused);
-        };
-        let Some(k) = self.kept.get(i) else {
+        let Some(k) = self.retained.get(from).filter(|k| k.reason.is_kept()) else {
             return Ok(reused);
         };
         let shared = ponder_kvcache::shared_prefix_len(&k.tokens, &s.tokens);
@@ -111,9 +74,7 @@ impl Scheduler {
         if let Some(start) = self.seqs.get_mut(&id).and_then(|s| s.role.start_mut()) {
             start.ready = exact;
         }
-        if let Some(entry) = self.kept.remove(i) {
-            self.kept.push_back(entry); // most recently used
-        }
+        self.retained.touch(from);
         Ok(start)
     }
 }

@@ -20,6 +20,9 @@
 //! a finished branch's KV, partial last block included, stays held under its id until the
 //! caller releases it, and a later group that continues it ([`GroupRequest::resume`]) forks it
 //! copy-on-write and computes only its new tokens — a search's tree is computed once.
+//!
+//! Kept branches and prompts and parked scores are one thing, a retained sequence (`retain.rs`):
+//! one store, one release path, given up under memory pressure before anything is preempted.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
@@ -83,7 +86,7 @@ pub struct GroupRequest {
     pub priority: i32,
     /// Keep each branch's KV when it finishes, under its id, and the prompt's (with the logits
     /// after it) under the id reported by its `Prefill` event, until released
-    /// ([`Scheduler::release_kept`]) or given up under memory pressure. A kept group may have
+    /// ([`Scheduler::release_retained`]) or given up under memory pressure. A kept group may have
     /// no samples: it only computes and keeps its prompt (its id is then the only one returned,
     /// and it reports `Prefill` and `Finished`).
     pub keep: bool,
@@ -267,13 +270,10 @@ pub struct Scheduler {
     counters: SchedulerCounters,
     /// Events raised between steps (cancelled branches that never started).
     pending: Vec<Event>,
-    /// Scored sequences whose KV is kept, oldest first, with their tokens.
-    parked: VecDeque<(SeqId, Vec<u32>)>,
     /// Finished scoring requests not yet taken.
     scored: Vec<(SeqId, Scored)>,
-    /// Finished branches and prompts whose KV is kept for their callers, least recently used
-    /// first.
-    kept: VecDeque<keep::KeptSeq>,
+    /// Kept branches and prompts, parked scores: KV held after its sequence left the batch.
+    retained: retain::RetainedStore,
 }
 
 impl Scheduler {
@@ -289,16 +289,15 @@ impl Scheduler {
             arrivals: 0,
             counters: SchedulerCounters::default(),
             pending: Vec::new(),
-            parked: VecDeque::new(),
             scored: Vec::new(),
-            kept: VecDeque::new(),
+            retained: retain::RetainedStore::default(),
         }
     }
 
     /// Counters so far.
     pub fn counters(&self) -> SchedulerCounters {
         SchedulerCounters {
-            kept_branches: self.kept.len() as u64,
+            kept_branches: self.kept() as u64,
             ..self.counters
         }
     }
@@ -414,6 +413,17 @@ impl Scheduler {
             let before = branches.len();
             branches.retain(|(id, _)| *id != seq);
             if branches.len() != before {
+                // The last branch gone, the prompt is retired unforked: what it computed is
+                // reported on this branch, as its `Prefill` would have been.
+                if branches.is_empty() && s.prefill != (0, 0) {
+                    let (computed, reused) = std::mem::take(&mut s.prefill);
+                    self.pending.push(Event::Prefill {
+                        seq,
+                        computed,
+                        reused,
+                        kept_prompt: None,
+                    });
+                }
                 self.pending.push(Event::Finished {
                     seq,
                     reason: SeqFinish::Cancelled,
@@ -430,6 +440,7 @@ impl Scheduler {
 }
 
 mod keep;
+mod retain;
 mod score;
 mod step;
 

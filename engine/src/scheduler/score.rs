@@ -17,6 +17,7 @@
 
 use candle_core::Tensor;
 
+use super::retain::{Reason, Retained};
 use super::*;
 
 /// What to read at each requested position.
@@ -293,23 +294,6 @@ impl Scheduler {
         std::mem::take(&mut self.scored)
     }
 
-    /// Scored sequences currently parked.
-    pub fn parked(&self) -> usize {
-        self.parked.len()
-    }
-
-    /// Releases parked sequences, then kept branches, oldest first, until `blocks` are
-    /// available or none is left.
-    pub(super) fn unpark_until(&mut self, blocks: usize) {
-        while self.store.available_blocks() < blocks {
-            let parked = self.parked.pop_front().map(|(id, _)| id);
-            let Some(id) = parked.or_else(|| self.kept.pop_front().map(|k| k.id)) else {
-                break;
-            };
-            self.store.release(id);
-        }
-    }
-
     /// Positions a newly opened scoring sequence `id` (the prefix index served `reused` tokens):
     /// continues the longest parked sequence its tokens extend when that covers more, and never
     /// starts past the first position still to read. Returns where computing starts.
@@ -323,22 +307,17 @@ impl Scheduler {
         // At least the last token is always computed, and nothing still to read is skipped.
         let limit = score.first_pending().min(s.tokens.len().saturating_sub(1));
         let best = self
-            .parked
-            .iter()
-            .enumerate()
-            .filter(|(_, (_, t))| !t.is_empty() && s.tokens.starts_with(t))
-            .max_by_key(|(_, (_, t))| t.len())
-            .map(|(i, (pid, t))| (i, *pid, t.len().min(limit)));
+            .retained
+            .longest_score_prefix_of(&s.tokens)
+            .map(|r| (r.id, r.tokens.len().min(limit)));
         match best {
-            Some((i, parent, start)) if start > reused.min(limit) => {
+            Some((parent, start)) if start > reused.min(limit) => {
                 self.store.release(id);
                 self.store.fork(parent, id)?;
                 if self.store.seq_len(id) > start {
                     self.store.truncate(id, start)?;
                 }
-                if let Some(entry) = self.parked.remove(i) {
-                    self.parked.push_back(entry); // most recently used
-                }
+                self.retained.touch(parent);
                 Ok(start)
             }
             _ => {
@@ -367,22 +346,12 @@ impl Scheduler {
                 reused: s.prefill.1,
             },
         ));
-        if self.config.max_parked == 0 {
-            self.store.release(id);
-            return;
-        }
-        if let Some(i) = self.parked.iter().position(|(_, t)| *t == s.tokens) {
-            if let Some((old, _)) = self.parked.remove(i) {
-                self.store.release(old);
-            }
-        }
-        self.parked.push_back((id, s.tokens));
-        while self.parked.len() > self.config.max_parked {
-            let Some((old, _)) = self.parked.pop_front() else {
-                break;
-            };
-            self.store.release(old);
-        }
+        self.retain(Retained {
+            id,
+            reason: Reason::Score,
+            tokens: s.tokens,
+            logits: None,
+        });
     }
 }
 

@@ -175,6 +175,18 @@ impl Scheduler {
             .collect();
         for id in done {
             if let Some(s) = self.seqs.remove(&id) {
+                // Prefill computed but not yet reported (a prompt or a recompute cut short) is
+                // reported before the end, so the events bill every position computed. A
+                // scoring request's is in no result: it was cancelled before it had one.
+                let unreported = !matches!(s.role, Role::Score(_)) && s.prefill != (0, 0);
+                if s.cancelled && unreported {
+                    events.push(Event::Prefill {
+                        seq: id,
+                        computed: s.prefill.0,
+                        reused: s.prefill.1,
+                        kept_prompt: None,
+                    });
+                }
                 if s.cancelled {
                     events.push(Event::Finished {
                         seq: id,
@@ -208,7 +220,7 @@ impl Scheduler {
             let blocks = first_chunk.div_ceil(self.store.block_size()) + 1;
             if self.store.available_blocks() < blocks {
                 // Parked scored sequences give way before anything waits.
-                self.unpark_until(blocks);
+                self.free_retained_until(blocks);
             }
             let Some(s) = self.seqs.get(&id) else {
                 continue;
@@ -319,8 +331,8 @@ impl Scheduler {
             if needed <= self.store.available_blocks() {
                 return Ok(plan);
             }
-            if !self.parked.is_empty() || !self.kept.is_empty() {
-                self.unpark_until(needed);
+            if !self.retained.is_empty() {
+                self.free_retained_until(needed);
                 continue;
             }
             if !self.preempt_one() {

@@ -622,6 +622,7 @@ mod tests {
             ponder: PathBuf::from("ponder"),
             model: PathBuf::from("m.gguf"),
             llama_server: None,
+            vllm: None,
             clients: 2,
             duration: Duration::from_secs(1),
             strategy: "self_consistency".into(),

@@ -50,3 +50,4 @@ mod server_shots;
 mod server_ui;
 mod strategies;
 mod tokenizer;
+mod verifier_hidden;

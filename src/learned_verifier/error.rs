@@ -40,6 +40,19 @@ pub enum LearnedVerifierError {
     /// The sentence encoder failed.
     #[error(transparent)]
     Embedder(#[from] crate::router::RouterError),
+    /// The generator failed while reading hidden states (the hidden-state head).
+    #[error("reading hidden states: {0}")]
+    Engine(#[from] ponder_engine::EngineError),
+    /// A fitted file was fitted with another model than the one it would be applied to.
+    #[error("{path} was fitted with {fitted}, not {served}: refit it on this model's outputs")]
+    ForeignModel {
+        /// The file.
+        path: PathBuf,
+        /// The model it was fitted with.
+        fitted: String,
+        /// The model it would be applied to.
+        served: String,
+    },
 }
 
 /// The learned verifier's result type.

@@ -14,12 +14,15 @@
 //! `weighted_best_of_n`) gives it what it was trained on.
 //!
 //! It must not run a language model or read the harness's result files; the harness exports
-//! candidate sets (`ponder-eval candidates`).
+//! candidate sets (`ponder-eval candidates`). The one exception is [`hidden`], an experiment
+//! kept apart: a head on the generator's own hidden state, which runs the generator to read
+//! it and is measured by `ponder verifier … --head hidden`, not served.
 
 pub mod data;
 pub mod error;
 pub mod evaluate;
 pub mod features;
+pub mod hidden;
 pub mod model;
 
 use std::path::{Path, PathBuf};
@@ -79,17 +82,7 @@ pub fn train(
     heldout: Option<(&[CandidateGroup], &str)>,
     options: FitOptions,
 ) -> Result<OutcomeModel> {
-    if let Some(g) = train_groups.iter().find(|g| {
-        // The group's split decides, and a public problem must also be in the fit role.
-        let public = crate::roles::role_of(&g.problem_id).is_some();
-        g.split != Split::Train || (public && !crate::roles::may_fit(&g.problem_id))
-    }) {
-        return Err(LearnedVerifierError::Training(format!(
-            "{train_name}: problem {} may not be fitted on (held out, or a public problem \
-             outside the fit role); train only on fit problems",
-            g.problem_id
-        )));
-    }
+    refuse_unfittable(train_groups, train_name)?;
     let features = group_features(featurizer, train_groups)?;
     let xs: Vec<Vec<f32>> = features.into_iter().flatten().collect();
     let ys: Vec<bool> = train_groups
@@ -109,6 +102,23 @@ pub fn train(
         model.heldout = Some(evaluate_model(&model, featurizer, groups, name)?);
     }
     Ok(model)
+}
+
+/// Refuses groups that may not be fitted on: held out, or a public problem outside the fit
+/// role.
+fn refuse_unfittable(train_groups: &[CandidateGroup], train_name: &str) -> Result<()> {
+    if let Some(g) = train_groups.iter().find(|g| {
+        // The group's split decides, and a public problem must also be in the fit role.
+        let public = crate::roles::role_of(&g.problem_id).is_some();
+        g.split != Split::Train || (public && !crate::roles::may_fit(&g.problem_id))
+    }) {
+        return Err(LearnedVerifierError::Training(format!(
+            "{train_name}: problem {} may not be fitted on (held out, or a public problem \
+             outside the fit role); train only on fit problems",
+            g.problem_id
+        )));
+    }
+    Ok(())
 }
 
 /// Scores every candidate of `groups` with `model` and evaluates the scores.

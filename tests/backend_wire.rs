@@ -24,6 +24,19 @@ fn runtime() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
+/// `ponder serve` with only `server` as its backend, on `rt`; its URL.
+fn serve_in_front(rt: &tokio::runtime::Runtime, server: &ReplayServer) -> String {
+    let state =
+        ponder::api::ServerBuilder::remote_only(pool(RemoteOptions::new(vec![server.url.clone()])))
+            .build();
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    rt.spawn(ponder::api::serve(listener, state, std::future::pending()));
+    url
+}
+
 #[test]
 fn every_strategy_sends_only_requests_vllm_accepts() {
     let server = ReplayServer::start(fixture("vllm.json"), None);
@@ -65,15 +78,8 @@ fn every_strategy_sends_only_requests_vllm_accepts() {
 #[test]
 fn plain_decoding_with_several_choices_sends_only_requests_vllm_accepts() {
     let server = ReplayServer::start(fixture("vllm.json"), None);
-    let state =
-        ponder::api::ServerBuilder::remote_only(pool(RemoteOptions::new(vec![server.url.clone()])))
-            .build();
     let rt = runtime();
-    let listener = rt
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    rt.spawn(ponder::api::serve(listener, state, std::future::pending()));
+    let url = serve_in_front(&rt, &server);
     let client = reqwest::Client::new();
     for seed in SEEDS {
         for (route, mut body) in [
@@ -120,15 +126,8 @@ fn a_strategy_with_the_callers_four_stop_strings_sends_vllm_at_most_four() {
     // A step-level strategy's own delimiter plus the four stop strings a client may send make
     // five; vLLM 0.32.0 takes at most four (`VLLM_MAX_STOP_STRINGS`).
     let server = ReplayServer::start(fixture("vllm.json"), None);
-    let state =
-        ponder::api::ServerBuilder::remote_only(pool(RemoteOptions::new(vec![server.url.clone()])))
-            .build();
     let rt = runtime();
-    let listener = rt
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    rt.spawn(ponder::api::serve(listener, state, std::future::pending()));
+    let url = serve_in_front(&rt, &server);
     let client = reqwest::Client::new();
     for strategy in ["beam_search", "answer_convergence"] {
         let body = json!({"model": "ponder", "strategy": strategy, "budget_tokens": 4_000,

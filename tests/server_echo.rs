@@ -180,6 +180,19 @@ fn streamed(server: &TestServer, body: Value) -> (String, Value) {
     (out, logprobs)
 }
 
+/// Each token's text starts in `text` where its `text_offset` says.
+fn assert_offsets_index(text: &str, logprobs: &Value) {
+    let offsets = logprobs["text_offset"].as_array().unwrap();
+    for (o, t) in offsets.iter().zip(logprobs["tokens"].as_array().unwrap()) {
+        let (o, t) = (o.as_u64().unwrap() as usize, t.as_str().unwrap());
+        assert_eq!(
+            text.get(o..o + t.len()),
+            Some(t),
+            "offset {o} of {t:?} in {text:?}"
+        );
+    }
+}
+
 #[test]
 fn streamed_echo_sends_the_prompt_first_and_folds_to_the_unstreamed_reply() {
     let server = TestServer::start(|b| b);
@@ -206,16 +219,7 @@ fn streamed_echo_sends_the_prompt_first_and_folds_to_the_unstreamed_reply() {
     for (x, y) in a.iter().zip(&b).skip(1) {
         assert!((x.unwrap() - y.unwrap()).abs() < 1e-3, "{x:?} vs {y:?}");
     }
-    // Offsets index the folded text: each token's text starts where its offset says.
-    let offsets = logprobs["text_offset"].as_array().unwrap();
-    for (o, t) in offsets.iter().zip(logprobs["tokens"].as_array().unwrap()) {
-        let (o, t) = (o.as_u64().unwrap() as usize, t.as_str().unwrap());
-        assert_eq!(
-            text.get(o..o + t.len()),
-            Some(t),
-            "offset {o} of {t:?} in {text:?}"
-        );
-    }
+    assert_offsets_index(&text, &logprobs);
 }
 
 #[test]
@@ -226,14 +230,10 @@ fn streamed_logprob_offsets_continue_across_chunks() {
         json!({"model": "ponder", "prompt": "Count: 1, 2, 3,", "max_tokens": 8, "temperature": 0,
                "logprobs": 1, "stream": true}),
     );
-    let offsets = logprobs["text_offset"].as_array().unwrap();
-    assert_eq!(offsets.len(), 8, "{logprobs}");
-    for (o, t) in offsets.iter().zip(logprobs["tokens"].as_array().unwrap()) {
-        let (o, t) = (o.as_u64().unwrap() as usize, t.as_str().unwrap());
-        assert_eq!(
-            text.get(o..o + t.len()),
-            Some(t),
-            "offset {o} of {t:?} in {text:?}"
-        );
-    }
+    assert_eq!(
+        logprobs["text_offset"].as_array().unwrap().len(),
+        8,
+        "{logprobs}"
+    );
+    assert_offsets_index(&text, &logprobs);
 }

@@ -213,10 +213,7 @@ async fn start_llama_server(
     slots: usize,
     threads: usize,
 ) -> Result<Server, ServeBenchError> {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .map_err(|e| start_error("llama-server", e))?;
+    let port = free_port("llama-server")?;
     let args: Vec<String> = vec![
         "--model".into(),
         model.display().to_string(),
@@ -241,14 +238,32 @@ async fn start_llama_server(
         .stderr(Stdio::null())
         .spawn()
         .map_err(|e| start_error("llama-server", e))?;
-    let server = Server {
+    let mut server = Server {
         child,
         url: format!("http://127.0.0.1:{port}"),
         command: format!("llama-server {}", args.join(" ")),
         group: false,
     };
+    wait_healthy(&mut server, "llama-server", Duration::from_secs(120)).await?;
+    Ok(server)
+}
+
+/// A port free on the loopback interface now, for the server `what`.
+fn free_port(what: &str) -> Result<u16, ServeBenchError> {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .map_err(|e| start_error(what, e))
+}
+
+/// Waits until `server` answers `/health`, failing if it exits first or `timeout` passes.
+async fn wait_healthy(
+    server: &mut Server,
+    what: &str,
+    timeout: Duration,
+) -> Result<(), ServeBenchError> {
     let http = reqwest::Client::new();
-    let deadline = Instant::now() + Duration::from_secs(120);
+    let deadline = Instant::now() + timeout;
     loop {
         let up = http
             .get(format!("{}/health", server.url))
@@ -256,10 +271,19 @@ async fn start_llama_server(
             .await
             .is_ok_and(|r| r.status().is_success());
         if up {
-            return Ok(server);
+            return Ok(());
+        }
+        if let Ok(Some(status)) = server.child.try_wait() {
+            return Err(start_error(
+                what,
+                format!("it exited while starting ({status})"),
+            ));
         }
         if Instant::now() > deadline {
-            return Err(start_error("llama-server", "no /health in 120 s"));
+            return Err(start_error(
+                what,
+                format!("no /health in {} s", timeout.as_secs()),
+            ));
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
@@ -273,10 +297,7 @@ const VLLM_CONTEXT: usize = 4096;
 /// vLLM's OpenAI server (as `scripts/vllm-check.sh` starts it: CPU, float32, seed 0, 2 GiB of
 /// KV cache), once `/health` answers; its start compiles the model (minutes on 2 cores).
 async fn start_vllm(setup: &VllmSetup) -> Result<Server, ServeBenchError> {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .map_err(|e| start_error("vLLM", e))?;
+    let port = free_port("vLLM")?;
     let args: Vec<String> = vec![
         "-m".into(),
         "vllm.entrypoints.openai.api_server".into(),
@@ -315,28 +336,8 @@ async fn start_vllm(setup: &VllmSetup) -> Result<Server, ServeBenchError> {
         ),
         group: true,
     };
-    let http = reqwest::Client::new();
-    let deadline = Instant::now() + Duration::from_secs(900);
-    loop {
-        let up = http
-            .get(format!("{}/health", server.url))
-            .send()
-            .await
-            .is_ok_and(|r| r.status().is_success());
-        if up {
-            return Ok(server);
-        }
-        if let Ok(Some(status)) = server.child.try_wait() {
-            return Err(start_error(
-                "vLLM",
-                format!("it exited while starting ({status})"),
-            ));
-        }
-        if Instant::now() > deadline {
-            return Err(start_error("vLLM", "no /health in 900 s"));
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    wait_healthy(&mut server, "vLLM", Duration::from_secs(900)).await?;
+    Ok(server)
 }
 
 /// The rows of one engine behind Ponder: the search through Ponder in front of it, then plain

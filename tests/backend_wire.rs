@@ -16,14 +16,6 @@ use crate::backend_engines::{fixture, pool, ReplayServer};
 /// Seeds a client may send: past int64 (half of all u64), at its edge, small; and none.
 const SEEDS: [Option<u64>; 4] = [Some(u64::MAX - 12_345), Some(1 << 63), Some(7), None];
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
 /// `ponder serve` with only `server` as its backend, on `rt`; its URL.
 fn serve_in_front(rt: &tokio::runtime::Runtime, server: &ReplayServer) -> String {
     let state =
@@ -40,7 +32,7 @@ fn serve_in_front(rt: &tokio::runtime::Runtime, server: &ReplayServer) -> String
 #[test]
 fn every_strategy_sends_only_requests_vllm_accepts() {
     let server = ReplayServer::start(fixture("vllm.json"), None);
-    let rt = runtime();
+    let rt = crate::util::runtime(1);
     let registry = Registry::with_builtins();
     for name in registry.names() {
         for seed in SEEDS {
@@ -78,7 +70,7 @@ fn every_strategy_sends_only_requests_vllm_accepts() {
 #[test]
 fn plain_decoding_with_several_choices_sends_only_requests_vllm_accepts() {
     let server = ReplayServer::start(fixture("vllm.json"), None);
-    let rt = runtime();
+    let rt = crate::util::runtime(1);
     let url = serve_in_front(&rt, &server);
     let client = reqwest::Client::new();
     for seed in SEEDS {
@@ -126,7 +118,7 @@ fn a_strategy_with_the_callers_four_stop_strings_sends_vllm_at_most_four() {
     // A step-level strategy's own delimiter plus the four stop strings a client may send make
     // five; vLLM 0.32.0 takes at most four (`VLLM_MAX_STOP_STRINGS`).
     let server = ReplayServer::start(fixture("vllm.json"), None);
-    let rt = runtime();
+    let rt = crate::util::runtime(1);
     let url = serve_in_front(&rt, &server);
     let client = reqwest::Client::new();
     for strategy in ["beam_search", "answer_convergence"] {
@@ -145,7 +137,7 @@ fn a_strategy_with_the_callers_four_stop_strings_sends_vllm_at_most_four() {
 fn an_out_of_range_seed_is_what_the_fixture_refuses() {
     // The regression this guards: a seed sent unmasked is refused by the vLLM fixture.
     let server = ReplayServer::start(fixture("vllm.json"), None);
-    let rt = runtime();
+    let rt = crate::util::runtime(1);
     let client = reqwest::Client::new();
     let body = json!({"model": "m", "prompt": "x", "max_tokens": 4, "seed": u64::MAX});
     let (status, reply): (u16, Value) = crate::util::post_json(

@@ -26,14 +26,6 @@ fn steps(n: usize) -> Vec<String> {
     STEPS[..n].iter().map(|s| s.to_string()).collect()
 }
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime")
-}
-
 fn options(ck: &Checkpoint) -> PrmOptions {
     PrmOptions {
         kv_memory: 8 << 20,
@@ -78,7 +70,7 @@ fn reward_head_scores_equal_a_direct_forward_pass() {
     let ck = write_checkpoint(7, true);
     let prm = ModelPrm::start(&options(&ck)).expect("load the reward model");
     let all = steps(5);
-    let scores = runtime()
+    let scores = crate::util::runtime(2)
         .block_on(prm.score(Solution {
             problem: PROBLEM,
             steps: &all,
@@ -127,7 +119,7 @@ fn token_logit_prm_scores_equal_a_direct_forward_pass() {
     };
     let prm = ModelPrm::start(&opts).expect("load the causal LM");
     let all = steps(3);
-    let scores = runtime()
+    let scores = crate::util::runtime(2)
         .block_on(prm.score(Solution {
             problem: PROBLEM,
             steps: &all,
@@ -157,7 +149,7 @@ fn token_logit_prm_scores_equal_a_direct_forward_pass() {
 #[test]
 fn step_by_step_computes_each_step_once_and_equals_all_at_once() {
     let ck = write_checkpoint(7, true);
-    let rt = runtime();
+    let rt = crate::util::runtime(2);
     let prm = ModelPrm::start(&options(&ck)).expect("load");
     let (tokens, tags) = expected_layout(&ck, 5);
     let mut incremental = Vec::new();
@@ -236,7 +228,7 @@ fn step_by_step_computes_each_step_once_and_equals_all_at_once() {
 #[test]
 fn a_sibling_step_is_computed_on_its_parents_kv() {
     let ck = write_checkpoint(7, true);
-    let rt = runtime();
+    let rt = crate::util::runtime(2);
     let prm = ModelPrm::start(&options(&ck)).expect("load");
     let parent = steps(2);
     rt.block_on(prm.score(Solution {
@@ -296,7 +288,7 @@ fn a_sibling_step_is_computed_on_its_parents_kv() {
 #[test]
 fn bad_solutions_score_no_answer_without_touching_the_model() {
     let ck = write_checkpoint(7, true);
-    let rt = runtime();
+    let rt = crate::util::runtime(2);
     let prm = ModelPrm::start(&options(&ck)).expect("load");
     let cases: [(&str, Vec<String>); 4] = [
         ("empty solution", Vec::new()),
@@ -356,7 +348,7 @@ fn bad_solutions_score_no_answer_without_touching_the_model() {
 #[test]
 fn cost_bound_covers_the_cost_and_drops_to_zero_once_cached() {
     let ck = write_checkpoint(7, true);
-    let rt = runtime();
+    let rt = crate::util::runtime(2);
     let prm = ModelPrm::start(&options(&ck)).expect("load");
     let (tokens, _) = expected_layout(&ck, 5);
     let all = steps(5);

@@ -168,3 +168,13 @@ pub(crate) fn post_json(
         )
     })
 }
+
+/// A multi-threaded tokio runtime with `workers` worker threads, for tests that drive async
+/// code from a plain `#[test]`.
+pub(crate) fn runtime(workers: usize) -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .enable_all()
+        .build()
+        .expect("runtime")
+}

@@ -16,18 +16,10 @@ fn reader() -> HiddenReader {
     HiddenReader::start(&crate::util::smollm2_path()).expect("reader")
 }
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime")
-}
-
 #[test]
 fn a_candidates_reading_is_the_same_vector_read_twice() {
     let reader = reader();
-    let rt = runtime();
+    let rt = crate::util::runtime(2);
     let tokens = reader.tokens(QUESTION, RIGHT).expect("tokens");
     let tokenizer = &crate::util::smollm2().tokenizer;
     let solution = tokenizer.encode(RIGHT).expect("encode");
@@ -74,7 +66,7 @@ fn readings_come_back_unchanged_from_the_cache() {
         candidates: vec![candidate(RIGHT, true), candidate(WRONG, false)],
     }];
     let dir = tempfile::tempdir().expect("tempdir");
-    let rt = runtime();
+    let rt = crate::util::runtime(2);
     let bar = indicatif::ProgressBar::hidden();
     let model = crate::util::smollm2_path();
     let mut features = HiddenFeatures::open(&model, dir.path()).expect("open");

@@ -104,6 +104,16 @@ pub fn train(
     Ok(model)
 }
 
+/// Writes `value` to `path` as pretty JSON with a final newline, creating its directory.
+pub(crate) fn write_json<T: serde::Serialize>(path: &Path, value: &T) -> Result<()> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| LearnedVerifierError::write(dir, e))?;
+    }
+    let text =
+        serde_json::to_string_pretty(value).map_err(|e| LearnedVerifierError::write(path, e))?;
+    std::fs::write(path, text + "\n").map_err(|e| LearnedVerifierError::write(path, e))
+}
+
 /// Refuses groups that may not be fitted on: held out, or a public problem outside the fit
 /// role.
 fn refuse_unfittable(train_groups: &[CandidateGroup], train_name: &str) -> Result<()> {

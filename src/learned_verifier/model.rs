@@ -138,12 +138,7 @@ impl OutcomeModel {
 
     /// Writes the model file (pretty JSON).
     pub fn save(&self, path: &Path) -> Result<()> {
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|e| LearnedVerifierError::write(dir, e))?;
-        }
-        let text =
-            serde_json::to_string_pretty(self).map_err(|e| LearnedVerifierError::write(path, e))?;
-        std::fs::write(path, text + "\n").map_err(|e| LearnedVerifierError::write(path, e))
+        super::write_json(path, self)
     }
 
     /// Fits a model on feature vectors `xs` labelled `ys` (right or wrong).

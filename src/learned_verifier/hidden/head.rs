@@ -215,12 +215,7 @@ impl HiddenHead {
 
     /// Writes the head file (JSON).
     pub fn save(&self, path: &Path) -> Result<()> {
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|e| LearnedVerifierError::write(dir, e))?;
-        }
-        let text =
-            serde_json::to_string_pretty(self).map_err(|e| LearnedVerifierError::write(path, e))?;
-        std::fs::write(path, text + "\n").map_err(|e| LearnedVerifierError::write(path, e))
+        crate::learned_verifier::write_json(path, self)
     }
 
     /// Fits a head on readings `xs` of `generator` labelled `ys`, candidates grouped by

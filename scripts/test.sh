@@ -19,6 +19,8 @@
 #   (headless Chromium + playwright-core; screenshots in target/artifacts/).
 # - the Docker image's build command (scripts/build-portable.sh: the release binary without
 #   target-cpu=native), at the lowest priority beside the steps after the test build.
+# - real vLLM (scripts/vllm-check.sh) where scripts/setup-vllm.sh installed it; skipped, saying
+#   so, elsewhere (CI's clean clone).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # Each step's end and the time so far, so a CI log says where the minutes went.
@@ -94,6 +96,16 @@ RUSTFLAGS="--cfg loom -C target-cpu=native" CARGO_TARGET_DIR="${CARGO_TARGET_DIR
   cargo test -p ponder-kernels --lib --config 'profile.dev.package."*".opt-level=0' \
   work_sharing::loom_tests
 lap loom
+# Real vLLM where it is installed (`bash scripts/setup-vllm.sh`: a 6 GB venv, so not on CI's clean
+# clone): every strategy and plain decoding with n > 1 through `ponder serve --backend` in front
+# of it, every request accepted, its token count ours (scripts/vllm-check.sh).
+if [ -x "${CARGO_TARGET_DIR:-target}/vllm-venv/bin/python" ] &&
+  [ -f "${CARGO_TARGET_DIR:-target}/vllm-model/model.safetensors" ]; then
+  PONDER_BIN="${CARGO_TARGET_DIR:-target}/debug/ponder" bash scripts/vllm-check.sh
+  lap "vLLM"
+else
+  echo "== scripts/test.sh: vLLM not installed here (bash scripts/setup-vllm.sh): its check skipped" >&2
+fi
 wait "$PORTABLE_PID" || { cat "$PORTABLE_LOG"; exit 1; }
 tail -n 3 "$PORTABLE_LOG"
 lap "portable release build (deploy/Dockerfile's)"

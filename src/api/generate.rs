@@ -21,9 +21,8 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use futures_util::Stream;
 use ponder_strategies::{
-    CostTally, ExtendRequest, Generator, GeneratorError, LogitAdjust, Outcome, Piece, Progress,
-    PromptLogprobs, Sampling, SearchFinish, SeqHandle, StopKind, Stops, StrategyError, TokenInfo,
-    Turn,
+    CostTally, ExtendRequest, GeneratorError, LogitAdjust, Outcome, Piece, Progress, Sampling,
+    SearchFinish, StopKind, Stops, StrategyError, TokenInfo, Turn,
 };
 use serde_json::json;
 use tokio::sync::mpsc;
@@ -31,6 +30,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+use super::echo::echo_of;
 use super::error::{AppError, Result, ValidationError};
 use super::extract::ApiJson;
 use super::guard::Slot;
@@ -427,56 +427,6 @@ async fn direct(
         })
         .collect();
     Ok(Json(env.response(choices, &usage, None)).into_response())
-}
-
-/// What `echo` puts before a completion: the prompt's text and, with `logprobs`, its logprobs.
-struct Echo {
-    text: String,
-    logprobs: Option<PromptLogprobs>,
-}
-
-/// The request's [`Echo`] (`None` without `echo`): the prompt scored on the opened `root`
-/// when the request asks for logprobs or sent token ids (their text comes from the scoring).
-/// A generator that cannot score a prompt (a remote backend) is refused naming `echo`.
-async fn echo_of(
-    generator: &Arc<dyn Generator>,
-    valid: &ValidGeneration,
-    root: SeqHandle,
-) -> Result<Option<Echo>> {
-    if !valid.echo {
-        return Ok(None);
-    }
-    if let (PromptIn::Text(t), false) = (&valid.prompt, valid.logprobs) {
-        return Ok(Some(Echo {
-            text: t.clone(),
-            logprobs: None,
-        }));
-    }
-    let scored = match generator
-        .prompt_logprobs(root, valid.sampling.top_logprobs)
-        .await
-    {
-        Ok(lp) => lp,
-        Err(StrategyError::Generator(GeneratorError::Unsupported(_))) => {
-            return Err(ValidationError::invalid(
-                "echo",
-                "needs the prompt scored (for its logprobs or its token ids' text), which this \
-                 server's engine (a remote backend) does not offer",
-            )
-            .into())
-        }
-        Err(e) => return Err(e.into()),
-    };
-    let text = match &valid.prompt {
-        PromptIn::Text(t) => t.clone(),
-        _ => std::iter::once(scored.first.as_str())
-            .chain(scored.rest.iter().map(|t| t.text.as_str()))
-            .collect(),
-    };
-    Ok(Some(Echo {
-        text,
-        logprobs: valid.logprobs.then_some(scored),
-    }))
 }
 
 pub(super) fn keep_alive(interval: &std::time::Duration) -> KeepAlive {

@@ -12,6 +12,7 @@
 //! Follows TGI's router and axum's layout.
 
 pub mod cli;
+mod echo;
 mod error;
 mod extract;
 #[cfg(test)]

@@ -81,7 +81,7 @@ pub struct OutcomeModel {
     pub heldout: Option<Evaluation>,
 }
 
-fn sigmoid(z: f32) -> f32 {
+pub(super) fn sigmoid(z: f32) -> f32 {
     1.0 / (1.0 + (-z).exp())
 }
 
@@ -234,7 +234,7 @@ fn logistic_loss(z: &Tensor, y: &Tensor) -> candle_core::Result<Tensor> {
 }
 
 /// Per-feature mean and standard deviation (1 where a feature is constant).
-fn standardisation(xs: &[Vec<f32>], d: usize) -> (Vec<f32>, Vec<f32>) {
+pub(super) fn standardisation(xs: &[Vec<f32>], d: usize) -> (Vec<f32>, Vec<f32>) {
     let n = xs.len().max(1) as f64;
     let mut mean = vec![0.0f64; d];
     for x in xs {

@@ -24,6 +24,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::learned_verifier::error::{LearnedVerifierError, Result};
 use crate::learned_verifier::evaluate::Evaluation;
+use crate::learned_verifier::model::{sigmoid, standardisation};
 use crate::models::FittedModel;
 
 /// The head file's format version.
@@ -140,10 +141,6 @@ pub struct HiddenHead {
     pub training: HeadTraining,
     /// Its evaluation on held-out problems, when it was given some.
     pub heldout: Option<Evaluation>,
-}
-
-fn sigmoid(z: f32) -> f32 {
-    1.0 / (1.0 + (-z).exp())
 }
 
 fn dot(a: &[f32], b: &[f32]) -> f32 {
@@ -455,34 +452,6 @@ fn standardise(xs: &[Vec<f32>], mean: &[f32], scale: &[f32]) -> Vec<Vec<f32>> {
                 .collect()
         })
         .collect()
-}
-
-/// Per-dimension mean and standard deviation (1 where a dimension is constant).
-fn standardisation(xs: &[Vec<f32>], d: usize) -> (Vec<f32>, Vec<f32>) {
-    let n = xs.len().max(1) as f64;
-    let mut mean = vec![0.0f64; d];
-    for x in xs {
-        for (m, v) in mean.iter_mut().zip(x) {
-            *m += f64::from(*v) / n;
-        }
-    }
-    let mut var = vec![0.0f64; d];
-    for x in xs {
-        for ((s, v), m) in var.iter_mut().zip(x).zip(&mean) {
-            *s += (f64::from(*v) - m).powi(2) / n;
-        }
-    }
-    let scale = var
-        .iter()
-        .map(|v| {
-            if v.sqrt() > 1e-6 {
-                v.sqrt() as f32
-            } else {
-                1.0
-            }
-        })
-        .collect();
-    (mean.iter().map(|m| *m as f32).collect(), scale)
 }
 
 #[cfg(test)]

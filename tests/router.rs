@@ -368,7 +368,7 @@ fn auto_answers_chat_directly_and_reports_the_decision() {
         out.text.as_deref(),
         Some("Hello! I'm doing well, thanks for asking.")
     );
-    let decision = out.router.clone().expect("router object");
+    let decision = out.router.as_ref().expect("router object").to_json();
     assert_eq!(decision["category"], "chat");
     assert_eq!(decision["think"], false);
     assert_eq!(decision["strategy"], "direct");
@@ -431,7 +431,7 @@ fn a_table_of_another_model_runs_the_model_agnostic_policy_and_says_so() {
 #[test]
 fn auto_runs_the_shipped_row_as_measured() {
     let out = run_auto(Arc::new(FakeGenerator::arithmetic()), "What is 2+3?", 4096).expect("auto");
-    let decision = out.router.clone().expect("router object");
+    let decision = out.router.as_ref().expect("router object").to_json();
     assert_eq!(decision["category"], "math");
     assert_eq!(decision["think"], true);
     assert_eq!(out.answer.as_deref(), Some("5"));
@@ -476,7 +476,7 @@ fn auto_runs_a_search_strategy_under_the_allocations_budget() {
         }
     }));
     let out = run_auto(generator, "0", 1024).expect("auto");
-    let decision = out.router.clone().expect("router object");
+    let decision = out.router.as_ref().expect("router object").to_json();
     assert_eq!(decision["think"], true, "{decision}");
     let allocated = decision["budget_tokens"].as_u64().expect("budget_tokens");
     assert!(allocated < 1024, "{decision}");
@@ -595,7 +595,7 @@ fn auto_scores_with_the_verifier_its_row_was_measured_with() {
             serde_json::json!({"load": 0.0, "probe": false}),
             Some(Arc::clone(&calc)),
         );
-        let decision = out.router.clone().expect("router object");
+        let decision = out.router.as_ref().expect("router object").to_json();
         assert_eq!(decision["row"]["verifier"], measured, "{decision}");
         assert_eq!(out.candidates.len(), 4, "{decision}");
         assert_eq!(
@@ -624,7 +624,7 @@ fn auto_stops_after_two_agreeing_confident_probe_samples() {
         "What is 2+3?",
         serde_json::json!({"load": 0.0}),
     );
-    let decision = out.router.clone().expect("router object");
+    let decision = out.router.as_ref().expect("router object").to_json();
     let probe = &decision["probe"];
     assert_eq!(probe["agree"], true, "{decision}");
     assert_eq!(probe["confident"], true, "{decision}");
@@ -651,14 +651,19 @@ fn auto_runs_the_hard_row_when_the_probe_disagrees_counting_the_probe_in_its_n()
         "What is 2+3?",
         serde_json::json!({"load": 0.0}),
     );
-    let decision = out.router.clone().expect("router object");
+    let decision = out.router.as_ref().expect("router object").to_json();
     let probe = &decision["probe"];
     assert_eq!(probe["agree"], false, "{decision}");
     assert_eq!(probe["bin"], "hard");
     assert_eq!(probe["cap"], 40);
-    // The summary `/metrics` counts and the harness records, read back from the object.
+    // The summary `/metrics` counts (read typed from the outcome) and the harness records
+    // (read back from the JSON object a response carries): the same.
     assert_eq!(
-        router::Allocated::of(&decision),
+        router::Allocated::of_json(&decision),
+        router::Allocated::of(&out)
+    );
+    assert_eq!(
+        router::Allocated::of(&out),
         Some(router::Allocated {
             difficulty: "hard".into(),
             strategy: decision["strategy"].as_str().expect("strategy").into(),
@@ -711,7 +716,7 @@ fn a_pinned_load_is_recorded_and_replays_identically() {
         strip(&b),
         "a seeded run at a pinned load replays"
     );
-    let decision = a.router.clone().expect("router object");
+    let decision = a.router.as_ref().expect("router object").to_json();
     assert_eq!(decision["load"], 0.6);
     assert_eq!(decision["degraded"], true, "{decision}");
     let (n, measured) = (
@@ -730,5 +735,6 @@ fn a_pinned_load_is_recorded_and_replays_identically() {
         "no probe while shrinking: {decision}"
     );
     let idle = run(0.0);
-    assert_eq!(idle.router.expect("router")["degraded"], false);
+    let idle = idle.routing::<router::Decision>().expect("auto's decision");
+    assert!(!idle.allocation.degraded, "{idle:?}");
 }

@@ -142,7 +142,7 @@ pub struct Solved {
     pub finish_reason: Option<String>,
     /// What `auto`'s router decided (its `load` among it).
     #[serde(default)]
-    pub router: Option<serde_json::Value>,
+    pub router: Option<Box<ponder::router::Decision>>,
     /// Ids of the worked examples shown before the question.
     #[serde(default)]
     pub shots: Vec<String>,
@@ -341,12 +341,8 @@ pub fn grade(item: &Item, attempt: Attempt, wall_ms: u64) -> ResultRow {
                     trace_confidence: c.trace_confidence,
                 })
                 .collect();
-            let load = s
-                .router
-                .as_ref()
-                .and_then(|r| r.get("load"))
-                .and_then(serde_json::Value::as_f64);
-            let allocated = s.router.as_ref().and_then(ponder::router::Allocated::of);
+            let load = s.router.as_ref().map(|d| d.load);
+            let allocated = s.router.as_deref().map(ponder::router::Allocated::from);
             let u = s.usage;
             ResultRow {
                 correct: is(&s.answer),

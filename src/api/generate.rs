@@ -534,7 +534,7 @@ fn search_summary(outcome: &Outcome, trace: bool) -> SearchSummary {
         answer: outcome.answer.clone(),
         candidates: outcome.candidates.len(),
         finish_reason: outcome.finish_reason,
-        router: outcome.router.clone(),
+        router: outcome.router.as_ref().map(|r| r.to_json()),
         shots: outcome.shots.clone(),
         spent: outcome.usage.spent(),
         strategy: outcome.strategy.clone(),

@@ -509,7 +509,7 @@ impl Metrics {
                 finish_reason: finish,
             })
             .inc();
-        if let Some(allocated) = outcome.router.as_ref().and_then(Allocated::of) {
+        if let Some(allocated) = Allocated::of(outcome) {
             self.allocations
                 .get_or_create(&AllocationLabels::of(&strategy.model_name, allocated))
                 .inc();
@@ -613,7 +613,7 @@ mod tests {
         ));
     }
 
-    fn auto_outcome(router: serde_json::Value) -> Outcome {
+    fn auto_outcome(router: Option<crate::router::Decision>) -> Outcome {
         Outcome {
             strategy: "auto".into(),
             answer: Some("5".into()),
@@ -624,7 +624,9 @@ mod tests {
             usage: ponder_strategies::Usage::default(),
             finish_reason: ponder_strategies::SearchFinish::Completed,
             tree: ponder_strategies::SearchTree::new(),
-            router: Some(router),
+            router: router.map(|d| {
+                std::sync::Arc::new(d) as std::sync::Arc<dyn ponder_strategies::RoutingDecision>
+            }),
             shots: Vec::new(),
         }
     }
@@ -633,7 +635,7 @@ mod tests {
     fn auto_allocations_are_counted_by_the_bin_the_probe_chose() {
         let m = Metrics::new("smol", 2048);
         use crate::router::{Allocation, CalibrationRow, Decision, ProbeReport};
-        let object = |d: Decision| serde_json::to_value(d).unwrap_or_default();
+        let object = Some;
         // The probe disagreed: the hard row ran, whatever the router predicted.
         let probed = object(Decision {
             difficulty: "medium".into(),
@@ -665,9 +667,7 @@ mod tests {
             ..Decision::default()
         })));
         // A search that is not `auto`'s records no allocation.
-        let mut plain = auto_outcome(serde_json::Value::Null);
-        plain.router = None;
-        m.search(&plain);
+        m.search(&auto_outcome(None));
         let text = m.encode();
         assert!(
             text.contains(

@@ -41,8 +41,8 @@
 //!    probe cannot stand in for; they run as measured, without a probe.
 //!
 //! The decision — prediction, load, the row that ran, and what the probe saw — is recorded
-//! with [`Context::set_router`], so it appears in the `Outcome`'s `router` object;
-//! [`Allocated`] is its summary (what `/metrics` counts and the harness records).
+//! with [`Context::set_router`] as a [`Decision`], kept typed on the `Outcome`
+//! (`Outcome::routing`) and written out as its `router` object; [`Allocated`] is its summary (what `/metrics` counts and the harness records).
 
 use std::sync::Arc;
 
@@ -92,7 +92,7 @@ impl Default for AutoParams {
     }
 }
 
-/// What `auto` ran for one search, read back from its outcome's `router` object: the one
+/// What `auto` ran for one search, read from its outcome's decision: the one
 /// summary of a decision that `/metrics` counts and the harness records per item.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Allocated {
@@ -111,9 +111,14 @@ pub struct Allocated {
 }
 
 impl Allocated {
-    /// The summary of a `router` object as `auto` records it ([`Decision::of`]); `None` for an
-    /// object that is not a decision.
-    pub fn of(router: &serde_json::Value) -> Option<Self> {
+    /// The summary of `auto`'s decision on an outcome; `None` when no `auto` decided it.
+    pub fn of(outcome: &ponder_strategies::Outcome) -> Option<Self> {
+        outcome.routing::<Decision>().map(Self::from)
+    }
+
+    /// The summary of a `router` object as it arrives over HTTP ([`Decision::of`]); `None`
+    /// for an object that is not a decision.
+    pub fn of_json(router: &serde_json::Value) -> Option<Self> {
         Decision::of(router).map(|d| Self::from(&d))
     }
 }
@@ -401,7 +406,7 @@ fn router_error(e: RouterError) -> StrategyError {
 }
 
 fn record(ctx: &Context, decision: &Decision) {
-    ctx.set_router(serde_json::to_value(decision).unwrap_or(serde_json::Value::Null));
+    ctx.set_router(decision.clone());
 }
 
 #[async_trait]

@@ -7,7 +7,7 @@
 //! calibration table measured by the harness (`ponder-eval calibrate`) or `ponder bench
 //! strategies`. The `auto` strategy ([`Auto`]) runs the chosen row as measured, after a probe
 //! of its first two samples that may move it to the easy or the hard bin's row; its decision
-//! is the `Outcome`'s `router` object. With the same encoder it chooses a question's few-shot
+//! ([`Decision`]) rides on the `Outcome` as its own type. With the same encoder it chooses a question's few-shot
 //! worked examples ([`exemplars`]) for the server and the harness.
 //!
 //! [`Router`] is loaded once (encoder weights + router file) and shared across requests; it
@@ -63,8 +63,8 @@ pub struct Classification {
     pub truncated: bool,
 }
 
-/// What the router predicted and chose: the `Outcome`'s `router` object, read back by
-/// [`Decision::of`].
+/// What the router predicted and chose: kept on the `Outcome` as this type
+/// (`Outcome::routing::<Decision>()`), written out as its `router` object.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Decision {
     /// Predicted category.
@@ -97,10 +97,18 @@ pub struct Decision {
 }
 
 impl Decision {
-    /// The decision an `Outcome`'s `router` object records (as `auto` wrote it, in process or
-    /// over HTTP); `None` for an object that is not one.
+    /// The decision a `router` object written out by the API records (a response read over
+    /// HTTP); `None` for an object that is not one. In process, read it typed with
+    /// `Outcome::routing::<Decision>()`.
     pub fn of(router: &serde_json::Value) -> Option<Self> {
         Self::deserialize(router).ok()
+    }
+}
+
+impl ponder_strategies::RoutingDecision for Decision {
+    fn to_json(&self) -> serde_json::Value {
+        // A struct of strings, numbers and JSON values: serialising it cannot fail.
+        serde_json::to_value(self).unwrap_or(serde_json::Value::Null)
     }
 }
 

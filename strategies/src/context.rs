@@ -27,7 +27,7 @@ use crate::generator::{
     CostTally, ExtendRequest, Extension, Generator, LogitAdjust, Prompt, Sampling, SeqHandle,
     StopKind,
 };
-use crate::outcome::{Candidate, SearchFinish};
+use crate::outcome::{Candidate, RoutingDecision, SearchFinish};
 use crate::params::ScoreBy;
 use crate::progress::{Progress, ProgressSender};
 use crate::samples::SamplePool;
@@ -109,7 +109,7 @@ pub struct Context {
     sampling: SamplingOverride,
     problem: Problem,
     prompt_tokens: Mutex<u64>,
-    router: Mutex<Option<serde_json::Value>>,
+    router: Mutex<Option<Arc<dyn RoutingDecision>>>,
     progress: Option<ProgressSender>,
     /// The first deadline or cancellation a call of this search ran into, even if the
     /// strategy caught the error and returned normally.
@@ -274,12 +274,13 @@ impl Context {
 
     /// Records what a router predicted and chose for this search; [`crate::run`] puts it in the
     /// [`crate::Outcome`]'s `router` field.
-    pub fn set_router(&self, decision: serde_json::Value) {
-        *lock(&self.router) = Some(decision);
+    /// A later call replaces an earlier one (a decision a probe revised).
+    pub fn set_router(&self, decision: impl RoutingDecision) {
+        *lock(&self.router) = Some(Arc::new(decision));
     }
 
     /// The router decision recorded with [`Context::set_router`], if any.
-    pub fn router(&self) -> Option<serde_json::Value> {
+    pub fn router(&self) -> Option<Arc<dyn RoutingDecision>> {
         lock(&self.router).clone()
     }
 

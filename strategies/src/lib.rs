@@ -54,7 +54,7 @@ pub use generator::{
     PromptLogprobs, Sampling, SeqHandle, StopKind, TokenInfo, Turn,
 };
 pub use mcts::{puct, LeafValue, Mcts, MctsParams, MctsSelect};
-pub use outcome::{Candidate, Outcome, SearchFinish, Selection};
+pub use outcome::{Candidate, Outcome, RoutingDecision, SearchFinish, Selection};
 pub use params::{in_range, positive, Decoding, ScoreBy, Steps};
 pub use progress::{Progress, ProgressSender};
 pub use registry::{Registry, StrategyInfo};

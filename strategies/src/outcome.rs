@@ -1,7 +1,11 @@
 //! What a search returns: the answer, every candidate with its scores, the usage, why it
 //! stopped, and the tree. Also [`Selection`], a strategy's choice among its candidates.
 
-use serde::{Deserialize, Serialize};
+use std::any::Any;
+use std::fmt;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize, Serializer};
 
 use ponder_verifiers::TraceConfidence;
 
@@ -65,6 +69,22 @@ pub enum SearchFinish {
     Cancelled,
 }
 
+/// What a routing strategy decided for one search (`auto`'s is `ponder::router::Decision`),
+/// recorded with [`crate::Context::set_router`] and kept on the [`Outcome`] as that type: the
+/// code that made it reads it back typed ([`Outcome::routing`]); the API and the harness write
+/// it out as JSON ([`RoutingDecision::to_json`]).
+pub trait RoutingDecision: Any + fmt::Debug + Send + Sync {
+    /// The decision as the API's `router` object.
+    fn to_json(&self) -> serde_json::Value;
+}
+
+fn routing_as_json<S: Serializer>(
+    router: &Option<Arc<dyn RoutingDecision>>,
+    serializer: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    router.as_ref().map(|r| r.to_json()).serialize(serializer)
+}
+
 /// The result of a search.
 #[derive(Debug, Clone, Serialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -88,12 +108,24 @@ pub struct Outcome {
     /// The search tree.
     pub tree: SearchTree,
     /// What the router predicted and chose (category, difficulty, strategy, parameters,
-    /// thinking on/off), when the `auto` strategy ran.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// thinking on/off), when a routing strategy (`auto`) ran: its own type, read back with
+    /// [`Outcome::routing`]; JSON only where the outcome is written out.
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "routing_as_json"
+    )]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
-    pub router: Option<serde_json::Value>,
+    pub router: Option<Arc<dyn RoutingDecision>>,
     /// Ids of the worked examples shown before the question (a request's `shots`), most
     /// similar first; absent when none.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub shots: Vec<String>,
+}
+
+impl Outcome {
+    /// The routing decision recorded for this search, if one of type `T` was.
+    pub fn routing<T: RoutingDecision>(&self) -> Option<&T> {
+        let decision: &dyn Any = self.router.as_deref()?;
+        decision.downcast_ref()
+    }
 }

@@ -16,6 +16,8 @@
 //! - [`prm`]: the PRM protocol — step segmentation, [`PrmFormat`], Yes/No and two-class
 //!   probabilities, [`AnswerState`] (when a solution scores as "no answer").
 //! - [`confidence`]: DeepConf token/group/tail confidence, entropy, self-certainty.
+//! - [`reasoning`]: [`ReasoningParser`], where a thinking model's `<think>` block ends and its
+//!   answer begins, whole or streamed.
 //! - [`metrics`]: how well scores separate right from wrong (AUROC), bootstrap CIs.
 
 pub mod calc_check;
@@ -29,6 +31,7 @@ pub mod math_verifier;
 pub mod metrics;
 pub mod normalize;
 pub mod prm;
+pub mod reasoning;
 pub mod verifier;
 pub mod vote;
 
@@ -45,5 +48,6 @@ pub use extract::extract_answer;
 pub use math_verifier::MathAnswerVerifier;
 pub use normalize::normalize_answer;
 pub use prm::{split_steps, AnswerState, PrmFormat};
+pub use reasoning::{ReasoningParser, ReasoningParserError, ReasoningStream};
 pub use verifier::{Aggregation, FnVerifier, Scores, Solution, Verifier, NO_ANSWER_SCORE};
 pub use vote::{majority_vote, weighted_vote, VoteResult};

@@ -382,3 +382,55 @@ fn long_chains_are_refused_not_overflowed() {
     let short = vec!["1"; 100].join("+");
     assert!(equivalent(&short, "100"));
 }
+
+/// Outputs made of thinking tags, pieces of them, whitespace and multi-byte text.
+fn thinking_output() -> impl Strategy<Value = String> {
+    let piece = prop_oneof![
+        prop::sample::select(vec![
+            "<think>", "</think>", "<thi", "nk>", "</", "\n", "  ", "é", "答", "4", "x < y",
+        ])
+        .prop_map(String::from),
+        "[a-z ]{0,6}",
+    ];
+    prop::collection::vec(piece, 0..16).prop_map(|p| p.concat())
+}
+
+proptest! {
+    /// A streamed output split chunk by chunk, cut anywhere (inside a tag or a character's
+    /// bytes are never cut: chunks are whole characters, as a tokenizer's decoded text is),
+    /// gives the same thinking and content as the whole output split at once; an output with
+    /// no block is all content, untouched.
+    #[test]
+    fn a_streamed_split_equals_the_whole_split(
+        text in thinking_output(),
+        cuts in prop::collection::vec(any::<prop::sample::Index>(), 0..8),
+        opened in any::<bool>(),
+    ) {
+        let parser = ponder_verifiers::ReasoningParser::think();
+        let whole = parser.split(&text, opened);
+        let bounds: Vec<usize> = (0..=text.len()).filter(|i| text.is_char_boundary(*i)).collect();
+        let mut at: Vec<usize> = cuts.iter().map(|c| bounds[c.index(bounds.len())]).collect();
+        at.push(0);
+        at.push(text.len());
+        at.sort_unstable();
+        at.dedup();
+        let mut stream = parser.stream(opened);
+        let (mut reasoning, mut content) = (String::new(), String::new());
+        for w in at.windows(2) {
+            let d = stream.push(&text[w[0]..w[1]]);
+            reasoning.push_str(&d.reasoning);
+            content.push_str(&d.content);
+        }
+        let d = stream.finish();
+        reasoning.push_str(&d.reasoning);
+        content.push_str(&d.content);
+        prop_assert_eq!(&reasoning, &whole.reasoning);
+        prop_assert_eq!(&content, &whole.content);
+        prop_assert_eq!(stream.closed(), whole.closed);
+        // Without a block, nothing is taken from the output.
+        prop_assert!(whole.reasoning.len() + whole.content.len() <= text.len());
+        if !whole.thought {
+            prop_assert_eq!(&whole.content, &text);
+        }
+    }
+}

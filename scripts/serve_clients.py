@@ -5,7 +5,11 @@
    chosen by model name with budget extensions, a legacy completion, and the proper exception
    classes for bad requests (404 unknown model, 400 over-limit n / budget as in OpenAI and vLLM, 400 bad value).
 2. schemathesis against /openapi.json: no 5xx, status codes / content types / bodies as documented.
-3. SIGTERM: the server drains and exits 0.
+3. A thinking model's reply, read by the `openai` client: `ponder serve --backend` in front of a
+   small stand-in engine (below) that answers `/v1/completions` as a thinking model writes
+   (`<think>...</think>` then the answer): the thinking arrives as `reasoning_content` and
+   `reasoning` apart from `content`, streamed and not, with `reasoning_tokens` counting it.
+4. SIGTERM: the server drains and exits 0.
 
 The server's log (warnings, errors, panics) is printed at the end; a schemathesis failure ends
 with schemathesis's own list of failures and errors, so a CI log's tail says what went wrong.
@@ -23,8 +27,8 @@ import tempfile
 import time
 
 
-def start(ponder):
-    args = [ponder, "serve", "--port", "0", "--max-completion-tokens", "16", "--default-max-tokens", "16",
+def start(ponder, *extra):
+    args = [ponder, "serve", "--port", "0", *extra, "--max-completion-tokens", "16", "--default-max-tokens", "16",
             "--max-budget-tokens", "384", "--max-n", "2", "--max-running", "4", "--max-queue", "64"]
     # The server's log goes to a file, so a failure can end with what the server said about it.
     log = tempfile.NamedTemporaryFile(mode="w+", prefix="ponder-serve-", suffix=".log", delete=False)
@@ -100,6 +104,81 @@ def openai_checks(url, results):
     results["openai_errors"] = errors
 
 
+THINKING_TOKENS = ["<think>", "\n", "Add", " 3", " and", " 4", ".", "\n", "</think>", "\n\n", "7"]
+
+
+def thinking_engine():
+    """A stand-in OpenAI completion server (stdlib only) whose every reply is THINKING_TOKENS."""
+    import http.server
+    import threading
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):
+            self.send_response(200 if self.path == "/health" else 404)
+            self.end_headers()
+
+        def do_POST(self):
+            self.rfile.read(int(self.headers.get("content-length", 0)))
+            if self.path != "/v1/completions":
+                self.send_response(404)
+                self.end_headers()
+                return
+            offsets, at = [], 0
+            for t in THINKING_TOKENS:
+                offsets.append(at)
+                at += len(t)
+            body = json.dumps({
+                "id": "cmpl-1", "object": "text_completion", "created": 0, "model": "thinker",
+                "choices": [{"index": 0, "text": "".join(THINKING_TOKENS), "finish_reason": "stop",
+                             "logprobs": {"tokens": THINKING_TOKENS, "text_offset": offsets,
+                                          "token_logprobs": [-0.25] * len(THINKING_TOKENS),
+                                          "top_logprobs": [{t: -0.25} for t in THINKING_TOKENS]}}],
+                "usage": {"prompt_tokens": 20, "completion_tokens": len(THINKING_TOKENS),
+                          "total_tokens": 20 + len(THINKING_TOKENS)}}).encode()
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def thinking_checks(ponder, results):
+    import openai
+
+    engine = thinking_engine()
+    proc, url = start(ponder, "--backend", f"http://127.0.0.1:{engine.server_address[1]}")
+    try:
+        client = openai.OpenAI(base_url=url + "/v1", api_key="unused", max_retries=0, timeout=60)
+        messages = [{"role": "user", "content": "What is 3 + 4?"}]
+        r = client.chat.completions.create(model="ponder", messages=messages, max_tokens=16)
+        m = r.choices[0].message
+        extra = m.model_extra or {}
+        assert m.content == "7", m
+        assert extra.get("reasoning_content") == "\nAdd 3 and 4.\n" == extra.get("reasoning"), m
+        assert r.usage.completion_tokens_details.reasoning_tokens == 9, r.usage
+        content, thinking = "", ""
+        for chunk in client.chat.completions.create(model="ponder", messages=messages, max_tokens=16,
+                                                    stream=True):
+            if chunk.choices:
+                delta = chunk.choices[0].delta
+                content += delta.content or ""
+                thinking += (delta.model_extra or {}).get("reasoning_content") or ""
+        assert (content, thinking) == ("7", "\nAdd 3 and 4.\n"), (content, thinking)
+        results["thinking_reasoning_tokens"] = r.usage.completion_tokens_details.reasoning_tokens
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+        os.unlink(proc.log_path)
+        engine.shutdown()
+
+
 def schemathesis_checks(url, results, venv_bin):
     # One worker: with two, hypothesis describes strategies (`ast.parse`) on two threads, and the
     # machine's Python 3.11.7 then sometimes raises "SystemError: AST constructor recursion
@@ -130,8 +209,10 @@ def main():
     ap.add_argument("--ponder", required=True)
     ap.add_argument("--skip-schemathesis", action="store_true")
     a = ap.parse_args()
+    results = {}
+    thinking_checks(a.ponder, results)
     proc, url = start(a.ponder)
-    results = {"url": url}
+    results["url"] = url
     try:
         openai_checks(url, results)
         if not a.skip_schemathesis:

@@ -17,7 +17,7 @@ use crate::backend_engines::{fixture, pool, ReplayServer};
 const SEEDS: [Option<u64>; 4] = [Some(u64::MAX - 12_345), Some(1 << 63), Some(7), None];
 
 /// `ponder serve` with only `server` as its backend, on `rt`; its URL.
-fn serve_in_front(rt: &tokio::runtime::Runtime, server: &ReplayServer) -> String {
+pub(crate) fn serve_in_front(rt: &tokio::runtime::Runtime, server: &ReplayServer) -> String {
     let state =
         ponder::api::ServerBuilder::remote_only(pool(RemoteOptions::new(vec![server.url.clone()])))
             .build();

@@ -47,6 +47,7 @@ mod server_load;
 mod server_ops;
 mod server_remote;
 mod server_shots;
+mod server_thinking;
 mod server_ui;
 mod strategies;
 mod tokenizer;

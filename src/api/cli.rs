@@ -13,6 +13,16 @@ use super::{serve, shutdown_signal, ApiKeys, Limits, ServerBuilder};
 use crate::backends::{BackendFormat, BackendKeys, RemoteOptions, RemotePool};
 use ponder_engine::{Runtime, RuntimeOptions};
 
+/// `--reasoning-parser`: a parser, or `none`.
+#[derive(Debug, Clone)]
+pub struct ReasoningChoice(pub Option<ponder_verifiers::ReasoningParser>);
+
+impl ReasoningChoice {
+    fn parse(name: &str) -> Result<Self, ponder_verifiers::ReasoningParserError> {
+        ponder_verifiers::ReasoningParser::named(name).map(Self)
+    }
+}
+
 /// Arguments of `ponder serve`.
 #[derive(Debug, clap::Args)]
 pub struct ServeArgs {
@@ -58,6 +68,14 @@ pub struct ServeArgs {
     /// Completion tokens when a request sets no `max_tokens`.
     #[arg(long, env = "PONDER_DEFAULT_MAX_TOKENS", default_value_t = 256)]
     pub default_max_tokens: usize,
+    /// How a chat reply's thinking block is split off its content and returned as `reasoning`
+    /// and `reasoning_content`: `think` (`<think>`…`</think>`, as DeepSeek-R1 and Qwen3 write
+    /// it; also named `deepseek_r1` and `qwen3`) or `none` (replies stay whole). A block the chat
+    /// template opens in the prompt is read from the prompt; a model that writes no block is
+    /// unaffected.
+    #[arg(long, env = "PONDER_REASONING_PARSER", default_value = "think",
+          value_parser = ReasoningChoice::parse)]
+    pub reasoning_parser: ReasoningChoice,
     /// Run every request on this OpenAI-compatible completion server — vLLM, SGLang,
     /// llama.cpp's server, another Ponder (repeatable: several are load-balanced with prefix
     /// affinity and failover). The local model is then not loaded.
@@ -306,7 +324,8 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
         (None, None) => return Err("no model and no backend".into()),
     }
     .api_keys(keys)
-    .model_id(model_id);
+    .model_id(model_id)
+    .reasoning_parser(args.reasoning_parser.0.clone());
     if let Some(pool) = &remote {
         tracing::info!(
             backends = args.backends.len(),

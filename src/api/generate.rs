@@ -39,10 +39,12 @@ use super::responses::{
     ChatCompletion, ChoiceFinish, PonderChunkField, ProgressUpdate, SearchSummary, TextCompletion,
 };
 use super::sse::{data, done, ChoiceOut, Envelope, Flavor};
+use super::thinking::{self, StreamSplit};
 use super::types::{ChatCompletionRequest, CompletionRequest, Logprobs, ReasonBody, UsageOut};
 use super::validate::{self, PromptIn, ValidGeneration};
 use super::AppState;
 use crate::reason::{run_valid, ReasonRequest, ValidReasonRequest};
+use ponder_verifiers::ReasoningParser;
 
 /// `POST /v1/chat/completions`.
 #[utoipa::path(post, path = "/v1/chat/completions", tag = "completions",
@@ -158,6 +160,7 @@ impl Choice {
             logprobs,
             finish: self.finish_reason().unwrap_or(ChoiceFinish::Stop),
             stop_reason: stop.map(str::to_string),
+            reasoning: None,
         }
     }
 }
@@ -211,6 +214,14 @@ impl PlainRun {
         delta
     }
 
+    /// Thinking tokens over every choice ([`thinking::reasoning_tokens`]).
+    fn reasoning_tokens(&self, parser: Option<&ReasoningParser>, opened: bool) -> u64 {
+        self.choices
+            .iter()
+            .map(|c| thinking::reasoning_tokens(parser, &c.tokens, &c.text, opened))
+            .sum()
+    }
+
     /// Counts every choice by its finish reason, and the request's end-to-end latency.
     fn finished(&self, metrics: &Metrics, prompt_tokens: u64, completion: &[u64], start: Instant) {
         for (c, tokens) in self.choices.iter().zip(completion) {
@@ -242,13 +253,19 @@ async fn direct(
     if let Some(vocab) = generator.vocab_size() {
         logits.check_vocab(vocab).map_err(StrategyError::from)?;
     }
+    // A chat reply's thinking is split off its content; whether it starts inside a block is
+    // read from the rendered prompt. Text completions stay whole.
+    let parser = state.reasoning.clone().filter(|_| flavor == Flavor::Chat);
+    let mut opened = false;
     let (root, prompt_len) = match &valid.prompt {
         PromptIn::Chat(messages) => {
             let turns: Vec<Turn> = messages
                 .iter()
                 .map(|m| Turn::new(m.role.as_str(), m.content.as_str()))
                 .collect();
-            generator.open_text(&generator.render_chat(&turns)?).await?
+            let rendered = generator.render_chat(&turns)?;
+            opened = parser.as_ref().is_some_and(|p| p.opens_in(&rendered));
+            generator.open_text(&rendered).await?
         }
         PromptIn::Text(t) => generator.open_text(t).await?,
         PromptIn::Tokens(ids) => generator.open_tokens(ids).await?,
@@ -316,6 +333,9 @@ async fn direct(
     let env = Envelope::new(flavor, &valid.model);
     let mut run = PlainRun::new(valid.n, Stops::new(&valid.stop));
     let prompt_tokens = prompt_len as u64;
+    let mut splits: Vec<StreamSplit> = (0..valid.n)
+        .map(|_| StreamSplit::new(parser.as_ref().filter(|_| echo.is_none()), opened))
+        .collect();
     if valid.stream {
         let interval = state.limits.keep_alive;
         let events = async_stream::stream! {
@@ -366,8 +386,17 @@ async fn direct(
                 } else {
                     None
                 };
-                if delta.is_some() || logprobs.is_some() {
-                    yield Ok(data(&env.chunk(i, Some(delta.as_deref().unwrap_or("")), false, logprobs, None)));
+                let mut split = delta.as_deref().map(|d| splits.get_mut(i).map(|s| s.push(d)).unwrap_or_default()).unwrap_or_default();
+                if finished {
+                    if let Some(rest) = splits.get_mut(i).map(StreamSplit::finish) {
+                        split.reasoning.push_str(&rest.reasoning);
+                        split.content.push_str(&rest.content);
+                    }
+                }
+                let thinking = (!split.reasoning.is_empty()).then_some(split.reasoning.as_str());
+                if !split.content.is_empty() || thinking.is_some() || logprobs.is_some() {
+                    let content = (!split.content.is_empty() || thinking.is_none()).then_some(split.content.as_str());
+                    yield Ok(data(&env.chunk(i, content, false, logprobs, None).with_reasoning(thinking)));
                 }
                 if finished {
                     let stop = choice.cut(&run.stops).1;
@@ -379,7 +408,8 @@ async fn direct(
                 Some(Ok(exts)) => {
                     let completion: Vec<u64> = exts.iter().map(|e| e.cost.generated).collect();
                     if valid.include_usage {
-                        let usage = UsageOut::new(prompt_tokens, completion.iter().sum(), tally.get().prefill_reused, 0);
+                        let thinking = run.reasoning_tokens(parser.as_ref().filter(|_| echo.is_none()), opened);
+                        let usage = UsageOut::new(prompt_tokens, completion.iter().sum(), tally.get().prefill_reused, thinking);
                         yield Ok(data(&env.bare_chunk(Some(&usage), None)));
                     }
                     run.finished(&state.metrics, prompt_tokens, &completion, start);
@@ -406,7 +436,7 @@ async fn direct(
         prompt_tokens,
         completion.iter().sum(),
         tally.get().prefill_reused,
-        0,
+        run.reasoning_tokens(parser.as_ref().filter(|_| echo.is_none()), opened),
     );
     let choices = run
         .choices
@@ -414,7 +444,11 @@ async fn direct(
         .map(|c| {
             let Some(echo) = &echo else {
                 let logprobs = valid.logprobs.then(|| env.logprobs(&c.tokens, 0));
-                return c.out(&run.stops, logprobs);
+                let mut out = c.out(&run.stops, logprobs);
+                let split = thinking::split(parser.as_ref(), &out.text, opened);
+                out.text = split.content;
+                out.reasoning = split.reasoning;
+                return out;
             };
             let generated = env.logprobs(&c.tokens, echo.text.len());
             let logprobs = echo
@@ -515,12 +549,23 @@ fn check_question_fits(state: &AppState, question: &str) -> Result<()> {
     Ok(())
 }
 
-fn search_usage(outcome: &Outcome) -> UsageOut {
+/// The share of `text` that is `split`'s content (1 when nothing was split off).
+fn content_share(text: &str, split: &thinking::Split) -> f64 {
+    if split.reasoning.is_none() || text.is_empty() {
+        return 1.0;
+    }
+    split.content.len() as f64 / text.len() as f64
+}
+
+/// A search's usage: its reasoning tokens are every generated token but the reply's content
+/// (`content_share`: the content's share of the chosen text, less than 1 when a thinking block
+/// was split off; its tokens are counted in proportion).
+fn search_usage(outcome: &Outcome, content_share: f64) -> UsageOut {
     let u = &outcome.usage;
     let shown = outcome
         .selected
         .and_then(|i| outcome.candidates.get(i))
-        .map_or(0, |c| c.tokens as u64);
+        .map_or(0, |c| (c.tokens as f64 * content_share).round() as u64);
     UsageOut::new(
         u.prompt_tokens,
         u.generated_tokens,
@@ -628,15 +673,21 @@ async fn search(
     drop(slot);
     searched(&state, &outcome, start);
     let (text, stop) = answer_text(&outcome, &stops);
+    let split = thinking::split_searched(
+        state.reasoning.as_ref().filter(|_| flavor == Flavor::Chat),
+        &text,
+    );
+    let share = content_share(&text, &split);
     let choice = ChoiceOut {
-        text,
+        text: split.content,
         logprobs: None,
         finish: search_finish(&outcome),
         stop_reason: stop,
+        reasoning: split.reasoning,
     };
     let body = env.response(
         vec![choice],
-        &search_usage(&outcome),
+        &search_usage(&outcome, share),
         Some(search_summary(&outcome, strategy.return_trace)),
     );
     Ok(Json(body).into_response())
@@ -696,13 +747,15 @@ fn search_stream(
             Ok(outcome) => {
                 searched(&state, &outcome, start);
                 let (text, _stop) = answer_text(&outcome, &stops);
-                yield Ok(data(&env.chunk(0, Some(&text), false, None, None)));
+                let split = thinking::split_searched(state.reasoning.as_ref().filter(|_| env.flavor == Flavor::Chat), &text);
+                let chunk = env.chunk(0, Some(&split.content), false, None, None);
+                yield Ok(data(&chunk.with_reasoning(split.reasoning.as_deref())));
                 let last = env
                     .chunk(0, None, false, None, Some(search_finish(&outcome)))
                     .with_ponder(PonderChunkField::Summary(search_summary(&outcome, trace)));
                 yield Ok(data(&last));
                 if include_usage {
-                    yield Ok(data(&env.bare_chunk(Some(&search_usage(&outcome)), None)));
+                    yield Ok(data(&env.bare_chunk(Some(&search_usage(&outcome, content_share(&text, &split))), None)));
                 }
             }
             Err(e) => yield Ok(data(&json!(e.body()))),

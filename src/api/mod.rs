@@ -30,6 +30,7 @@ mod schemas;
 mod sse;
 #[doc(hidden)]
 pub mod sse_wire;
+mod thinking;
 mod trace;
 mod types;
 mod ui;
@@ -47,7 +48,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 use ponder_strategies::{Generator, Registry};
-use ponder_verifiers::Verifier;
+use ponder_verifiers::{ReasoningParser, Verifier};
 use tokio::net::TcpListener;
 use tower_http::catch_panic::CatchPanicLayer;
 
@@ -78,6 +79,8 @@ pub struct AppState {
     draining: AtomicBool,
     model_id: String,
     created: u64,
+    /// Splits a chat reply's thinking off its content (`None`: never split).
+    reasoning: Option<ReasoningParser>,
 }
 
 impl std::fmt::Debug for AppState {
@@ -183,6 +186,7 @@ pub struct ServerBuilder {
     keys: ApiKeys,
     model_id: String,
     remote: Option<Arc<RemotePool>>,
+    reasoning: Option<ReasoningParser>,
 }
 
 impl std::fmt::Debug for ServerBuilder {
@@ -217,6 +221,7 @@ impl ServerBuilder {
             keys: ApiKeys::none(),
             model_id: "ponder-local".into(),
             remote,
+            reasoning: Some(ReasoningParser::think()),
         }
     }
 
@@ -290,6 +295,13 @@ impl ServerBuilder {
         self
     }
 
+    /// How a chat reply's thinking block is split off its content (`--reasoning-parser`):
+    /// `<think>` tags by default; `None` leaves replies whole.
+    pub fn reasoning_parser(mut self, parser: Option<ReasoningParser>) -> Self {
+        self.reasoning = parser;
+        self
+    }
+
     /// The shared state.
     pub fn build(self) -> Arc<AppState> {
         let model_id = self.model_id;
@@ -322,6 +334,7 @@ impl ServerBuilder {
             draining: AtomicBool::new(false),
             model_id,
             created,
+            reasoning: self.reasoning,
         })
     }
 }

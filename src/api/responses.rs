@@ -72,8 +72,14 @@ pub(crate) enum AssistantRole {
 /// The answer of a chat choice.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub(crate) struct AssistantMessage {
-    /// The text.
+    /// The text (after the thinking block, when the model wrote one).
     pub(crate) content: String,
+    /// The model's thinking, apart from `content` (vLLM's field); absent when it wrote none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) reasoning: Option<String>,
+    /// The same thinking under DeepSeek's name, which many clients read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) reasoning_content: Option<String>,
     /// Always null: this server does not refuse in-band.
     pub(crate) refusal: Option<String>,
     /// `assistant`.
@@ -222,6 +228,12 @@ pub(crate) struct ChatDelta {
     /// New text, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) content: Option<String>,
+    /// New thinking, if any (vLLM's field).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) reasoning: Option<String>,
+    /// The same new thinking under DeepSeek's name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) reasoning_content: Option<String>,
     /// `assistant`, in a choice's first chunk only.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) role: Option<AssistantRole>,
@@ -322,6 +334,18 @@ impl CompletionChunk {
         match &mut self {
             Self::Chat(c) => c.ponder = Some(field),
             Self::Text(c) => c.ponder = Some(field),
+        }
+        self
+    }
+
+    /// The chunk with its chat choices' new thinking set (as `reasoning` and
+    /// `reasoning_content`); a text completion has none.
+    pub(crate) fn with_reasoning(mut self, reasoning: Option<&str>) -> Self {
+        if let (Self::Chat(c), Some(r)) = (&mut self, reasoning) {
+            for x in &mut c.choices {
+                x.delta.reasoning = Some(r.to_string());
+                x.delta.reasoning_content = Some(r.to_string());
+            }
         }
         self
     }

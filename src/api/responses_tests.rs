@@ -178,12 +178,14 @@ fn whole_completions_are_written_as_before() {
                     logprobs: Some(logprobs.clone()),
                     finish: ChoiceFinish::Length,
                     stop_reason: None,
+                    reasoning: None,
                 },
                 ChoiceOut {
                     text: String::new(),
                     logprobs: None,
                     finish: ChoiceFinish::Stop,
                     stop_reason: Some("\n\n".into()),
+                    reasoning: None,
                 },
             ];
             let typed = env.response(choices, &usage, ponder.clone());

@@ -37,6 +37,8 @@ pub(crate) struct ChoiceOut {
     pub(crate) finish: ChoiceFinish,
     /// The stop string that ended it, if one did (vLLM's field).
     pub(crate) stop_reason: Option<String>,
+    /// The thinking split off `text` (chat replies of a thinking model).
+    pub(crate) reasoning: Option<String>,
 }
 
 /// What every body of one response shares.
@@ -84,6 +86,8 @@ impl Envelope {
             CompletionChunk::Chat(c) => c.choices.push(ChatChunkChoice {
                 delta: ChatDelta {
                     content: text.map(str::to_string),
+                    reasoning: None,
+                    reasoning_content: None,
                     role: first.then_some(AssistantRole::Assistant),
                 },
                 finish_reason: finish,
@@ -148,6 +152,8 @@ impl Envelope {
                         logprobs: c.logprobs,
                         message: AssistantMessage {
                             content: c.text,
+                            reasoning_content: c.reasoning.clone(),
+                            reasoning: c.reasoning,
                             refusal: None,
                             role: AssistantRole::Assistant,
                         },

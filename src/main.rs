@@ -58,7 +58,7 @@ struct ReasonArgs {
     /// The problem.
     #[arg(long)]
     problem: String,
-    /// Strategy name (`ponder reason --list` shows them).
+    /// Strategy name (`GET /v1/strategies` on a server lists them with their parameters).
     #[arg(long, default_value = "self_consistency")]
     strategy: String,
     /// Strategy parameters as a JSON object, e.g. '{"n": 4}'.
@@ -83,7 +83,8 @@ struct ReasonArgs {
           value_parser = clap::value_parser!(u8).range(0..=ponder::router::MAX_SHOTS as i64))]
     shots: Option<u8>,
     /// The worked examples shown (JSONL with id, problem, solution), by --shots or by `auto`'s
-    /// measured count [default: the shipped evals/data/gsm_gen.jsonl].
+    /// measured count [default: the shipped data/exemplars/gsm8k.json, GSM8K train's worked
+    /// solutions].
     #[arg(long)]
     exemplars: Option<PathBuf>,
     /// What scores candidates and steps: none, calc (the exact calculation check), llm-prm

@@ -118,7 +118,7 @@ pub struct ServeArgs {
     pub router: Option<PathBuf>,
     /// Worked examples (a JSONL file of problems with `id`, `problem`, `solution`) the router
     /// shows before a search's question that asks for `shots`: only the train split is
-    /// ever shown [default: the shipped evals/data/gsm_gen.jsonl; skipped with a warning when
+    /// ever shown [default: the shipped data/exemplars/gsm8k.json; skipped with a warning when
     /// it or the encoder is missing]. `none` turns them off; a path given here must load.
     #[arg(long, env = "PONDER_EXEMPLARS")]
     pub exemplars: Option<PathBuf>,

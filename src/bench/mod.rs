@@ -4,7 +4,7 @@
 //! - `nsample`, `prefix-reuse` (`bench/executor.rs`): the batch executor vs naive one-at-a-time runs.
 //! - `beam` (`bench/strategies.rs`): a step-level beam search's cost vs best-of-N at the same N.
 //! - `strategies` (`bench/strategies.rs`): accuracy and tokens spent per strategy and budget on a
-//!   problem set (the README's results table).
+//!   problem set (its tables: `evals/examples/dev-set-results.md`).
 //! - `search` (`bench/search.rs`): every strategy's generated tokens per second relative to best-of-N
 //!   at the same N and step settings, without a verifier and with the LLM-as-PRM.
 //! - `load` ([`load`]): concurrent clients against a running server; status counts, latency

@@ -218,3 +218,96 @@ fn without_a_parser_the_reply_stays_whole() {
     assert_eq!(status, 200, "{v}");
     assert_eq!(v["choices"][0]["text"], TOKENS.concat(), "{v}");
 }
+
+/// `budget_forcing` on the real default model (which has no thinking tokens: the strategy opens
+/// and closes the block in text): a chat completion returns the thinking apart from the
+/// answer, the thinking within its maximum (in the model's own tokens), streamed and not;
+/// bounds that cannot hold are 400s naming the field.
+#[test]
+fn budget_forcing_on_the_default_model_returns_bounded_thinking_apart() {
+    let server = crate::server::TestServer::start(|b| b);
+    let client = reqwest::Client::new();
+    let body = |stream: bool, params: Value, budget: u64| {
+        crate::server::chat(
+            "Tom has 3 apples and buys 4 more. How many apples does he have?",
+            json!({"model": "ponder/budget_forcing", "strategy_params": params,
+                   "budget_tokens": budget, "seed": 3, "stream": stream}),
+        )
+    };
+    let params = json!({"max_thinking_tokens": 24, "answer_tokens": 24});
+    let (status, v) = server.send(client.post(server.url("/v1/chat/completions")).json(&body(
+        false,
+        params.clone(),
+        2000,
+    )));
+    assert_eq!(status, 200, "{v}");
+    let message = &v["choices"][0]["message"];
+    let thinking = message["reasoning_content"].as_str().expect("thinking");
+    assert_eq!(message["reasoning"], message["reasoning_content"]);
+    let content = message["content"].as_str().unwrap();
+    assert!(content.starts_with("Final Answer:"), "{v}");
+    assert!(
+        !content.contains("<think>") && !thinking.contains("</think>"),
+        "{v}"
+    );
+    // At most 24 thinking tokens: with the answer phase's at most 24 and the forced answer
+    // probe's, the search generated no more than that.
+    let generated = v["ponder"]["usage"]["generated_tokens"].as_u64().unwrap();
+    assert!(generated <= 24 + 24, "{v}");
+    assert!(
+        v["usage"]["completion_tokens_details"]["reasoning_tokens"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
+
+    let text = server.block_on(async {
+        client
+            .post(server.url("/v1/chat/completions"))
+            .json(&body(true, params, 2000))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    });
+    let (mut streamed_content, mut streamed_thinking) = (String::new(), String::new());
+    for d in crate::server::sse_data(&text) {
+        let Ok(chunk) = serde_json::from_str::<Value>(&d) else {
+            continue;
+        };
+        for c in chunk["choices"].as_array().into_iter().flatten() {
+            streamed_content.push_str(c["delta"]["content"].as_str().unwrap_or(""));
+            streamed_thinking.push_str(c["delta"]["reasoning_content"].as_str().unwrap_or(""));
+        }
+    }
+    assert_eq!(
+        (streamed_content.as_str(), streamed_thinking.as_str()),
+        (content, thinking)
+    );
+
+    for (params, budget, field) in [
+        (
+            json!({"min_thinking_tokens": 50, "max_thinking_tokens": 10}),
+            2000,
+            "min_thinking_tokens",
+        ),
+        (
+            json!({"min_thinking_tokens": 900, "max_thinking_tokens": 1000}),
+            400,
+            "budget_tokens",
+        ),
+    ] {
+        let (status, v) = server.send(
+            client
+                .post(server.url("/v1/chat/completions"))
+                .json(&body(false, params, budget)),
+        );
+        assert_eq!(status, 400, "{v}");
+        assert!(
+            v["error"]["message"].as_str().unwrap_or("").contains(field),
+            "{v}"
+        );
+    }
+}

@@ -6,6 +6,7 @@ use crate::adaptive_parallel::{AdaptiveParallel, AdaptiveParallelParams};
 use crate::answer_convergence::{AnswerConvergence, AnswerConvergenceParams};
 use crate::beam_search::{BeamParams, BeamSearch, DvtsParams};
 use crate::best_of_n::{BestOfN, BestOfNParams};
+use crate::budget_forcing::{BudgetForcing, BudgetForcingParams};
 use crate::deepconf::{DeepConf, DeepConfParams};
 use crate::first_finish::{FirstFinish, FirstFinishParams, ShortMofKParams};
 use crate::mcts::{Mcts, MctsParams};
@@ -85,6 +86,11 @@ impl Registry {
             "adaptive_parallel",
             "widen while answers disagree, prune low confidence, join by vote or synthesis",
             |p: AdaptiveParallelParams| boxed(AdaptiveParallel::new(p)),
+        );
+        r.register(
+            "budget_forcing",
+            "one trace thinks between a minimum (\"Wait\") and a maximum, then answers (s1)",
+            |p: BudgetForcingParams| boxed(BudgetForcing::new(p)),
         );
         r
     }

@@ -753,6 +753,25 @@ impl Context {
         Ok(scores)
     }
 
+    /// Appends forced text to `branch` (text the model did not write: a "Wait", an answer
+    /// delimiter), recorded in the tree as a child node of no generated tokens; computed, and
+    /// charged as prefill, by the branch's next extension. Returns the branch at that node.
+    pub fn force(&self, branch: &Branch, text: &str) -> Result<Branch> {
+        self.check()?;
+        self.generator.append(branch.seq, text)?;
+        let node = self.with_tree(|t| {
+            let node = t.add(branch.node, text, 0, None);
+            self.report_node(t, node);
+            node
+        });
+        Ok(Branch {
+            node,
+            finished: false,
+            last_stop: None,
+            ..branch.clone()
+        })
+    }
+
     /// Marks a branch's node as pruned and releases its sequence.
     pub fn prune(&self, branch: &Branch) {
         self.with_tree(|t| {

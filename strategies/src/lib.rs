@@ -2,7 +2,7 @@
 //! the budget [`Meter`], the [`SearchTree`] every strategy records into, and the built-in
 //! strategies (best-of-N, self-consistency, beam search and DVTS, A*-decoding, MCTS and
 //! AB-MCTS, answer convergence, DeepConf, first-finish and short-m@k, adaptive parallel
-//! thinking).
+//! thinking) and, scaling sequentially, budget forcing.
 //!
 //! This crate knows nothing of candle, axum or the engine: it sees models only through the
 //! [`Generator`] port and scores only through `ponder-verifiers`. [`fake::FakeGenerator`] is a
@@ -15,6 +15,7 @@ mod answer_convergence;
 mod beam_search;
 mod best_of_n;
 mod budget;
+mod budget_forcing;
 mod builtins;
 mod candidates;
 mod context;
@@ -45,6 +46,7 @@ pub use answer_convergence::{AnswerConvergence, AnswerConvergenceParams};
 pub use beam_search::{BeamParams, BeamSearch, ConfidenceStop, DvtsParams};
 pub use best_of_n::{BestOfN, BestOfNParams};
 pub use budget::{Budget, Charge, Meter, Reservation, Usage};
+pub use budget_forcing::{BudgetForcing, BudgetForcingParams, THINK_END, THINK_START};
 pub use context::{Branch, Context, StepSpec, ANSWER_PROBE, FORCED_ANSWER_TOKENS};
 pub use deepconf::{percentile, ConfidenceMeasure, DeepConf, DeepConfMode, DeepConfParams};
 pub use error::{GeneratorError, Result, StrategyError};

@@ -162,6 +162,25 @@ impl ReplayServer {
     pub(crate) fn seen<R>(&self, f: impl FnOnce(&Seen) -> R) -> R {
         f(&self.replay.seen.lock().unwrap())
     }
+
+    /// `ponder serve` with only this server as its backend (its builder finished by
+    /// `configure`), on `rt`; its URL.
+    pub(crate) fn serve_in_front(
+        &self,
+        rt: &tokio::runtime::Runtime,
+        configure: impl FnOnce(ponder::api::ServerBuilder) -> ponder::api::ServerBuilder,
+    ) -> String {
+        let state = configure(ponder::api::ServerBuilder::remote_only(pool(
+            RemoteOptions::new(vec![self.url.clone()]),
+        )))
+        .build();
+        let listener = rt
+            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+            .unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        rt.spawn(ponder::api::serve(listener, state, std::future::pending()));
+        url
+    }
 }
 
 pub(crate) fn pool(opts: RemoteOptions) -> Arc<RemotePool> {
@@ -309,19 +328,8 @@ pub(crate) fn conversation_messages() -> Value {
 #[test]
 fn the_whole_conversation_reaches_the_backend_prompt() {
     let server = ReplayServer::start(fixture("vllm.json"), None);
-    let state =
-        ponder::api::ServerBuilder::remote_only(pool(RemoteOptions::new(vec![server.url.clone()])))
-            .build();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
-    let listener = rt
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    rt.spawn(ponder::api::serve(listener, state, std::future::pending()));
+    let rt = crate::util::runtime(1);
+    let url = server.serve_in_front(&rt, |b| b);
     let client = reqwest::Client::new();
     for strategy in [Some("best_of_n"), None] {
         let mut body =

@@ -16,19 +16,6 @@ use crate::backend_engines::{fixture, pool, ReplayServer};
 /// Seeds a client may send: past int64 (half of all u64), at its edge, small; and none.
 const SEEDS: [Option<u64>; 4] = [Some(u64::MAX - 12_345), Some(1 << 63), Some(7), None];
 
-/// `ponder serve` with only `server` as its backend, on `rt`; its URL.
-pub(crate) fn serve_in_front(rt: &tokio::runtime::Runtime, server: &ReplayServer) -> String {
-    let state =
-        ponder::api::ServerBuilder::remote_only(pool(RemoteOptions::new(vec![server.url.clone()])))
-            .build();
-    let listener = rt
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    rt.spawn(ponder::api::serve(listener, state, std::future::pending()));
-    url
-}
-
 #[test]
 fn every_strategy_sends_only_requests_vllm_accepts() {
     let server = ReplayServer::start(fixture("vllm.json"), None);
@@ -71,7 +58,7 @@ fn every_strategy_sends_only_requests_vllm_accepts() {
 fn plain_decoding_with_several_choices_sends_only_requests_vllm_accepts() {
     let server = ReplayServer::start(fixture("vllm.json"), None);
     let rt = crate::util::runtime(1);
-    let url = serve_in_front(&rt, &server);
+    let url = server.serve_in_front(&rt, |b| b);
     let client = reqwest::Client::new();
     for seed in SEEDS {
         for (route, mut body) in [
@@ -119,7 +106,7 @@ fn a_strategy_with_the_callers_four_stop_strings_sends_vllm_at_most_four() {
     // five; vLLM 0.32.0 takes at most four (`VLLM_MAX_STOP_STRINGS`).
     let server = ReplayServer::start(fixture("vllm.json"), None);
     let rt = crate::util::runtime(1);
-    let url = serve_in_front(&rt, &server);
+    let url = server.serve_in_front(&rt, |b| b);
     let client = reqwest::Client::new();
     for strategy in ["beam_search", "answer_convergence"] {
         let body = json!({"model": "ponder", "strategy": strategy, "budget_tokens": 4_000,

@@ -5,11 +5,10 @@
 //! thinking is accepted. The model is the vLLM fixture (`backend_engines`) answering as a
 //! thinking model writes, so the reply's tokens are known exactly.
 
-use ponder::backends::RemoteOptions;
 use ponder_verifiers::ReasoningParser;
 use serde_json::{json, Value};
 
-use crate::backend_engines::{fixture, pool, ReplayServer};
+use crate::backend_engines::{fixture, ReplayServer};
 
 /// The reply's tokens: a block of nine tokens (tags included), a blank line, the answer.
 const TOKENS: [&str; 11] = [
@@ -47,16 +46,7 @@ fn serve(
     engine: &ReplayServer,
     parser: Option<ReasoningParser>,
 ) -> String {
-    let state =
-        ponder::api::ServerBuilder::remote_only(pool(RemoteOptions::new(vec![engine.url.clone()])))
-            .reasoning_parser(parser)
-            .build();
-    let listener = rt
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    rt.spawn(ponder::api::serve(listener, state, std::future::pending()));
-    url
+    engine.serve_in_front(rt, |b| b.reasoning_parser(parser))
 }
 
 fn chat(model: &str, stream: bool) -> Value {

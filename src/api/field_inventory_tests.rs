@@ -68,6 +68,14 @@ fn common_rows() -> Vec<Row> {
             H,
         ),
         ("budget_tokens", json!({"budget_tokens": 300}), S, H),
+        // A thinking budget runs budget forcing; with another strategy it is refused.
+        (
+            "thinking_token_budget",
+            json!({"thinking_token_budget": 64}),
+            S,
+            R,
+        ),
+        ("thinking_budget", json!({"thinking_budget": 64}), S, R),
         ("strategy", json!({"strategy": "best_of_n"}), S, H),
         (
             "strategy_params",
@@ -328,5 +336,76 @@ fn every_reason_field_is_honoured() {
         &reason_rows(),
         Value::Null,
         search,
+    );
+}
+
+/// A thinking budget (`thinking_token_budget`, or SGLang's `thinking_budget`) runs budget
+/// forcing with it as `max_thinking_tokens`; an effort names one (half its budget) for
+/// `ponder/budget_forcing`; conflicts are 400s naming the field sent.
+#[test]
+fn a_thinking_budget_runs_budget_forcing_with_it_as_its_maximum() {
+    let limits = Limits::default();
+    let registry = Registry::with_builtins();
+    let chat = |extra: Value| {
+        let body = merged(
+            json!({"model": "ponder", "messages": [{"role": "user", "content": "Hi"}]}),
+            &extra,
+        );
+        validate::chat(
+            &serde_json::from_value(body).expect("parses"),
+            &limits,
+            &registry,
+            "local",
+        )
+    };
+    // The strategy that ran and its maximum.
+    let ran = |extra: Value| {
+        let s = chat(extra).expect("valid").strategy.expect("a search");
+        (s.name, s.params["max_thinking_tokens"].as_u64())
+    };
+    let forcing = |max: u64| ("budget_forcing".to_string(), Some(max));
+    assert_eq!(ran(json!({"thinking_token_budget": 300})), forcing(300));
+    assert_eq!(ran(json!({"thinking_budget": 200})), forcing(200));
+    assert_eq!(
+        ran(json!({"thinking_budget": 200, "thinking_token_budget": 200})),
+        forcing(200)
+    );
+    assert_eq!(
+        ran(json!({"model": "ponder/budget_forcing", "reasoning_effort": "low"})),
+        forcing(512)
+    );
+    // The parameters' own maximum stands against an effort's.
+    assert_eq!(
+        ran(
+            json!({"model": "ponder/budget_forcing", "reasoning_effort": "low",
+                    "strategy_params": {"max_thinking_tokens": 64}})
+        ),
+        forcing(64)
+    );
+    let field = |extra: Value| match chat(extra) {
+        Err(ValidationError::Invalid { field, .. } | ValidationError::OverLimit { field, .. }) => {
+            field
+        }
+        other => panic!(
+            "not a refusal naming a field: {:?}",
+            other.map(|v| v.strategy.map(|s| s.name))
+        ),
+    };
+    assert_eq!(
+        field(json!({"thinking_budget": 100, "thinking_token_budget": 200})),
+        "thinking_budget"
+    );
+    assert_eq!(
+        field(json!({"thinking_token_budget": 100, "strategy": "best_of_n"})),
+        "thinking_token_budget"
+    );
+    assert_eq!(
+        field(json!({"thinking_token_budget": 100,
+                     "strategy_params": {"max_thinking_tokens": 64}})),
+        "thinking_token_budget"
+    );
+    assert_eq!(
+        field(json!({"thinking_token_budget": 0})),
+        "thinking_token_budget"
     );
 }

@@ -87,6 +87,13 @@ pub(crate) struct CommonParams {
     /// Ponder: the token budget of a strategy.
     #[schema(minimum = 1)]
     pub(crate) budget_tokens: Option<i64>,
+    /// Most thinking tokens (vLLM's name): runs `budget_forcing` with this
+    /// `max_thinking_tokens` (the strategy, if named, must be `budget_forcing`).
+    #[schema(minimum = 1)]
+    pub(crate) thinking_token_budget: Option<i64>,
+    /// SGLang's name for `thinking_token_budget`.
+    #[schema(minimum = 1)]
+    pub(crate) thinking_budget: Option<i64>,
     /// Ponder: stop with the best answer so far after this many milliseconds.
     #[schema(minimum = 1, maximum = 3600000)]
     pub(crate) deadline_ms: Option<i64>,

@@ -181,6 +181,68 @@ pub(crate) const REASONING_EFFORTS: [(&str, Option<u64>); 6] = [
     ("xhigh", Some(65536)),
 ];
 
+/// The thinking budget (`budget_forcing`'s `max_thinking_tokens`) that goes with a whole budget
+/// named by `reasoning_effort`, when the request names none: half of it.
+pub(crate) fn effort_thinking_budget(budget: u64) -> u64 {
+    budget / 2
+}
+
+/// The strategy a thinking budget runs.
+const THINKING_STRATEGY: &str = "budget_forcing";
+
+/// `thinking_token_budget` (vLLM) or its alias `thinking_budget` (SGLang), in
+/// [1, `max_budget`].
+/// The value and the field that carried it.
+fn thinking_budget(
+    c: &CommonParams,
+    max_budget: u64,
+) -> Result<Option<(u64, &'static str)>, ValidationError> {
+    match (c.thinking_token_budget, c.thinking_budget) {
+        (Some(a), Some(b)) if a != b => Err(ValidationError::invalid(
+            "thinking_budget",
+            format!(
+                "is SGLang's name for thinking_token_budget: send one, or the same value                  (got {b} and thinking_token_budget {a})"
+            ),
+        )),
+        (Some(v), _) => Ok(Some((
+            int_in("thinking_token_budget", v, 1, max_budget)?,
+            "thinking_token_budget",
+        ))),
+        (None, Some(v)) => Ok(Some((
+            int_in("thinking_budget", v, 1, max_budget)?,
+            "thinking_budget",
+        ))),
+        (None, None) => Ok(None),
+    }
+}
+
+/// `params` with `max_thinking_tokens` set to `thinking`: a request's thinking budget (sent in
+/// `field`; refused when `strategy_params` sets it as well) or its effort's (`None`: the
+/// parameters' own value wins).
+fn with_thinking_budget(
+    params: Value,
+    thinking: u64,
+    field: Option<&'static str>,
+) -> Result<Value, ValidationError> {
+    let mut params = match params {
+        Value::Null => Value::Object(serde_json::Map::new()),
+        p => p,
+    };
+    if let Some(map) = params.as_object_mut() {
+        if map.contains_key("max_thinking_tokens") {
+            if let Some(field) = field {
+                return Err(ValidationError::invalid(
+                    field,
+                    "strategy_params.max_thinking_tokens is set as well: send one",
+                ));
+            }
+        } else {
+            map.insert("max_thinking_tokens".into(), thinking.into());
+        }
+    }
+    Ok(params)
+}
+
 /// The budget `effort` names (`None` for `none`: no search).
 fn effort_budget(effort: &str) -> Result<Option<u64>, ValidationError> {
     match REASONING_EFFORTS.iter().find(|(name, _)| *name == effort) {
@@ -323,6 +385,7 @@ fn common(
         Some(d) => Some(int_in("deadline_ms", d, 1, 3_600_000)?),
         None => None,
     };
+    let thinking = thinking_budget(c, limits.max_budget_tokens)?;
     let name = match (&c.strategy, model_strategy) {
         (Some(s), _) => {
             if !registry.contains(s) {
@@ -337,11 +400,31 @@ fn common(
             Some(s.clone())
         }
         (None, Some(s)) => Some(s),
+        // A thinking budget is budget forcing's maximum.
+        (None, None) if thinking.is_some() => Some(THINKING_STRATEGY.to_string()),
         (None, None) if budget.is_some() || c.strategy_params.is_some() => {
             Some(limits.default_strategy.clone())
         }
         (None, None) => None,
     };
+    if let (Some((_, field)), Some(other)) = (thinking, name.as_deref()) {
+        if other != THINKING_STRATEGY {
+            return Err(ValidationError::invalid(
+                field,
+                format!("bounds {THINKING_STRATEGY}'s thinking; the request asks for {other}"),
+            ));
+        }
+    }
+    // The thinking budget: the request's, else the one its effort names.
+    let thinking_params = match (thinking, effort) {
+        (Some((t, field)), _) => Some((t, Some(field))),
+        (None, Some(Some(e))) => Some((
+            effort_thinking_budget(e.min(limits.max_budget_tokens)),
+            None,
+        )),
+        _ => None,
+    }
+    .filter(|_| name.as_deref() == Some(THINKING_STRATEGY));
     if name.is_some() && effort == Some(None) {
         return Err(ValidationError::invalid(
             "reasoning_effort",
@@ -366,9 +449,13 @@ fn common(
             ));
         }
     }
+    let mut params = c.strategy_params.clone().unwrap_or(Value::Null);
+    if let Some((t, field)) = thinking_params {
+        params = with_thinking_budget(params, t, field)?;
+    }
     let strategy = name.map(|name| ValidStrategy {
         name,
-        params: c.strategy_params.clone().unwrap_or(Value::Null),
+        params,
         budget_tokens: budget.unwrap_or(limits.default_budget()),
         deadline_ms,
         return_trace: c.return_trace.unwrap_or(false),

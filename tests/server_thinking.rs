@@ -80,6 +80,11 @@ fn fold_stream(
         assert_eq!(r.status(), 200);
         r.text().await.expect("body")
     });
+    fold_sse(&text)
+}
+
+/// An SSE chat reply folded: (content, reasoning, reasoning_content, usage).
+fn fold_sse(text: &str) -> (String, String, String, Value) {
     let (mut content, mut reasoning, mut reasoning_content, mut usage) =
         (String::new(), String::new(), String::new(), Value::Null);
     for line in text.lines().filter_map(|l| l.strip_prefix("data: ")) {
@@ -262,16 +267,7 @@ fn budget_forcing_on_the_default_model_returns_bounded_thinking_apart() {
             .await
             .unwrap()
     });
-    let (mut streamed_content, mut streamed_thinking) = (String::new(), String::new());
-    for d in crate::server::sse_data(&text) {
-        let Ok(chunk) = serde_json::from_str::<Value>(&d) else {
-            continue;
-        };
-        for c in chunk["choices"].as_array().into_iter().flatten() {
-            streamed_content.push_str(c["delta"]["content"].as_str().unwrap_or(""));
-            streamed_thinking.push_str(c["delta"]["reasoning_content"].as_str().unwrap_or(""));
-        }
-    }
+    let (streamed_content, _, streamed_thinking, _) = fold_sse(&text);
     assert_eq!(
         (streamed_content.as_str(), streamed_thinking.as_str()),
         (content, thinking)

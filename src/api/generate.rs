@@ -21,8 +21,8 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use futures_util::Stream;
 use ponder_strategies::{
-    CostTally, ExtendRequest, GeneratorError, LogitAdjust, Outcome, Piece, Progress, Sampling,
-    SearchFinish, StopKind, Stops, StrategyError, TokenInfo, Turn,
+    CostTally, ExtendRequest, GeneratorError, LogitAdjust, Outcome, Progress, Sampling,
+    SearchFinish, Stops, StrategyError, Turn,
 };
 use serde_json::json;
 use tokio::sync::mpsc;
@@ -34,17 +34,16 @@ use super::echo::echo_of;
 use super::error::{AppError, Result, ValidationError};
 use super::extract::ApiJson;
 use super::guard::Slot;
-use super::metrics::Metrics;
+use super::plain::PlainRun;
 use super::responses::{
     ChatCompletion, ChoiceFinish, PonderChunkField, ProgressUpdate, SearchSummary, TextCompletion,
 };
 use super::sse::{data, done, ChoiceOut, Envelope, Flavor};
 use super::thinking::{self, StreamSplit};
-use super::types::{ChatCompletionRequest, CompletionRequest, Logprobs, ReasonBody, UsageOut};
+use super::types::{ChatCompletionRequest, CompletionRequest, ReasonBody, UsageOut};
 use super::validate::{self, PromptIn, ValidGeneration};
 use super::AppState;
 use crate::reason::{run_valid, ReasonRequest, ValidReasonRequest};
-use ponder_verifiers::ReasoningParser;
 
 /// `POST /v1/chat/completions`.
 #[utoipa::path(post, path = "/v1/chat/completions", tag = "completions",
@@ -122,115 +121,6 @@ async fn generate(
 
 // ---------------------------------------------------------------------------------------------
 // Plain decoding, through the generator port.
-
-/// One choice as its pieces arrive: its text and tokens so far (the generator's text keeps a
-/// stop string; the reply does not), what of them has been sent, and why it ended.
-#[derive(Debug, Default)]
-struct Choice {
-    text: String,
-    tokens: Vec<TokenInfo>,
-    sent_bytes: usize,
-    sent_tokens: usize,
-    /// The text length of the tokens whose logprobs were sent (where the next one starts).
-    sent_token_bytes: usize,
-    finish: Option<StopKind>,
-}
-
-impl Choice {
-    /// The reply's text: up to the first stop string (which OpenAI does not return), and that
-    /// stop string.
-    fn cut<'a>(&'a self, stops: &'a Stops) -> (&'a str, Option<&'a str>) {
-        match stops.first_in(&self.text) {
-            Some((at, s)) => (self.text.get(..at).unwrap_or_default(), Some(s)),
-            None => (&self.text, None),
-        }
-    }
-
-    fn finish_reason(&self) -> Option<ChoiceFinish> {
-        self.finish.map(|f| match f {
-            StopKind::Length => ChoiceFinish::Length,
-            StopKind::Stop | StopKind::Eos => ChoiceFinish::Stop,
-        })
-    }
-
-    fn out(&self, stops: &Stops, logprobs: Option<Logprobs>) -> ChoiceOut {
-        let (text, stop) = self.cut(stops);
-        ChoiceOut {
-            text: text.to_string(),
-            logprobs,
-            finish: self.finish_reason().unwrap_or(ChoiceFinish::Stop),
-            stop_reason: stop.map(str::to_string),
-            reasoning: None,
-        }
-    }
-}
-
-/// A plain request's choices, folded from the generator's pieces.
-struct PlainRun {
-    choices: Vec<Choice>,
-    stops: Stops,
-    first_token: bool,
-}
-
-impl PlainRun {
-    fn new(n: usize, stops: Stops) -> Self {
-        Self {
-            choices: (0..n).map(|_| Choice::default()).collect(),
-            stops,
-            first_token: true,
-        }
-    }
-
-    /// Adds `piece` to its choice (timing the request's first token); returns the choice.
-    fn push(&mut self, piece: Piece, metrics: &Metrics, start: Instant) -> Option<usize> {
-        if self.first_token && !piece.tokens.is_empty() {
-            self.first_token = false;
-            metrics.ttft(start.elapsed());
-        }
-        let choice = self.choices.get_mut(piece.index)?;
-        choice.text.push_str(&piece.text);
-        choice.tokens.extend(piece.tokens);
-        choice.finish = piece.finish.or(choice.finish);
-        Some(piece.index)
-    }
-
-    /// Text of choice `i` not yet sent; while it runs, holds back what could still turn out to
-    /// be the start of a stop string.
-    fn delta(&mut self, i: usize) -> Option<String> {
-        let choice = self.choices.get_mut(i)?;
-        let (text, stop) = choice.cut(&self.stops);
-        let mut end = text.len();
-        if choice.finish.is_none() && stop.is_none() {
-            end = end.saturating_sub(self.stops.hold_back());
-            while end > 0 && !text.is_char_boundary(end) {
-                end -= 1;
-            }
-        }
-        if end <= choice.sent_bytes {
-            return None;
-        }
-        let delta = text.get(choice.sent_bytes..end).map(str::to_string);
-        choice.sent_bytes = end;
-        delta
-    }
-
-    /// Thinking tokens over every choice ([`thinking::reasoning_tokens`]).
-    fn reasoning_tokens(&self, parser: Option<&ReasoningParser>, opened: bool) -> u64 {
-        self.choices
-            .iter()
-            .map(|c| thinking::reasoning_tokens(parser, &c.tokens, &c.text, opened))
-            .sum()
-    }
-
-    /// Counts every choice by its finish reason, and the request's end-to-end latency.
-    fn finished(&self, metrics: &Metrics, prompt_tokens: u64, completion: &[u64], start: Instant) {
-        for (c, tokens) in self.choices.iter().zip(completion) {
-            let reason = c.finish_reason().map_or("abort", ChoiceFinish::as_str);
-            metrics.finished(reason, prompt_tokens, *tokens);
-        }
-        metrics.e2e(start.elapsed());
-    }
-}
 
 /// A request without a strategy, on whichever engine serves (the local model or the
 /// backends): the conversation rendered in the model's chat format (or the text sent as is),

@@ -13,6 +13,7 @@
 
 pub mod cli;
 mod echo;
+mod effort;
 mod error;
 mod extract;
 #[cfg(test)]
@@ -25,6 +26,7 @@ mod handlers;
 mod hostile_tests;
 mod metrics;
 mod openapi;
+mod plain;
 mod responses;
 mod schemas;
 mod sse;

@@ -465,7 +465,7 @@ fn split_plain_and_search(
         ],
     );
     let neutral = |value: Value| json!({"enum": [value, null], "description": "a strategy samples with its own parameters: only the neutral value"});
-    let searching: Vec<Value> = super::validate::REASONING_EFFORTS
+    let searching: Vec<Value> = super::effort::REASONING_EFFORTS
         .iter()
         .filter(|(_, budget)| budget.is_some())
         .map(|(name, _)| json!(name))

@@ -90,7 +90,7 @@ pub(crate) fn stop() -> RefOr<Schema> {
 
 /// `reasoning_effort`.
 pub(crate) fn reasoning_effort() -> RefOr<Schema> {
-    let efforts = super::validate::REASONING_EFFORTS;
+    let efforts = super::effort::REASONING_EFFORTS;
     let budgets: Vec<String> = efforts
         .iter()
         .filter_map(|(name, budget)| budget.map(|b| format!("{name} {b}")))

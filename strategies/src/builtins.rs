@@ -11,6 +11,7 @@ use crate::deepconf::{DeepConf, DeepConfParams};
 use crate::first_finish::{FirstFinish, FirstFinishParams, ShortMofKParams};
 use crate::mcts::{Mcts, MctsParams};
 use crate::registry::Registry;
+use crate::revision::{Revision, RevisionParams};
 use crate::self_consistency::{SelfConsistency, SelfConsistencyParams};
 use crate::strategy::Strategy;
 
@@ -91,6 +92,11 @@ impl Registry {
             "budget_forcing",
             "one trace thinks between a minimum (\"Wait\") and a maximum, then answers (s1)",
             |p: BudgetForcingParams| boxed(BudgetForcing::new(p)),
+        );
+        r.register(
+            "revision",
+            "chains of attempts, each revising the chain's last ones; vote across the chains",
+            |p: RevisionParams| boxed(Revision::new(p)),
         );
         r
     }

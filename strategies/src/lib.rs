@@ -2,7 +2,7 @@
 //! the budget [`Meter`], the [`SearchTree`] every strategy records into, and the built-in
 //! strategies (best-of-N, self-consistency, beam search and DVTS, A*-decoding, MCTS and
 //! AB-MCTS, answer convergence, DeepConf, first-finish and short-m@k, adaptive parallel
-//! thinking) and, scaling sequentially, budget forcing.
+//! thinking) and, scaling sequentially, budget forcing and revision.
 //!
 //! This crate knows nothing of candle, axum or the engine: it sees models only through the
 //! [`Generator`] port and scores only through `ponder-verifiers`. [`fake::FakeGenerator`] is a
@@ -31,6 +31,7 @@ mod params;
 mod probe;
 mod progress;
 mod registry;
+mod revision;
 mod samples;
 mod sampling_override;
 mod select;
@@ -60,6 +61,7 @@ pub use outcome::{Candidate, Outcome, RoutingDecision, SearchFinish, Selection};
 pub use params::{in_range, positive, Decoding, ScoreBy, Steps};
 pub use progress::{Progress, ProgressSender};
 pub use registry::{Registry, StrategyInfo};
+pub use revision::{Revision, RevisionParams, RevisionSelect, REVISION_OVERHEAD};
 pub use samples::SamplePlan;
 pub use sampling_override::SamplingOverride;
 pub use select::{select_among, select_best_score, select_by_vote};

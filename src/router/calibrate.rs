@@ -29,7 +29,7 @@ pub struct BenchCell {
     pub mean_spent: f64,
 }
 
-/// Width (N, k or max traces) and per-branch token cap of `strategy` run with `params` (an
+/// Width (N, k, max traces, or `revision`'s parallel chains) and per-branch token cap of `strategy` run with `params` (an
 /// object of overrides; `null` or a missing key: the registered default).
 pub fn shape(registry: &Registry, strategy: &str, params: &serde_json::Value) -> (usize, usize) {
     let defaults = registry
@@ -44,6 +44,7 @@ pub fn shape(registry: &Registry, strategy: &str, params: &serde_json::Value) ->
     let n = int("n")
         .or_else(|| int("k"))
         .or_else(|| int("max_n"))
+        .or_else(|| int("chains"))
         .unwrap_or(1);
     let step = |key: &str| {
         get(params, "steps")
@@ -59,7 +60,7 @@ pub fn shape(registry: &Registry, strategy: &str, params: &serde_json::Value) ->
     (n, max_tokens)
 }
 
-/// `params` with the width [`shape`] reads (`n`, `k` or `max_n`, whichever the parameters or
+/// `params` with the width [`shape`] reads (`n`, `k`, `max_n` or `chains`, whichever the parameters or
 /// the registered defaults have) set to `n`: the same configuration, narrower (`auto` under
 /// load). A strategy with no width parameter is returned as it is.
 pub fn with_width(
@@ -75,7 +76,7 @@ pub fn with_width(
         .map(|i| i.defaults)
         .unwrap_or_default();
     let has = |v: &serde_json::Value, key: &str| v.get(key).is_some_and(|x| x.is_u64());
-    let Some(key) = ["n", "k", "max_n"]
+    let Some(key) = ["n", "k", "max_n", "chains"]
         .into_iter()
         .find(|k| has(params, k) || has(&defaults, k))
     else {
@@ -241,5 +242,13 @@ mod tests {
         assert_eq!(defaults, serde_json::json!({"n": 2}));
         let adaptive = with_width(&registry, "adaptive_parallel", &serde_json::Value::Null, 5);
         assert_eq!(shape(&registry, "adaptive_parallel", &adaptive).0, 5);
+        // Revision's width is its parallel chains; the chain length stays.
+        let params = serde_json::json!({"chains": 4, "attempts": 2, "max_tokens": 256});
+        assert_eq!(shape(&registry, "revision", &params), (4, 256));
+        let narrower = with_width(&registry, "revision", &params, 2);
+        assert_eq!(
+            narrower,
+            serde_json::json!({"chains": 2, "attempts": 2, "max_tokens": 256})
+        );
     }
 }

@@ -17,19 +17,28 @@
 //!   counted like any generation. The answer is read after the block (a forced `\boxed{` probe
 //!   when the text marks none).
 //!
+//! - **Early exit inside the thinking** (Fu et al. 2025, Dynasor-CoT's certainty-based exit;
+//!   off unless `probe_every` > 0): past the minimum, every `probe_every` thinking tokens the
+//!   model is asked for its answer so far (a fork of the trace with Dynasor-CoT's probe text
+//!   appended, decoded greedily until its `\boxed{}` closes, at most `probe_tokens`; charged as
+//!   probe tokens); once `probe_patience` probes in a row give the same answer, the thinking stops
+//!   there, the block is closed and the probed answer written after the delimiter — no answer
+//!   phase is generated.
+//!
 //! Any model works: the strategy opens the block itself ("<think>\n" appended after the prompt),
 //! so one without native thinking tokens thinks between text tags, and the reply's thinking is
 //! split off its content by the server like a thinking model's.
 //!
 //! **Parameters** ([`BudgetForcingParams`]): `max_thinking_tokens` (512),
 //! `min_thinking_tokens` (0), `max_waits` (2), `wait_text`, `answer_delimiter`, `answer_tokens`
-//! (64), `decoding`.
+//! (64), `probe_every` (0: no early exit), `probe_patience` (3), `probe_tokens` (12), `decoding`.
 //!
 //! **Budget.** The thinking, the appended text (prefill) and the answer phase are metered like
 //! every search; a budget that cannot cover the prompt and the minimum thinking is refused
 //! before anything runs, naming `budget_tokens`.
 
 use async_trait::async_trait;
+use ponder_verifiers::canonical_answer;
 use serde::{Deserialize, Serialize};
 
 use crate::budget::Charge;
@@ -61,6 +70,12 @@ pub struct BudgetForcingParams {
     pub answer_delimiter: String,
     /// Most tokens of the answer phase.
     pub answer_tokens: usize,
+    /// Thinking tokens between answer probes (0: no probes, no early exit).
+    pub probe_every: usize,
+    /// Probes in a row that must agree for the thinking to stop early.
+    pub probe_patience: usize,
+    /// Most tokens one probe decodes.
+    pub probe_tokens: usize,
     /// Sampling of the thinking and the answer.
     pub decoding: Decoding,
 }
@@ -74,6 +89,9 @@ impl Default for BudgetForcingParams {
             wait_text: "Wait".into(),
             answer_delimiter: "Final Answer:".into(),
             answer_tokens: 64,
+            probe_every: 0,
+            probe_patience: 3,
+            probe_tokens: 12,
             decoding: Decoding::default(),
         }
     }
@@ -85,6 +103,9 @@ enum Thought {
     Closed(Branch),
     /// The caller's stop string or `max_tokens` ended the trace inside the block.
     Ended(Branch),
+    /// `probe_patience` probes in a row agreed on this answer (the branch is still inside the
+    /// block).
+    Converged(Branch, String),
 }
 
 /// Think within a minimum and a maximum, then answer.
@@ -101,6 +122,10 @@ impl BudgetForcing {
     pub fn new(params: BudgetForcingParams) -> Result<Self> {
         positive(NAME, "max_thinking_tokens", params.max_thinking_tokens)?;
         positive(NAME, "answer_tokens", params.answer_tokens)?;
+        if params.probe_every > 0 {
+            positive(NAME, "probe_patience", params.probe_patience)?;
+            positive(NAME, "probe_tokens", params.probe_tokens)?;
+        }
         if params.min_thinking_tokens > params.max_thinking_tokens {
             return Err(StrategyError::invalid(
                 NAME,
@@ -148,6 +173,8 @@ impl BudgetForcing {
     async fn think(&self, ctx: &Context, mut branch: Branch) -> Result<Thought> {
         let p = &self.params;
         let (mut used, mut waits, mut draw) = (0usize, 0usize, 0u64);
+        // The answers of the probes since the last disagreement.
+        let mut agreeing: Vec<String> = Vec::new();
         loop {
             let left = p.max_thinking_tokens - used;
             if left == 0 {
@@ -157,8 +184,12 @@ impl BudgetForcing {
             }
             // Where an early end would be taken back from.
             let before = ctx.fork(&branch)?;
+            let chunk = match p.probe_every {
+                0 => left,
+                every => left.min(every),
+            };
             let stepped = self
-                .step(ctx, &branch, draw, left, vec![THINK_END.into()])
+                .step(ctx, &branch, draw, chunk, vec![THINK_END.into()])
                 .await;
             let (next, ext) = match stepped {
                 Ok(s) => s,
@@ -213,6 +244,32 @@ impl BudgetForcing {
                             ctx.force(&next, &format!("\n{THINK_END}"))?,
                         ));
                     }
+                    if p.probe_every > 0
+                        && used >= p.min_thinking_tokens
+                        && used < p.max_thinking_tokens
+                    {
+                        // A probe the budget refuses reads nothing and the thinking goes on
+                        // (its next step meets the same budget); a deadline or a cancellation
+                        // ends the search.
+                        let probed = match ctx.probe_answer(&next, p.probe_tokens).await {
+                            Ok(a) => a.map(|a| canonical_answer(&a)),
+                            Err(StrategyError::BudgetExhausted { .. }) => None,
+                            Err(e) => return Err(e),
+                        };
+                        match probed {
+                            Some(a) if agreeing.last().is_none_or(|last| *last == a) => {
+                                agreeing.push(a)
+                            }
+                            Some(a) => agreeing = vec![a],
+                            None => agreeing.clear(),
+                        }
+                        ctx.with_tree(|t| t.note(next.node, "probe", agreeing.last().cloned()));
+                        if agreeing.len() >= p.probe_patience {
+                            if let Some(answer) = agreeing.pop() {
+                                return Ok(Thought::Converged(next, answer));
+                            }
+                        }
+                    }
                     branch = next;
                 }
             }
@@ -246,6 +303,24 @@ impl Strategy for BudgetForcing {
         let opened = ctx.force(&root, &format!("{THINK_START}\n"))?;
         let closed = match self.think(ctx, opened).await? {
             Thought::Closed(branch) => branch,
+            Thought::Converged(branch, answer) => {
+                // The probes settled: the block is closed and their answer written for the
+                // model, with nothing more generated.
+                let answered = ctx.force(
+                    &branch,
+                    &format!(
+                        "\n{THINK_END}\n\n{} \\boxed{{{answer}}}",
+                        p.answer_delimiter.trim_end()
+                    ),
+                )?;
+                ctx.with_tree(|t| t.note(answered.node, "early_exit", answer.clone()));
+                let i = ctx.add_candidate_with_answer(&answered, None, Some(answer.clone()));
+                return Ok(Selection {
+                    answer: Some(answer),
+                    candidate: Some(i),
+                    support: None,
+                });
+            }
             Thought::Ended(branch) => {
                 let i = ctx.add_candidate(&branch, None);
                 let answer = ctx.candidates().get(i).and_then(|c| c.answer.clone());

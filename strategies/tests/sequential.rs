@@ -1,8 +1,10 @@
 //! Sequential scaling against the scripted `FakeGenerator`: budget forcing (s1) never thinks
 //! past its maximum and then answers after the forced delimiter; it appends "Wait" exactly when
 //! the model ends its thinking before the minimum (at most `max_waits` times), computing only
-//! the appended text again; bad bounds and a budget below the minimum are refused naming the
-//! field.
+//! the appended text again; with answer probes, the thinking stops once `probe_patience` probes
+//! in a row agree (never before the minimum) and the probed answer is written with no answer
+//! phase, while probes that never agree leave the maximum in place; bad bounds and a budget
+//! below the minimum are refused naming the field.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -184,6 +186,109 @@ fn bad_bounds_and_a_budget_below_the_minimum_are_refused_naming_the_field() {
     .expect_err("budget below the minimum");
     assert!(
         matches!(&err, StrategyError::InvalidParameter { field, .. } if field == "budget_tokens"),
+        "{err}"
+    );
+}
+
+/// A model that thinks forever, one word per token; asked for its answer (Dynasor-CoT's probe,
+/// which ends in `\boxed{`) after `w` thinking words it says `answer(w)`.
+fn probed(answer: impl Fn(usize) -> u32 + Send + Sync + 'static) -> Arc<FakeGenerator> {
+    Arc::new(FakeGenerator::new(move |s: FakeState<'_>| {
+        if s.text.ends_with("\\boxed{") {
+            let thought = s.text.split_once("<think>").map_or(0, |(_, t)| {
+                t.split_whitespace().filter(|w| *w == "hmm").count()
+            });
+            FakeChunk::step(format!("{}}}", answer(thought)), -0.1)
+        } else if s.text.ends_with("Final Answer: ") {
+            FakeChunk::last("\\boxed{7}", -0.1)
+        } else {
+            FakeChunk::step("hmm ", -0.2)
+        }
+    }))
+}
+
+#[test]
+fn thinking_stops_once_patience_probes_agree_and_not_before_the_minimum() {
+    // (probe_every, patience, min, the answer after w words) -> thinking words at the exit.
+    let settles_at = |from: usize| move |w: usize| if w >= from { 7 } else { w as u32 };
+    let cases: [(
+        usize,
+        usize,
+        usize,
+        Box<dyn Fn(usize) -> u32 + Send + Sync>,
+        usize,
+    ); 4] = [
+        // Every probe agrees: three probes, at 5, 10 and 15 words.
+        (5, 3, 0, Box::new(|_| 7), 15),
+        // Probes only from the minimum on: at 15, 20, 25.
+        (5, 3, 12, Box::new(|_| 7), 25),
+        // Answers move until 20 words, then hold: agreeing probes at 20 and 25.
+        (5, 2, 0, Box::new(settles_at(20)), 25),
+        (8, 1, 0, Box::new(|_| 7), 8),
+    ];
+    for (every, patience, min, answer, exit) in cases {
+        let out = solve(
+            json!({"max_thinking_tokens": 100, "min_thinking_tokens": min, "answer_tokens": 8,
+                   "probe_every": every, "probe_patience": patience}),
+            probed(answer),
+            10_000,
+        )
+        .expect("search");
+        assert_eq!(
+            thinking_words(&out).len(),
+            exit,
+            "every {every}, patience {patience}, min {min}: {:?}",
+            out.text
+        );
+        let text = out.text.as_deref().unwrap_or("");
+        assert!(
+            text.ends_with("</think>\n\nFinal Answer: \\boxed{7}"),
+            "{text:?}"
+        );
+        assert_eq!(out.answer.as_deref(), Some("7"));
+        // Only the thinking and the probes were generated (the answer is the probes', no answer
+        // phase): a probe every `every` words from the minimum on, each one token ("7}") and
+        // counted as probe tokens too.
+        let first = every.max(min.div_ceil(every) * every);
+        let probes = ((exit - first) / every + 1) as u64;
+        assert_eq!(
+            out.usage.generated_tokens,
+            exit as u64 + probes,
+            "{probes} probes: {:?}",
+            out.usage
+        );
+        assert!(out.usage.probe_tokens >= probes, "{:?}", out.usage);
+    }
+}
+
+#[test]
+fn probes_that_never_agree_leave_the_maximum_and_the_answer_phase_in_place() {
+    // Each probe answers the number of words so far: no two agree.
+    let out = solve(
+        json!({"max_thinking_tokens": 40, "answer_tokens": 8, "probe_every": 5,
+               "probe_patience": 2}),
+        probed(|w| w as u32),
+        10_000,
+    )
+    .expect("search");
+    assert_eq!(thinking_words(&out).len(), 40);
+    assert_eq!(
+        out.answer.as_deref(),
+        Some("7"),
+        "the answer phase's: {:?}",
+        out.text
+    );
+    // Thinking, the answer phase's one token and seven one-token probes (at 5..35 words; none
+    // at the maximum, where the block closes anyway).
+    assert_eq!(out.usage.generated_tokens, 40 + 1 + 7, "{:?}", out.usage);
+    let err = solve(
+        json!({"probe_every": 5, "probe_patience": 0}),
+        probed(|_| 7),
+        10_000,
+    )
+    .expect_err("no patience");
+    assert!(
+        matches!(&err, StrategyError::InvalidParameter { field, .. } if field == "probe_patience"),
         "{err}"
     );
 }

@@ -62,10 +62,21 @@ each() {
   done
 }
 
+# Sequential revision (Step 18) at two sequential/parallel ratios per budget: the same strategy
+# under other parameters is another configuration (another row of the table).
+revision_ratios=(
+  '{"revision": {"by_budget": {"1024": {"chains": 2, "attempts": 2, "max_tokens": 256},
+                               "2048": {"chains": 4, "attempts": 2, "max_tokens": 256}}}}'
+  '{"revision": {"by_budget": {"1024": {"chains": 1, "attempts": 4, "max_tokens": 256},
+                               "2048": {"chains": 2, "attempts": 4, "max_tokens": 256}}}}'
+)
 what=${1:-all}
 case $what in grid | all)
   for budget in ${BUDGETS:-1024 2048}; do
     each "$strategies" "$budget" grid --params "$params" "${shots[@]}" --without-candidates
+    for ratio in "${revision_ratios[@]}"; do
+      each revision "$budget" grid --params "$ratio" "${shots[@]}" --without-candidates
+    done
   done
   ;;
 esac

@@ -16,6 +16,7 @@ from pathlib import Path
 
 BUDGETS = [64, 128, 256]
 MINIMA = [128, 224]
+PATIENCES = [2, 3]
 
 
 def rows(path):
@@ -45,6 +46,16 @@ def marked(row):
     texts = [c.get("text") or "" for c in row.get("candidates") or []]
     reply = texts[0].rsplit("</think>", 1)[-1] if texts else ""
     return bool(MARKED.search(reply))
+
+
+# What an early exit writes after the block: the delimiter and the probed answer, nothing more.
+EXITED = re.compile(r"^\s*Final Answer: \\boxed\{.*\}\s*$", re.DOTALL)
+
+
+def reply(row):
+    """The chosen reply after its thinking block."""
+    texts = [c.get("text") or "" for c in row.get("candidates") or []]
+    return texts[0].rsplit("</think>", 1)[-1] if texts else ""
 
 
 def summary(rs):
@@ -101,6 +112,7 @@ def svg(points):
 def main():
     here = Path(sys.argv[1])
     arms = [f"bf-{m}" for m in BUDGETS] + [f"trunc-{m}" for m in BUDGETS] + [f"bf-256-min{k}" for k in MINIMA]
+    arms += [f"bf-256-exit{p}" for p in PATIENCES]
     data = {a: rows(here / a) for a in arms if (here / a / "results.jsonl").exists()}
     print("# Budget forcing vs truncation (GSM8K test, report role, 100 problems)\n")
     print("Written by `compare.py` from the rows `run.sh` produced; the default model")
@@ -122,6 +134,24 @@ def main():
         if a and b:
             n, d, lo, hi = paired(a, b)
             print(f"| {m} | {n} | {d:+.3f} | [{lo:+.3f}, {hi:+.3f}] |")
+    exits = [f"bf-256-exit{p}" for p in PATIENCES if f"bf-256-exit{p}" in data]
+    if exits and "bf-256" in data:
+        print("\n## Early exit inside the thinking against budget forcing alone (M 256, paired)\n")
+        print("Dynasor-CoT's probe every 32 thinking tokens; the thinking stops once P probes in a row")
+        print("agree. Billed tokens count the probes (generated and prefilled) with everything else.\n")
+        print("| arm | problems | accuracy difference | 95% CI | mean billed tokens (vs bf-256) | billed difference | 95% CI | exited early |")
+        print("|---|---|---|---|---|---|---|---|")
+        base = data["bf-256"]
+        for a in exits:
+            n, d, lo, hi = paired(data[a], base)
+            ids = sorted(set(data[a]) & set(base))
+            spent = lambda rs: [rs[i]["spend"]["spent"] for i in ids]
+            sa, sb = spent(data[a]), spent(base)
+            rng = random.Random(0)
+            diffs = [x - y for x, y in zip(sa, sb)]
+            means = sorted(sum(diffs[rng.randrange(len(diffs))] for _ in diffs) / len(diffs) for _ in range(10_000))
+            early = sum(1 for i in ids if EXITED.match(reply(data[a][i])))
+            print(f"| `{a}` | {n} | {d:+.3f} | [{lo:+.3f}, {hi:+.3f}] | {sum(sa) / n:.0f} (vs {sum(sb) / n:.0f}) | {sum(diffs) / n:+.0f} | [{means[250]:+.0f}, {means[9749]:+.0f}] | {early} |")
     points = {
         "budget_forcing": [(m, *acc[f"bf-{m}"]) for m in BUDGETS if f"bf-{m}" in acc],
         "truncation": [(m, *acc[f"trunc-{m}"]) for m in BUDGETS if f"trunc-{m}" in acc],

@@ -11,11 +11,14 @@
 #   back and "Wait" appended (at most 2 times), so the thinking runs longer;
 # - `trunc-M`: plain truncation at the same length, one sample of at most M + 32 tokens whose
 #   answer is whatever its text marks (`self_consistency`, n 1, force_answer false).
+# - `bf-256-exitP`: the same as `bf-256` with Dynasor-CoT's early exit inside the thinking: an
+#   answer probe every 32 thinking tokens, the thinking stopped once P probes in a row agree (P 2,
+#   3); measured against `bf-256` alone (`run.sh exit` runs only these arms).
 # `compare` writes compare.md: per arm the parsed-answer rate and accuracy with 95% Wilson
 # intervals, mean generated tokens, and the paired accuracy difference of each `bf-M` against
 # `trunc-M` (the same problems); and accuracy vs thinking budget as a plot (plot.svg).
 #
-# Usage: bash evals/examples/budget-forcing/run.sh [run|compare]  (default: both)
+# Usage: bash evals/examples/budget-forcing/run.sh [run|exit|compare]  (default: all)
 #   PONDER_EVAL      the harness binary (default: ponder-eval on PATH)
 #   PONDER_DATASETS  the public benchmark files (default: ../shared/datasets beside the checkout)
 #   CONCURRENCY      items in flight (default 8; results do not depend on it)
@@ -44,6 +47,13 @@ case $what in run | all)
   for k in 128 224; do
     arm "bf-256-min$k" budget_forcing \
       "{\"max_thinking_tokens\": 256, \"min_thinking_tokens\": $k, \"answer_tokens\": 32}"
+  done
+  ;;
+esac
+case $what in exit | all)
+  for patience in 2 3; do
+    arm "bf-256-exit$patience" budget_forcing \
+      "{\"max_thinking_tokens\": 256, \"answer_tokens\": 32, \"probe_every\": 32, \"probe_patience\": $patience}"
   done
   ;;
 esac

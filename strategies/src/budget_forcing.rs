@@ -27,7 +27,9 @@
 //!
 //! Any model works: the strategy opens the block itself ("<think>\n" appended after the prompt),
 //! so one without native thinking tokens thinks between text tags, and the reply's thinking is
-//! split off its content by the server like a thinking model's.
+//! split off its content by the server like a thinking model's. Where the chat template opens
+//! the block itself (DeepSeek-R1 and its distills), the strategy does not open a second one
+//! ([`Context::prompt_opens_thinking`]).
 //!
 //! **Parameters** ([`BudgetForcingParams`]): `max_thinking_tokens` (512),
 //! `min_thinking_tokens` (0), `max_waits` (2), `wait_text`, `answer_delimiter`, `answer_tokens`
@@ -300,7 +302,12 @@ impl Strategy for BudgetForcing {
                 ),
             ));
         }
-        let opened = ctx.force(&root, &format!("{THINK_START}\n"))?;
+        // A template that opens the block for the model (R1-style) has opened it already.
+        let opened = if ctx.prompt_opens_thinking() {
+            root
+        } else {
+            ctx.force(&root, &format!("{THINK_START}\n"))?
+        };
         let closed = match self.think(ctx, opened).await? {
             Thought::Closed(branch) => branch,
             Thought::Converged(branch, answer) => {

@@ -15,7 +15,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use ponder_verifiers::{
-    canonical_answer, extract_answer, token_confidence, Solution, TraceConfidence, Verifier,
+    canonical_answer, extract_answer, token_confidence, ReasoningParser, Solution, TraceConfidence,
+    Verifier,
 };
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -25,7 +26,7 @@ use crate::budget::{Budget, Charge, Meter, Usage};
 use crate::error::{GeneratorError, Result, StrategyError};
 use crate::generator::{
     CostTally, ExtendRequest, Extension, Generator, LogitAdjust, Prompt, Sampling, SeqHandle,
-    StopKind,
+    StopKind, Turn,
 };
 use crate::outcome::{Candidate, RoutingDecision, SearchFinish};
 use crate::params::ScoreBy;
@@ -383,6 +384,25 @@ impl Context {
             finished: false,
         });
         Some(c.len() - 1)
+    }
+
+    /// Whether the problem's prompt, in the model's chat format, leaves a thinking block open
+    /// for the model (an R1-style template ends with `<think>`): then the model's output holds
+    /// only the closing tag. `false` where the generator renders no chats (it serves strategies
+    /// only, or cannot show its format).
+    pub fn prompt_opens_thinking(&self) -> bool {
+        let prompt = Prompt {
+            system: self.problem.system.clone(),
+            history: self.problem.history.clone(),
+            user: self.problem.question.clone(),
+        };
+        let turns: Vec<Turn> = prompt
+            .messages()
+            .map(|(role, content)| Turn::new(role, content))
+            .collect();
+        self.generator
+            .render_chat(&turns)
+            .is_ok_and(|text| ReasoningParser::think().opens_in(&text))
     }
 
     /// Opens the problem's prompt as the root branch.

@@ -17,7 +17,7 @@ use async_trait::async_trait;
 
 use crate::error::{GeneratorError, Result, StrategyError};
 use crate::generator::{
-    Cost, ExtendRequest, Extension, Generator, Prompt, SeqHandle, StopKind, TokenInfo,
+    Cost, ExtendRequest, Extension, Generator, Prompt, SeqHandle, StopKind, TokenInfo, Turn,
 };
 use crate::stop::Stops;
 
@@ -123,6 +123,9 @@ struct Inner {
 pub struct FakeGenerator {
     script: Box<Script>,
     inner: Mutex<Inner>,
+    /// What the chat format writes where the assistant's reply begins (an R1-style template's
+    /// `<think>\n`); empty by default.
+    generation_prompt: String,
 }
 
 impl std::fmt::Debug for FakeGenerator {
@@ -158,7 +161,28 @@ impl FakeGenerator {
         Self {
             script: Box::new(script),
             inner: Mutex::new(Inner::default()),
+            generation_prompt: String::new(),
         }
+    }
+
+    /// The same generator with a chat format that ends every rendered prompt with `text`, as a
+    /// template that opens the thinking block for the model does (`<think>\n`): opened prompts
+    /// end with it, and [`Generator::render_chat`] shows it.
+    pub fn with_generation_prompt(mut self, text: &str) -> Self {
+        self.generation_prompt = text.to_string();
+        self
+    }
+
+    /// The conversation as this fake's chat format renders it: the system message and every
+    /// turn's text, then the generation prompt.
+    fn render<'a>(&self, system: Option<&str>, turns: impl Iterator<Item = &'a str>) -> String {
+        let turns: Vec<&str> = turns.collect();
+        format!(
+            "{} {}{}",
+            system.unwrap_or(""),
+            turns.join(" "),
+            self.generation_prompt
+        )
     }
 
     /// Solves "What is a+b?" in three steps ending in `\boxed{a+b}`; every step's tokens have
@@ -295,17 +319,12 @@ fn parse_sum(prompt: &str) -> Option<i64> {
 impl Generator for FakeGenerator {
     async fn open(&self, prompt: &Prompt) -> Result<(SeqHandle, usize)> {
         // The whole conversation counts towards the prompt, as a chat template renders it.
-        let turns: Vec<&str> = prompt
+        let turns = prompt
             .history
             .iter()
             .map(|t| t.content.as_str())
-            .chain(std::iter::once(prompt.user.as_str()))
-            .collect();
-        let rendered = format!(
-            "{} {}",
-            prompt.system.as_deref().unwrap_or(""),
-            turns.join(" ")
-        );
+            .chain(std::iter::once(prompt.user.as_str()));
+        let rendered = self.render(prompt.system.as_deref(), turns);
         let seq = FakeSeq {
             prompt: prompt.user.as_str().into(),
             rendered: rendered.as_str().into(),
@@ -330,6 +349,18 @@ impl Generator for FakeGenerator {
         let id = inner.next;
         inner.seqs.insert(id, copy);
         Ok(SeqHandle(id))
+    }
+
+    fn render_chat(&self, turns: &[Turn]) -> Result<String> {
+        let system = turns
+            .first()
+            .filter(|t| t.role == "system")
+            .map(|t| t.content.as_str());
+        let rest = turns
+            .iter()
+            .skip(usize::from(system.is_some()))
+            .map(|t| t.content.as_str());
+        Ok(self.render(system, rest))
     }
 
     fn append(&self, seq: SeqHandle, text: &str) -> Result<usize> {

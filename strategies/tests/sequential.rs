@@ -292,3 +292,30 @@ fn probes_that_never_agree_leave_the_maximum_and_the_answer_phase_in_place() {
         "{err}"
     );
 }
+
+#[test]
+fn a_template_that_opens_the_block_gets_no_second_opening_tag() {
+    let template = |g: FakeGenerator| Arc::new(g.with_generation_prompt("<think>\n"));
+    // The model thinks three words and closes the block the template opened.
+    let generator = template(FakeGenerator::new(|s: FakeState<'_>| {
+        if s.text.ends_with("Final Answer: ") {
+            FakeChunk::last("\\boxed{7}", -0.1)
+        } else {
+            FakeChunk::step("a b c </think> ", -0.1)
+        }
+    }));
+    let out = solve(json!({"max_thinking_tokens": 20}), generator, 10_000).expect("search");
+    let text = out.text.as_deref().unwrap_or("");
+    assert!(!text.contains("<think>"), "a second opening tag: {text:?}");
+    assert_eq!(text.matches("</think>").count(), 1, "{text:?}");
+    assert!(text.starts_with("a b c"), "{text:?}");
+    assert_eq!(out.answer.as_deref(), Some("7"));
+    // Without such a template the strategy opens the block itself.
+    let out = solve(
+        json!({"max_thinking_tokens": 20}),
+        thinker(|_| FakeChunk::step("a b c </think> ", -0.1)),
+        10_000,
+    )
+    .expect("search");
+    assert!(out.text.as_deref().unwrap_or("").starts_with("<think>"));
+}

@@ -207,17 +207,21 @@ fn probed(answer: impl Fn(usize) -> u32 + Send + Sync + 'static) -> Arc<FakeGene
     }))
 }
 
+/// (probe_every, probe_patience, min_thinking_tokens, the answer after w words, thinking words
+/// at the exit).
+type Case = (
+    usize,
+    usize,
+    usize,
+    Box<dyn Fn(usize) -> u32 + Send + Sync>,
+    usize,
+);
+
 #[test]
 fn thinking_stops_once_patience_probes_agree_and_not_before_the_minimum() {
     // (probe_every, patience, min, the answer after w words) -> thinking words at the exit.
     let settles_at = |from: usize| move |w: usize| if w >= from { 7 } else { w as u32 };
-    let cases: [(
-        usize,
-        usize,
-        usize,
-        Box<dyn Fn(usize) -> u32 + Send + Sync>,
-        usize,
-    ); 4] = [
+    let cases: [Case; 4] = [
         // Every probe agrees: three probes, at 5, 10 and 15 words.
         (5, 3, 0, Box::new(|_| 7), 15),
         // Probes only from the minimum on: at 15, 20, 25.

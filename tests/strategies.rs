@@ -349,7 +349,9 @@ fn streamed_pieces_rebuild_each_choice_exactly() {
     let run = |stream: bool| {
         block_on(async {
             let turns = [Turn::new("user", "Write one sentence about the sea.")];
-            let text = generator.render_chat(&turns).expect("render");
+            let text = generator
+                .render_chat(&turns, &Default::default())
+                .expect("render");
             let (root, prompt) = generator.open_text(&text).await.expect("open");
             assert_eq!(Some(prompt as u64), Some(prompt_tokens_of(&text)));
             let requests: Vec<ExtendRequest> = (0..3u64)

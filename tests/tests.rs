@@ -50,5 +50,6 @@ mod server_shots;
 mod server_thinking;
 mod server_ui;
 mod strategies;
+mod thinking_models;
 mod tokenizer;
 mod verifier_hidden;

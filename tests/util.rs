@@ -33,6 +33,30 @@ pub(crate) fn smollm2() -> &'static LoadedModel {
     )
 }
 
+/// The folder of a thinking-model family's real `tokenizer.json` and `tokenizer_config.json`
+/// (`qwen3`, `minicpm_v4_5`), installed by `scripts/setup-thinking-tokenizers.sh` under
+/// `$PONDER_THINKING_TOKENIZERS`, else the target dir's `thinking-tokenizers`; panics with the
+/// setup command when it is missing (never skipped).
+pub(crate) fn thinking_family(name: &str) -> PathBuf {
+    let root = std::env::var_os("PONDER_THINKING_TOKENIZERS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            std::env::var_os("CARGO_TARGET_DIR")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target"))
+                .join("thinking-tokenizers")
+        });
+    let dir = root.join(name);
+    for file in ["tokenizer.json", "tokenizer_config.json"] {
+        assert!(
+            dir.join(file).is_file(),
+            "{} is missing: run `bash scripts/setup-thinking-tokenizers.sh`",
+            dir.join(file).display()
+        );
+    }
+    dir
+}
+
 /// Largest absolute difference between two equally long vectors.
 pub(crate) fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
     assert_eq!(a.len(), b.len(), "length mismatch");

@@ -2,9 +2,13 @@
 //!
 //! The template comes from the GGUF's `tokenizer.chat_template` (or a tokenizer_config.json),
 //! so the prompt is exactly the format the model was trained on. Python-isms common in HF
-//! templates (`.strip()`, `.startswith()`, `raise_exception`) are supported.
+//! templates (`.strip()`, `.startswith()`, `raise_exception`) are supported. A request's
+//! [`ChatTemplateKwargs`] (vLLM's `chat_template_kwargs`, e.g. Qwen3's `enable_thinking`) are
+//! top-level variables beside `messages`, `add_generation_prompt`, `bos_token` and
+//! `eos_token`, which they cannot override (the type refuses those names).
 
-use minijinja::{context, Environment, Error as JinjaError, ErrorKind};
+use minijinja::{context, Environment, Error as JinjaError, ErrorKind, Value};
+use ponder_strategies::ChatTemplateKwargs;
 use serde::{Deserialize, Serialize};
 
 use super::error::{EngineError, Result};
@@ -32,6 +36,7 @@ impl ChatMessage {
 #[derive(Debug)]
 pub struct ChatTemplate {
     env: Environment<'static>,
+    source: String,
     bos_token: String,
     eos_token: String,
 }
@@ -54,6 +59,7 @@ impl ChatTemplate {
             .map_err(|e| EngineError::ChatTemplate(e.to_string()))?;
         Ok(Self {
             env,
+            source: source.to_string(),
             bos_token: bos_token.to_string(),
             eos_token: eos_token.to_string(),
         })
@@ -62,18 +68,40 @@ impl ChatTemplate {
     /// Renders `messages`; with `add_generation_prompt` the text ends where the assistant's
     /// reply begins.
     pub fn render(&self, messages: &[ChatMessage], add_generation_prompt: bool) -> Result<String> {
+        self.render_with(
+            messages,
+            add_generation_prompt,
+            &ChatTemplateKwargs::default(),
+        )
+    }
+
+    /// [`ChatTemplate::render`] with a request's template variables beside the messages.
+    pub fn render_with(
+        &self,
+        messages: &[ChatMessage],
+        add_generation_prompt: bool,
+        vars: &ChatTemplateKwargs,
+    ) -> Result<String> {
         let template = self
             .env
             .get_template(TEMPLATE_NAME)
             .map_err(|e| EngineError::ChatTemplate(e.to_string()))?;
+        // The renderer's own variables come first: in a merged context the first map that
+        // has a name wins (and `ChatTemplateKwargs` refuses those names anyway).
         template
             .render(context! {
                 messages => messages,
                 add_generation_prompt => add_generation_prompt,
                 bos_token => self.bos_token,
                 eos_token => self.eos_token,
+                ..Value::from_serialize(vars.vars())
             })
             .map_err(|e| EngineError::ChatTemplate(e.to_string()))
+    }
+
+    /// The template's source text (what the reasoning parser reads its tags from).
+    pub fn source(&self) -> &str {
+        &self.source
     }
 }
 
@@ -105,6 +133,25 @@ mod tests {
             .map(|e| e.to_string())
             .unwrap_or_default();
         assert!(err.contains("first must be user"), "{err}");
+        Ok(())
+    }
+
+    #[test]
+    fn template_variables_reach_the_template_beside_the_messages() -> Result<()> {
+        let src = "{{ messages[0].content }}{% if enable_thinking is defined and enable_thinking is false %}|off{% endif %}|{{ bos_token }}";
+        let t = ChatTemplate::new(src, "<s>", "</s>")?;
+        let msgs = [ChatMessage::new("user", "q")];
+        let vars = |v: serde_json::Value| match v {
+            serde_json::Value::Object(m) => ChatTemplateKwargs::new(m).ok(),
+            _ => None,
+        };
+        let off = vars(serde_json::json!({"enable_thinking": false})).unwrap_or_default();
+        let on = vars(serde_json::json!({"enable_thinking": true})).unwrap_or_default();
+        assert_eq!(t.render_with(&msgs, true, &off)?, "q|off|<s>");
+        assert_eq!(t.render_with(&msgs, true, &on)?, "q|<s>");
+        assert_eq!(t.render(&msgs, true)?, "q|<s>");
+        // The renderer's variables cannot be replaced through them.
+        assert!(vars(serde_json::json!({"bos_token": "x"})).is_none());
         Ok(())
     }
 

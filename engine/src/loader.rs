@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use candle_core::Device;
+use ponder_strategies::ChatTemplateKwargs;
 
 use super::chat_template::{ChatMessage, ChatTemplate};
 use super::device::{ComputeDevice, WeightDtype};
@@ -186,8 +187,18 @@ impl LoadedModel {
     /// Renders `messages` with the model's template, ending where the assistant speaks. Models
     /// without a template get the messages' contents joined by blank lines.
     pub fn render_chat(&self, messages: &[ChatMessage]) -> Result<String> {
+        self.render_chat_with(messages, &ChatTemplateKwargs::default())
+    }
+
+    /// [`LoadedModel::render_chat`] with a request's template variables (without a template
+    /// they have nothing to reach).
+    pub fn render_chat_with(
+        &self,
+        messages: &[ChatMessage],
+        vars: &ChatTemplateKwargs,
+    ) -> Result<String> {
         match &self.chat_template {
-            Some(t) => t.render(messages, true),
+            Some(t) => t.render_with(messages, true, vars),
             None => Ok(messages
                 .iter()
                 .map(|m| m.content.as_str())

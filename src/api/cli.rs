@@ -12,16 +12,7 @@ use std::time::Duration;
 use super::{serve, shutdown_signal, ApiKeys, Limits, ServerBuilder};
 use crate::backends::{BackendFormat, BackendKeys, RemoteOptions, RemotePool};
 use ponder_engine::{Runtime, RuntimeOptions};
-
-/// `--reasoning-parser`: a parser, or `none`.
-#[derive(Debug, Clone)]
-pub struct ReasoningChoice(pub Option<ponder_verifiers::ReasoningParser>);
-
-impl ReasoningChoice {
-    fn parse(name: &str) -> Result<Self, ponder_verifiers::ReasoningParserError> {
-        ponder_verifiers::ReasoningParser::named(name).map(Self)
-    }
-}
+use ponder_verifiers::ReasoningChoice;
 
 /// Arguments of `ponder serve`.
 #[derive(Debug, clap::Args)]
@@ -69,12 +60,13 @@ pub struct ServeArgs {
     #[arg(long, env = "PONDER_DEFAULT_MAX_TOKENS", default_value_t = 256)]
     pub default_max_tokens: usize,
     /// How a chat reply's thinking block is split off its content and returned as `reasoning`
-    /// and `reasoning_content`: `think` (`<think>`…`</think>`, as DeepSeek-R1 and Qwen3 write
-    /// it; also named `deepseek_r1` and `qwen3`) or `none` (replies stay whole). A block the chat
-    /// template opens in the prompt is read from the prompt; a model that writes no block is
-    /// unaffected.
-    #[arg(long, env = "PONDER_REASONING_PARSER", default_value = "think",
-          value_parser = ReasoningChoice::parse)]
+    /// and `reasoning_content`: `auto` (the thinking tags the model's chat template writes —
+    /// `<think>`…`</think>` for Qwen3 and DeepSeek-R1 — else `<think>`…`</think>`), `think`
+    /// (`<think>`…`</think>`; also named `deepseek_r1` and `qwen3`) or `none` (replies stay
+    /// whole). A request may choose another with `reasoning_parser`. A block the chat template
+    /// opens in the prompt is read from the prompt; a model that writes no block is unaffected.
+    #[arg(long, env = "PONDER_REASONING_PARSER", default_value = "auto",
+          value_parser = ReasoningChoice::named)]
     pub reasoning_parser: ReasoningChoice,
     /// Run every request on this OpenAI-compatible completion server — vLLM, SGLang,
     /// llama.cpp's server, another Ponder (repeatable: several are load-balanced with prefix
@@ -325,7 +317,7 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
     }
     .api_keys(keys)
     .model_id(model_id)
-    .reasoning_parser(args.reasoning_parser.0.clone());
+    .reasoning_parser(args.reasoning_parser.clone());
     if let Some(pool) = &remote {
         tracing::info!(
             backends = args.backends.len(),

@@ -134,6 +134,19 @@ fn chat_rows() -> Vec<Row> {
             H,
             R,
         ),
+        // Rendered into the prompt, and into every prompt of a search.
+        (
+            "chat_template_kwargs",
+            json!({"chat_template_kwargs": {"enable_thinking": false}}),
+            H,
+            H,
+        ),
+        (
+            "reasoning_parser",
+            json!({"reasoning_parser": "none"}),
+            H,
+            H,
+        ),
     ]);
     rows
 }
@@ -407,5 +420,69 @@ fn a_thinking_budget_runs_budget_forcing_with_it_as_its_maximum() {
     assert_eq!(
         field(json!({"thinking_token_budget": 0})),
         "thinking_token_budget"
+    );
+}
+
+/// `chat_template_kwargs` reach the generation (plain or searched) as the template's
+/// variables, the renderer's own names refused; `reasoning_parser` names a known choice, an
+/// unknown one a 400 listing them.
+#[test]
+fn template_variables_and_a_reasoning_parser_are_checked_once_naming_the_field() {
+    use ponder_verifiers::{ReasoningChoice, ReasoningParser};
+    let limits = Limits::default();
+    let registry = Registry::with_builtins();
+    let chat = |extra: Value| {
+        let body = merged(
+            json!({"model": "ponder", "messages": [{"role": "user", "content": "Hi"}]}),
+            &extra,
+        );
+        validate::chat(
+            &serde_json::from_value(body).expect("parses"),
+            &limits,
+            &registry,
+            "local",
+        )
+    };
+    for extra in [json!({}), json!({"strategy": "best_of_n"})] {
+        let v = chat(merged(
+            extra.clone(),
+            &json!({"chat_template_kwargs": {"enable_thinking": false, "tools": []},
+                    "reasoning_parser": "qwen3"}),
+        ))
+        .expect("valid");
+        assert_eq!(
+            json!(v.template_kwargs),
+            json!({"enable_thinking": false, "tools": []})
+        );
+        assert_eq!(
+            v.reasoning,
+            Some(ReasoningChoice::Parser(ReasoningParser::think()))
+        );
+        let v = chat(extra).expect("valid");
+        assert!(v.template_kwargs.is_empty() && v.reasoning.is_none());
+    }
+    let refusal = |extra: Value| match chat(extra) {
+        Err(ValidationError::Invalid { field, reason }) => (field, reason),
+        other => panic!("not a refusal naming a field: {:?}", other.map(|v| v.model)),
+    };
+    for name in [
+        "messages",
+        "add_generation_prompt",
+        "bos_token",
+        "eos_token",
+    ] {
+        let (field, reason) = refusal(json!({"chat_template_kwargs": {name: "x"}}));
+        assert_eq!(field, "chat_template_kwargs");
+        assert!(reason.contains(name), "{reason}");
+    }
+    assert_eq!(
+        refusal(json!({"chat_template_kwargs": ["enable_thinking"]})).0,
+        "chat_template_kwargs"
+    );
+    let (field, reason) = refusal(json!({"reasoning_parser": "r1"}));
+    assert_eq!(field, "reasoning_parser");
+    assert!(
+        reason.contains("`r1`") && reason.contains("auto, think, deepseek_r1, qwen3, none"),
+        "{reason}"
     );
 }

@@ -44,6 +44,7 @@ use super::types::{ChatCompletionRequest, CompletionRequest, ReasonBody, UsageOu
 use super::validate::{self, PromptIn, ValidGeneration};
 use super::AppState;
 use crate::reason::{run_valid, ReasonRequest, ValidReasonRequest};
+use ponder_verifiers::ReasoningParser;
 
 /// `POST /v1/chat/completions`.
 #[utoipa::path(post, path = "/v1/chat/completions", tag = "completions",
@@ -145,7 +146,9 @@ async fn direct(
     }
     // A chat reply's thinking is split off its content; whether it starts inside a block is
     // read from the rendered prompt. Text completions stay whole.
-    let parser = state.reasoning.clone().filter(|_| flavor == Flavor::Chat);
+    let parser = state
+        .reasoning_parser(valid.reasoning.as_ref())
+        .filter(|_| flavor == Flavor::Chat);
     let mut opened = false;
     let (root, prompt_len) = match &valid.prompt {
         PromptIn::Chat(messages) => {
@@ -153,7 +156,7 @@ async fn direct(
                 .iter()
                 .map(|m| Turn::new(m.role.as_str(), m.content.as_str()))
                 .collect();
-            let rendered = generator.render_chat(&turns)?;
+            let rendered = generator.render_chat(&turns, &valid.template_kwargs)?;
             opened = parser.as_ref().is_some_and(|p| p.opens_in(&rendered));
             generator.open_text(&rendered).await?
         }
@@ -536,7 +539,11 @@ async fn search(
     // queue spot.
     let req = req
         .validate(&state.registry, state.limits.max_budget_tokens)?
-        .with_sampling(strategy.sampling.clone());
+        .with_sampling(strategy.sampling.clone())
+        .with_template_kwargs(valid.template_kwargs.clone());
+    let parser = state
+        .reasoning_parser(valid.reasoning.as_ref())
+        .filter(|_| flavor == Flavor::Chat);
     let slot = admit(&state).await?;
     let env = Envelope::new(flavor, &valid.model);
     let stops = Stops::new(&valid.stop);
@@ -550,9 +557,12 @@ async fn search(
             search,
             rx,
             slot,
-            stops,
-            valid.include_usage,
-            strategy.return_trace,
+            SearchReply {
+                stops,
+                parser,
+                include_usage: valid.include_usage,
+                trace: strategy.return_trace,
+            },
             start,
         );
         return Ok(Sse::new(events)
@@ -563,10 +573,7 @@ async fn search(
     drop(slot);
     searched(&state, &outcome, start);
     let (text, stop) = answer_text(&outcome, &stops);
-    let split = thinking::split_searched(
-        state.reasoning.as_ref().filter(|_| flavor == Flavor::Chat),
-        &text,
-    );
+    let split = thinking::split_searched(parser.as_ref(), &text);
     let share = content_share(&text, &split);
     let choice = ChoiceOut {
         text: split.content,
@@ -590,18 +597,33 @@ enum Next {
     Done(Box<Result<Outcome>>),
 }
 
-#[allow(clippy::too_many_arguments)]
+/// How a search's answer is written into the reply.
+struct SearchReply {
+    /// The request's stop strings (the answer is cut before the first).
+    stops: Stops,
+    /// Splits a chat reply's thinking off (`None`: whole).
+    parser: Option<ReasoningParser>,
+    /// Send the usage in a last chunk.
+    include_usage: bool,
+    /// Return the search tree.
+    trace: bool,
+}
+
 fn search_stream(
     state: Arc<AppState>,
     env: Envelope,
     search: Search,
     mut rx: mpsc::UnboundedReceiver<Progress>,
     slot: Slot,
-    stops: Stops,
-    include_usage: bool,
-    trace: bool,
+    reply: SearchReply,
     start: Instant,
 ) -> impl Stream<Item = std::result::Result<Event, Infallible>> {
+    let SearchReply {
+        stops,
+        parser,
+        include_usage,
+        trace,
+    } = reply;
     async_stream::stream! {
         let _slot = slot;
         // Move the whole search in (not just its task): its guard cancels it when the stream drops.
@@ -637,7 +659,7 @@ fn search_stream(
             Ok(outcome) => {
                 searched(&state, &outcome, start);
                 let (text, _stop) = answer_text(&outcome, &stops);
-                let split = thinking::split_searched(state.reasoning.as_ref().filter(|_| env.flavor == Flavor::Chat), &text);
+                let split = thinking::split_searched(parser.as_ref(), &text);
                 let chunk = env.chunk(0, Some(&split.content), false, None, None);
                 yield Ok(data(&chunk.with_reasoning(split.reasoning.as_deref())));
                 let last = env

@@ -50,7 +50,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 use ponder_strategies::{Generator, Registry};
-use ponder_verifiers::{ReasoningParser, Verifier};
+use ponder_verifiers::{ReasoningChoice, ReasoningParser, Verifier};
 use tokio::net::TcpListener;
 use tower_http::catch_panic::CatchPanicLayer;
 
@@ -81,8 +81,11 @@ pub struct AppState {
     draining: AtomicBool,
     model_id: String,
     created: u64,
-    /// Splits a chat reply's thinking off its content (`None`: never split).
+    /// Splits a chat reply's thinking off its content (`None`: never split): the server's
+    /// `--reasoning-parser`, resolved against the model's chat template.
     reasoning: Option<ReasoningParser>,
+    /// What `auto` resolves to for this server's model (a request's `reasoning_parser`).
+    template_parser: ReasoningParser,
 }
 
 impl std::fmt::Debug for AppState {
@@ -176,6 +179,16 @@ impl AppState {
     pub fn metrics(&self) -> &Arc<Metrics> {
         &self.metrics
     }
+
+    /// How a chat reply's thinking is split off: the request's `reasoning_parser` when it sets
+    /// one, else the server's.
+    fn reasoning_parser(&self, asked: Option<&ReasoningChoice>) -> Option<ReasoningParser> {
+        match asked {
+            None => self.reasoning.clone(),
+            Some(ReasoningChoice::Auto) => Some(self.template_parser.clone()),
+            Some(choice) => choice.resolve(None),
+        }
+    }
 }
 
 /// Assembles the server's state: a runtime, the strategies it can run, its limits and keys.
@@ -188,7 +201,7 @@ pub struct ServerBuilder {
     keys: ApiKeys,
     model_id: String,
     remote: Option<Arc<RemotePool>>,
-    reasoning: Option<ReasoningParser>,
+    reasoning: ReasoningChoice,
 }
 
 impl std::fmt::Debug for ServerBuilder {
@@ -223,7 +236,7 @@ impl ServerBuilder {
             keys: ApiKeys::none(),
             model_id: "ponder-local".into(),
             remote,
-            reasoning: Some(ReasoningParser::think()),
+            reasoning: ReasoningChoice::Auto,
         }
     }
 
@@ -297,10 +310,12 @@ impl ServerBuilder {
         self
     }
 
-    /// How a chat reply's thinking block is split off its content (`--reasoning-parser`):
-    /// `<think>` tags by default; `None` leaves replies whole.
-    pub fn reasoning_parser(mut self, parser: Option<ReasoningParser>) -> Self {
-        self.reasoning = parser;
+    /// How a chat reply's thinking block is split off its content (`--reasoning-parser`): by
+    /// default ([`ReasoningChoice::Auto`]) with the tags the model's chat template writes, else
+    /// `<think>` tags; a parser (`Some`) or [`ReasoningChoice::Off`] (`None`: replies stay
+    /// whole) otherwise.
+    pub fn reasoning_parser(mut self, choice: impl Into<ReasoningChoice>) -> Self {
+        self.reasoning = choice.into();
         self
     }
 
@@ -314,6 +329,15 @@ impl ServerBuilder {
             (None, Some(pool)) => pool.context().unwrap_or(0),
             (None, None) => 0,
         };
+        // `auto`'s tags: those of the chat template prompts are rendered with (the backends'
+        // when they serve, else the local model's).
+        let template = match (&self.remote, &self.runtime) {
+            (Some(pool), _) => pool.chat_template_source(),
+            (None, Some(runtime)) => runtime.model.chat_template.as_ref().map(|t| t.source()),
+            (None, None) => None,
+        };
+        let template_parser = ReasoningChoice::Auto.resolve(template).unwrap_or_default();
+        let reasoning = self.reasoning.resolve(template);
         let metrics = Arc::new(Metrics::new(&model_id, context));
         let created = SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -336,7 +360,8 @@ impl ServerBuilder {
             draining: AtomicBool::new(false),
             model_id,
             created,
-            reasoning: self.reasoning,
+            reasoning,
+            template_parser,
         })
     }
 }

@@ -105,6 +105,27 @@ pub(crate) fn reasoning_effort() -> RefOr<Schema> {
     )
 }
 
+/// `chat_template_kwargs`: an object of template variables, none of the renderer's own.
+pub(crate) fn chat_template_kwargs() -> RefOr<Schema> {
+    ObjectBuilder::new()
+        .schema_type(or_null(Type::Object))
+        .description(Some(format!(
+            "variables the model's chat template reads beside the conversation (e.g. \
+             enable_thinking); {} are the server's and refused",
+            ponder_strategies::ChatTemplateKwargs::RESERVED.join(", ")
+        )))
+        .into()
+}
+
+/// `reasoning_parser`: one of the parser choices.
+pub(crate) fn reasoning_parser() -> RefOr<Schema> {
+    one_of_strings(
+        &ponder_verifiers::reasoning::PARSER_NAMES,
+        "auto: the thinking tags the model's chat template writes (else <think>); think, \
+         deepseek_r1, qwen3: <think>…</think>; none: the reply stays whole",
+    )
+}
+
 /// `strategy_params` / `params`: null here; `openapi::apply_server_facts` adds the registered
 /// strategies' parameter schemas (`StrategyParams.<name>`) to the `anyOf`.
 pub(crate) fn strategy_params() -> RefOr<Schema> {

@@ -2,8 +2,9 @@
 //! field) and `reasoning_content` (DeepSeek's), whole or as it streams, and counted in
 //! `usage.completion_tokens_details.reasoning_tokens`.
 //!
-//! The server's [`ReasoningParser`] (`--reasoning-parser`; `think` by default, `none` turns
-//! splitting off) knows the tags; whether the reply starts inside a block is read from the
+//! The request's [`ReasoningParser`] (its `reasoning_parser`, else the server's
+//! `--reasoning-parser`; by default `auto`, the tags the model's chat template writes; `none`
+//! turns splitting off) knows the tags; whether the reply starts inside a block is read from the
 //! rendered prompt (a template that opens `<think>` for the model). A model that writes no
 //! block gets its reply as `content`, untouched. Text completions are never split. Only the
 //! splitting lives here; which parser a server runs is the CLI's choice.

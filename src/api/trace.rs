@@ -18,8 +18,8 @@ use axum::extract::{MatchedPath, Request};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Response};
 use axum::middleware::Next;
 use ponder_strategies::{
-    CostTally, ExtendRequest, Extension, Generator, PieceSender, Prompt, Result as StrategyResult,
-    SeqHandle, Turn,
+    ChatTemplateKwargs, CostTally, ExtendRequest, Extension, Generator, PieceSender, Prompt,
+    Result as StrategyResult, SeqHandle, Turn,
 };
 use tower_http::classify::{ServerErrorsAsFailures, SharedClassifier};
 use tower_http::trace::{MakeSpan, OnResponse, TraceLayer};
@@ -137,8 +137,12 @@ pub(crate) struct Traced(pub(crate) Arc<dyn Generator>);
 
 #[async_trait]
 impl Generator for Traced {
-    async fn open(&self, prompt: &Prompt) -> StrategyResult<(SeqHandle, usize)> {
-        self.0.open(prompt).await
+    async fn open(
+        &self,
+        prompt: &Prompt,
+        template: &ChatTemplateKwargs,
+    ) -> StrategyResult<(SeqHandle, usize)> {
+        self.0.open(prompt, template).await
     }
 
     fn fork(&self, seq: SeqHandle) -> StrategyResult<SeqHandle> {
@@ -182,8 +186,8 @@ impl Generator for Traced {
         self.0.release(seq)
     }
 
-    fn render_chat(&self, turns: &[Turn]) -> StrategyResult<String> {
-        self.0.render_chat(turns)
+    fn render_chat(&self, turns: &[Turn], template: &ChatTemplateKwargs) -> StrategyResult<String> {
+        self.0.render_chat(turns, template)
     }
 
     async fn open_text(&self, text: &str) -> StrategyResult<(SeqHandle, usize)> {

@@ -150,6 +150,15 @@ pub(crate) struct ChatCompletionRequest {
     /// Alternatives per token (needs `logprobs`).
     #[schema(minimum = 0)]
     pub(crate) top_logprobs: Option<i64>,
+    /// Extension (vLLM's name): variables for the model's chat template beside the
+    /// conversation, e.g. `{"enable_thinking": false}` for Qwen3; with a strategy, every
+    /// prompt of the search is rendered with them.
+    #[schema(schema_with = schemas::chat_template_kwargs)]
+    pub(crate) chat_template_kwargs: Option<Value>,
+    /// Ponder: how this reply's thinking block is split off its content [default: the
+    /// server's `--reasoning-parser`].
+    #[schema(schema_with = schemas::reasoning_parser)]
+    pub(crate) reasoning_parser: Option<String>,
     /// The shared fields.
     #[serde(flatten)]
     pub(crate) common: CommonParams,

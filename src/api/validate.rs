@@ -6,7 +6,8 @@
 
 use std::time::Duration;
 
-use ponder_strategies::{Registry, SamplingOverride};
+use ponder_strategies::{ChatTemplateKwargs, GeneratorError, Registry, SamplingOverride};
+use ponder_verifiers::ReasoningChoice;
 use serde_json::Value;
 
 use super::effort::{
@@ -152,6 +153,11 @@ pub(crate) struct ValidGeneration {
     pub echo: bool,
     /// Run a strategy rather than plain decoding.
     pub strategy: Option<ValidStrategy>,
+    /// Chat: the chat template's variables (`chat_template_kwargs`), for plain decoding's
+    /// prompt and every prompt of a search.
+    pub template_kwargs: ChatTemplateKwargs,
+    /// Chat: how the reply's thinking is split off (`reasoning_parser`; `None`: the server's).
+    pub reasoning: Option<ReasoningChoice>,
 }
 
 pub(super) fn int_in(
@@ -436,6 +442,8 @@ fn common(
         include_usage,
         logprobs,
         strategy,
+        template_kwargs: ChatTemplateKwargs::default(),
+        reasoning: None,
     })
 }
 
@@ -544,15 +552,47 @@ pub(crate) fn chat(
             "requires logprobs: true",
         ));
     }
-    common(
-        &req.common,
-        prompt,
-        logprobs,
-        req.top_logprobs,
-        limits,
-        registry,
-        model_id,
-    )
+    let template_kwargs = template_kwargs(req.chat_template_kwargs.as_ref())?;
+    let reasoning = match &req.reasoning_parser {
+        Some(name) => Some(
+            ReasoningChoice::named(name)
+                .map_err(|e| ValidationError::invalid("reasoning_parser", e.to_string()))?,
+        ),
+        None => None,
+    };
+    Ok(ValidGeneration {
+        template_kwargs,
+        reasoning,
+        ..common(
+            &req.common,
+            prompt,
+            logprobs,
+            req.top_logprobs,
+            limits,
+            registry,
+            model_id,
+        )?
+    })
+}
+
+/// `chat_template_kwargs`: an object (or null), none of whose names the renderer sets itself.
+fn template_kwargs(field: Option<&Value>) -> Result<ChatTemplateKwargs, ValidationError> {
+    let vars = match field {
+        None | Some(Value::Null) => return Ok(ChatTemplateKwargs::default()),
+        Some(Value::Object(vars)) => vars.clone(),
+        Some(_) => {
+            return Err(ValidationError::invalid(
+                ChatTemplateKwargs::FIELD,
+                "must be an object of template variables, e.g. {\"enable_thinking\": false}",
+            ))
+        }
+    };
+    ChatTemplateKwargs::new(vars).map_err(|e| match e {
+        GeneratorError::InvalidRequest { reason, .. } => {
+            ValidationError::invalid(ChatTemplateKwargs::FIELD, reason)
+        }
+        other => ValidationError::invalid(ChatTemplateKwargs::FIELD, other.to_string()),
+    })
 }
 
 /// Validates a legacy completion request.

@@ -23,8 +23,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use ponder_strategies::{
-    ExtendRequest, Generator, GeneratorError, LogitAdjust, Prompt, Sampling, SeqHandle,
-    StrategyError,
+    ChatTemplateKwargs, ExtendRequest, Generator, GeneratorError, LogitAdjust, Prompt, Sampling,
+    SeqHandle, StrategyError,
 };
 use ponder_verifiers::prm::yes_probability;
 use ponder_verifiers::{Aggregation, AnswerState, Scores, Solution, Verifier, VerifierError};
@@ -121,11 +121,15 @@ impl LlmPrm {
         config: LlmPrmConfig,
     ) -> ponder_verifiers::Result<Self> {
         let (root, _) = generator
-            .open(&Prompt {
-                system: None,
-                history: Vec::new(),
-                user: config.instructions.clone(),
-            })
+            .open(
+                &Prompt {
+                    system: None,
+                    history: Vec::new(),
+                    user: config.instructions.clone(),
+                },
+                // The judge's prompt is its own, not the request's conversation.
+                &ChatTemplateKwargs::default(),
+            )
             .await
             .map_err(backend)?;
         let cache = StepCache::new(config.cache_capacity);

@@ -25,8 +25,8 @@ use tokio_util::sync::CancellationToken;
 use crate::budget::{Budget, Charge, Meter, Usage};
 use crate::error::{GeneratorError, Result, StrategyError};
 use crate::generator::{
-    CostTally, ExtendRequest, Extension, Generator, LogitAdjust, Prompt, Sampling, SeqHandle,
-    StopKind, Turn,
+    ChatTemplateKwargs, CostTally, ExtendRequest, Extension, Generator, LogitAdjust, Prompt,
+    Sampling, SeqHandle, StopKind, Turn,
 };
 use crate::outcome::{Candidate, RoutingDecision, SearchFinish};
 use crate::params::ScoreBy;
@@ -109,6 +109,9 @@ pub struct Context {
     /// The caller's sampling fields, over every generation's ([`Context::with_sampling`]).
     sampling: SamplingOverride,
     problem: Problem,
+    /// The caller's chat-template variables, rendered into every prompt this search opens
+    /// ([`Context::with_template_kwargs`]).
+    template_kwargs: ChatTemplateKwargs,
     prompt_tokens: Mutex<u64>,
     router: Mutex<Option<Arc<dyn RoutingDecision>>>,
     progress: Option<ProgressSender>,
@@ -157,6 +160,7 @@ impl Context {
             seed: 0,
             sampling: SamplingOverride::default(),
             problem,
+            template_kwargs: ChatTemplateKwargs::default(),
             prompt_tokens: Mutex::new(0),
             router: Mutex::new(None),
             progress: None,
@@ -189,6 +193,19 @@ impl Context {
     /// The caller's sampling fields.
     pub fn sampling(&self) -> &SamplingOverride {
         &self.sampling
+    }
+
+    /// Renders every prompt of the search ([`Context::open`], [`Context::open_with`]) with the
+    /// caller's chat-template variables (a chat request's `chat_template_kwargs`, e.g. Qwen3's
+    /// `enable_thinking`), so a strategy's prompts are the ones plain decoding would render.
+    pub fn with_template_kwargs(mut self, template: ChatTemplateKwargs) -> Self {
+        self.template_kwargs = template;
+        self
+    }
+
+    /// The caller's chat-template variables.
+    pub fn template_kwargs(&self) -> &ChatTemplateKwargs {
+        &self.template_kwargs
     }
 
     /// Reports [`Progress`] (settled steps, new candidates with the leader and vote margin) to
@@ -401,7 +418,7 @@ impl Context {
             .map(|(role, content)| Turn::new(role, content))
             .collect();
         self.generator
-            .render_chat(&turns)
+            .render_chat(&turns, &self.template_kwargs)
             .is_ok_and(|text| ReasoningParser::think().opens_in(&text))
     }
 
@@ -418,7 +435,7 @@ impl Context {
     /// Opens another prompt (a synthesis or judging pass) as a branch under the tree's root.
     pub async fn open_with(&self, prompt: &Prompt) -> Result<Branch> {
         self.check()?;
-        let (seq, prompt_tokens) = self.generator.open(prompt).await?;
+        let (seq, prompt_tokens) = self.generator.open(prompt, &self.template_kwargs).await?;
         lock(&self.live).insert(seq);
         let mut first = lock(&self.prompt_tokens);
         if *first == 0 {

@@ -17,7 +17,8 @@ use async_trait::async_trait;
 
 use crate::error::{GeneratorError, Result, StrategyError};
 use crate::generator::{
-    Cost, ExtendRequest, Extension, Generator, Prompt, SeqHandle, StopKind, TokenInfo, Turn,
+    ChatTemplateKwargs, Cost, ExtendRequest, Extension, Generator, Prompt, SeqHandle, StopKind,
+    TokenInfo, Turn,
 };
 use crate::stop::Stops;
 
@@ -317,8 +318,13 @@ fn parse_sum(prompt: &str) -> Option<i64> {
 
 #[async_trait]
 impl Generator for FakeGenerator {
-    async fn open(&self, prompt: &Prompt) -> Result<(SeqHandle, usize)> {
-        // The whole conversation counts towards the prompt, as a chat template renders it.
+    async fn open(
+        &self,
+        prompt: &Prompt,
+        _template: &ChatTemplateKwargs,
+    ) -> Result<(SeqHandle, usize)> {
+        // No template variables: this fake's format has none to change. The whole conversation
+        // counts towards the prompt, as a chat template renders it.
         let turns = prompt
             .history
             .iter()
@@ -351,7 +357,7 @@ impl Generator for FakeGenerator {
         Ok(SeqHandle(id))
     }
 
-    fn render_chat(&self, turns: &[Turn]) -> Result<String> {
+    fn render_chat(&self, turns: &[Turn], _template: &ChatTemplateKwargs) -> Result<String> {
         let system = turns
             .first()
             .filter(|t| t.role == "system")

@@ -15,6 +15,10 @@
 //! [`LogitAdjust`] carries OpenAI's penalties and biases, and [`Generator::extend_streamed`]
 //! sends each token's text as it is generated. Those are provided (refusing, or streaming whole
 //! results), so a generator written for strategies only needs none of them.
+//!
+//! Both ways of rendering a conversation ([`Generator::open`], [`Generator::render_chat`]) take
+//! the request's [`ChatTemplateKwargs`] (vLLM's `chat_template_kwargs`, such as Qwen3's
+//! `enable_thinking`): a search's prompts are rendered as plain decoding's would be.
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -70,6 +74,57 @@ impl Prompt {
                     .map(|t| (t.role.as_str(), t.content.as_str())),
             )
             .chain(std::iter::once(("user", self.user.as_str())))
+    }
+}
+
+/// Variables a request hands the model's chat template beside the conversation: vLLM's
+/// `chat_template_kwargs` (Qwen3's `enable_thinking`, a template's `tools` or its own switches),
+/// read by the template as top-level variables. The template's own variables (`messages`,
+/// `add_generation_prompt`, `bos_token`, `eos_token`) are the renderer's and cannot be set here:
+/// [`ChatTemplateKwargs::new`] refuses them, naming the request field. A generator with no chat
+/// template (one that renders a fixed format) has nothing to hand them to; a template that does
+/// not read a variable ignores it, as Jinja does.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[serde(transparent)]
+pub struct ChatTemplateKwargs(serde_json::Map<String, serde_json::Value>);
+
+impl ChatTemplateKwargs {
+    /// The variables the renderer sets itself, which a request may not override.
+    pub const RESERVED: [&'static str; 4] = [
+        "messages",
+        "add_generation_prompt",
+        "bos_token",
+        "eos_token",
+    ];
+
+    /// The request field they come from (OpenAI-compatible servers' name).
+    pub const FIELD: &'static str = "chat_template_kwargs";
+
+    /// Takes `vars`, refusing one of [`Self::RESERVED`] as an invalid [`Self::FIELD`].
+    pub fn new(
+        vars: serde_json::Map<String, serde_json::Value>,
+    ) -> std::result::Result<Self, GeneratorError> {
+        if let Some(name) = vars.keys().find(|k| Self::RESERVED.contains(&k.as_str())) {
+            return Err(GeneratorError::InvalidRequest {
+                field: Self::FIELD,
+                reason: format!(
+                    "`{name}` is set by the server when it renders the chat template; \
+                     the variables it sets ({}) cannot be overridden",
+                    Self::RESERVED.join(", ")
+                ),
+            });
+        }
+        Ok(Self(vars))
+    }
+
+    /// Whether no variable is set.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The variables, by name.
+    pub fn vars(&self) -> &serde_json::Map<String, serde_json::Value> {
+        &self.0
     }
 }
 
@@ -303,9 +358,14 @@ pub struct Extension {
 /// built on top in [`crate::Context`].
 #[async_trait]
 pub trait Generator: Send + Sync {
-    /// Opens a sequence holding the rendered prompt. Returns the handle and the prompt's
-    /// length in tokens. Nothing is computed until the first `extend`.
-    async fn open(&self, prompt: &Prompt) -> Result<(SeqHandle, usize)>;
+    /// Opens a sequence holding the prompt, rendered in this model's chat format with the
+    /// request's `template` variables. Returns the handle and the prompt's length in tokens.
+    /// Nothing is computed until the first `extend`.
+    async fn open(
+        &self,
+        prompt: &Prompt,
+        template: &ChatTemplateKwargs,
+    ) -> Result<(SeqHandle, usize)>;
     /// A new sequence with the same tokens as `seq` (copy-on-write: shares its KV).
     fn fork(&self, seq: SeqHandle) -> Result<SeqHandle>;
     /// Appends forced text to `seq`; returns how many tokens it added. Computed (and charged
@@ -341,11 +401,12 @@ pub trait Generator: Send + Sync {
     /// Forgets a sequence (its KV stays cached for reuse until evicted).
     fn release(&self, seq: SeqHandle);
 
-    /// `turns` in this model's chat format, ending where the assistant replies: how plain
-    /// decoding renders a chat request (a strategy's prompt goes through [`Generator::open`]).
-    /// Provided: refused, for a generator that serves strategies only.
-    fn render_chat(&self, turns: &[Turn]) -> Result<String> {
-        let _ = turns;
+    /// `turns` in this model's chat format with the request's `template` variables, ending
+    /// where the assistant replies: how plain decoding renders a chat request (a strategy's
+    /// prompt goes through [`Generator::open`]). Provided: refused, for a generator that
+    /// serves strategies only.
+    fn render_chat(&self, turns: &[Turn], template: &ChatTemplateKwargs) -> Result<String> {
+        let _ = (turns, template);
         Err(GeneratorError::Unsupported("render_chat").into())
     }
     /// Opens a sequence on text as given (a raw completion prompt, or a conversation rendered

@@ -53,8 +53,8 @@ pub use deepconf::{percentile, ConfidenceMeasure, DeepConf, DeepConfMode, DeepCo
 pub use error::{GeneratorError, Result, StrategyError};
 pub use first_finish::{FirstFinish, FirstFinishParams, ShortMofKParams};
 pub use generator::{
-    Cost, CostTally, ExtendRequest, Extension, Generator, LogitAdjust, Piece, PieceSender, Prompt,
-    PromptLogprobs, Sampling, SeqHandle, StopKind, TokenInfo, Turn,
+    ChatTemplateKwargs, Cost, CostTally, ExtendRequest, Extension, Generator, LogitAdjust, Piece,
+    PieceSender, Prompt, PromptLogprobs, Sampling, SeqHandle, StopKind, TokenInfo, Turn,
 };
 pub use mcts::{puct, LeafValue, Mcts, MctsParams, MctsSelect};
 pub use outcome::{Candidate, Outcome, RoutingDecision, SearchFinish, Selection};

@@ -431,9 +431,13 @@ fn generator_prompt_tokens() -> u64 {
         history: Vec::new(),
         user: "What is 2+3?".into(),
     };
-    block_on(ponder_strategies::Generator::open(&g, &p))
-        .map(|(_, n)| n as u64)
-        .unwrap_or(0)
+    block_on(ponder_strategies::Generator::open(
+        &g,
+        &p,
+        &Default::default(),
+    ))
+    .map(|(_, n)| n as u64)
+    .unwrap_or(0)
 }
 
 #[test]

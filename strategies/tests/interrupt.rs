@@ -13,9 +13,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use ponder_strategies::fake::{FakeChunk, FakeGenerator, FakeState};
 use ponder_strategies::{
-    run, Budget, Context, Cost, CostTally, ExtendRequest, Extension, Generator, Problem, Prompt,
-    Registry, Result, Sampling, SearchFinish, Selection, SeqHandle, StepSpec, Strategy,
-    StrategyError,
+    run, Budget, ChatTemplateKwargs, Context, Cost, CostTally, ExtendRequest, Extension, Generator,
+    Problem, Prompt, Registry, Result, Sampling, SearchFinish, Selection, SeqHandle, StepSpec,
+    Strategy, StrategyError,
 };
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -46,8 +46,12 @@ impl Drop for SetOnDrop {
 
 #[async_trait]
 impl Generator for Slow {
-    async fn open(&self, prompt: &Prompt) -> Result<(SeqHandle, usize)> {
-        self.inner.open(prompt).await
+    async fn open(
+        &self,
+        prompt: &Prompt,
+        template: &ChatTemplateKwargs,
+    ) -> Result<(SeqHandle, usize)> {
+        self.inner.open(prompt, template).await
     }
     fn fork(&self, seq: SeqHandle) -> Result<SeqHandle> {
         self.inner.fork(seq)

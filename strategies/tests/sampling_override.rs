@@ -12,8 +12,8 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use ponder_strategies::fake::FakeGenerator;
 use ponder_strategies::{
-    run, Budget, Context, ExtendRequest, Extension, Generator, Outcome, Problem, Prompt, Registry,
-    Result, SamplingOverride, SeqHandle,
+    run, Budget, ChatTemplateKwargs, Context, ExtendRequest, Extension, Generator, Outcome,
+    Problem, Prompt, Registry, Result, SamplingOverride, SeqHandle,
 };
 
 fn block_on<F: std::future::Future>(f: F) -> F::Output {
@@ -24,16 +24,23 @@ fn block_on<F: std::future::Future>(f: F) -> F::Output {
         .block_on(f)
 }
 
-/// [`FakeGenerator::arithmetic`], recording every request it is asked to extend.
+/// [`FakeGenerator::arithmetic`], recording every request it is asked to extend and the
+/// chat-template variables of every prompt it opens.
 struct Recording {
     inner: FakeGenerator,
     seen: Mutex<Vec<ExtendRequest>>,
+    opened: Mutex<Vec<ChatTemplateKwargs>>,
 }
 
 #[async_trait]
 impl Generator for Recording {
-    async fn open(&self, prompt: &Prompt) -> Result<(SeqHandle, usize)> {
-        self.inner.open(prompt).await
+    async fn open(
+        &self,
+        prompt: &Prompt,
+        template: &ChatTemplateKwargs,
+    ) -> Result<(SeqHandle, usize)> {
+        self.opened.lock().expect("lock").push(template.clone());
+        self.inner.open(prompt, template).await
     }
     fn fork(&self, seq: SeqHandle) -> Result<SeqHandle> {
         self.inner.fork(seq)
@@ -61,6 +68,7 @@ fn solve(name: &str, sampling: Option<SamplingOverride>) -> (Outcome, Vec<Extend
     let generator = Arc::new(Recording {
         inner: FakeGenerator::arithmetic(),
         seen: Mutex::new(Vec::new()),
+        opened: Mutex::new(Vec::new()),
     });
     let strategy = Registry::with_builtins()
         .build(name, serde_json::Value::Null)
@@ -179,6 +187,50 @@ fn a_stop_string_ends_the_branch_it_appears_in() {
                 assert_eq!(c.text.get(at..).map(str::trim_end), Some("sum"), "{name}");
                 assert!(c.finished, "{name}: a stopped branch is finished");
             }
+        }
+    }
+}
+
+#[test]
+fn every_prompt_of_every_strategy_is_opened_with_the_callers_template_variables() {
+    let mut vars = serde_json::Map::new();
+    vars.insert("enable_thinking".into(), serde_json::Value::Bool(false));
+    let template = ChatTemplateKwargs::new(vars).expect("not reserved");
+    for name in strategies() {
+        let generator = Arc::new(Recording {
+            inner: FakeGenerator::arithmetic(),
+            seen: Mutex::new(Vec::new()),
+            opened: Mutex::new(Vec::new()),
+        });
+        let strategy = Registry::with_builtins()
+            .build(&name, serde_json::Value::Null)
+            .expect("builds");
+        let ctx = Context::new(
+            generator.clone(),
+            Problem::new("What is 2+3?"),
+            Budget::tokens(200_000),
+        )
+        .with_seed(3)
+        .with_template_kwargs(template.clone());
+        block_on(run(strategy.as_ref(), ctx)).expect(&name);
+        let opened = generator.opened.lock().expect("lock").clone();
+        assert!(!opened.is_empty(), "{name} opened no prompt");
+        // Synthesis and refinement prompts too, not only the problem's.
+        assert!(opened.iter().all(|t| *t == template), "{name}: {opened:?}");
+    }
+}
+
+#[test]
+fn the_renderers_own_template_variables_are_refused_naming_the_field() {
+    for name in ChatTemplateKwargs::RESERVED {
+        let mut vars = serde_json::Map::new();
+        vars.insert(name.into(), serde_json::Value::Bool(true));
+        match ChatTemplateKwargs::new(vars) {
+            Err(ponder_strategies::GeneratorError::InvalidRequest { field, reason }) => {
+                assert_eq!(field, "chat_template_kwargs");
+                assert!(reason.contains(name), "{reason}");
+            }
+            other => panic!("{name}: {other:?}"),
         }
     }
 }

@@ -48,6 +48,6 @@ pub use extract::extract_answer;
 pub use math_verifier::MathAnswerVerifier;
 pub use normalize::normalize_answer;
 pub use prm::{split_steps, AnswerState, PrmFormat};
-pub use reasoning::{ReasoningParser, ReasoningParserError, ReasoningStream};
+pub use reasoning::{ReasoningChoice, ReasoningParser, ReasoningParserError, ReasoningStream};
 pub use verifier::{Aggregation, FnVerifier, Scores, Solution, Verifier, NO_ANSWER_SCORE};
 pub use vote::{majority_vote, weighted_vote, VoteResult};

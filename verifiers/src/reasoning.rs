@@ -20,19 +20,33 @@
 //!
 //! Whitespace between the closing tag and the answer is dropped from the content; the thinking
 //! is returned as written. Pure text: which parser a model gets is the server's choice
-//! (`--reasoning-parser`), and what a strategy does with a thinking budget is the strategy's.
+//! (`--reasoning-parser`, or a request's `reasoning_parser`: a [`ReasoningChoice`]), and what a
+//! strategy does with a thinking budget is the strategy's.
+//!
+//! `auto` reads the tags from the model's chat template ([`ReasoningParser::from_template`]):
+//! the first of the families' tag pairs ([`TEMPLATE_TAGS`]) whose two tags the template writes
+//! (Qwen3's and R1's `<think>`/`</think>`, Seed-OSS's `<seed:think>`, Kimi's `◁think▷`);
+//! a template with none of them, or no template, gets `<think>`/`</think>`.
 
 use thiserror::Error;
 
-/// The parser names `--reasoning-parser` takes (vLLM's names for the same families), besides
-/// `none`.
-pub const PARSER_NAMES: [&str; 3] = ["think", "deepseek_r1", "qwen3"];
+/// Every name a reasoning-parser choice takes: `auto` (the chat template's tags), the parsers
+/// (vLLM's names for the same families) and `none`.
+pub const PARSER_NAMES: [&str; 5] = ["auto", "think", "deepseek_r1", "qwen3", "none"];
+
+/// The thinking tags of the families `auto` knows, most specific first (a template is matched
+/// against them in this order).
+pub const TEMPLATE_TAGS: [(&str, &str); 3] = [
+    ("<seed:think>", "</seed:think>"),
+    ("◁think▷", "◁/think▷"),
+    ("<think>", "</think>"),
+];
 
 /// A parser name or tag pair that cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum ReasoningParserError {
-    /// A name that is not one of [`PARSER_NAMES`] or `none`.
-    #[error("unknown reasoning parser `{0}`: expected one of think, deepseek_r1, qwen3, none")]
+    /// A name that is not one of [`PARSER_NAMES`].
+    #[error("unknown reasoning parser `{0}`: expected one of {names}", names = PARSER_NAMES.join(", "))]
     Unknown(String),
     /// A tag pair with an empty tag, or the same tag twice.
     #[error("reasoning tags must be two different non-empty strings, got `{start}` and `{end}`")]
@@ -78,14 +92,26 @@ impl ReasoningParser {
         Ok(Self { start, end })
     }
 
-    /// The parser `name` stands for: `Some` for one of [`PARSER_NAMES`], `None` for `none`
-    /// (thinking is not split off).
+    /// The parser `name` stands for: `Some` for a parser's name, `None` for `none` (thinking is
+    /// not split off). `auto` needs a template: see [`ReasoningChoice::named`].
     pub fn named(name: &str) -> Result<Option<Self>, ReasoningParserError> {
-        match name {
-            "think" | "deepseek_r1" | "qwen3" => Ok(Some(Self::think())),
-            "none" => Ok(None),
-            other => Err(ReasoningParserError::Unknown(other.into())),
+        match ReasoningChoice::named(name)? {
+            ReasoningChoice::Parser(p) => Ok(Some(p)),
+            ReasoningChoice::Off => Ok(None),
+            ReasoningChoice::Auto => Err(ReasoningParserError::Unknown(name.into())),
         }
+    }
+
+    /// The tags a chat template's source writes: the first pair of [`TEMPLATE_TAGS`] with both
+    /// tags in it; `None` when it writes none of them.
+    pub fn from_template(source: &str) -> Option<Self> {
+        TEMPLATE_TAGS
+            .iter()
+            .find(|(start, end)| source.contains(start) && source.contains(end))
+            .map(|(start, end)| Self {
+                start: (*start).into(),
+                end: (*end).into(),
+            })
     }
 
     /// The opening tag.
@@ -135,6 +161,51 @@ impl ReasoningParser {
             held: String::new(),
             thought: opened,
         }
+    }
+}
+
+/// Which parser a server (`--reasoning-parser`) or a request (`reasoning_parser`) asks for.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum ReasoningChoice {
+    /// The model's chat template's tags ([`ReasoningParser::from_template`]), else `<think>`.
+    #[default]
+    Auto,
+    /// This parser.
+    Parser(ReasoningParser),
+    /// No splitting: replies stay whole.
+    Off,
+}
+
+impl ReasoningChoice {
+    /// The choice `name` stands for, one of [`PARSER_NAMES`].
+    pub fn named(name: &str) -> Result<Self, ReasoningParserError> {
+        match name {
+            "auto" => Ok(Self::Auto),
+            "think" | "deepseek_r1" | "qwen3" => Ok(Self::Parser(ReasoningParser::think())),
+            "none" => Ok(Self::Off),
+            other => Err(ReasoningParserError::Unknown(other.into())),
+        }
+    }
+
+    /// The parser this choice is for a model whose chat template's source is `template`
+    /// (`None`: no template known); `None` for [`ReasoningChoice::Off`].
+    pub fn resolve(&self, template: Option<&str>) -> Option<ReasoningParser> {
+        match self {
+            Self::Auto => Some(
+                template
+                    .and_then(ReasoningParser::from_template)
+                    .unwrap_or_default(),
+            ),
+            Self::Parser(p) => Some(p.clone()),
+            Self::Off => None,
+        }
+    }
+}
+
+impl From<Option<ReasoningParser>> for ReasoningChoice {
+    /// A parser, or `None` for no splitting.
+    fn from(parser: Option<ReasoningParser>) -> Self {
+        parser.map_or(Self::Off, Self::Parser)
     }
 }
 
@@ -421,7 +492,41 @@ mod tests {
             ReasoningParser::named("r1"),
             Err(ReasoningParserError::Unknown(n)) if n == "r1"
         ));
+        let unknown = ReasoningChoice::named("r1").err().map(|e| e.to_string());
+        assert_eq!(
+            unknown.as_deref(),
+            Some("unknown reasoning parser `r1`: expected one of auto, think, deepseek_r1, qwen3, none")
+        );
+        assert_eq!(ReasoningChoice::named("auto"), Ok(ReasoningChoice::Auto));
         assert!(ReasoningParser::with_tags("", "</t>").is_err());
         assert!(ReasoningParser::with_tags("<t>", "<t>").is_err());
+    }
+
+    #[test]
+    fn auto_takes_the_tags_the_template_writes_and_else_think() {
+        let qwen3 =
+            "{%- if enable_thinking is false %}{{- '<think>\\n\\n</think>\\n\\n' }}{%- endif %}";
+        let seed = "{{ '<seed:think>' + m.reasoning_content + '</seed:think>' }}";
+        let kimi = "{{ '◁think▷' + r + '◁/think▷' }}";
+        let chatml = "{{ '<|im_start|>assistant\\n' }}";
+        let tags = |t: Option<&str>| {
+            ReasoningChoice::Auto
+                .resolve(t)
+                .map(|p| (p.start().to_string(), p.end().to_string()))
+        };
+        let pair = |a: &str, b: &str| Some((a.to_string(), b.to_string()));
+        assert_eq!(tags(Some(qwen3)), pair("<think>", "</think>"));
+        assert_eq!(tags(Some(seed)), pair("<seed:think>", "</seed:think>"));
+        assert_eq!(tags(Some(kimi)), pair("◁think▷", "◁/think▷"));
+        // No tags in the template, or no template: today's default.
+        assert_eq!(tags(Some(chatml)), pair("<think>", "</think>"));
+        assert_eq!(tags(None), pair("<think>", "</think>"));
+        // A template that writes only one of a pair does not choose it.
+        assert_eq!(ReasoningParser::from_template("{{ '</think>' }}"), None);
+        assert_eq!(ReasoningChoice::Off.resolve(Some(qwen3)), None);
+        assert_eq!(
+            ReasoningChoice::from(Some(ReasoningParser::think())).resolve(Some(seed)),
+            Some(ReasoningParser::think())
+        );
     }
 }

@@ -38,8 +38,8 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use ponder_strategies::{
-    Cost, CostTally, ExtendRequest, Extension, Generator, GeneratorError, PieceSender, Prompt,
-    PromptLogprobs, Result, SeqHandle, Stops, StrategyError, TokenInfo, Turn,
+    ChatTemplateKwargs, Cost, CostTally, ExtendRequest, Extension, Generator, GeneratorError,
+    PieceSender, Prompt, PromptLogprobs, Result, SeqHandle, Stops, StrategyError, TokenInfo, Turn,
 };
 
 use crate::{
@@ -237,7 +237,11 @@ impl LocalGenerator {
 
 #[async_trait]
 impl Generator for LocalGenerator {
-    async fn open(&self, prompt: &Prompt) -> Result<(SeqHandle, usize)> {
+    async fn open(
+        &self,
+        prompt: &Prompt,
+        template: &ChatTemplateKwargs,
+    ) -> Result<(SeqHandle, usize)> {
         if prompt.user.trim().is_empty() {
             return Err(GeneratorError::InvalidPrompt("the user message is empty".into()).into());
         }
@@ -245,7 +249,7 @@ impl Generator for LocalGenerator {
             .messages()
             .map(|(role, content)| Turn::new(role, content))
             .collect();
-        let text = self.render_chat(&turns)?;
+        let text = self.render_chat(&turns, template)?;
         self.open_text(&text).await
     }
 
@@ -310,12 +314,14 @@ impl Generator for LocalGenerator {
         self.run_batch(batch, tally, Some(pieces)).await
     }
 
-    fn render_chat(&self, turns: &[Turn]) -> Result<String> {
+    fn render_chat(&self, turns: &[Turn], template: &ChatTemplateKwargs) -> Result<String> {
         let messages: Vec<ChatMessage> = turns
             .iter()
             .map(|t| ChatMessage::new(&t.role, &t.content))
             .collect();
-        self.model.render_chat(&messages).map_err(engine)
+        self.model
+            .render_chat_with(&messages, template)
+            .map_err(engine)
     }
 
     async fn open_text(&self, text: &str) -> Result<(SeqHandle, usize)> {

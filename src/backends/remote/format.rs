@@ -15,7 +15,7 @@
 
 use std::path::{Path, PathBuf};
 
-use ponder_strategies::Prompt;
+use ponder_strategies::{ChatTemplateKwargs, Prompt};
 
 use ponder_engine::forward::{ChatTemplate, GgufFile, TextTokenizer};
 use ponder_engine::{ChatMessage, EngineError};
@@ -135,6 +135,11 @@ impl BackendFormat {
         &self.source
     }
 
+    /// The chat template's source text, when the source has one.
+    pub fn template_source(&self) -> Option<&str> {
+        self.template.as_ref().map(ChatTemplate::source)
+    }
+
     /// The model's context length, when the source records it.
     pub fn context(&self) -> Option<usize> {
         self.context
@@ -165,13 +170,19 @@ impl BackendFormat {
     /// `prompt` in the model's chat format, ending where the assistant speaks; ChatML when the
     /// source has no template.
     pub fn render(&self, prompt: &Prompt) -> Result<String, EngineError> {
-        self.render_messages(&messages_of(prompt))
+        self.render_messages(&messages_of(prompt), &ChatTemplateKwargs::default())
     }
 
-    /// `messages` in the model's chat format, ending where the assistant speaks.
-    pub fn render_messages(&self, messages: &[ChatMessage]) -> Result<String, EngineError> {
+    /// `messages` in the model's chat format with a request's template variables, ending where
+    /// the assistant speaks (ChatML, which reads no variables, when the source has no
+    /// template).
+    pub fn render_messages(
+        &self,
+        messages: &[ChatMessage],
+        vars: &ChatTemplateKwargs,
+    ) -> Result<String, EngineError> {
         match &self.template {
-            Some(t) => t.render(messages, true),
+            Some(t) => t.render_with(messages, true, vars),
             None => Ok(chatml_messages(messages)),
         }
     }

@@ -42,8 +42,8 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use ponder_engine::ChatMessage;
 use ponder_strategies::{
-    Cost, ExtendRequest, Extension, Generator, GeneratorError, Prompt, Result, SeqHandle, StopKind,
-    Stops, StrategyError, Turn,
+    ChatTemplateKwargs, Cost, ExtendRequest, Extension, Generator, GeneratorError, Prompt, Result,
+    SeqHandle, StopKind, Stops, StrategyError, Turn,
 };
 use reqwest::header::{HeaderMap, HeaderName};
 
@@ -117,16 +117,23 @@ impl RemoteGenerator {
         SeqHandle(id)
     }
 
-    /// The text of `prompt` as the backend model is prompted.
-    pub fn render(&self, prompt: &Prompt) -> Result<String> {
-        self.render_messages(&format::messages_of(prompt))
+    /// The text of `prompt` as the backend model is prompted, with the request's `template`
+    /// variables.
+    pub fn render(&self, prompt: &Prompt, template: &ChatTemplateKwargs) -> Result<String> {
+        self.render_messages(&format::messages_of(prompt), template)
     }
 
-    /// `messages` as the backend model is prompted (chat format, ending where it replies).
-    fn render_messages(&self, messages: &[ChatMessage]) -> Result<String> {
+    /// `messages` as the backend model is prompted (chat format, ending where it replies):
+    /// `--backend-tokenizer`'s template with the request's variables, else ChatML (which
+    /// reads no variables).
+    fn render_messages(
+        &self,
+        messages: &[ChatMessage],
+        template: &ChatTemplateKwargs,
+    ) -> Result<String> {
         match &self.pool.opts.format {
             Some(f) => f
-                .render_messages(messages)
+                .render_messages(messages, template)
                 .map_err(|e| GeneratorError::Engine(Box::new(e)).into()),
             None => Ok(format::chatml_messages(messages)),
         }
@@ -253,11 +260,15 @@ fn cut_at_stops(c: &mut response::Completion, stops: &Stops) -> bool {
 
 #[async_trait]
 impl Generator for RemoteGenerator {
-    async fn open(&self, prompt: &Prompt) -> Result<(SeqHandle, usize)> {
+    async fn open(
+        &self,
+        prompt: &Prompt,
+        template: &ChatTemplateKwargs,
+    ) -> Result<(SeqHandle, usize)> {
         if prompt.user.trim().is_empty() {
             return Err(GeneratorError::InvalidPrompt("the user message is empty".into()).into());
         }
-        let text = self.render(prompt)?;
+        let text = self.render(prompt, template)?;
         self.open_text(&text).await
     }
 
@@ -327,12 +338,12 @@ impl Generator for RemoteGenerator {
         self.lock().remove(&seq.0);
     }
 
-    fn render_chat(&self, turns: &[Turn]) -> Result<String> {
+    fn render_chat(&self, turns: &[Turn], template: &ChatTemplateKwargs) -> Result<String> {
         let messages: Vec<ChatMessage> = turns
             .iter()
             .map(|t| ChatMessage::new(&t.role, &t.content))
             .collect();
-        self.render_messages(&messages)
+        self.render_messages(&messages, template)
     }
 
     async fn open_text(&self, text: &str) -> Result<(SeqHandle, usize)> {

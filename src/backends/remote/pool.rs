@@ -428,6 +428,11 @@ impl RemotePool {
             .or_else(|| self.opts.format.as_ref().and_then(|f| f.context()))
     }
 
+    /// The source of the backend model's chat template (`--backend-tokenizer`'s), when known.
+    pub fn chat_template_source(&self) -> Option<&str> {
+        self.opts.format.as_ref()?.template_source()
+    }
+
     fn set_up(&self, b: &Backend, up: bool) {
         if up {
             b.mark_up();

@@ -11,9 +11,8 @@ use clap::{Parser, Subcommand};
 use std::sync::Arc;
 use std::time::Instant;
 
-use ponder_engine::batching::{Event, GroupRequest, Scheduler, SchedulerConfig, SeqFinish};
-use ponder_engine::forward::{encode_prompt, LoadOptions, LoadedModel, PagedKvStore, TextStream};
-use ponder_engine::{ChatMessage, ComputeDevice, SamplingParams};
+use ponder_engine::forward::{LoadOptions, LoadedModel};
+use ponder_engine::ComputeDevice;
 
 /// mimalloc keeps freed activation buffers for reuse (glibc's malloc returned the large ones to
 /// the kernel and faulted them back in, zeroed, on the next layer).
@@ -313,99 +312,107 @@ fn main() -> anyhow::Result<()> {
     }
 }
 
+/// Plain decoding of one prompt through the generator port, the path the server's plain
+/// requests take (opened once, continued by one streamed extension), printing pieces as they
+/// come and a usage line on stderr.
 fn run_generate(args: GenerateArgs) -> anyhow::Result<()> {
-    let model_path = args.model.unwrap_or_else(ponder::models::default_llm_path);
-    let opts = LoadOptions {
-        tokenizer: args.tokenizer,
-        ..LoadOptions::on(model_path.clone(), args.device)
+    use ponder_strategies::{
+        ChatTemplateKwargs, CostTally, ExtendRequest, Generator, LogitAdjust, Piece, Prompt,
+        Sampling, StopKind,
     };
-    let model =
-        LoadedModel::load(&opts).with_context(|| format!("loading {}", model_path.display()))?;
-    let prompt = if args.raw {
-        args.prompt
-    } else {
-        if args.prompt.trim().is_empty() {
-            anyhow::bail!("invalid prompt: is empty");
-        }
-        let mut messages = Vec::new();
-        if let Some(system) = &args.system {
-            messages.push(ChatMessage::new("system", system));
-        }
-        messages.push(ChatMessage::new("user", &args.prompt));
-        model.render_chat(&messages)?
-    };
-    let params = SamplingParams {
-        temperature: args.temperature,
-        top_k: args.top_k,
-        top_p: args.top_p,
-        min_p: args.min_p,
-        repetition_penalty: args.repetition_penalty,
-        seed: args.seed,
-        ..SamplingParams::default()
-    };
-    // The same path the service takes: paged KV store, scheduler, batch-invariant kernels.
-    let prompt_ids = encode_prompt(&model, &prompt)?;
+    if !args.raw && args.prompt.trim().is_empty() {
+        anyhow::bail!("invalid prompt: is empty");
+    }
     if args.max_tokens == 0 {
         anyhow::bail!("invalid max_tokens: must be at least 1");
     }
-    let context = model.model.config().context_length;
-    let max_tokens = args.max_tokens.min(context - prompt_ids.len());
-    let block_size = 16;
-    let blocks = (prompt_ids.len() + max_tokens).div_ceil(block_size) + 1;
-    let kv_bytes = (blocks * block_size) as u64
-        * ponder_engine::forward::bytes_per_block(model.model.config(), 1);
-    let store = PagedKvStore::for_model(&model.model, kv_bytes, block_size)?;
-    let mut scheduler = Scheduler::new(Arc::clone(&model.model), store, SchedulerConfig::default());
-    let started = Instant::now();
-    scheduler.submit(GroupRequest {
-        prompt: prompt_ids.clone(),
-        samples: vec![params],
-        max_new_tokens: max_tokens,
-        stop_tokens: model.tokenizer.eos().to_vec(),
-        stop_condition: None,
-        priority: 0,
-        keep: false,
-        resume: None,
-    })?;
-    let mut stdout = std::io::stdout().lock();
-    let mut stream = TextStream::default();
-    let (mut generated, mut first_token_s, mut finish) = (0usize, None, None);
-    while !scheduler.is_idle() {
-        for event in scheduler.step()? {
-            match event {
-                Event::Token { token, .. } => {
-                    generated += 1;
+    let model_path = args.model.unwrap_or_else(ponder::models::default_llm_path);
+    let opts = ponder_engine::RuntimeOptions {
+        device: Some(args.device),
+        tokenizer: args.tokenizer,
+        ..ponder_engine::RuntimeOptions::for_model(model_path.clone())
+    };
+    let runtime = ponder_engine::Runtime::start(&opts)
+        .with_context(|| format!("loading {}", model_path.display()))?;
+    let generator = runtime.generator();
+    let context = runtime.model.model.config().context_length;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async move {
+        let started = Instant::now();
+        let (seq, prompt_tokens) = if args.raw {
+            generator.open_text(&args.prompt).await?
+        } else {
+            let prompt = Prompt {
+                system: args.system.clone(),
+                history: Vec::new(),
+                user: args.prompt.clone(),
+            };
+            generator
+                .open(&prompt, &ChatTemplateKwargs::default())
+                .await?
+        };
+        let request = ExtendRequest {
+            seq,
+            max_tokens: args.max_tokens.min(context.saturating_sub(prompt_tokens)),
+            stop: Vec::new(),
+            sampling: Sampling {
+                temperature: args.temperature,
+                top_p: args.top_p,
+                top_k: args.top_k,
+                min_p: args.min_p,
+                seed: args.seed,
+                top_logprobs: 0,
+            },
+            logits: LogitAdjust {
+                repetition_penalty: args.repetition_penalty,
+                ..LogitAdjust::default()
+            },
+        };
+        let (pieces, mut received) = tokio::sync::mpsc::unbounded_channel::<Piece>();
+        let printer = tokio::spawn(async move {
+            let mut first_token_s = None;
+            while let Some(piece) = received.recv().await {
+                if !piece.tokens.is_empty() {
                     first_token_s.get_or_insert_with(|| started.elapsed().as_secs_f64());
-                    if let Some(piece) = stream.push(&model.tokenizer, token.token)? {
-                        // A closed stdout (e.g. `| head`) must not abort generation with a panic.
-                        let _ = stdout.write_all(piece.as_bytes());
-                        let _ = stdout.flush();
-                    }
                 }
-                Event::Finished { reason, .. } => finish = Some(reason),
-                Event::Prefill { .. } => {}
+                // A closed stdout (e.g. `| head`) must not abort generation.
+                let mut stdout = std::io::stdout();
+                let _ = stdout.write_all(piece.text.as_bytes());
+                let _ = stdout.flush();
             }
-        }
-    }
-    writeln!(stdout)?;
-    let total = started.elapsed().as_secs_f64();
-    let prefill = first_token_s.unwrap_or(total);
-    let decode = total - prefill;
-    let tokens_per_s = if decode > 0.0 {
-        generated.saturating_sub(1) as f64 / decode
-    } else {
-        0.0
-    };
-    let finish = match finish {
-        Some(SeqFinish::Stop) => "stop",
-        Some(SeqFinish::Length) => "length",
-        Some(SeqFinish::Cancelled) | None => "cancelled",
-    };
-    eprintln!(
-        "[usage] prompt_tokens={} generated_tokens={generated} finish={finish} prefill={prefill:.2}s decode={decode:.2}s tokens/s={tokens_per_s:.1}",
-        prompt_ids.len()
-    );
-    Ok(())
+            let _ = writeln!(std::io::stdout());
+            first_token_s
+        });
+        let tally = CostTally::default();
+        let done = generator
+            .extend_streamed(std::slice::from_ref(&request), &tally, &pieces)
+            .await;
+        drop(pieces);
+        generator.release(seq);
+        let first_token_s = printer.await?;
+        let extension = done?
+            .pop()
+            .ok_or_else(|| anyhow::anyhow!("the generator returned no continuation"))?;
+        let total = started.elapsed().as_secs_f64();
+        let prefill = first_token_s.unwrap_or(total);
+        let decode = total - prefill;
+        let generated = extension.tokens.len();
+        let tokens_per_s = if decode > 0.0 {
+            generated.saturating_sub(1) as f64 / decode
+        } else {
+            0.0
+        };
+        let finish = match extension.stop {
+            StopKind::Eos | StopKind::Stop => "stop",
+            StopKind::Length => "length",
+        };
+        eprintln!(
+            "[usage] prompt_tokens={prompt_tokens} generated_tokens={generated} finish={finish} prefill={prefill:.2}s decode={decode:.2}s tokens/s={tokens_per_s:.1}"
+        );
+        Ok(())
+    })
 }
 
 fn run_bench(args: BenchArgs) -> anyhow::Result<()> {

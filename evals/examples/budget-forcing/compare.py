@@ -7,35 +7,20 @@ generated tokens; each
 budget-forcing arm against truncation at the same thinking budget, paired over the same problems
 (95% paired bootstrap interval of the accuracy difference, 10,000 resamples, seed 0); accuracy vs
 thinking budget as an SVG. Standard library only."""
-import json
-import math
-import random
 import re
 import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from paired_stats import bootstrap, paired, rows, wilson  # noqa: E402
 
 BUDGETS = [64, 128, 256]
 MINIMA = [128, 224]
 PATIENCES = [2, 3]
 
 
-def rows(path):
-    with open(path / "results.jsonl") as f:
-        out = {}
-        for line in f:
-            r = json.loads(line)
-            out[r["problem_id"]] = r
-        return out
 
 
-def wilson(k, n, z=1.96):
-    if n == 0:
-        return (0.0, 0.0)
-    p = k / n
-    d = 1 + z * z / n
-    c = (p + z * z / (2 * n)) / d
-    h = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
-    return (max(0.0, c - h), min(1.0, c + h))
 
 
 MARKED = re.compile(r"\\boxed\{|####|answer is|Final Answer:", re.IGNORECASE)
@@ -67,14 +52,6 @@ def summary(rs):
     return n, correct, parsed, gen, errors
 
 
-def paired(a, b, resamples=10_000):
-    ids = sorted(set(a) & set(b))
-    diffs = [int(a[i]["correct"]) - int(b[i]["correct"]) for i in ids]
-    rng = random.Random(0)
-    means = sorted(
-        sum(diffs[rng.randrange(len(diffs))] for _ in diffs) / len(diffs) for _ in range(resamples)
-    )
-    return len(ids), sum(diffs) / len(diffs), means[int(0.025 * resamples)], means[int(0.975 * resamples) - 1]
 
 
 def svg(points):
@@ -147,11 +124,10 @@ def main():
             ids = sorted(set(data[a]) & set(base))
             spent = lambda rs: [rs[i]["spend"]["spent"] for i in ids]
             sa, sb = spent(data[a]), spent(base)
-            rng = random.Random(0)
             diffs = [x - y for x, y in zip(sa, sb)]
-            means = sorted(sum(diffs[rng.randrange(len(diffs))] for _ in diffs) / len(diffs) for _ in range(10_000))
+            blo, bhi = bootstrap(diffs)
             early = sum(1 for i in ids if EXITED.match(reply(data[a][i])))
-            print(f"| `{a}` | {n} | {d:+.3f} | [{lo:+.3f}, {hi:+.3f}] | {sum(sa) / n:.0f} (vs {sum(sb) / n:.0f}) | {sum(diffs) / n:+.0f} | [{means[250]:+.0f}, {means[9749]:+.0f}] | {early} |")
+            print(f"| `{a}` | {n} | {d:+.3f} | [{lo:+.3f}, {hi:+.3f}] | {sum(sa) / n:.0f} (vs {sum(sb) / n:.0f}) | {sum(diffs) / n:+.0f} | [{blo:+.0f}, {bhi:+.0f}] | {early} |")
     points = {
         "budget_forcing": [(m, *acc[f"bf-{m}"]) for m in BUDGETS if f"bf-{m}" in acc],
         "truncation": [(m, *acc[f"trunc-{m}"]) for m in BUDGETS if f"trunc-{m}" in acc],

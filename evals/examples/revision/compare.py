@@ -4,11 +4,11 @@ interval, the mean billed tokens (generated + prefill computed + verifier) and a
 problem; each revision arm minus self-consistency and minus best-of-N, paired over the same
 problems (95% paired bootstrap interval of the accuracy difference, 10,000 resamples, seed 0).
 Standard library only."""
-import json
-import math
-import random
 import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from paired_stats import paired, rows, wilson  # noqa: E402
 
 ARMS = {
     "sc": "self_consistency, n 4",
@@ -18,33 +18,10 @@ ARMS = {
 }
 
 
-def rows(path):
-    with open(path / "results.jsonl") as f:
-        out = {}
-        for line in f:
-            r = json.loads(line)
-            out[r["problem_id"]] = r
-        return out
 
 
-def wilson(k, n, z=1.96):
-    if n == 0:
-        return (0.0, 0.0)
-    p = k / n
-    d = 1 + z * z / n
-    c = (p + z * z / (2 * n)) / d
-    h = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
-    return (max(0.0, c - h), min(1.0, c + h))
 
 
-def paired(a, b, resamples=10_000):
-    ids = sorted(set(a) & set(b))
-    diffs = [int(a[i]["correct"]) - int(b[i]["correct"]) for i in ids]
-    rng = random.Random(0)
-    means = sorted(
-        sum(diffs[rng.randrange(len(diffs))] for _ in diffs) / len(diffs) for _ in range(resamples)
-    )
-    return len(ids), sum(diffs) / len(diffs), means[int(0.025 * resamples)], means[int(0.975 * resamples) - 1]
 
 
 def main():

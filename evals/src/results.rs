@@ -199,16 +199,29 @@ pub fn read_rows(dir: &Path) -> Result<Vec<ResultRow>> {
 }
 
 impl ResultsFile {
-    /// Opens (creating) `dir/results.jsonl`, cuts a torn last line, and returns the file with
-    /// the keys already done.
+    /// Opens (creating) `dir/results.jsonl` for this run alone, cuts a torn last line, and
+    /// returns the file with the keys already done. The file stays locked (an advisory lock,
+    /// released when the run ends): a second run into the same directory would write over this
+    /// one's rows, so it is refused naming the file.
     pub fn open(dir: &Path) -> Result<(Self, HashSet<ItemKey>)> {
         std::fs::create_dir_all(dir).map_err(|e| err(dir, e))?;
         let path = dir.join(RESULTS_FILE);
-        let bytes = if path.exists() {
-            std::fs::read(&path).map_err(|e| err(&path, e))?
-        } else {
-            Vec::new()
-        };
+        let mut file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(|e| err(&path, e))?;
+        file.try_lock().map_err(|e| match e {
+            std::fs::TryLockError::WouldBlock => err(
+                &path,
+                "another run is writing it (two runs into one directory overwrite each other's \
+                 rows); wait for it to end or give this one another --out",
+            ),
+            std::fs::TryLockError::Error(e) => err(&path, e),
+        })?;
+        // Read after the lock: no other run appends from here on.
+        let bytes = std::fs::read(&path).map_err(|e| err(&path, e))?;
         // Keep everything up to the last complete line.
         let keep = bytes.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
         let mut done = HashSet::new();
@@ -233,14 +246,7 @@ impl ResultsFile {
                 }
             }
         }
-        let file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(|e| err(&path, e))?;
         file.set_len(good_end as u64).map_err(|e| err(&path, e))?;
-        let mut file = file;
         std::io::Seek::seek(&mut file, std::io::SeekFrom::End(0)).map_err(|e| err(&path, e))?;
         Ok((Self { path, file }, done))
     }
@@ -313,6 +319,25 @@ mod tests {
                 .collect::<Vec<_>>(),
             vec!["a", "b", "c"]
         );
+        Ok(())
+    }
+
+    #[test]
+    fn a_second_run_into_the_same_directory_is_refused_until_the_first_ends() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| err(Path::new("tmp"), e))?;
+        let (mut first, _) = ResultsFile::open(dir.path())?;
+        first.append(&test_row("a"))?;
+        let refused = ResultsFile::open(dir.path()).expect_err("a second writer");
+        let said = refused.to_string();
+        assert!(
+            said.contains("results.jsonl") && said.contains("another run is writing it"),
+            "{said}"
+        );
+        // The refusal touched nothing: the first run goes on appending where it was.
+        first.append(&test_row("b"))?;
+        drop(first);
+        let (_, done) = ResultsFile::open(dir.path())?;
+        assert_eq!(done.len(), 2);
         Ok(())
     }
 }

@@ -4,25 +4,23 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::sync::Arc;
 
 use ponder_strategies::fake::{FakeChunk, FakeGenerator, FakeState};
-use ponder_strategies::{run, Budget, Context, Outcome, Problem, Registry, StrategyError};
+use ponder_strategies::{Outcome, StrategyError};
 use serde_json::json;
 
 fn solve(name: &str, generator: FakeGenerator) -> Result<Outcome, StrategyError> {
-    let strategy = Registry::with_builtins().build(name, json!({"n": 4, "max_tokens": 64}))?;
-    let ctx = Context::new(
+    common::solve(
+        name,
+        json!({"n": 4, "max_tokens": 64}),
         Arc::new(generator),
-        Problem::new("Maya has 7 apples and buys 5 more. How many apples does she have?"),
-        Budget::tokens(100_000),
+        "Maya has 7 apples and buys 5 more. How many apples does she have?",
+        100_000,
+        1,
     )
-    .with_seed(1);
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime")
-        .block_on(run(strategy.as_ref(), ctx))
 }
 
 #[test]

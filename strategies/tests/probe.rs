@@ -5,6 +5,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::sync::Arc;
 
 use ponder_strategies::fake::{FakeChunk, FakeGenerator, FakeState};
@@ -44,17 +46,13 @@ fn solve(
         Budget::tokens(budget),
     )
     .with_seed(9);
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime")
-        .block_on(async {
-            if let Some(plan) = probe {
-                let drawn = ctx.probe_samples(&plan, 2, budget).await?;
-                assert_eq!(drawn.len(), 2);
-            }
-            run(strategy.as_ref(), ctx).await
-        })
+    common::block_on(async {
+        if let Some(plan) = probe {
+            let drawn = ctx.probe_samples(&plan, 2, budget).await?;
+            assert_eq!(drawn.len(), 2);
+        }
+        run(strategy.as_ref(), ctx).await
+    })
 }
 
 fn plan_of(name: &str, params: &serde_json::Value) -> SamplePlan {

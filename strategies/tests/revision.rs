@@ -6,12 +6,14 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use ponder_strategies::fake::{FakeChunk, FakeGenerator, FakeState};
-use ponder_strategies::{run, Budget, Context, Outcome, Problem, Registry, StrategyError};
+use ponder_strategies::{Outcome, Registry, StrategyError};
 use serde_json::json;
 
 fn solve(
@@ -19,18 +21,7 @@ fn solve(
     generator: Arc<FakeGenerator>,
     budget: u64,
 ) -> Result<Outcome, StrategyError> {
-    let strategy = Registry::with_builtins().build("revision", params)?;
-    let ctx = Context::new(
-        generator,
-        Problem::new("What is 3+4?"),
-        Budget::tokens(budget),
-    )
-    .with_seed(1);
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime")
-        .block_on(run(strategy.as_ref(), ctx))
+    common::solve("revision", params, generator, "What is 3+4?", budget, 1)
 }
 
 /// Every attempt the model wrote: its number (in the order written) and the attempt numbers

@@ -8,10 +8,12 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::sync::Arc;
 
 use ponder_strategies::fake::{FakeChunk, FakeGenerator, FakeState};
-use ponder_strategies::{run, Budget, Context, Outcome, Problem, Registry, StrategyError};
+use ponder_strategies::{Outcome, StrategyError};
 use serde_json::json;
 
 fn solve(
@@ -19,18 +21,14 @@ fn solve(
     generator: Arc<FakeGenerator>,
     budget: u64,
 ) -> Result<Outcome, StrategyError> {
-    let strategy = Registry::with_builtins().build("budget_forcing", params)?;
-    let ctx = Context::new(
+    common::solve(
+        "budget_forcing",
+        params,
         generator,
-        Problem::new("What is 3+4?"),
-        Budget::tokens(budget),
+        "What is 3+4?",
+        budget,
+        1,
     )
-    .with_seed(1);
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime")
-        .block_on(run(strategy.as_ref(), ctx))
 }
 
 /// Answers `\boxed{7}` after the delimiter; before it, thinks with `think`.

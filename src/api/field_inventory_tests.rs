@@ -210,6 +210,21 @@ fn documented_fields(schema: &str) -> BTreeSet<String> {
         .collect()
 }
 
+/// A one-message chat request with `extra`'s fields, as validation makes it (default limits,
+/// the built-in strategies, the local model).
+fn validated_chat(extra: Value) -> Result<ValidGeneration, ValidationError> {
+    let body = merged(
+        json!({"model": "ponder", "messages": [{"role": "user", "content": "Hi"}]}),
+        &extra,
+    );
+    validate::chat(
+        &serde_json::from_value(body).expect("parses"),
+        &Limits::default(),
+        &Registry::with_builtins(),
+        "local",
+    )
+}
+
 fn merged(base: Value, extra: &Value) -> Value {
     let mut body = base;
     if let (Some(b), Some(e)) = (body.as_object_mut(), extra.as_object()) {
@@ -357,20 +372,7 @@ fn every_reason_field_is_honoured() {
 /// `ponder/budget_forcing`; conflicts are 400s naming the field sent.
 #[test]
 fn a_thinking_budget_runs_budget_forcing_with_it_as_its_maximum() {
-    let limits = Limits::default();
-    let registry = Registry::with_builtins();
-    let chat = |extra: Value| {
-        let body = merged(
-            json!({"model": "ponder", "messages": [{"role": "user", "content": "Hi"}]}),
-            &extra,
-        );
-        validate::chat(
-            &serde_json::from_value(body).expect("parses"),
-            &limits,
-            &registry,
-            "local",
-        )
-    };
+    let chat = validated_chat;
     // The strategy that ran and its maximum.
     let ran = |extra: Value| {
         let s = chat(extra).expect("valid").strategy.expect("a search");
@@ -429,20 +431,7 @@ fn a_thinking_budget_runs_budget_forcing_with_it_as_its_maximum() {
 #[test]
 fn template_variables_and_a_reasoning_parser_are_checked_once_naming_the_field() {
     use ponder_verifiers::{ReasoningChoice, ReasoningParser};
-    let limits = Limits::default();
-    let registry = Registry::with_builtins();
-    let chat = |extra: Value| {
-        let body = merged(
-            json!({"model": "ponder", "messages": [{"role": "user", "content": "Hi"}]}),
-            &extra,
-        );
-        validate::chat(
-            &serde_json::from_value(body).expect("parses"),
-            &limits,
-            &registry,
-            "local",
-        )
-    };
+    let chat = validated_chat;
     for extra in [json!({}), json!({"strategy": "best_of_n"})] {
         let v = chat(merged(
             extra.clone(),

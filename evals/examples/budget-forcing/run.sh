@@ -22,21 +22,10 @@
 #   PONDER_EVAL      the harness binary (default: ponder-eval on PATH)
 #   PONDER_DATASETS  the public benchmark files (default: ../shared/datasets beside the checkout)
 #   CONCURRENCY      items in flight (default 8; results do not depend on it)
-set -euo pipefail
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-root=$(cd "$here/../../.." && pwd)
-eval_bin=${PONDER_EVAL:-ponder-eval}
-datasets=${PONDER_DATASETS:-$root/../shared/datasets}
-pool=$root/data/exemplars/gsm8k.json
+. "$(dirname "${BASH_SOURCE[0]}")/../report-arm.sh"
 
 # arm DIR STRATEGY PARAMS
-arm() {
-  local dir=$1 strategy=$2 params=$3
-  "$eval_bin" run --dataset "$datasets/gsm8k_test.jsonl" --role report --shuffle-seed 17 \
-    --limit 100 --strategies "$strategy" --budgets 2048 --seeds 0 \
-    --params "{\"$strategy\": $params}" --shots 2 --shots-from "$pool" \
-    --concurrency "${CONCURRENCY:-8}" --out "$here/$dir"
-}
+arm() { report_arm "$1" "$2" "$3" 2048; }
 
 what=${1:-all}
 case $what in run | all)

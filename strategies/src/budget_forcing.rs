@@ -25,7 +25,7 @@
 //!   there, the block is closed and the probed answer written after the delimiter — no answer
 //!   phase is generated.
 //!
-//! Any model works: the strategy opens the block itself ("<think>\n" appended after the prompt),
+//! Any model works: the strategy opens the block itself (`"<think>\n"` appended after the prompt),
 //! so one without native thinking tokens thinks between text tags, and the reply's thinking is
 //! split off its content by the server like a thinking model's. Where the chat template opens
 //! the block itself (DeepSeek-R1 and its distills), the strategy does not open a second one

@@ -15,8 +15,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use ponder_verifiers::{
-    canonical_answer, extract_answer, token_confidence, ReasoningParser, Solution, TraceConfidence,
-    Verifier,
+    canonical_answer, extract_answer, token_confidence, ReasoningParser, Verifier,
 };
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -29,7 +28,6 @@ use crate::generator::{
     Sampling, SeqHandle, StopKind, Turn,
 };
 use crate::outcome::{Candidate, RoutingDecision, SearchFinish};
-use crate::params::ScoreBy;
 use crate::progress::{Progress, ProgressSender};
 use crate::samples::SamplePool;
 use crate::sampling_override::SamplingOverride;
@@ -97,18 +95,18 @@ pub struct StepSpec {
 /// The state of one running search.
 pub struct Context {
     pub(crate) generator: Arc<dyn Generator>,
-    verifier: Option<Arc<dyn Verifier>>,
+    pub(crate) verifier: Option<Arc<dyn Verifier>>,
     /// Set by [`Context::set_verifier_aside`]: score as though no verifier were configured.
     verifier_aside: AtomicBool,
-    meter: Meter,
+    pub(crate) meter: Meter,
     tree: Mutex<SearchTree>,
     pub(crate) candidates: Mutex<Vec<Candidate>>,
     live: Mutex<BTreeSet<SeqHandle>>,
-    cancel: CancellationToken,
+    pub(crate) cancel: CancellationToken,
     seed: u64,
     /// The caller's sampling fields, over every generation's ([`Context::with_sampling`]).
     sampling: SamplingOverride,
-    problem: Problem,
+    pub(crate) problem: Problem,
     /// The caller's chat-template variables, rendered into every prompt this search opens
     /// ([`Context::with_template_kwargs`]).
     template_kwargs: ChatTemplateKwargs,
@@ -321,7 +319,7 @@ impl Context {
         self.verifier_aside.store(true, Ordering::Relaxed);
     }
 
-    fn verifier(&self) -> Option<&dyn Verifier> {
+    pub(crate) fn verifier(&self) -> Option<&dyn Verifier> {
         if self.verifier_aside.load(Ordering::Relaxed) {
             return None;
         }
@@ -337,7 +335,7 @@ impl Context {
     }
 
     /// Records `e` if it is the search's first deadline or cancellation; returns it.
-    fn interrupted(&self, e: StrategyError) -> StrategyError {
+    pub(crate) fn interrupted(&self, e: StrategyError) -> StrategyError {
         let reason = match e {
             StrategyError::Cancelled => SearchFinish::Cancelled,
             StrategyError::DeadlineExceeded { .. } => SearchFinish::Deadline,
@@ -408,12 +406,8 @@ impl Context {
     /// only the closing tag. `false` where the generator renders no chats (it serves strategies
     /// only, or cannot show its format).
     pub fn prompt_opens_thinking(&self) -> bool {
-        let prompt = Prompt {
-            system: self.problem.system.clone(),
-            history: self.problem.history.clone(),
-            user: self.problem.question.clone(),
-        };
-        let turns: Vec<Turn> = prompt
+        let turns: Vec<Turn> = self
+            .problem_prompt()
             .messages()
             .map(|(role, content)| Turn::new(role, content))
             .collect();
@@ -422,14 +416,18 @@ impl Context {
             .is_ok_and(|text| ReasoningParser::think().opens_in(&text))
     }
 
-    /// Opens the problem's prompt as the root branch.
-    pub async fn open(&self) -> Result<Branch> {
-        let prompt = Prompt {
+    /// The problem as a prompt: its system message, earlier turns and question.
+    fn problem_prompt(&self) -> Prompt {
+        Prompt {
             system: self.problem.system.clone(),
             history: self.problem.history.clone(),
             user: self.problem.question.clone(),
-        };
-        self.open_with(&prompt).await
+        }
+    }
+
+    /// Opens the problem's prompt as the root branch.
+    pub async fn open(&self) -> Result<Branch> {
+        self.open_with(&self.problem_prompt()).await
     }
 
     /// Opens another prompt (a synthesis or judging pass) as a branch under the tree's root.
@@ -672,122 +670,6 @@ impl Context {
             out.push((b, ext));
         }
         Ok(out)
-    }
-
-    /// Scores the solution ending at `branch`: [`Context::score_batch`] of one.
-    pub async fn score(&self, branch: &Branch, by: ScoreBy) -> Result<f32> {
-        let scores = self.score_batch(std::slice::from_ref(branch), by).await?;
-        scores.into_iter().next().ok_or_else(|| {
-            GeneratorError::Missing {
-                what: "verifier score",
-            }
-            .into()
-        })
-    }
-
-    /// Scores the solutions ending at `branches`, each step being a node of the tree: with the
-    /// verifier, all of them in one submission ([`Verifier::score_batch`], which a PRM runs as
-    /// one engine batch), each aggregated as `by` says; by confidence (`exp` of the mean token
-    /// logprob along the path) when `by` is [`ScoreBy::Confidence`] or no verifier is
-    /// configured. Every branch's node gets its score.
-    ///
-    /// A model-backed verifier's worst case ([`Verifier::cost_bound`], summed over the batch) is
-    /// reserved before the call and what it computed ([`ponder_verifiers::Scores::cost`]) is
-    /// charged as verifier tokens after it, so scoring can never take the search past its
-    /// budget. `usage.verifier_calls` counts solutions scored.
-    pub async fn score_batch(&self, branches: &[Branch], by: ScoreBy) -> Result<Vec<f32>> {
-        let steps = self.with_tree(|t| branches.iter().map(|b| t.steps(b.node)).collect());
-        self.score_steps(branches, steps, by).await
-    }
-
-    /// Like [`Context::score_batch`], for solutions generated whole (one tree node holding
-    /// many steps): each solution's text is cut at every `delimiter` into the steps a
-    /// PRM scores one by one ([`ponder_verifiers::split_steps`]), so `prm_min`, `prm_prod`
-    /// and `prm_last` see every step.
-    pub async fn score_split(
-        &self,
-        branches: &[Branch],
-        by: ScoreBy,
-        delimiter: &str,
-    ) -> Result<Vec<f32>> {
-        let steps = self.with_tree(|t| {
-            branches
-                .iter()
-                .map(|b| ponder_verifiers::split_steps(&t.text(b.node), delimiter))
-                .collect()
-        });
-        self.score_steps(branches, steps, by).await
-    }
-
-    async fn score_steps(
-        &self,
-        branches: &[Branch],
-        steps: Vec<Vec<String>>,
-        by: ScoreBy,
-    ) -> Result<Vec<f32>> {
-        self.check()?;
-        let scores: Vec<f32> = match self.verifier() {
-            Some(v) if by != ScoreBy::Confidence && !branches.is_empty() => {
-                let solutions: Vec<Solution<'_>> = branches
-                    .iter()
-                    .zip(&steps)
-                    .map(|(b, s)| Solution {
-                        problem: &self.problem.question,
-                        steps: s,
-                        complete: b.finished,
-                        confidence: TraceConfidence::summary(&b.confidences),
-                    })
-                    .collect();
-                let bound: u64 = solutions.iter().map(|s| v.cost_bound(s)).sum();
-                let reservation = self.meter.reserve(bound)?;
-                for _ in &solutions {
-                    self.meter.count_verifier_call();
-                }
-                let result = tokio::select! {
-                    r = v.score_batch(&solutions) => r.map_err(StrategyError::from),
-                    _ = self.cancel.cancelled() => Err(StrategyError::Cancelled),
-                    e = self.meter.deadline_passed() => Err(e),
-                };
-                let result = result.map_err(|e| self.interrupted(e));
-                let cost = result
-                    .as_ref()
-                    .map_or(0, |s| s.iter().map(|x| x.cost).sum());
-                self.meter.settle(
-                    reservation,
-                    crate::generator::Cost {
-                        prefill_computed: cost,
-                        ..Default::default()
-                    },
-                    Charge::Verifier,
-                );
-                let all = result?;
-                if all.len() != branches.len() {
-                    return Err(StrategyError::from(GeneratorError::CountMismatch {
-                        what: "verifier scores for solutions",
-                        expected: branches.len(),
-                        got: all.len(),
-                    }));
-                }
-                all.into_iter()
-                    .map(|scores| {
-                        by.aggregation()
-                            .and_then(|agg| agg.apply(&scores.steps))
-                            .unwrap_or(scores.overall)
-                    })
-                    .collect()
-            }
-            _ => branches
-                .iter()
-                .map(|b| b.mean_logprob().exp() as f32)
-                .collect(),
-        };
-        self.with_tree(|t| {
-            for (b, s) in branches.iter().zip(&scores) {
-                t.set_score(b.node, *s);
-                self.report_node(t, b.node);
-            }
-        });
-        Ok(scores)
     }
 
     /// Appends forced text to `branch` (text the model did not write: a "Wait", an answer

@@ -34,6 +34,7 @@ mod registry;
 mod revision;
 mod samples;
 mod sampling_override;
+mod scoring;
 mod select;
 mod self_consistency;
 mod stop;

@@ -11,6 +11,7 @@
 //! span (`api/trace.rs`): `x-request-id` in, the same header out, one access log line at `info`.
 //! Follows TGI's router and axum's layout.
 
+mod chat_fields;
 pub mod cli;
 mod echo;
 mod effort;

@@ -6,18 +6,18 @@
 
 use std::time::Duration;
 
-use ponder_strategies::{ChatTemplateKwargs, GeneratorError, Registry, SamplingOverride};
+use ponder_strategies::{ChatTemplateKwargs, Registry, SamplingOverride};
 use ponder_verifiers::ReasoningChoice;
 use serde_json::Value;
 
+use super::chat_fields::{messages, template_kwargs};
 use super::effort::{
     effort_budget, effort_thinking_budget, thinking_budget, with_thinking_budget, THINKING_STRATEGY,
 };
 use super::error::ValidationError;
 use super::fields::{logit_adjustments, refuse_unsupported};
 use super::types::{
-    ChatCompletionRequest, CommonParams, CompletionRequest, MessageIn, PromptField, ReasonBody,
-    StopField,
+    ChatCompletionRequest, CommonParams, CompletionRequest, PromptField, ReasonBody, StopField,
 };
 use crate::reason::ReasonRequest;
 use ponder_engine::{ChatMessage, SamplingParams, MAX_TOP_LOGPROBS};
@@ -181,70 +181,6 @@ pub(super) fn int_in(
         });
     }
     Ok(v)
-}
-
-/// Text of a message's `content`: a string, or the concatenated text parts of a list.
-fn content_text(content: &Value) -> Result<String, ValidationError> {
-    match content {
-        Value::String(s) => Ok(s.clone()),
-        Value::Null => Ok(String::new()),
-        Value::Array(parts) => {
-            let mut out = String::new();
-            for p in parts {
-                match (
-                    p.get("type").and_then(Value::as_str),
-                    p.get("text").and_then(Value::as_str),
-                ) {
-                    (Some("text"), Some(t)) => out.push_str(t),
-                    _ => {
-                        return Err(ValidationError::invalid(
-                            "messages.content",
-                            "only text parts ({\"type\": \"text\", \"text\": …}) are supported",
-                        ))
-                    }
-                }
-            }
-            Ok(out)
-        }
-        _ => Err(ValidationError::invalid(
-            "messages.content",
-            "must be a string or a list of text parts",
-        )),
-    }
-}
-
-fn messages(msgs: &[MessageIn]) -> Result<Vec<ChatMessage>, ValidationError> {
-    if msgs.is_empty() {
-        return Err(ValidationError::invalid(
-            "messages",
-            "must contain at least one message",
-        ));
-    }
-    let mut out = Vec::with_capacity(msgs.len());
-    for m in msgs {
-        let role = match m.role.as_str() {
-            "system" | "developer" => "system",
-            "user" | "tool" | "function" => "user",
-            "assistant" => "assistant",
-            other => {
-                return Err(ValidationError::invalid(
-                    "messages.role",
-                    format!("must be system, developer, user, assistant or tool, got {other:?}"),
-                ))
-            }
-        };
-        out.push(ChatMessage::new(role, &content_text(&m.content)?));
-    }
-    if !out
-        .iter()
-        .any(|m| m.role == "user" && !m.content.trim().is_empty())
-    {
-        return Err(ValidationError::invalid(
-            "messages",
-            "must contain a non-empty user message",
-        ));
-    }
-    Ok(out)
 }
 
 /// Validates the shared fields; `top_logprobs` is already read from the flavour's field.
@@ -572,26 +508,6 @@ pub(crate) fn chat(
             registry,
             model_id,
         )?
-    })
-}
-
-/// `chat_template_kwargs`: an object (or null), none of whose names the renderer sets itself.
-fn template_kwargs(field: Option<&Value>) -> Result<ChatTemplateKwargs, ValidationError> {
-    let vars = match field {
-        None | Some(Value::Null) => return Ok(ChatTemplateKwargs::default()),
-        Some(Value::Object(vars)) => vars.clone(),
-        Some(_) => {
-            return Err(ValidationError::invalid(
-                ChatTemplateKwargs::FIELD,
-                "must be an object of template variables, e.g. {\"enable_thinking\": false}",
-            ))
-        }
-    };
-    ChatTemplateKwargs::new(vars).map_err(|e| match e {
-        GeneratorError::InvalidRequest { reason, .. } => {
-            ValidationError::invalid(ChatTemplateKwargs::FIELD, reason)
-        }
-        other => ValidationError::invalid(ChatTemplateKwargs::FIELD, other.to_string()),
     })
 }
 

@@ -59,6 +59,16 @@ enum Command {
         #[arg(long, default_value = "calibration.json")]
         out: PathBuf,
     },
+    /// Write a run's rows redacted (no gold answer, no answers, no candidate texts; outcomes,
+    /// scores and spend kept) to FILE, for committing a long run's progress: a later run
+    /// resumes from them when they are its results file. Only redacted rows are written.
+    Redact {
+        /// The run directory.
+        dir: PathBuf,
+        /// Where to write them (replaced whole).
+        #[arg(long)]
+        out: PathBuf,
+    },
     /// Export a run's candidates as labelled candidate sets (JSONL, one group per result row)
     /// for `ponder verifier train` (train split) and `ponder verifier eval` (held-out split).
     Candidates {
@@ -270,6 +280,20 @@ fn main() -> anyhow::Result<()> {
                 export.unknown_problem,
                 dataset.display()
             );
+            Ok(())
+        }
+        Command::Redact { dir, out } => {
+            let rows = ponder_evals::read_rows(&dir)?;
+            let mut text = String::new();
+            for row in &rows {
+                text.push_str(&serde_json::to_string(&row.redacted())?);
+                text.push('\n');
+            }
+            // Written beside and renamed, so a reader never sees half a file.
+            let tmp = out.with_extension("jsonl.partial");
+            std::fs::write(&tmp, text).with_context(|| format!("writing {}", tmp.display()))?;
+            std::fs::rename(&tmp, &out).with_context(|| format!("writing {}", out.display()))?;
+            eprintln!("wrote {} redacted rows to {}", rows.len(), out.display());
             Ok(())
         }
         Command::Calibrate {

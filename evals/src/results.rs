@@ -113,6 +113,12 @@ pub struct ResultRow {
     /// What the run ran on (absent in rows written before it was recorded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run: Option<RunInfo>,
+    /// The row was redacted ([`ResultRow::redacted`]): its gold answer, answers and candidate
+    /// texts were taken out (each candidate's answer reads `null`), so only its outcome
+    /// (`correct`, `candidates_correct`, how many candidates, spend) remains. Calibration and Pareto fronts read it; answer-level reports (maj@k, a
+    /// verifier's AUROC) cannot.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub redacted: bool,
 }
 
 /// Whether a count is zero (for `skip_serializing_if`).
@@ -125,6 +131,23 @@ fn no_verifier() -> String {
 }
 
 impl ResultRow {
+    /// This row without the dataset's content: the gold answer, the strategy's answer, the
+    /// candidates' answers and texts are taken out; the item's key, its outcome (`correct`,
+    /// `candidates_correct`), scores and spend stay. A long run's redacted rows can be
+    /// committed (the public benchmarks are read where they are, never copied) and a later
+    /// run resumes from them: they are still result rows with the same keys.
+    pub fn redacted(&self) -> ResultRow {
+        ResultRow {
+            gold: String::new(),
+            answer: None,
+            // Kept as many as there were (pass@k counts them), each unknown.
+            candidate_answers: vec![None; self.candidate_answers.len()],
+            candidates: Vec::new(),
+            redacted: true,
+            ..self.clone()
+        }
+    }
+
     /// The item key.
     pub fn key(&self) -> ItemKey {
         ItemKey {
@@ -288,6 +311,7 @@ pub(crate) fn test_row(id: &str) -> ResultRow {
         spend: Spend::default(),
         wall_ms: 3,
         run: None,
+        redacted: false,
     }
 }
 
@@ -338,6 +362,55 @@ mod tests {
         drop(first);
         let (_, done) = ResultsFile::open(dir.path())?;
         assert_eq!(done.len(), 2);
+        Ok(())
+    }
+
+    #[test]
+    fn redacted_rows_keep_keys_and_outcomes_and_nothing_of_the_dataset() -> Result<()> {
+        let whole = ResultRow {
+            gold: "18".into(),
+            answer: Some("18".into()),
+            candidate_answers: vec![Some("18".into()), Some("7".into()), None],
+            candidate_scores: vec![Some(0.5), None, None],
+            candidates_correct: 1,
+            candidates: vec![LabelledCandidate {
+                text: "3 * 6 = 18. The answer is 18.".into(),
+                answer: Some("18".into()),
+                correct: true,
+                tokens: 12,
+                finished: true,
+                trace_confidence: None,
+            }],
+            spend: Spend {
+                spent: 300,
+                ..Spend::default()
+            },
+            ..test_row("gsm8k-train-12")
+        };
+        let redacted = whole.redacted();
+        let line = serde_json::to_string(&redacted).map_err(|e| err(Path::new("row"), e))?;
+        assert!(
+            !line.contains("18\"") && !line.contains("answer is"),
+            "{line}"
+        );
+        assert_eq!(redacted.key(), whole.key());
+        assert_eq!(
+            (
+                redacted.correct,
+                redacted.candidates_correct,
+                redacted.spend
+            ),
+            (whole.correct, whole.candidates_correct, whole.spend)
+        );
+        assert_eq!(redacted.candidate_answers, vec![None, None, None]);
+        assert_eq!(redacted.candidate_scores, whole.candidate_scores);
+        // A results file of redacted rows resumes: its items count as done.
+        let dir = tempfile::tempdir().map_err(|e| err(Path::new("tmp"), e))?;
+        std::fs::write(dir.path().join(RESULTS_FILE), format!("{line}\n"))
+            .map_err(|e| err(dir.path(), e))?;
+        let (_, done) = ResultsFile::open(dir.path())?;
+        assert!(done.contains(&whole.key()));
+        assert_eq!(read_rows(dir.path())?, vec![redacted]);
         Ok(())
     }
 }

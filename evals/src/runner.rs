@@ -306,6 +306,7 @@ pub fn grade(item: &Item, attempt: Attempt, wall_ms: u64) -> ResultRow {
         spend: Spend::default(),
         wall_ms,
         run: item.run.clone(),
+        redacted: false,
     };
     match attempt {
         Attempt::Failed(e) => ResultRow {

@@ -4,7 +4,7 @@
 # train fit problems and 500 ASDiv fit problems (a fixed shuffle, seed 17), seed 0, in-process on
 # the default model, with the worked-example setting validation chose
 # (evals/examples/validation-shots/compare.md; SHOTS below), without a verifier; rows are slim
-# (answers, scores and spend: --without-candidates) so they can be committed.
+# (answers, scores and spend: --without-candidates).
 #
 # Then `probe` runs the two-sample probe `auto` draws (self-consistency of 2 at 256 tokens) on
 # the same problems: its agreement and confidence bin every fit problem after the fact
@@ -13,9 +13,12 @@
 #
 # Every step is resumable (rows are appended as items finish; a rerun skips them). The runs hold
 # the public problems' gold answers, so they stay out of the repository (under $WORK, default
-# target/fit-calibration); the table (ids and outcomes, no problem text or answer) is kept here.
+# target/fit-calibration). The grid takes many CPU-hours, more than one session on one machine:
+# `save` writes its rows redacted (`ponder-eval redact`: ids, outcomes and spend; no gold answer,
+# answer or text) to grid-outcomes.jsonl here, which is committed, and `grid` on a machine that
+# has no grid yet starts from them. The table (ids and outcomes) is kept here too.
 #
-# Usage: bash evals/examples/fit-calibration/run.sh [grid|probe|calibrate] (default: all)
+# Usage: bash evals/examples/fit-calibration/run.sh [grid|save|probe|calibrate] (default: all)
 #   PONDER_EVAL      the harness binary (default: ponder-eval on PATH)
 #   PONDER_DATASETS  the public benchmark files (default: ../shared/datasets beside the checkout)
 #   BUDGETS          default "1024 2048";  LIMIT  problems per set (default 500)
@@ -70,14 +73,24 @@ revision_ratios=(
   '{"revision": {"by_budget": {"1024": {"chains": 1, "attempts": 4, "max_tokens": 256},
                                "2048": {"chains": 2, "attempts": 4, "max_tokens": 256}}}}'
 )
+saved=$here/grid-outcomes.jsonl
 what=${1:-all}
 case $what in grid | all)
+  if [[ ! -s $work/grid/results.jsonl && -s $saved ]]; then
+    mkdir -p "$work/grid"
+    cp "$saved" "$work/grid/results.jsonl"
+    echo "fit-calibration: resuming from $(wc -l <"$saved") saved rows" >&2
+  fi
   for budget in ${BUDGETS:-1024 2048}; do
     each "$strategies" "$budget" grid --params "$params" "${shots[@]}" --without-candidates
     for ratio in "${revision_ratios[@]}"; do
       each revision "$budget" grid --params "$ratio" "${shots[@]}" --without-candidates
     done
   done
+  ;;
+esac
+case $what in save | all)
+  "$eval_bin" redact "$work/grid" --out "$saved"
   ;;
 esac
 case $what in probe | all)

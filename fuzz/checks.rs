@@ -51,14 +51,14 @@ pub(crate) fn answer_grader(data: &[u8]) {
 /// fail with an error, never a panic.
 pub(crate) fn chat_template(data: &[u8]) {
     use ponder_engine::forward::ChatTemplate;
-    use ponder_engine::ChatMessage;
+    use ponder_strategies::Turn;
     let text = String::from_utf8_lossy(data);
     let mut lines = text.split('\n');
     let source = lines.next().unwrap_or_default();
-    let messages: Vec<ChatMessage> = lines
+    let messages: Vec<Turn> = lines
         .map(|l| {
             let (role, content) = l.split_once(':').unwrap_or(("user", l));
-            ChatMessage::new(role, content)
+            Turn::new(role, content)
         })
         .collect();
     if let Ok(t) = ChatTemplate::new(source, "<s>", "</s>") {

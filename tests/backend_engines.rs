@@ -560,7 +560,7 @@ fn serve_with_only_a_backend_and_no_local_model_serves_chat_and_strategies() {
 #[test]
 fn the_whole_conversation_reaches_the_local_prompt() {
     use ponder_engine::forward::encode_prompt;
-    use ponder_engine::ChatMessage;
+    use ponder_strategies::Turn;
     let server = crate::server::TestServer::start(|b| b);
     let body = json!({"model": "ponder", "messages": conversation_messages(), "strategy": "best_of_n",
                       "strategy_params": {"n": 1, "max_tokens": 8}, "budget_tokens": 4000});
@@ -573,13 +573,9 @@ fn the_whole_conversation_reaches_the_local_prompt() {
     // The strategy's prompt is the rendered conversation, every message of it, in order.
     let model = crate::util::smollm2();
     let (system, history, user) = conversation();
-    let mut messages = vec![ChatMessage::new("system", system.as_deref().unwrap())];
-    messages.extend(
-        history
-            .iter()
-            .map(|t| ChatMessage::new(&t.role, &t.content)),
-    );
-    messages.push(ChatMessage::new("user", &user));
+    let mut messages = vec![Turn::new("system", system.as_deref().unwrap())];
+    messages.extend(history.iter().map(|t| Turn::new(&t.role, &t.content)));
+    messages.push(Turn::new("user", &user));
     let rendered = model.render_chat(&messages).unwrap();
     assert!(rendered.contains("My name is Ada.") && rendered.contains("Noted, Ada."));
     let expected = encode_prompt(model, &rendered).unwrap().len() as u64;
@@ -591,8 +587,8 @@ fn the_whole_conversation_reaches_the_local_prompt() {
     // The last message alone (what was sent before) is a different, shorter prompt.
     let alone = model
         .render_chat(&[
-            ChatMessage::new("system", system.as_deref().unwrap()),
-            ChatMessage::new("user", &user),
+            Turn::new("system", system.as_deref().unwrap()),
+            Turn::new("user", &user),
         ])
         .unwrap();
     assert!(encode_prompt(model, &alone).unwrap().len() < expected as usize);

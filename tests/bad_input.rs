@@ -3,8 +3,9 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use ponder_engine::forward::SamplingParams;
 use ponder_engine::forward::{encode_prompt, generate, LoadOptions, LoadedModel};
-use ponder_engine::{EngineError, SamplingParams};
+use ponder_engine::EngineError;
 
 use crate::util::{smollm2, smollm2_path};
 

@@ -16,11 +16,12 @@ use std::time::Instant;
 
 use candle_core::{DType, Device, Tensor};
 use ponder_engine::batching::{Event, GroupRequest, Scheduler, SchedulerConfig, SeqFinish};
+use ponder_engine::forward::SamplingParams;
 use ponder_engine::forward::{
     Architecture, LoadOptions, LoadedModel, Model, ModelConfig, PagedKvStore, RopeStyle,
     SampledToken, WeightDtype,
 };
-use ponder_engine::{ComputeDevice, EngineError, SamplingParams};
+use ponder_engine::{ComputeDevice, EngineError};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 

@@ -8,8 +8,10 @@ use std::sync::Arc;
 use ponder_engine::batching::{
     Event, GroupRequest, Scheduler, SchedulerConfig, ScoreOutput, ScoreRequest, SeqFinish,
 };
+use ponder_engine::forward::SamplingParams;
 use ponder_engine::forward::{generate, PagedKvStore};
-use ponder_engine::{ChatMessage, EngineError, SamplingParams};
+use ponder_engine::EngineError;
+use ponder_strategies::Turn;
 
 use crate::util::smollm2;
 
@@ -31,7 +33,7 @@ fn scheduler(num_blocks: usize, max_step_tokens: usize) -> Scheduler {
 fn prompt(question: &str) -> Vec<u32> {
     let m = smollm2();
     let text = m
-        .render_chat(&[ChatMessage::new("user", question)])
+        .render_chat(&[Turn::new("user", question)])
         .expect("template");
     m.tokenizer.encode(&text).expect("encode")
 }
@@ -164,7 +166,7 @@ fn a_sample_is_identical_alone_in_a_batch_after_a_fork_and_after_preemption() {
 fn greedy_output_equals_the_reference_forward() {
     let m = smollm2();
     let text = m
-        .render_chat(&[ChatMessage::new("user", "What is 2+3?")])
+        .render_chat(&[Turn::new("user", "What is 2+3?")])
         .expect("template");
     let reference = generate(m, &text, 16, SamplingParams::greedy(), |_| {}).expect("generate");
     let mut s = scheduler(128, 512);
@@ -188,10 +190,7 @@ fn a_second_request_reuses_the_cached_system_prompt() {
         "You are a careful mathematician. Think step by step and box the answer. ".repeat(8);
     let render = |q: &str| {
         let text = m
-            .render_chat(&[
-                ChatMessage::new("system", &system),
-                ChatMessage::new("user", q),
-            ])
+            .render_chat(&[Turn::new("system", &system), Turn::new("user", q)])
             .expect("template");
         m.tokenizer.encode(&text).expect("encode")
     };

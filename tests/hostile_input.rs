@@ -9,7 +9,7 @@ use std::io::Write;
 
 use ponder::api::Limits;
 use ponder_engine::forward::{ChatTemplate, GgufFile, TextTokenizer};
-use ponder_engine::ChatMessage;
+use ponder_strategies::Turn;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use serde_json::{json, Value};
@@ -172,7 +172,7 @@ fn template() -> impl Strategy<Value = String> {
     prop::collection::vec(fragment, 0..12).prop_map(|v| v.concat())
 }
 
-fn messages() -> impl Strategy<Value = Vec<ChatMessage>> {
+fn messages() -> impl Strategy<Value = Vec<Turn>> {
     let role = prop_oneof![
         Just("system".to_string()),
         Just("user".to_string()),
@@ -180,7 +180,7 @@ fn messages() -> impl Strategy<Value = Vec<ChatMessage>> {
         ".{0,6}"
     ];
     prop::collection::vec(
-        (role, ".{0,40}").prop_map(|(r, c)| ChatMessage {
+        (role, ".{0,40}").prop_map(|(r, c)| Turn {
             role: r,
             content: c,
         }),

@@ -7,7 +7,7 @@ use candle_core::quantized::gguf_file;
 use candle_core::{Device, Tensor};
 use candle_transformers::models::quantized_llama::ModelWeights;
 use ponder_engine::forward::{argmax, ContiguousKvStore, KvStore, LogitsFor, SeqChunk};
-use ponder_engine::ChatMessage;
+use ponder_strategies::Turn;
 
 use crate::util::{max_abs_diff, smollm2, smollm2_path};
 
@@ -27,9 +27,7 @@ fn reference() -> ModelWeights {
 
 fn prompt_ids(text: &str) -> Vec<u32> {
     let m = smollm2();
-    let rendered = m
-        .render_chat(&[ChatMessage::new("user", text)])
-        .expect("template");
+    let rendered = m.render_chat(&[Turn::new("user", text)]).expect("template");
     ponder_engine::forward::encode_prompt(m, &rendered).expect("encode")
 }
 

@@ -9,8 +9,9 @@ use std::sync::Arc;
 use ponder_engine::batching::{
     Event, GroupRequest, Scheduler, SchedulerConfig, ScoreOutput, ScoreRequest, Scored,
 };
+use ponder_engine::forward::SamplingParams;
 use ponder_engine::forward::{LoadOptions, LoadedModel, PagedKvStore};
-use ponder_engine::{EngineError, SamplingParams};
+use ponder_engine::EngineError;
 
 use crate::prm_fixture::{write_checkpoint, Checkpoint};
 

@@ -487,6 +487,15 @@ fn bad_input_table_gets_openai_errors_with_the_right_codes() {
             Some("context_length_exceeded"),
         ),
         (
+            "question too long for a streamed search",
+            json_post(chat(
+                &long_prompt,
+                json!({"strategy": "best_of_n", "stream": true}),
+            )),
+            400,
+            Some("context_length_exceeded"),
+        ),
+        (
             "budget over limit",
             json_post(chat("hi", json!({"budget_tokens": 10_001}))),
             400,

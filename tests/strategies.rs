@@ -31,8 +31,8 @@ fn runtime() -> &'static Runtime {
 fn prompt_tokens(problem: &str) -> u64 {
     let model = &runtime().model;
     let messages = [
-        ponder_engine::ChatMessage::new("system", ponder_strategies::DEFAULT_SYSTEM_PROMPT),
-        ponder_engine::ChatMessage::new("user", problem),
+        ponder_strategies::Turn::new("system", ponder_strategies::DEFAULT_SYSTEM_PROMPT),
+        ponder_strategies::Turn::new("user", problem),
     ];
     let text = model.render_chat(&messages).expect("template");
     ponder_engine::forward::encode_prompt(model, &text)

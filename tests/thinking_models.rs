@@ -14,8 +14,9 @@ use std::sync::Arc;
 use candle_core::DType;
 use ponder::backends::BackendFormat;
 use ponder_engine::forward::{encode_prompt, TextTokenizer};
-use ponder_engine::{ChatMessage, Runtime, RuntimeOptions};
+use ponder_engine::{Runtime, RuntimeOptions};
 use ponder_strategies::ChatTemplateKwargs;
+use ponder_strategies::Turn;
 use ponder_verifiers::{ReasoningChoice, ReasoningParser};
 use serde_json::{json, Value};
 
@@ -43,10 +44,10 @@ fn format(family: &str) -> BackendFormat {
     BackendFormat::load(&thinking_family(family).join("tokenizer_config.json")).expect("loads")
 }
 
-fn question() -> Vec<ChatMessage> {
+fn question() -> Vec<Turn> {
     vec![
-        ChatMessage::new("system", "Be brief."),
-        ChatMessage::new("user", "What is 2+3?"),
+        Turn::new("system", "Be brief."),
+        Turn::new("user", "What is 2+3?"),
     ]
 }
 
@@ -73,8 +74,8 @@ fn qwen3_writes_an_empty_block_only_when_thinking_is_off() {
     // Earlier turns' thinking is dropped by the template, so it opens no block either.
     let mut history = question();
     history.extend([
-        ChatMessage::new("assistant", "<think>\nadding 2 and 3\n</think>\n\n5"),
-        ChatMessage::new("user", "And 3+4?"),
+        Turn::new("assistant", "<think>\nadding 2 and 3\n</think>\n\n5"),
+        Turn::new("user", "And 3+4?"),
     ]);
     let rendered = f
         .render_messages(&history, &vars(json!({})))
@@ -204,7 +205,7 @@ fn a_tiny_random_qwen3_is_served_with_its_thinking_switch_and_special_tokens() {
     let model = Arc::clone(&runtime.model);
     let rt = crate::util::runtime(2);
     let server = TestServer::serving(rt, runtime, |b| b.model_id("qwen3-tiny"));
-    let messages = [ChatMessage::new("user", "What is 2+3?")];
+    let messages = [Turn::new("user", "What is 2+3?")];
     let rendered = |thinking: bool| {
         model
             .render_chat_with(&messages, &vars(json!({"enable_thinking": thinking})))

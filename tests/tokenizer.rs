@@ -3,7 +3,7 @@
 
 use candle_core::quantized::gguf_file::Value;
 use ponder_engine::forward::GgufFile;
-use ponder_engine::ChatMessage;
+use ponder_strategies::Turn;
 use proptest::prelude::*;
 use serde::Deserialize;
 
@@ -76,15 +76,13 @@ fn chat_template_renders_smollm2_im_start_format() {
     let m = smollm2();
     let out = m
         .render_chat(&[
-            ChatMessage::new("system", "Be brief."),
-            ChatMessage::new("user", "What is 2+3?"),
+            Turn::new("system", "Be brief."),
+            Turn::new("user", "What is 2+3?"),
         ])
         .expect("render");
     assert_eq!(out, "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nWhat is 2+3?<|im_end|>\n<|im_start|>assistant\n");
     // Without a system message SmolLM2's template supplies its default one.
-    let out = m
-        .render_chat(&[ChatMessage::new("user", "Hi")])
-        .expect("render");
+    let out = m.render_chat(&[Turn::new("user", "Hi")]).expect("render");
     assert!(out.starts_with("<|im_start|>system\n"), "{out}");
     assert!(
         out.ends_with("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"),

@@ -8,29 +8,9 @@
 //! `eos_token`, which they cannot override (the type refuses those names).
 
 use minijinja::{context, Environment, Error as JinjaError, ErrorKind, Value};
-use ponder_strategies::ChatTemplateKwargs;
-use serde::{Deserialize, Serialize};
+use ponder_strategies::{ChatTemplateKwargs, Turn};
 
 use super::error::{EngineError, Result};
-
-/// One chat message.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ChatMessage {
-    /// `system`, `user` or `assistant`.
-    pub role: String,
-    /// The text.
-    pub content: String,
-}
-
-impl ChatMessage {
-    /// A message with the given role.
-    pub fn new(role: &str, content: &str) -> Self {
-        Self {
-            role: role.to_string(),
-            content: content.to_string(),
-        }
-    }
-}
 
 /// A compiled chat template.
 #[derive(Debug)]
@@ -56,7 +36,7 @@ impl ChatTemplate {
             },
         );
         env.add_template_owned(TEMPLATE_NAME, source.to_string())
-            .map_err(|e| EngineError::ChatTemplate(e.to_string()))?;
+            .map_err(EngineError::ChatTemplate)?;
         Ok(Self {
             env,
             source: source.to_string(),
@@ -67,7 +47,7 @@ impl ChatTemplate {
 
     /// Renders `messages`; with `add_generation_prompt` the text ends where the assistant's
     /// reply begins.
-    pub fn render(&self, messages: &[ChatMessage], add_generation_prompt: bool) -> Result<String> {
+    pub fn render(&self, messages: &[Turn], add_generation_prompt: bool) -> Result<String> {
         self.render_with(
             messages,
             add_generation_prompt,
@@ -78,14 +58,14 @@ impl ChatTemplate {
     /// [`ChatTemplate::render`] with a request's template variables beside the messages.
     pub fn render_with(
         &self,
-        messages: &[ChatMessage],
+        messages: &[Turn],
         add_generation_prompt: bool,
         vars: &ChatTemplateKwargs,
     ) -> Result<String> {
         let template = self
             .env
             .get_template(TEMPLATE_NAME)
-            .map_err(|e| EngineError::ChatTemplate(e.to_string()))?;
+            .map_err(EngineError::ChatTemplate)?;
         // The renderer's own variables come first: in a merged context the first map that
         // has a name wins (and `ChatTemplateKwargs` refuses those names anyway).
         template
@@ -96,7 +76,7 @@ impl ChatTemplate {
                 eos_token => self.eos_token,
                 ..Value::from_serialize(vars.vars())
             })
-            .map_err(|e| EngineError::ChatTemplate(e.to_string()))
+            .map_err(EngineError::ChatTemplate)
     }
 
     /// The template's source text (what the reasoning parser reads its tags from).
@@ -114,7 +94,7 @@ mod tests {
     #[test]
     fn renders_chatml_with_generation_prompt() -> Result<()> {
         let t = ChatTemplate::new(IM_TEMPLATE, "", "<|im_end|>")?;
-        let out = t.render(&[ChatMessage::new("user", " hi ")], true)?;
+        let out = t.render(&[Turn::new("user", " hi ")], true)?;
         assert_eq!(
             out,
             "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
@@ -126,9 +106,9 @@ mod tests {
     fn python_string_methods_and_raise_exception_work() -> Result<()> {
         let src = "{% if messages[0].role != 'user' %}{{ raise_exception('first must be user') }}{% endif %}{{ messages[0].content.strip().upper() }}";
         let t = ChatTemplate::new(src, "", "")?;
-        assert_eq!(t.render(&[ChatMessage::new("user", "  ok ")], false)?, "OK");
+        assert_eq!(t.render(&[Turn::new("user", "  ok ")], false)?, "OK");
         let err = t
-            .render(&[ChatMessage::new("system", "x")], false)
+            .render(&[Turn::new("system", "x")], false)
             .err()
             .map(|e| e.to_string())
             .unwrap_or_default();
@@ -140,7 +120,7 @@ mod tests {
     fn template_variables_reach_the_template_beside_the_messages() -> Result<()> {
         let src = "{{ messages[0].content }}{% if enable_thinking is defined and enable_thinking is false %}|off{% endif %}|{{ bos_token }}";
         let t = ChatTemplate::new(src, "<s>", "</s>")?;
-        let msgs = [ChatMessage::new("user", "q")];
+        let msgs = [Turn::new("user", "q")];
         let vars = |v: serde_json::Value| match v {
             serde_json::Value::Object(m) => ChatTemplateKwargs::new(m).ok(),
             _ => None,

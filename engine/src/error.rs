@@ -52,12 +52,38 @@ pub enum EngineError {
         /// The metadata key or tensor name.
         what: String,
     },
-    /// The tokenizer could not be built or used.
+    /// The tokenizer failed to build, encode or decode.
     #[error("tokenizer error: {0}")]
-    Tokenizer(String),
+    Tokenizer(#[source] tokenizers::Error),
+    /// A `tokenizer.json` could not be loaded.
+    #[error("tokenizer {path}: {source}")]
+    TokenizerFile {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: tokenizers::Error,
+    },
+    /// A GGUF's tokenizer metadata is missing or not what the tokenizer needs.
+    #[error("GGUF tokenizer metadata {key}: {problem}")]
+    GgufTokenizer {
+        /// The metadata key.
+        key: String,
+        /// What is wrong with it.
+        problem: &'static str,
+    },
+    /// The GGUF's tokenizer is not byte-level BPE, the one kind rebuilt from metadata.
+    #[error(
+        "GGUF tokenizer model {model:?} is not byte-level BPE (\"gpt2\"); pass --tokenizer \
+         tokenizer.json"
+    )]
+    UnsupportedTokenizer {
+        /// `tokenizer.ggml.model` as the file states it.
+        model: String,
+    },
     /// The chat template failed to compile or render.
     #[error("chat template error: {0}")]
-    ChatTemplate(String),
+    ChatTemplate(#[source] minijinja::Error),
     /// A request argument is out of range.
     #[error("invalid {field}: {reason}")]
     InvalidInput {

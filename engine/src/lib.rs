@@ -42,12 +42,11 @@ use device::cuda;
 
 // The crate's root surface: what the service needs to run a model and reach it through the
 // strategies' port (listed in ARCHITECTURE.md; keep it this small).
-pub use chat_template::ChatMessage;
 pub use device::ComputeDevice;
 pub use error::{EngineError, Result};
 pub use local::{InterToken, LocalGenerator};
 pub use runtime::{Runtime, RuntimeOptions};
-pub use sampling::{SamplingParams, MAX_TOP_LOGPROBS};
+pub use sampling::MAX_TOP_LOGPROBS;
 pub use scheduler::SchedulerCounters;
 
 /// A model's forward pass without the executor: loading (GGUF, safetensors), the tokenizer and
@@ -66,7 +65,7 @@ pub mod forward {
     pub use crate::models::{Activation, Architecture, GgufLayout, LayerOptions, TensorNames};
     pub use crate::paged_kv::{bytes_per_block, PagedKvStore};
     pub use crate::safetensors::SafetensorsModel;
-    pub use crate::sampling::{argmax, log_softmax, SampledToken, Sampler};
+    pub use crate::sampling::{argmax, log_softmax, SampledToken, Sampler, SamplingParams};
     pub use crate::tokenizer::TextTokenizer;
 }
 

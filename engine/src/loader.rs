@@ -8,13 +8,14 @@ use std::sync::Arc;
 use candle_core::Device;
 use ponder_strategies::ChatTemplateKwargs;
 
-use super::chat_template::{ChatMessage, ChatTemplate};
+use super::chat_template::ChatTemplate;
 use super::device::{ComputeDevice, WeightDtype};
 use super::error::{EngineError, Result};
 use super::gguf::GgufFile;
 use super::model::Model;
 use super::safetensors::SafetensorsModel;
 use super::tokenizer::TextTokenizer;
+use ponder_strategies::Turn;
 
 /// Tokens that end an assistant turn in the chat formats we know, besides the model's eos id.
 const END_OF_TURN_TOKENS: &[&str] = &[
@@ -186,17 +187,13 @@ impl LoadedModel {
 
     /// Renders `messages` with the model's template, ending where the assistant speaks. Models
     /// without a template get the messages' contents joined by blank lines.
-    pub fn render_chat(&self, messages: &[ChatMessage]) -> Result<String> {
+    pub fn render_chat(&self, messages: &[Turn]) -> Result<String> {
         self.render_chat_with(messages, &ChatTemplateKwargs::default())
     }
 
     /// [`LoadedModel::render_chat`] with a request's template variables (without a template
     /// they have nothing to reach).
-    pub fn render_chat_with(
-        &self,
-        messages: &[ChatMessage],
-        vars: &ChatTemplateKwargs,
-    ) -> Result<String> {
+    pub fn render_chat_with(&self, messages: &[Turn], vars: &ChatTemplateKwargs) -> Result<String> {
         match &self.chat_template {
             Some(t) => t.render_with(messages, true, vars),
             None => Ok(messages

@@ -46,19 +46,24 @@ impl std::fmt::Debug for TextTokenizer {
     }
 }
 
-fn tok_err(e: impl std::fmt::Display) -> EngineError {
-    EngineError::Tokenizer(e.to_string())
+fn tok_err(e: tokenizers::Error) -> EngineError {
+    EngineError::Tokenizer(e)
+}
+
+fn metadata(key: &str, problem: &'static str) -> EngineError {
+    EngineError::GgufTokenizer {
+        key: key.to_string(),
+        problem,
+    }
 }
 
 fn strings(v: &Value, key: &str) -> Result<Vec<String>> {
-    let arr = v
-        .to_vec()
-        .map_err(|_| EngineError::Tokenizer(format!("{key} is not an array")))?;
+    let arr = v.to_vec().map_err(|_| metadata(key, "is not an array"))?;
     arr.iter()
         .map(|x| {
             x.to_string()
                 .cloned()
-                .map_err(|_| EngineError::Tokenizer(format!("{key} holds a non-string")))
+                .map_err(|_| metadata(key, "holds a non-string"))
         })
         .collect()
 }
@@ -106,22 +111,19 @@ impl TextTokenizer {
     /// Rebuilds the tokenizer stored in a GGUF's `tokenizer.ggml.*` metadata.
     pub fn from_gguf(gguf: &GgufFile) -> Result<Self> {
         let md = gguf.metadata();
-        let get = |k: &str| {
-            md.get(k)
-                .ok_or_else(|| EngineError::Tokenizer(format!("GGUF has no {k}")))
-        };
+        let get = |k: &str| md.get(k).ok_or_else(|| metadata(k, "is missing"));
         let model = gguf.metadata_str("tokenizer.ggml.model").unwrap_or("");
         if model != "gpt2" {
-            return Err(EngineError::Tokenizer(format!(
-                "GGUF tokenizer model {model:?} is not byte-level BPE (\"gpt2\"); pass --tokenizer tokenizer.json"
-            )));
+            return Err(EngineError::UnsupportedTokenizer {
+                model: model.to_string(),
+            });
         }
         let tokens = strings(get("tokenizer.ggml.tokens")?, "tokenizer.ggml.tokens")?;
         let merges = strings(get("tokenizer.ggml.merges")?, "tokenizer.ggml.merges")?;
         let types: Vec<i64> = match md.get("tokenizer.ggml.token_type") {
             Some(v) => v
                 .to_vec()
-                .map_err(tok_err)?
+                .map_err(|_| metadata("tokenizer.ggml.token_type", "is not an array"))?
                 .iter()
                 .map(|x| integer(x).unwrap_or(1))
                 .collect(),
@@ -177,8 +179,10 @@ impl TextTokenizer {
 
     /// Loads a Hugging Face `tokenizer.json`; `eos_names` are looked up as end-of-sequence tokens.
     pub fn from_file(path: &Path, eos_names: &[&str]) -> Result<Self> {
-        let inner = Tokenizer::from_file(path)
-            .map_err(|e| EngineError::Tokenizer(format!("{}: {e}", path.display())))?;
+        let inner = Tokenizer::from_file(path).map_err(|source| EngineError::TokenizerFile {
+            path: path.to_path_buf(),
+            source,
+        })?;
         let eos = eos_names
             .iter()
             .filter_map(|n| inner.token_to_id(n))

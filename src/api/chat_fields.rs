@@ -3,8 +3,7 @@
 //! object of template variables, none of the renderer's own names). Each error names the field.
 //! Used by [`super::validate::chat`]; knows nothing of limits or strategies.
 
-use ponder_engine::ChatMessage;
-use ponder_strategies::{ChatTemplateKwargs, GeneratorError};
+use ponder_strategies::{ChatTemplateKwargs, GeneratorError, Turn};
 use serde_json::Value;
 
 use super::error::ValidationError;
@@ -40,7 +39,7 @@ fn content_text(content: &Value) -> Result<String, ValidationError> {
     }
 }
 
-pub(super) fn messages(msgs: &[MessageIn]) -> Result<Vec<ChatMessage>, ValidationError> {
+pub(super) fn messages(msgs: &[MessageIn]) -> Result<Vec<Turn>, ValidationError> {
     if msgs.is_empty() {
         return Err(ValidationError::invalid(
             "messages",
@@ -60,7 +59,7 @@ pub(super) fn messages(msgs: &[MessageIn]) -> Result<Vec<ChatMessage>, Validatio
                 ))
             }
         };
-        out.push(ChatMessage::new(role, &content_text(&m.content)?));
+        out.push(Turn::new(role, content_text(&m.content)?));
     }
     if !out
         .iter()

@@ -314,7 +314,10 @@ fn engine_and_request_errors_map_by_variant() {
             ),
         ),
         (
-            EngineError::ChatTemplate("bad".into()).into(),
+            // A template that does not compile: the engine's own error, as a request meets it.
+            ponder_engine::forward::ChatTemplate::new("{% for %}", "", "")
+                .err()
+                .map_or(AppError::NotFound, AppError::from),
             (400, "invalid_request_error", Some("messages"), None),
         ),
         (

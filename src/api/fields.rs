@@ -5,6 +5,7 @@
 //! field rather than silently ignored.
 #![deny(clippy::indexing_slicing)]
 
+use ponder_strategies::LogitAdjust;
 use serde_json::Value;
 
 use super::error::ValidationError;
@@ -16,10 +17,8 @@ pub(crate) const MAX_LOGIT_BIAS: usize = 300;
 /// The penalties and biases of a request, checked.
 #[derive(Debug)]
 pub(crate) struct Adjustments {
-    pub(crate) repetition_penalty: f64,
-    pub(crate) presence_penalty: f64,
-    pub(crate) frequency_penalty: f64,
-    pub(crate) logit_bias: Vec<(u32, f32)>,
+    /// In the port's terms (`logit_bias` sorted by token id, each token once).
+    pub(crate) logits: LogitAdjust,
     /// The first of these fields the request set to something other than its neutral value.
     pub(crate) field: Option<&'static str>,
 }
@@ -103,10 +102,12 @@ pub(crate) fn logit_adjustments(c: &CommonParams) -> Result<Adjustments, Validat
         }
     };
     Ok(Adjustments {
-        repetition_penalty,
-        presence_penalty,
-        frequency_penalty,
-        logit_bias,
+        logits: LogitAdjust {
+            repetition_penalty,
+            presence_penalty,
+            frequency_penalty,
+            logit_bias,
+        },
         field,
     })
 }
@@ -277,7 +278,7 @@ mod tests {
         let req: ChatCompletionRequest = serde_json::from_value(body)
             .map_err(|e| ValidationError::invalid("body", e.to_string()))?;
         let valid = chat_valid(&req)?;
-        let s = &valid.sampling;
+        let s = &valid.logits;
         assert_eq!(
             (
                 s.presence_penalty,

@@ -21,8 +21,8 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use futures_util::Stream;
 use ponder_strategies::{
-    CostTally, ExtendRequest, GeneratorError, LogitAdjust, Outcome, Progress, Sampling,
-    SearchFinish, Stops, StrategyError, Turn,
+    CostTally, ExtendRequest, GeneratorError, Outcome, Progress, Sampling, SearchFinish, Stops,
+    StrategyError,
 };
 use serde_json::json;
 use tokio::sync::mpsc;
@@ -134,15 +134,11 @@ async fn direct(
     start: Instant,
 ) -> Result<Response> {
     let generator = state.generator()?;
-    let p = &valid.sampling;
-    let logits = LogitAdjust {
-        repetition_penalty: p.repetition_penalty,
-        presence_penalty: p.presence_penalty,
-        frequency_penalty: p.frequency_penalty,
-        logit_bias: p.logit_bias.clone(),
-    };
     if let Some(vocab) = generator.vocab_size() {
-        logits.check_vocab(vocab).map_err(StrategyError::from)?;
+        valid
+            .logits
+            .check_vocab(vocab)
+            .map_err(StrategyError::from)?;
     }
     // A chat reply's thinking is split off its content; whether it starts inside a block is
     // read from the rendered prompt. Text completions stay whole.
@@ -151,12 +147,8 @@ async fn direct(
         .filter(|_| flavor == Flavor::Chat);
     let mut opened = false;
     let (root, prompt_len) = match &valid.prompt {
-        PromptIn::Chat(messages) => {
-            let turns: Vec<Turn> = messages
-                .iter()
-                .map(|m| Turn::new(m.role.as_str(), m.content.as_str()))
-                .collect();
-            let rendered = generator.render_chat(&turns, &valid.template_kwargs)?;
+        PromptIn::Chat(turns) => {
+            let rendered = generator.render_chat(turns, &valid.template_kwargs)?;
             opened = parser.as_ref().is_some_and(|p| p.opens_in(&rendered));
             generator.open_text(&rendered).await?
         }
@@ -197,14 +189,10 @@ async fn direct(
             max_tokens,
             stop: valid.stop.clone(),
             sampling: Sampling {
-                temperature: p.temperature,
-                top_p: p.top_p,
-                top_k: p.top_k,
-                min_p: p.min_p,
-                seed: p.seed.wrapping_add(i),
-                top_logprobs: p.top_logprobs,
+                seed: valid.sampling.seed.wrapping_add(i),
+                ..valid.sampling
             },
-            logits: logits.clone(),
+            logits: valid.logits.clone(),
         });
     }
     let slot = admit(&state).await?;
@@ -423,14 +411,23 @@ impl Search {
     }
 }
 
-/// Refuses a question longer than the local model's context before a slot is taken (over a
-/// backend, its generator checks the rendered prompt against the backend model's context).
+/// Refuses a question longer than the local model's context before a slot is taken or a
+/// stream starts (over a backend, its generator checks the rendered prompt against the backend
+/// model's context). The question is tokenized once, by the generator that opens the search's
+/// prompts: every token of a tokenizer covers at least one byte of the text (byte-level BPE,
+/// byte fallback), so a question of fewer bytes than the context, less the special tokens a
+/// tokenizer adds around it, fits without being tokenized here; only a longer one is counted.
 fn check_question_fits(state: &AppState, question: &str) -> Result<()> {
+    /// Tokens a tokenizer may add around a text (BOS, EOS, a prefix space), with room to spare.
+    const ADDED_TOKENS: usize = 4;
     let Some(runtime) = state.runtime.as_ref().filter(|_| state.remote.is_none()) else {
         return Ok(());
     };
-    let tokens = runtime.model.tokenizer.encode(question)?.len();
     let context = runtime.model.model.config().context_length;
+    if question.len() + ADDED_TOKENS < context {
+        return Ok(());
+    }
+    let tokens = runtime.model.tokenizer.encode(question)?.len();
     if tokens >= context {
         return Err(ValidationError::ContextLength {
             prompt: tokens,

@@ -6,7 +6,9 @@
 
 use std::time::Duration;
 
-use ponder_strategies::{ChatTemplateKwargs, Registry, SamplingOverride};
+use ponder_strategies::{
+    ChatTemplateKwargs, LogitAdjust, Registry, Sampling, SamplingOverride, Turn,
+};
 use ponder_verifiers::ReasoningChoice;
 use serde_json::Value;
 
@@ -20,7 +22,7 @@ use super::types::{
     ChatCompletionRequest, CommonParams, CompletionRequest, PromptField, ReasonBody, StopField,
 };
 use crate::reason::ReasonRequest;
-use ponder_engine::{ChatMessage, SamplingParams, MAX_TOP_LOGPROBS};
+use ponder_engine::MAX_TOP_LOGPROBS;
 
 /// This server's limits.
 #[derive(Debug, Clone)]
@@ -101,7 +103,7 @@ impl Default for Limits {
 #[derive(Debug, Clone)]
 pub(crate) enum PromptIn {
     /// A conversation, rendered with the model's chat template.
-    Chat(Vec<ChatMessage>),
+    Chat(Vec<Turn>),
     /// Raw text.
     Text(String),
     /// Token ids of the model's vocabulary, as given (`/v1/completions` only).
@@ -136,8 +138,10 @@ pub(crate) struct ValidGeneration {
     pub prompt: PromptIn,
     /// Most completion tokens, if set.
     pub max_tokens: Option<usize>,
-    /// Sampling of each choice (its seed is the base seed).
-    pub sampling: SamplingParams,
+    /// Sampling of each choice (its seed is the base seed: choice i samples with seed + i).
+    pub sampling: Sampling,
+    /// Penalties and biases applied to every choice's logits.
+    pub logits: LogitAdjust,
     /// Choices.
     pub n: usize,
     /// Stop strings.
@@ -359,7 +363,7 @@ fn common(
         prompt,
         max_tokens,
         echo: false,
-        sampling: SamplingParams {
+        sampling: Sampling {
             // OpenAI's defaults where the request sets none.
             temperature: asked.temperature.unwrap_or(1.0),
             top_p: asked.top_p.unwrap_or(1.0),
@@ -367,11 +371,8 @@ fn common(
             min_p: asked.min_p.unwrap_or(0.0),
             seed,
             top_logprobs: if logprobs { top } else { 0 },
-            repetition_penalty: adjust.repetition_penalty,
-            presence_penalty: adjust.presence_penalty,
-            frequency_penalty: adjust.frequency_penalty,
-            logit_bias: adjust.logit_bias,
         },
+        logits: adjust.logits,
         n,
         stop: asked.stop,
         stream,
@@ -560,7 +561,7 @@ pub(crate) fn completion(
     let searching = req.common.strategy.is_some() || req.common.model.starts_with("ponder/");
     let prompt = match prompt {
         // A strategy reasons about a problem: the prompt is its question.
-        PromptIn::Text(text) if searching => PromptIn::Chat(vec![ChatMessage::new("user", &text)]),
+        PromptIn::Text(text) if searching => PromptIn::Chat(vec![Turn::new("user", text)]),
         other => other,
     };
     let mut valid = common(
@@ -652,7 +653,7 @@ pub(crate) fn reason(
 /// The problem a strategy answers: the last user message, and the whole conversation before it
 /// (system message and earlier turns, in order; see `ReasonRequest::validate`). Messages after
 /// the last user message (an assistant prefix) are not part of the question.
-pub(crate) fn problem_of(prompt: &PromptIn) -> (String, Vec<ponder_strategies::Turn>) {
+pub(crate) fn problem_of(prompt: &PromptIn) -> (String, Vec<Turn>) {
     match prompt {
         PromptIn::Text(t) => (t.clone(), Vec::new()),
         // Refused with a strategy (`common`): a search reads its question as text.
@@ -665,12 +666,7 @@ pub(crate) fn problem_of(prompt: &PromptIn) -> (String, Vec<ponder_strategies::T
                 .get(last)
                 .map(|m| m.content.clone())
                 .unwrap_or_default();
-            let history = msgs
-                .get(..last)
-                .unwrap_or_default()
-                .iter()
-                .map(|m| ponder_strategies::Turn::new(m.role.as_str(), m.content.as_str()))
-                .collect();
+            let history = msgs.get(..last).unwrap_or_default().to_vec();
             (question, history)
         }
     }

@@ -12,8 +12,10 @@ use std::time::Instant;
 use serde::Serialize;
 
 use ponder_engine::batching::{Event, GroupRequest, Scheduler, SchedulerConfig};
+use ponder_engine::forward::SamplingParams;
 use ponder_engine::forward::{LoadedModel, Model, PagedKvStore};
-use ponder_engine::{ChatMessage, EngineError, Result, SamplingParams};
+use ponder_engine::{EngineError, Result};
+use ponder_strategies::Turn;
 
 /// Options shared by the workloads.
 #[derive(Debug, Clone)]
@@ -339,14 +341,13 @@ pub fn prefix_reuse(loaded: &LoadedModel, opts: &BenchOptions) -> Result<PrefixR
     )
     .collect();
     let render = |q: &str| -> Result<Vec<u32>> {
-        loaded.tokenizer.encode(&loaded.render_chat(&[
-            ChatMessage::new("system", &system),
-            ChatMessage::new("user", q),
-        ])?)
+        loaded
+            .tokenizer
+            .encode(&loaded.render_chat(&[Turn::new("system", &system), Turn::new("user", q)])?)
     };
     let system_prompt_tokens = loaded
         .tokenizer
-        .encode(&loaded.render_chat(&[ChatMessage::new("system", &system)])?)?
+        .encode(&loaded.render_chat(&[Turn::new("system", &system)])?)?
         .len();
     let model = &loaded.model;
     let first = render("What is 17 * 23?")?;

@@ -5,7 +5,7 @@
 //! positions, the cost tallied as it happens and, when streaming, each token sent as a
 //! [`Piece`]. What is charged is described in the parent module.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use ponder_kvcache::shared_prefix_len;
@@ -15,7 +15,8 @@ use ponder_strategies::{
 };
 
 use super::inflight::{Announced, InFlight};
-use super::{engine, Kept, LocalGenerator, StopStrings, Unclaimed};
+use super::{engine, Claims, Kept, LocalGenerator, StopStrings};
+use crate::scheduler::prompt_start;
 use crate::{Event, GroupHandle, GroupRequest, SamplingParams, SeqFinish, SeqId, StopCondition};
 
 impl LocalGenerator {
@@ -30,11 +31,8 @@ impl LocalGenerator {
         self.check_logits(batch)?;
         let mut groups = self.groups(batch)?;
         let mut results: Vec<Option<Extension>> = vec![None; batch.len()];
-        let mut unclaimed = Unclaimed {
-            executor: Arc::clone(&self.executor),
-            ids: HashSet::new(),
-        };
-        self.complete_prefixes(&mut groups, tally, &mut unclaimed)
+        let mut claims = Claims::new();
+        self.complete_prefixes(&mut groups, tally, &mut claims)
             .await?;
         // A group that computes part of its prompt announces it: a concurrent call needing
         // exactly that prompt waits for it (see `complete_prefixes`).
@@ -72,7 +70,7 @@ impl LocalGenerator {
         let mut handles = Vec::with_capacity(submitted.len());
         for (g, reply) in submitted {
             let handle = reply.await.map_err(engine)?;
-            unclaimed.ids.extend(handle.seqs.iter().copied());
+            claims.extend(handle.seqs.iter().map(|&id| (id, self.keep(id))));
             handles.push((g, handle));
         }
         for (g, handle) in handles {
@@ -81,7 +79,7 @@ impl LocalGenerator {
                 handle,
                 batch,
                 Report { tally, pieces },
-                &mut unclaimed,
+                &mut claims,
                 &mut results,
             )
             .await?;
@@ -213,14 +211,13 @@ impl LocalGenerator {
         }
         // Whole blocks an earlier group of this call shares are computed once: the engine
         // admits a prompt only after the blocks it shares with one being computed are indexed.
-        let bs = self.block_size.max(1);
         for i in 1..groups.len() {
             let (earlier, rest) = groups.split_at_mut(i);
             let Some(g) = rest.first_mut() else { continue };
-            let limit = g.tokens.len().saturating_sub(1);
             for e in earlier.iter() {
-                let shared = shared_prefix_len(&e.tokens, &g.tokens).min(limit);
-                g.cached = g.cached.max(shared / bs * bs);
+                let shared = shared_prefix_len(&e.tokens, &g.tokens);
+                let indexed = prompt_start(g.tokens.len(), self.block_size, shared, None);
+                g.cached = g.cached.max(indexed);
             }
         }
         Ok(groups)
@@ -266,7 +263,7 @@ impl LocalGenerator {
         &self,
         groups: &mut [Group],
         tally: &CostTally,
-        unclaimed: &mut Unclaimed,
+        claims: &mut Claims,
     ) -> Result<()> {
         // A group sharing more of its prompt with one a concurrent call is computing than it
         // holds already resumes from that call's kept prompt once it is computed (a call waits
@@ -319,11 +316,11 @@ impl LocalGenerator {
         let mut handles = Vec::with_capacity(replies.len());
         for (prefix, members, reply) in replies {
             let handle = reply.await.map_err(engine)?;
-            unclaimed.ids.extend(handle.seqs.iter().copied());
+            claims.extend(handle.seqs.iter().map(|&id| (id, self.keep(id))));
             handles.push((prefix, members, handle));
         }
         for (prefix, members, handle) in handles {
-            self.read_prefix(&prefix, &members, handle, groups, tally, unclaimed)
+            self.read_prefix(&prefix, &members, handle, groups, tally, claims)
                 .await?;
         }
         Ok(())
@@ -352,7 +349,7 @@ impl LocalGenerator {
         mut handle: GroupHandle,
         groups: &mut [Group],
         tally: &CostTally,
-        unclaimed: &mut Unclaimed,
+        claims: &mut Claims,
     ) -> Result<()> {
         let (mut read, mut recomputed, mut kept) = (0, 0, None);
         while let Some(event) = handle.events.recv().await {
@@ -370,14 +367,11 @@ impl LocalGenerator {
                     read += computed + reused;
                 }
                 Event::Finished { seq, reason } => {
-                    unclaimed.ids.remove(&seq);
+                    let claim = claims.remove(&seq);
                     if reason == SeqFinish::Cancelled {
                         return Err(GeneratorError::SequenceCancelled.into());
                     }
-                    kept = Some(Arc::new(Kept {
-                        id: seq,
-                        executor: Arc::clone(&self.executor),
-                    }));
+                    kept = Some(claim.unwrap_or_else(|| self.keep(seq)));
                     break;
                 }
                 Event::Token { .. } => {}
@@ -431,7 +425,7 @@ impl LocalGenerator {
         mut handle: GroupHandle,
         batch: &[ExtendRequest],
         report: Report<'_>,
-        unclaimed: &mut Unclaimed,
+        claims: &mut Claims,
         results: &mut [Option<Extension>],
     ) -> Result<()> {
         let Report { tally, pieces } = report;
@@ -490,10 +484,7 @@ impl LocalGenerator {
                     kept_prompt,
                 } => {
                     if let Some(id) = kept_prompt {
-                        let kept = Arc::new(Kept {
-                            id,
-                            executor: Arc::clone(&self.executor),
-                        });
+                        let kept = self.keep(id);
                         if let Some(announced) = &g.announced {
                             announced.computed(&kept);
                         }
@@ -515,7 +506,7 @@ impl LocalGenerator {
                 }
                 Event::Finished { seq, reason } => {
                     open -= 1;
-                    unclaimed.ids.remove(&seq);
+                    let claim = claims.remove(&seq);
                     let Some(&i) = index.get(&seq) else { continue };
                     let (ids, infos) = tokens.remove(&i).unwrap_or_default();
                     let text = self.model.tokenizer.decode(&ids).map_err(engine)?;
@@ -542,10 +533,7 @@ impl LocalGenerator {
                         generated: eos,
                         ..Cost::default()
                     });
-                    let kept = Arc::new(Kept {
-                        id: seq,
-                        executor: Arc::clone(&self.executor),
-                    });
+                    let kept = claim.unwrap_or_else(|| self.keep(seq));
                     // Every sampled token but the last was fed back to the model; after an
                     // end-of-sequence token, the last one was too.
                     let fed = if eos == 1 {

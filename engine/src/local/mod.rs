@@ -13,9 +13,11 @@
 //! they share forward passes. Stop strings are checked inside the scheduler after every token
 //! ([`StopStrings`]), so a step ends exactly at its delimiter whatever the timing.
 //!
-//! Accounting: prefill is *charged* as if this generator's search ran alone — the tokens after
-//! the longest prefix any sequence of this generator computed before ([`TokenTree`], token
-//! granularity), once per distinct token list (exactly [`Generator::prefill_bound_batch`]).
+//! Accounting: prefill is *charged* as if this generator's search ran alone — where the
+//! engine's own reuse rule (`scheduler::prompt_start`, the rule the scheduler opens prompts
+//! by) would start computing if the only cached positions were the ones this search computed
+//! before ([`TokenTree`], token granularity) and its kept branches, once per distinct token
+//! list (exactly [`Generator::prefill_bound_batch`]).
 //! On a quiet engine that is exactly what the engine computes. Blocks another request left in
 //! the cache still save the engine the work, but not the search its budget; KV the engine lost
 //! (evicted, preempted) is recomputed but not charged, and reported as
@@ -32,7 +34,7 @@ mod batch;
 mod inflight;
 mod token_tree;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -42,9 +44,10 @@ use ponder_strategies::{
     PieceSender, Prompt, PromptLogprobs, Result, SeqHandle, Stops, StrategyError, TokenInfo, Turn,
 };
 
+use crate::scheduler::{prompt_start, KeptCover};
 use crate::{
-    encode_prompt, ChatMessage, EngineError, Executor, LoadedModel, ScoreOutput, ScoreRequest,
-    SeqId, StopCondition,
+    encode_prompt, EngineError, Executor, LoadedModel, ScoreOutput, ScoreRequest, SeqId,
+    StopCondition,
 };
 use token_tree::TokenTree;
 
@@ -84,8 +87,12 @@ impl StopCondition for StopStrings {
     }
 }
 
-/// A branch the executor keeps (see [`GroupRequest::keep`]); dropping the last handle on it
-/// releases its KV blocks.
+/// The one handle on a sequence the executor retains for this generator (a branch or prompt
+/// of a group submitted with [`GroupRequest::keep`]): held from the moment the engine names
+/// the sequence, by the call while it runs, then by every sequence (and fork) continuing it,
+/// and by an announcement of a prompt in flight ([`inflight`]). Dropping the last handle
+/// releases the KV — the generator's one release path, whether the sequence finished, was
+/// cancelled, or the call was dropped midway.
 #[derive(Debug)]
 struct Kept {
     id: SeqId,
@@ -98,20 +105,10 @@ impl Drop for Kept {
     }
 }
 
-/// Engine branches of a call not yet handed to a [`Kept`]: released if the call is dropped
-/// (cancelled, past its deadline) or fails before it sees them finish.
-struct Unclaimed {
-    executor: Arc<Executor>,
-    ids: HashSet<SeqId>,
-}
-
-impl Drop for Unclaimed {
-    fn drop(&mut self) {
-        for &id in &self.ids {
-            self.executor.release_kept(id);
-        }
-    }
-}
+/// The handles of one call's engine branches, taken at submission: a branch that finishes
+/// hands its handle to its sequence; those the call never sees finish (dropped, failed) are
+/// released with it.
+type Claims = HashMap<SeqId, Arc<Kept>>;
 
 #[derive(Debug, Clone)]
 struct LocalSeq {
@@ -197,14 +194,18 @@ impl LocalGenerator {
     }
 
     /// Leading positions of `tokens` the next extension is not charged for, continuing from a
-    /// kept branch that holds `kept` of them (`None`: no kept branch). Without one, the engine
-    /// finds only whole blocks in its prefix index and computes the trailing partial block
-    /// again, so the charge starts at the last whole block this search computed: charges
-    /// never fall below what the engine computes for the search.
+    /// kept branch that holds `kept` of them (`None`: no kept branch): where the engine's one
+    /// reuse rule ([`prompt_start`]) would start computing if this search had run alone — its
+    /// own computed positions as the prefix index, its kept branch as the kept sequence (exactly
+    /// the prompt when it holds every token: a kept prompt). So charges never fall below what
+    /// the engine computes for the search.
     fn charged_from(&self, tokens: &[u32], kept: Option<usize>) -> usize {
         let known = self.paid(tokens);
-        let whole = known / self.block_size.max(1) * self.block_size.max(1);
-        kept.map_or(whole, |computed| whole.max(known.min(computed)))
+        let cover = kept.map(|computed| KeptCover {
+            shared: known.min(computed),
+            exact: computed >= tokens.len(),
+        });
+        prompt_start(tokens.len(), self.block_size, known, cover)
     }
 
     /// Tokens per KV block of the executor (charges are per token, whatever its block size).
@@ -228,6 +229,14 @@ impl LocalGenerator {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         self.lock().insert(id, seq);
         SeqHandle(id)
+    }
+
+    /// The handle on the engine's sequence `id`.
+    fn keep(&self, id: SeqId) -> Arc<Kept> {
+        Arc::new(Kept {
+            id,
+            executor: Arc::clone(&self.executor),
+        })
     }
 
     fn token_text(&self, id: u32) -> String {
@@ -315,13 +324,7 @@ impl Generator for LocalGenerator {
     }
 
     fn render_chat(&self, turns: &[Turn], template: &ChatTemplateKwargs) -> Result<String> {
-        let messages: Vec<ChatMessage> = turns
-            .iter()
-            .map(|t| ChatMessage::new(&t.role, &t.content))
-            .collect();
-        self.model
-            .render_chat_with(&messages, template)
-            .map_err(engine)
+        self.model.render_chat_with(turns, template).map_err(engine)
     }
 
     async fn open_text(&self, text: &str) -> Result<(SeqHandle, usize)> {

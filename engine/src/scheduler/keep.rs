@@ -18,6 +18,38 @@
 use super::retain::{Reason, Retained};
 use super::*;
 
+/// How much of a prompt a kept sequence covers: the leading positions it shares with the
+/// prompt, and whether it is exactly the prompt with the logits after it (a kept prompt).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct KeptCover {
+    /// Leading positions of the prompt the kept sequence holds.
+    pub(crate) shared: usize,
+    /// The kept sequence is the whole prompt with its logits: nothing is computed.
+    pub(crate) exact: bool,
+}
+
+/// Where computing a prompt of `len` tokens starts — the one reuse rule, applied by the
+/// scheduler when it opens a prompt ([`Scheduler::resume_kept`]) and by `LocalGenerator` when
+/// it charges a search for the prompt before submitting it. The prefix index serves whole
+/// blocks of the `indexed` leading positions, short of the last token (it is sampled from, so
+/// computed); a kept sequence serves every position it shares, short of the last token too
+/// unless it is exactly the prompt with its logits. The larger wins.
+pub(crate) fn prompt_start(
+    len: usize,
+    block_size: usize,
+    indexed: usize,
+    kept: Option<KeptCover>,
+) -> usize {
+    let block_size = block_size.max(1);
+    let short_of_last = len.saturating_sub(1);
+    let whole = indexed.min(short_of_last) / block_size * block_size;
+    let from_kept = kept.map_or(0, |k| match k.exact {
+        true => k.shared.min(len),
+        false => k.shared.min(short_of_last),
+    });
+    whole.max(from_kept)
+}
+
 impl Scheduler {
     /// Keeps the finished branch `id` (its store sequence holds its computed positions).
     pub(super) fn keep_finished(&mut self, id: SeqId, mut tokens: Vec<u32>) {
@@ -58,11 +90,16 @@ impl Scheduler {
         let exact = (shared == s.tokens.len() && shared == k.tokens.len())
             .then(|| k.logits.clone())
             .flatten();
-        // Without logits for it, the prompt's last token is computed: it is sampled from.
-        let start = match exact {
-            Some(_) => shared,
-            None => shared.min(s.tokens.len().saturating_sub(1)),
-        };
+        // `reused` is the prefix index's whole blocks already.
+        let start = prompt_start(
+            s.tokens.len(),
+            self.store.block_size(),
+            reused,
+            Some(KeptCover {
+                shared,
+                exact: exact.is_some(),
+            }),
+        );
         if start <= reused {
             return Ok(reused);
         }
@@ -76,5 +113,62 @@ impl Scheduler {
         }
         self.retained.touch(from);
         Ok(start)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{prompt_start, KeptCover};
+    use proptest::prelude::*;
+
+    #[test]
+    fn the_index_serves_whole_blocks_and_a_kept_sequence_every_position() {
+        // 40 tokens, blocks of 16: the index serves 32 of 39 known, a kept branch all 39.
+        assert_eq!(prompt_start(40, 16, 39, None), 32);
+        let branch = KeptCover {
+            shared: 39,
+            exact: false,
+        };
+        assert_eq!(prompt_start(40, 16, 39, Some(branch)), 39);
+        // The last token is sampled from: computed even when every position is known ...
+        assert_eq!(prompt_start(32, 16, 32, None), 16);
+        let all = KeptCover {
+            shared: 32,
+            exact: false,
+        };
+        assert_eq!(prompt_start(32, 16, 32, Some(all)), 31);
+        // ... unless a kept prompt holds it with its logits.
+        let prompt = KeptCover {
+            shared: 32,
+            exact: true,
+        };
+        assert_eq!(prompt_start(32, 16, 0, Some(prompt)), 32);
+    }
+
+    proptest! {
+        #[test]
+        fn the_start_is_within_the_prompt_and_never_below_either_source(
+            len in 1usize..200,
+            block in 1usize..40,
+            indexed in 0usize..220,
+            shared in 0usize..220,
+            exact in any::<bool>(),
+            with_kept in any::<bool>(),
+        ) {
+            let kept = with_kept.then_some(KeptCover { shared, exact });
+            let start = prompt_start(len, block, indexed, kept);
+            let whole = indexed.min(len - 1) / block * block;
+            prop_assert!(start >= whole);
+            prop_assert!(start.is_multiple_of(block) || kept.is_some());
+            if exact && with_kept {
+                prop_assert!(start <= len);
+            } else {
+                // Something is always left to compute: the token sampled from.
+                prop_assert!(start < len);
+            }
+            if let Some(k) = kept {
+                prop_assert!(start >= k.shared.min(len - 1));
+            }
+        }
     }
 }

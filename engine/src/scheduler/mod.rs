@@ -440,6 +440,7 @@ impl Scheduler {
 }
 
 mod keep;
+pub(crate) use keep::{prompt_start, KeptCover};
 mod retain;
 mod score;
 mod step;

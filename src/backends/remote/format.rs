@@ -15,10 +15,10 @@
 
 use std::path::{Path, PathBuf};
 
-use ponder_strategies::{ChatTemplateKwargs, Prompt};
+use ponder_strategies::{ChatTemplateKwargs, Prompt, Turn};
 
 use ponder_engine::forward::{ChatTemplate, GgufFile, TextTokenizer};
-use ponder_engine::{ChatMessage, EngineError};
+use ponder_engine::EngineError;
 
 /// The chat-format and tokenizer source named by `--backend-tokenizer`.
 #[derive(Debug)]
@@ -178,7 +178,7 @@ impl BackendFormat {
     /// template).
     pub fn render_messages(
         &self,
-        messages: &[ChatMessage],
+        messages: &[Turn],
         vars: &ChatTemplateKwargs,
     ) -> Result<String, EngineError> {
         match &self.template {
@@ -189,10 +189,10 @@ impl BackendFormat {
 }
 
 /// The messages of `prompt`, in order.
-pub(super) fn messages_of(prompt: &Prompt) -> Vec<ChatMessage> {
+pub(super) fn messages_of(prompt: &Prompt) -> Vec<Turn> {
     prompt
         .messages()
-        .map(|(role, content)| ChatMessage::new(role, content))
+        .map(|(role, content)| Turn::new(role, content))
         .collect()
 }
 
@@ -202,7 +202,7 @@ pub fn chatml(prompt: &Prompt) -> String {
 }
 
 /// [`chatml`] over a message list.
-pub(super) fn chatml_messages(messages: &[ChatMessage]) -> String {
+pub(super) fn chatml_messages(messages: &[Turn]) -> String {
     let mut s = String::new();
     for m in messages {
         s.push_str(&format!(
@@ -217,7 +217,6 @@ pub(super) fn chatml_messages(messages: &[ChatMessage]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ponder_strategies::Turn;
 
     #[test]
     fn chatml_carries_the_whole_conversation_in_order() {

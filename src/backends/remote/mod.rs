@@ -40,7 +40,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use ponder_engine::ChatMessage;
 use ponder_strategies::{
     ChatTemplateKwargs, Cost, ExtendRequest, Extension, Generator, GeneratorError, Prompt, Result,
     SeqHandle, StopKind, Stops, StrategyError, Turn,
@@ -126,11 +125,7 @@ impl RemoteGenerator {
     /// `messages` as the backend model is prompted (chat format, ending where it replies):
     /// `--backend-tokenizer`'s template with the request's variables, else ChatML (which
     /// reads no variables).
-    fn render_messages(
-        &self,
-        messages: &[ChatMessage],
-        template: &ChatTemplateKwargs,
-    ) -> Result<String> {
+    fn render_messages(&self, messages: &[Turn], template: &ChatTemplateKwargs) -> Result<String> {
         match &self.pool.opts.format {
             Some(f) => f
                 .render_messages(messages, template)
@@ -339,11 +334,7 @@ impl Generator for RemoteGenerator {
     }
 
     fn render_chat(&self, turns: &[Turn], template: &ChatTemplateKwargs) -> Result<String> {
-        let messages: Vec<ChatMessage> = turns
-            .iter()
-            .map(|t| ChatMessage::new(&t.role, &t.content))
-            .collect();
-        self.render_messages(&messages, template)
+        self.render_messages(turns, template)
     }
 
     async fn open_text(&self, text: &str) -> Result<(SeqHandle, usize)> {

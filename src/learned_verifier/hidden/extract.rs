@@ -19,7 +19,8 @@ use candle_core::{Device, Tensor};
 use indicatif::ProgressBar;
 use ponder_engine::batching::{ScoreHandle, ScoreOutput, ScoreRequest};
 use ponder_engine::forward::encode_prompt;
-use ponder_engine::{ChatMessage, EngineError, Runtime, RuntimeOptions};
+use ponder_engine::{EngineError, Runtime, RuntimeOptions};
+use ponder_strategies::Turn;
 
 use crate::learned_verifier::data::CandidateGroup;
 use crate::learned_verifier::error::{LearnedVerifierError, Result};
@@ -62,7 +63,7 @@ impl HiddenReader {
     /// last one. A layout past the model's context keeps its first `context` tokens.
     pub fn tokens(&self, question: &str, solution: &str) -> Result<Vec<u32>> {
         let model = &self.runtime.model;
-        let prompt = model.render_chat(&[ChatMessage::new("user", question)])?;
+        let prompt = model.render_chat(&[Turn::new("user", question)])?;
         let mut tokens = encode_prompt(model, &prompt)?;
         if !solution.is_empty() {
             tokens.extend(model.tokenizer.encode(solution)?);

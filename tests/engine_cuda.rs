@@ -105,8 +105,8 @@ fn write_llama(seed: u64) -> tempfile::TempDir {
 /// `Some(reason)` when there is no usable CUDA device (the test then skips).
 fn skip_reason(e: &EngineError) -> Option<String> {
     match e {
-        EngineError::Cuda { op, reason }
-            if *op == "opening the device" || reason.contains("load") =>
+        EngineError::Cuda { op, source }
+            if *op == "opening the device" || source.to_string().contains("load") =>
         {
             Some(e.to_string())
         }

@@ -182,12 +182,15 @@ pub enum EngineError {
         device: String,
     },
     /// The CUDA device could not be opened or a CUDA call failed.
-    #[error("cuda: {op}: {reason}")]
+    #[error("cuda: {op}: {source}")]
     Cuda {
         /// What was being done (opening the device, a launch, a copy).
         op: &'static str,
-        /// The driver's, cuBLAS's or a launcher's error.
-        reason: String,
+        /// The driver's, cuBLAS's or a launcher's error (`ponder_kernels::cuda::CudaError`,
+        /// cudarc's `DriverError` or `CublasError`), or the message of a CUDA library that
+        /// could not be loaded; boxed so this type does not depend on the `cuda` feature.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
     },
     /// A CPU kernel rejected its arguments.
     #[error(transparent)]

@@ -90,11 +90,14 @@ impl Gpu {
     }
 }
 
-/// An [`EngineError::Cuda`] for `op`.
-pub(crate) fn cuda_err(op: &'static str, e: impl std::fmt::Display) -> EngineError {
+/// An [`EngineError::Cuda`] for `op`, keeping the CUDA error as its source.
+pub(crate) fn cuda_err(
+    op: &'static str,
+    e: impl std::error::Error + Send + Sync + 'static,
+) -> EngineError {
     EngineError::Cuda {
         op,
-        reason: e.to_string(),
+        source: Box::new(e),
     }
 }
 
@@ -106,6 +109,9 @@ pub(crate) fn catch<T>(op: &'static str, f: impl FnOnce() -> T) -> Result<T> {
             .cloned()
             .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
             .unwrap_or_else(|| "a CUDA library could not be loaded".into());
-        EngineError::Cuda { op, reason }
+        EngineError::Cuda {
+            op,
+            source: reason.into(),
+        }
     })
 }

@@ -235,27 +235,27 @@ impl Gpu {
     ) -> Result<()> {
         let (m, k) = (l.out_dim, l.in_dim);
         for (arg, got, need) in [
-            ("x", x.len(), rows * k),
-            ("y", y.len(), rows * m),
-            ("w", l.w.len(), m * k),
+            ("gemm input x, elements", x.len(), rows * k),
+            ("gemm output y, elements", y.len(), rows * m),
+            ("gemm weights w, elements", l.w.len(), m * k),
         ] {
             if got < need {
-                return Err(EngineError::Cuda {
-                    op: "gemm",
-                    reason: format!("`{arg}` holds {got} elements; needs {need}"),
+                return Err(EngineError::SizeMismatch {
+                    what: arg,
+                    expected: need,
+                    got,
                 });
             }
         }
         if rows == 0 {
             return Ok(());
         }
-        let int = |arg: &'static str, v: usize| {
-            i32::try_from(v).map_err(|_| EngineError::Cuda {
-                op: "gemm",
-                reason: format!("`{arg}` = {v} exceeds i32"),
-            })
-        };
-        let (mi, ni, ki) = (int("out", m)?, int("rows", rows)?, int("in", k)?);
+        let int = |arg: &'static str, v: usize| i32::try_from(v).map_err(|e| cuda_err(arg, e));
+        let (mi, ni, ki) = (
+            int("gemm size out (as i32)", m)?,
+            int("gemm size rows (as i32)", rows)?,
+            int("gemm size in (as i32)", k)?,
+        );
         let stream = self.stream();
         if let DeviceData::Bf16(_) = &l.w {
             let need = rows * k;
@@ -334,9 +334,9 @@ impl Gpu {
                     }
                 }
                 (DeviceData::Bf16(_), None) => {
-                    return Err(EngineError::Cuda {
-                        op: "gemm",
-                        reason: "bf16 scratch missing".into(),
+                    return Err(EngineError::MissingOutput {
+                        what: "bf16 scratch for cuBLAS",
+                        seq: None,
                     })
                 }
             };

@@ -314,10 +314,11 @@ fn engine_and_request_errors_map_by_variant() {
             ),
         ),
         (
-            // A template that does not compile: the engine's own error, as a request meets it.
-            ponder_engine::forward::ChatTemplate::new("{% for %}", "", "")
-                .err()
-                .map_or(AppError::NotFound, AppError::from),
+            EngineError::ChatTemplate(minijinja::Error::new(
+                minijinja::ErrorKind::SyntaxError,
+                "unexpected end of input",
+            ))
+            .into(),
             (400, "invalid_request_error", Some("messages"), None),
         ),
         (

@@ -5,6 +5,10 @@
 //! share their parents' steps); a PRM's step score depends only on that prefix, so a hit costs
 //! nothing and only new steps go to the model. Bounded: past its capacity the oldest entries
 //! are forgotten (insertion order), so memory stays flat over a long-running server.
+//!
+//! It holds scores, not KV, so it is not one of the engine's retained sequences: the KV a new
+//! step is computed on is the engine's own, a parked scored sequence in the scheduler's one
+//! retained store (`scheduler/retain.rs`), released by that store's rules.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;

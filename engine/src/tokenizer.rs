@@ -46,10 +46,6 @@ impl std::fmt::Debug for TextTokenizer {
     }
 }
 
-fn tok_err(e: tokenizers::Error) -> EngineError {
-    EngineError::Tokenizer(e)
-}
-
 fn metadata(key: &str, problem: &'static str) -> EngineError {
     EngineError::GgufTokenizer {
         key: key.to_string(),
@@ -168,7 +164,8 @@ impl TextTokenizer {
                       "end_of_word_suffix": null, "fuse_unk": false, "byte_fallback": false,
                       "ignore_merges": false, "vocab": vocab, "merges": merges},
         });
-        let inner = Tokenizer::from_bytes(spec.to_string().as_bytes()).map_err(tok_err)?;
+        let inner =
+            Tokenizer::from_bytes(spec.to_string().as_bytes()).map_err(EngineError::Tokenizer)?;
         Ok(Self {
             inner,
             bos,
@@ -209,14 +206,16 @@ impl TextTokenizer {
         Ok(self
             .inner
             .encode(text, false)
-            .map_err(tok_err)?
+            .map_err(EngineError::Tokenizer)?
             .get_ids()
             .to_vec())
     }
 
     /// Decodes ids back to text, special tokens included.
     pub fn decode(&self, ids: &[u32]) -> Result<String> {
-        self.inner.decode(ids, false).map_err(tok_err)
+        self.inner
+            .decode(ids, false)
+            .map_err(EngineError::Tokenizer)
     }
 
     /// The id of a token string, if it is in the vocabulary.

@@ -25,7 +25,7 @@ use crate::budget::{Budget, Charge, Meter, Usage};
 use crate::error::{GeneratorError, Result, StrategyError};
 use crate::generator::{
     ChatTemplateKwargs, CostTally, ExtendRequest, Extension, Generator, LogitAdjust, Prompt,
-    Sampling, SeqHandle, StopKind, Turn,
+    Sampling, SeqHandle, StopKind,
 };
 use crate::outcome::{Candidate, RoutingDecision, SearchFinish};
 use crate::progress::{Progress, ProgressSender};
@@ -406,13 +406,8 @@ impl Context {
     /// only the closing tag. `false` where the generator renders no chats (it serves strategies
     /// only, or cannot show its format).
     pub fn prompt_opens_thinking(&self) -> bool {
-        let turns: Vec<Turn> = self
-            .problem_prompt()
-            .messages()
-            .map(|(role, content)| Turn::new(role, content))
-            .collect();
         self.generator
-            .render_chat(&turns, &self.template_kwargs)
+            .render_chat(&self.problem_prompt().turns(), &self.template_kwargs)
             .is_ok_and(|text| ReasoningParser::think().opens_in(&text))
     }
 

@@ -63,17 +63,15 @@ pub struct Prompt {
 }
 
 impl Prompt {
-    /// Every message in order as (role, content): system, history, the user's message.
-    pub fn messages(&self) -> impl Iterator<Item = (&str, &str)> {
-        let system = self.system.as_deref().map(|s| ("system", s));
+    /// Every message in order, as the chat template renders them: system, history, the
+    /// user's message.
+    pub fn turns(&self) -> Vec<Turn> {
+        let system = self.system.as_ref().map(|s| Turn::new("system", s));
         system
             .into_iter()
-            .chain(
-                self.history
-                    .iter()
-                    .map(|t| (t.role.as_str(), t.content.as_str())),
-            )
-            .chain(std::iter::once(("user", self.user.as_str())))
+            .chain(self.history.iter().cloned())
+            .chain(std::iter::once(Turn::new("user", &self.user)))
+            .collect()
     }
 }
 

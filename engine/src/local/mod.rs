@@ -254,11 +254,7 @@ impl Generator for LocalGenerator {
         if prompt.user.trim().is_empty() {
             return Err(GeneratorError::InvalidPrompt("the user message is empty".into()).into());
         }
-        let turns: Vec<Turn> = prompt
-            .messages()
-            .map(|(role, content)| Turn::new(role, content))
-            .collect();
-        let text = self.render_chat(&turns, template)?;
+        let text = self.render_chat(&prompt.turns(), template)?;
         self.open_text(&text).await
     }
 

@@ -170,7 +170,7 @@ impl BackendFormat {
     /// `prompt` in the model's chat format, ending where the assistant speaks; ChatML when the
     /// source has no template.
     pub fn render(&self, prompt: &Prompt) -> Result<String, EngineError> {
-        self.render_messages(&messages_of(prompt), &ChatTemplateKwargs::default())
+        self.render_messages(&prompt.turns(), &ChatTemplateKwargs::default())
     }
 
     /// `messages` in the model's chat format with a request's template variables, ending where
@@ -188,17 +188,9 @@ impl BackendFormat {
     }
 }
 
-/// The messages of `prompt`, in order.
-pub(super) fn messages_of(prompt: &Prompt) -> Vec<Turn> {
-    prompt
-        .messages()
-        .map(|(role, content)| Turn::new(role, content))
-        .collect()
-}
-
 /// Renders a prompt in ChatML (SmolLM2, Qwen2.5): what their chat templates produce.
 pub fn chatml(prompt: &Prompt) -> String {
-    chatml_messages(&messages_of(prompt))
+    chatml_messages(&prompt.turns())
 }
 
 /// [`chatml`] over a message list.

@@ -119,7 +119,7 @@ impl RemoteGenerator {
     /// The text of `prompt` as the backend model is prompted, with the request's `template`
     /// variables.
     pub fn render(&self, prompt: &Prompt, template: &ChatTemplateKwargs) -> Result<String> {
-        self.render_messages(&format::messages_of(prompt), template)
+        self.render_messages(&prompt.turns(), template)
     }
 
     /// `messages` as the backend model is prompted (chat format, ending where it replies):

@@ -40,11 +40,14 @@ const servers = [];
 
 function serve(env) {
   return new Promise((resolve, reject) => {
-    const proc = spawn(opts.ponder, ["serve", "--port", "0", "--max-budget-tokens", "2000", "--max-completion-tokens", "256"], {
+    // The project's own templated problems as the worked-example pool (~900, embedded in
+    // seconds): the shipped GSM8K pool's 6,338 questions would cost a clean clone minutes of
+    // embedding before the first server listens (what loading it checks is a unit test).
+    const proc = spawn(opts.ponder, ["serve", "--port", "0", "--max-budget-tokens", "2000", "--max-completion-tokens", "256",
+      "--exemplars", "evals/data/gsm_gen.jsonl"], {
       env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "inherit"],
     });
     servers.push(proc);
-    // A first start on a cold cache embeds the worked examples before it listens (minutes).
     const timer = setTimeout(() => reject(new Error("ponder serve did not start in 600 s")), 600_000);
     proc.on("exit", (code) => reject(new Error(`ponder serve exited with ${code}`)));
     readline.createInterface({ input: proc.stdout }).once("line", (line) => {

@@ -28,8 +28,12 @@ import tempfile
 import time
 
 
-def start(ponder, *extra, budget=384):
-    args = [ponder, "serve", "--port", "0", *extra, "--max-completion-tokens", "16", "--default-max-tokens", "16",
+def start(ponder, *extra, budget=384, exemplars="evals/data/gsm_gen.jsonl"):
+    # The worked-example pool is the project's own templated problems (~900, embedded in
+    # seconds): the shipped GSM8K pool's 6,338 questions cost a clean clone six minutes of
+    # embedding before the first server listened (what loading it checks is a unit test).
+    args = [ponder, "serve", "--port", "0", *extra, "--exemplars", exemplars,
+            "--max-completion-tokens", "16", "--default-max-tokens", "16",
             "--max-budget-tokens", str(budget), "--max-n", "2", "--max-running", "4", "--max-queue", "64"]
     # The server's log goes to a file, so a failure can end with what the server said about it.
     log = tempfile.NamedTemporaryFile(mode="w+", prefix="ponder-serve-", suffix=".log", delete=False)
@@ -154,7 +158,8 @@ def thinking_checks(ponder, results):
     import openai
 
     engine = thinking_engine()
-    proc, url = start(ponder, "--backend", f"http://127.0.0.1:{engine.server_address[1]}")
+    # No worked examples: the engine behind it is a stand-in that writes the same reply to any prompt.
+    proc, url = start(ponder, "--backend", f"http://127.0.0.1:{engine.server_address[1]}", exemplars="none")
     try:
         client = openai.OpenAI(base_url=url + "/v1", api_key="unused", max_retries=0, timeout=60)
         messages = [{"role": "user", "content": "What is 3 + 4?"}]

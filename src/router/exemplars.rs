@@ -220,21 +220,7 @@ impl Exemplars {
         cache_dir: &Path,
         embedder: Arc<Embedder>,
     ) -> Result<Self> {
-        let manifest = read_manifest(path)?;
-        let dataset = datasets.join(&manifest.dataset);
-        let bytes = std::fs::read(&dataset).map_err(|e| RouterError::read(&dataset, e))?;
-        let sha = crate::models::sha256_hex(&bytes);
-        if sha != manifest.dataset_sha256 {
-            return Err(RouterError::corrupt(
-                &dataset,
-                "worked-example file",
-                format!(
-                    "its SHA-256 is {sha}, but {} was fitted on {}",
-                    path.display(),
-                    manifest.dataset_sha256
-                ),
-            ));
-        }
+        let (manifest, sha, pool) = manifest_pool(path, datasets)?;
         let cache = cache_dir.join(format!(
             "exemplars-{}-{}.f32",
             sha.get(..16).unwrap_or(&sha),
@@ -243,19 +229,6 @@ impl Exemplars {
                 .get(..16)
                 .unwrap_or(&manifest.embedder_sha256)
         ));
-        let text = String::from_utf8(bytes)
-            .map_err(|e| RouterError::corrupt(&dataset, "worked-example file", e.to_string()))?;
-        let pool: Vec<Shot> = parse_candidates(&dataset, &text)?
-            .into_iter()
-            .filter(|s| may_fit(&s.id))
-            .collect();
-        if pool.is_empty() {
-            return Err(RouterError::corrupt(
-                &dataset,
-                "worked-example file",
-                "no row that may be fitted on has a `solution` to show as an example",
-            ));
-        }
         let vectors = match read_vectors(&cache, pool.len(), embedder.dim()) {
             Some(v) => v,
             None => {
@@ -464,6 +437,53 @@ fn write_vectors(path: &Path, vectors: &[Vec<f32>]) -> std::io::Result<()> {
     std::fs::rename(tmp, path)
 }
 
+/// The manifest at `path`, its benchmark file's SHA-256 and the pool it describes (the file's
+/// fit-role rows with a solution), read from `datasets`: refused when the file is not the one
+/// the manifest was fitted on, or holds another number of examples than it records.
+fn manifest_pool(path: &Path, datasets: &Path) -> Result<(PoolManifest, String, Vec<Shot>)> {
+    let manifest = read_manifest(path)?;
+    let dataset = datasets.join(&manifest.dataset);
+    let bytes = std::fs::read(&dataset).map_err(|e| RouterError::read(&dataset, e))?;
+    let sha = crate::models::sha256_hex(&bytes);
+    if sha != manifest.dataset_sha256 {
+        return Err(RouterError::corrupt(
+            &dataset,
+            "worked-example file",
+            format!(
+                "its SHA-256 is {sha}, but {} was fitted on {}",
+                path.display(),
+                manifest.dataset_sha256
+            ),
+        ));
+    }
+    let text = String::from_utf8(bytes)
+        .map_err(|e| RouterError::corrupt(&dataset, "worked-example file", e.to_string()))?;
+    let pool: Vec<Shot> = parse_candidates(&dataset, &text)?
+        .into_iter()
+        .filter(|s| may_fit(&s.id))
+        .collect();
+    if pool.is_empty() {
+        return Err(RouterError::corrupt(
+            &dataset,
+            "worked-example file",
+            "no row that may be fitted on has a `solution` to show as an example",
+        ));
+    }
+    if pool.len() != manifest.examples {
+        return Err(RouterError::corrupt(
+            &dataset,
+            "worked-example file",
+            format!(
+                "{} of its rows may be fitted on and have a solution, but {} records {}",
+                pool.len(),
+                path.display(),
+                manifest.examples
+            ),
+        ));
+    }
+    Ok((manifest, sha, pool))
+}
+
 /// The manifest at `path`.
 pub fn read_manifest(path: &Path) -> Result<PoolManifest> {
     let text = std::fs::read_to_string(path).map_err(|e| RouterError::read(path, e))?;
@@ -501,6 +521,80 @@ fn embed_all(embedder: &Embedder, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
 mod tests {
     use super::*;
     use crate::split::{split_of, Split};
+
+    /// The shipped manifest describes the benchmark file it names, where that file is here:
+    /// its SHA-256 and its count of examples (the servers CI starts show a smaller pool, so the
+    /// shipped one's 6,338 questions are not embedded on every clean clone; this is what loading
+    /// it checks before it embeds).
+    #[test]
+    fn the_shipped_manifest_matches_its_benchmark_file() {
+        let path = default_exemplars_path();
+        let manifest = read_manifest(&path).expect("the shipped manifest parses");
+        let dir = crate::roles::datasets_dir();
+        if !dir.join(&manifest.dataset).is_file() {
+            eprintln!("skipped: no {} in {}", manifest.dataset, dir.display());
+            return;
+        }
+        let (read, _, pool) = manifest_pool(&path, &dir).expect("the shipped pool loads");
+        assert_eq!(pool.len(), read.examples);
+        assert!(pool.iter().all(|s| may_fit(&s.id)));
+    }
+
+    /// A manifest whose count of examples is not its file's is refused before anything is
+    /// embedded, naming both counts.
+    #[test]
+    fn a_manifest_with_another_count_of_examples_is_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let rows: String = (0..40)
+            .map(|i| {
+                format!(
+                    "{{\"id\": \"q-{i}\", \"problem\": \"What is {i} + 1?\", \"solution\": \"{i} + 1 = {}\\n#### {}\"}}\n",
+                    i + 1,
+                    i + 1
+                )
+            })
+            .collect();
+        std::fs::write(dir.path().join("set.jsonl"), &rows).expect("write set");
+        let fit = parse_candidates(&dir.path().join("set.jsonl"), &rows)
+            .expect("rows parse")
+            .into_iter()
+            .filter(|s| may_fit(&s.id))
+            .count();
+        assert!(fit > 0, "some of 40 ids fall in the fit role");
+        let manifest = |examples: usize| PoolManifest {
+            dataset: "set.jsonl".into(),
+            dataset_sha256: crate::models::sha256_hex(rows.as_bytes()),
+            examples,
+            embedder: "all-minilm-l6-v2".into(),
+            embedder_sha256: "0".repeat(64),
+            min_similarity: 0.5,
+            fitted_on: FloorFit {
+                role: crate::roles::Role::Validation,
+                questions: Default::default(),
+                quantile: 0.01,
+            },
+            command: "test".into(),
+        };
+        let path = dir.path().join("pool.json");
+        for (examples, ok) in [(fit, true), (fit + 1, false)] {
+            std::fs::write(
+                &path,
+                serde_json::to_string(&manifest(examples)).expect("json"),
+            )
+            .expect("write manifest");
+            match manifest_pool(&path, dir.path()) {
+                Ok((_, _, pool)) => assert!(ok && pool.len() == fit),
+                Err(e) => {
+                    assert!(!ok, "{e}");
+                    let said = e.to_string();
+                    assert!(
+                        said.contains(&fit.to_string()) && said.contains(&(fit + 1).to_string()),
+                        "{said}"
+                    );
+                }
+            }
+        }
+    }
 
     #[test]
     fn a_request_without_shots_gets_the_operators_count_else_autos_measured_count_else_none() {

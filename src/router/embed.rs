@@ -41,6 +41,7 @@ pub struct Embedder {
     dir: PathBuf,
     window: usize,
     dim: usize,
+    weights_sha256: String,
 }
 
 impl std::fmt::Debug for Embedder {
@@ -81,8 +82,12 @@ impl Embedder {
         if !weights_path.is_file() {
             return Err(RouterError::read(&weights_path, "no such file"));
         }
-        let tensors = candle_core::safetensors::load(&weights_path, &device)
+        let weights =
+            std::fs::read(&weights_path).map_err(|e| RouterError::read(&weights_path, e))?;
+        let weights_sha256 = crate::models::sha256_hex(&weights);
+        let tensors = candle_core::safetensors::load_buffer(&weights, &device)
             .map_err(|e| RouterError::corrupt(&weights_path, "safetensors file", e))?;
+        drop(weights);
         let vb = VarBuilder::from_tensors(tensors, DType::F32, &device);
         let model =
             BertModel::load(vb, &config).map_err(|e| err(format!("loading BERT weights: {e}")))?;
@@ -106,7 +111,13 @@ impl Embedder {
             dir: dir.to_path_buf(),
             window,
             dim,
+            weights_sha256,
         })
+    }
+
+    /// The SHA-256 (hex) of the weights it loaded: what vectors cached for it are keyed by.
+    pub fn weights_sha256(&self) -> &str {
+        &self.weights_sha256
     }
 
     /// Vector length (384 for MiniLM-L6).

@@ -19,6 +19,8 @@
 //! (`ponder-eval run --shots`) choose through this one module, so a seeded eval over either
 //! sees the same examples. The choice is a pure function of the pool and the question: most
 //! similar first, ties by pool order, never an example whose question is the question itself.
+//! A pool file's question vectors are cached under the models directory, keyed by the file's
+//! and the encoder weights' SHA-256, so each file is embedded once per machine.
 //!
 //! This module must not show problems nothing may be fitted on: [`Exemplars::new`] drops
 //! every example outside the fit role ([`crate::roles::may_fit`]), whoever built the pool.
@@ -221,33 +223,8 @@ impl Exemplars {
         embedder: Arc<Embedder>,
     ) -> Result<Self> {
         let (manifest, sha, pool) = manifest_pool(path, datasets)?;
-        let cache = cache_dir.join(format!(
-            "exemplars-{}-{}.f32",
-            sha.get(..16).unwrap_or(&sha),
-            manifest
-                .embedder_sha256
-                .get(..16)
-                .unwrap_or(&manifest.embedder_sha256)
-        ));
-        let vectors = match read_vectors(&cache, pool.len(), embedder.dim()) {
-            Some(v) => v,
-            None => {
-                tracing::info!(
-                    examples = pool.len(),
-                    cache = %cache.display(),
-                    "embedding the worked examples once (minutes on a small CPU; cached after)"
-                );
-                let v = embed_all(
-                    &embedder,
-                    &pool.iter().map(|s| s.problem.as_str()).collect::<Vec<_>>(),
-                )?;
-                // A cache that cannot be written only costs the next start the same time.
-                if let Err(e) = write_vectors(&cache, &v) {
-                    tracing::warn!(path = %cache.display(), error = %e, "worked-example vectors not cached");
-                }
-                v
-            }
-        };
+        let cache = vector_cache(cache_dir, &sha, embedder.weights_sha256());
+        let vectors = cached_vectors(&cache, &pool, &embedder)?;
         Ok(Self {
             pool,
             vectors,
@@ -298,14 +275,38 @@ impl Exemplars {
     /// The pool of a JSONL file of problems (`id`, `problem` and, to be an example, `solution`;
     /// an `answer` is stated at its end, [`worked_solution`]; other fields are ignored): its
     /// rows with a solution that may be fitted on. Fails naming the file and line of an
-    /// unreadable row, or when no row is an example.
+    /// unreadable row, or when no row is an example. Its vectors are cached under the models
+    /// directory.
     pub fn load(path: &Path, embedder: Arc<Embedder>) -> Result<Self> {
-        Self::new(read_candidates(path)?, embedder)?.ok_or_else(|| {
-            RouterError::corrupt(
+        Self::load_from(path, &crate::models::models_dir().join("cache"), embedder)
+    }
+
+    /// [`Exemplars::load`] with the vector cache in `cache_dir`: a file embedded once with
+    /// this encoder is not embedded again (the vectors are keyed by the file's and the
+    /// encoder weights' SHA-256).
+    pub fn load_from(path: &Path, cache_dir: &Path, embedder: Arc<Embedder>) -> Result<Self> {
+        let bytes = std::fs::read(path).map_err(|e| RouterError::read(path, e))?;
+        let sha = crate::models::sha256_hex(&bytes);
+        let text = String::from_utf8(bytes)
+            .map_err(|e| RouterError::corrupt(path, "worked-example file", e.to_string()))?;
+        let pool: Vec<Shot> = parse_candidates(path, &text)?
+            .into_iter()
+            .filter(|s| may_fit(&s.id))
+            .collect();
+        if pool.is_empty() {
+            return Err(RouterError::corrupt(
                 path,
                 "worked-example file",
                 "no row that may be fitted on has a `solution` to show as an example",
-            )
+            ));
+        }
+        let cache = vector_cache(cache_dir, &sha, embedder.weights_sha256());
+        let vectors = cached_vectors(&cache, &pool, &embedder)?;
+        Ok(Self {
+            pool,
+            vectors,
+            embedder,
+            min_similarity: 0.0,
         })
     }
 
@@ -364,13 +365,8 @@ impl Exemplars {
     }
 }
 
-/// The rows of a JSONL file of problems that have a solution, as examples show them.
-fn read_candidates(path: &Path) -> Result<Vec<Shot>> {
-    let text = std::fs::read_to_string(path).map_err(|e| RouterError::read(path, e))?;
-    parse_candidates(path, &text)
-}
-
-/// [`read_candidates`] of a file's `text` already read (`path` names it in errors).
+/// The rows of a JSONL file's `text` that have a solution, as examples show them (`path`
+/// names the file in errors).
 fn parse_candidates(path: &Path, text: &str) -> Result<Vec<Shot>> {
     #[derive(Deserialize)]
     struct Row {
@@ -482,6 +478,37 @@ fn manifest_pool(path: &Path, datasets: &Path) -> Result<(PoolManifest, String, 
         ));
     }
     Ok((manifest, sha, pool))
+}
+
+/// Where the vectors of the pool file with SHA-256 `file_sha` embedded by the encoder whose
+/// weights have SHA-256 `embedder_sha` are cached.
+fn vector_cache(cache_dir: &Path, file_sha: &str, embedder_sha: &str) -> PathBuf {
+    cache_dir.join(format!(
+        "exemplars-{}-{}.f32",
+        file_sha.get(..16).unwrap_or(file_sha),
+        embedder_sha.get(..16).unwrap_or(embedder_sha)
+    ))
+}
+
+/// The vectors of `pool`'s questions: read from `cache`, else embedded (and cached).
+fn cached_vectors(cache: &Path, pool: &[Shot], embedder: &Embedder) -> Result<Vec<Vec<f32>>> {
+    if let Some(v) = read_vectors(cache, pool.len(), embedder.dim()) {
+        return Ok(v);
+    }
+    tracing::info!(
+        examples = pool.len(),
+        cache = %cache.display(),
+        "embedding the worked examples once (minutes on a small CPU for thousands; cached after)"
+    );
+    let v = embed_all(
+        embedder,
+        &pool.iter().map(|s| s.problem.as_str()).collect::<Vec<_>>(),
+    )?;
+    // A cache that cannot be written only costs the next start the same time.
+    if let Err(e) = write_vectors(cache, &v) {
+        tracing::warn!(path = %cache.display(), error = %e, "worked-example vectors not cached");
+    }
+    Ok(v)
 }
 
 /// The manifest at `path`.
@@ -780,6 +807,58 @@ mod tests {
         assert!(
             matches!(&err, Err(RouterError::Corrupt { reason, .. }) if reason.contains("SHA-256")),
             "{err:?}"
+        );
+        Ok(())
+    }
+
+    /// A JSONL pool is embedded once per file and encoder: the second load reads the cached
+    /// vectors (here overwritten by hand, so only a read could return them), and an edited
+    /// file is embedded afresh under its own key.
+    #[test]
+    fn a_jsonl_pool_is_embedded_once_and_read_from_the_cache_after() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| RouterError::read(Path::new("tempdir"), e))?;
+        let train = ids(Split::Train, 2);
+        let text: String = [
+            (
+                &train[0],
+                "A train travels at 40 miles per hour for 3 hours. How far?",
+                "40*3 = 120",
+            ),
+            (
+                &train[1],
+                "A jacket costs $80 and is 25% off. What is the sale price?",
+                "80-20 = 60",
+            ),
+        ]
+        .iter()
+        .map(|(id, q, s)| {
+            serde_json::json!({"id": id, "problem": q, "solution": s}).to_string() + "\n"
+        })
+        .collect();
+        let path = dir.path().join("pool.jsonl");
+        std::fs::write(&path, &text).map_err(|e| RouterError::read(&path, e))?;
+        let cache = dir.path().join("cache");
+        let first = Exemplars::load_from(&path, &cache, embedder())?;
+        assert_eq!(first.len(), 2);
+        let files: Vec<PathBuf> = std::fs::read_dir(&cache)
+            .map_err(|e| RouterError::read(&cache, e))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .collect();
+        assert_eq!(files.len(), 1, "{files:?}");
+        let dim = first.vectors.first().map_or(0, Vec::len);
+        assert!(dim > 0);
+        std::fs::write(&files[0], vec![0u8; 2 * dim * 4])
+            .map_err(|e| RouterError::read(&files[0], e))?;
+        let again = Exemplars::load_from(&path, &cache, embedder())?;
+        assert!(
+            again.vectors.iter().flatten().all(|x| *x == 0.0),
+            "read from the cache"
+        );
+        std::fs::write(&path, text.replace("40", "41")).map_err(|e| RouterError::read(&path, e))?;
+        let edited = Exemplars::load_from(&path, &cache, embedder())?;
+        assert!(
+            edited.vectors.iter().flatten().any(|x| *x != 0.0),
+            "embedded afresh"
         );
         Ok(())
     }

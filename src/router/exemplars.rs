@@ -588,20 +588,7 @@ mod tests {
             .filter(|s| may_fit(&s.id))
             .count();
         assert!(fit > 0, "some of 40 ids fall in the fit role");
-        let manifest = |examples: usize| PoolManifest {
-            dataset: "set.jsonl".into(),
-            dataset_sha256: crate::models::sha256_hex(rows.as_bytes()),
-            examples,
-            embedder: "all-minilm-l6-v2".into(),
-            embedder_sha256: "0".repeat(64),
-            min_similarity: 0.5,
-            fitted_on: FloorFit {
-                role: crate::roles::Role::Validation,
-                questions: Default::default(),
-                quantile: 0.01,
-            },
-            command: "test".into(),
-        };
+        let manifest = |examples: usize| test_manifest("set.jsonl", &rows, examples);
         let path = dir.path().join("pool.json");
         for (examples, ok) in [(fit, true), (fit + 1, false)] {
             std::fs::write(
@@ -649,6 +636,25 @@ mod tests {
             id: id.into(),
             problem: problem.into(),
             solution: solution.into(),
+        }
+    }
+
+    /// A manifest of `examples` examples in the file `dataset` whose text is `text`, with a
+    /// floor of 0.5.
+    fn test_manifest(dataset: &str, text: &str, examples: usize) -> PoolManifest {
+        PoolManifest {
+            dataset: dataset.into(),
+            dataset_sha256: crate::models::sha256_hex(text.as_bytes()),
+            examples,
+            embedder: "all-minilm-l6-v2".into(),
+            embedder_sha256: "0".repeat(64),
+            min_similarity: 0.5,
+            fitted_on: FloorFit {
+                role: crate::roles::Role::Validation,
+                questions: Default::default(),
+                quantile: 0.01,
+            },
+            command: "test".into(),
         }
     }
 
@@ -761,20 +767,7 @@ mod tests {
             .collect();
         let data = dir.path().join("gsm8k_train.jsonl");
         std::fs::write(&data, &text).map_err(|e| RouterError::read(&data, e))?;
-        let manifest = PoolManifest {
-            dataset: "gsm8k_train.jsonl".into(),
-            dataset_sha256: crate::models::sha256_hex(text.as_bytes()),
-            examples: 2,
-            embedder: "all-minilm-l6-v2".into(),
-            embedder_sha256: "0".repeat(64),
-            min_similarity: 0.5,
-            fitted_on: FloorFit {
-                role: crate::roles::Role::Validation,
-                questions: Default::default(),
-                quantile: 0.01,
-            },
-            command: "test".into(),
-        };
+        let manifest = test_manifest("gsm8k_train.jsonl", &text, 2);
         let path = dir.path().join("pool.json");
         let json = serde_json::to_string(&manifest).unwrap_or_default();
         std::fs::write(&path, json).map_err(|e| RouterError::read(&path, e))?;

@@ -223,13 +223,25 @@ impl Exemplars {
         embedder: Arc<Embedder>,
     ) -> Result<Self> {
         let (manifest, sha, pool) = manifest_pool(path, datasets)?;
-        let cache = vector_cache(cache_dir, &sha, embedder.weights_sha256());
+        Self::embedded(pool, &sha, cache_dir, embedder, manifest.min_similarity)
+    }
+
+    /// `pool` (read from a file of SHA-256 `file_sha`) with its questions' vectors, from the
+    /// cache in `cache_dir` or embedded (and cached), showing nothing below `min_similarity`.
+    fn embedded(
+        pool: Vec<Shot>,
+        file_sha: &str,
+        cache_dir: &Path,
+        embedder: Arc<Embedder>,
+        min_similarity: f32,
+    ) -> Result<Self> {
+        let cache = vector_cache(cache_dir, file_sha, embedder.weights_sha256());
         let vectors = cached_vectors(&cache, &pool, &embedder)?;
         Ok(Self {
             pool,
             vectors,
             embedder,
-            min_similarity: manifest.min_similarity,
+            min_similarity,
         })
     }
 
@@ -300,14 +312,7 @@ impl Exemplars {
                 "no row that may be fitted on has a `solution` to show as an example",
             ));
         }
-        let cache = vector_cache(cache_dir, &sha, embedder.weights_sha256());
-        let vectors = cached_vectors(&cache, &pool, &embedder)?;
-        Ok(Self {
-            pool,
-            vectors,
-            embedder,
-            min_similarity: 0.0,
-        })
+        Self::embedded(pool, &sha, cache_dir, embedder, 0.0)
     }
 
     /// How many worked examples the pool holds.

@@ -223,6 +223,18 @@ impl Exemplars {
         embedder: Arc<Embedder>,
     ) -> Result<Self> {
         let (manifest, sha, pool) = manifest_pool(path, datasets)?;
+        if manifest.embedder_sha256 != embedder.weights_sha256() {
+            return Err(RouterError::corrupt(
+                path,
+                "worked-example manifest",
+                format!(
+                    "its floor was fitted with the encoder whose weights' SHA-256 is {}, but the \
+                     encoder loaded has {}",
+                    manifest.embedder_sha256,
+                    embedder.weights_sha256()
+                ),
+            ));
+        }
         Self::embedded(pool, &sha, cache_dir, embedder, manifest.min_similarity)
     }
 
@@ -593,7 +605,8 @@ mod tests {
             .filter(|s| may_fit(&s.id))
             .count();
         assert!(fit > 0, "some of 40 ids fall in the fit role");
-        let manifest = |examples: usize| test_manifest("set.jsonl", &rows, examples);
+        let manifest =
+            |examples: usize| test_manifest("set.jsonl", &rows, examples, &"0".repeat(64));
         let path = dir.path().join("pool.json");
         for (examples, ok) in [(fit, true), (fit + 1, false)] {
             std::fs::write(
@@ -644,15 +657,20 @@ mod tests {
         }
     }
 
-    /// A manifest of `examples` examples in the file `dataset` whose text is `text`, with a
-    /// floor of 0.5.
-    fn test_manifest(dataset: &str, text: &str, examples: usize) -> PoolManifest {
+    /// A manifest of `examples` examples in the file `dataset` whose text is `text`, fitted
+    /// with the encoder whose weights' SHA-256 is `embedder_sha256`, with a floor of 0.5.
+    fn test_manifest(
+        dataset: &str,
+        text: &str,
+        examples: usize,
+        embedder_sha256: &str,
+    ) -> PoolManifest {
         PoolManifest {
             dataset: dataset.into(),
             dataset_sha256: crate::models::sha256_hex(text.as_bytes()),
             examples,
             embedder: "all-minilm-l6-v2".into(),
-            embedder_sha256: "0".repeat(64),
+            embedder_sha256: embedder_sha256.into(),
             min_similarity: 0.5,
             fitted_on: FloorFit {
                 role: crate::roles::Role::Validation,
@@ -772,7 +790,8 @@ mod tests {
             .collect();
         let data = dir.path().join("gsm8k_train.jsonl");
         std::fs::write(&data, &text).map_err(|e| RouterError::read(&data, e))?;
-        let manifest = test_manifest("gsm8k_train.jsonl", &text, 2);
+        let encoder = embedder();
+        let manifest = test_manifest("gsm8k_train.jsonl", &text, 2, encoder.weights_sha256());
         let path = dir.path().join("pool.json");
         let json = serde_json::to_string(&manifest).unwrap_or_default();
         std::fs::write(&path, json).map_err(|e| RouterError::read(&path, e))?;
@@ -803,7 +822,19 @@ mod tests {
         let err =
             Exemplars::load_manifest_from(&path, dir.path(), &cache, embedder()).map(|p| p.len());
         assert!(
-            matches!(&err, Err(RouterError::Corrupt { reason, .. }) if reason.contains("SHA-256")),
+            matches!(&err, Err(RouterError::Corrupt { reason, .. }) if reason.contains("its SHA-256 is")),
+            "{err:?}"
+        );
+        // A floor fitted with another encoder is refused, naming both encoders' hashes.
+        std::fs::write(&data, &text).map_err(|e| RouterError::read(&data, e))?;
+        let other = test_manifest("gsm8k_train.jsonl", &text, 2, &"0".repeat(64));
+        let json = serde_json::to_string(&other).unwrap_or_default();
+        std::fs::write(&path, json).map_err(|e| RouterError::read(&path, e))?;
+        let err =
+            Exemplars::load_manifest_from(&path, dir.path(), &cache, embedder()).map(|p| p.len());
+        assert!(
+            matches!(&err, Err(RouterError::Corrupt { reason, .. })
+                if reason.contains(&"0".repeat(64)) && reason.contains(encoder.weights_sha256())),
             "{err:?}"
         );
         Ok(())

@@ -309,21 +309,7 @@ impl Exemplars {
     /// this encoder is not embedded again (the vectors are keyed by the file's and the
     /// encoder weights' SHA-256).
     pub fn load_from(path: &Path, cache_dir: &Path, embedder: Arc<Embedder>) -> Result<Self> {
-        let bytes = std::fs::read(path).map_err(|e| RouterError::read(path, e))?;
-        let sha = crate::models::sha256_hex(&bytes);
-        let text = String::from_utf8(bytes)
-            .map_err(|e| RouterError::corrupt(path, "worked-example file", e.to_string()))?;
-        let pool: Vec<Shot> = parse_candidates(path, &text)?
-            .into_iter()
-            .filter(|s| may_fit(&s.id))
-            .collect();
-        if pool.is_empty() {
-            return Err(RouterError::corrupt(
-                path,
-                "worked-example file",
-                "no row that may be fitted on has a `solution` to show as an example",
-            ));
-        }
+        let (sha, pool) = pool_file(path)?;
         Self::embedded(pool, &sha, cache_dir, embedder, 0.0)
     }
 
@@ -450,14 +436,34 @@ fn write_vectors(path: &Path, vectors: &[Vec<f32>]) -> std::io::Result<()> {
     std::fs::rename(tmp, path)
 }
 
+/// The SHA-256 of the JSONL file at `path` and its rows with a solution that may be fitted on;
+/// refused when it has none.
+fn pool_file(path: &Path) -> Result<(String, Vec<Shot>)> {
+    let bytes = std::fs::read(path).map_err(|e| RouterError::read(path, e))?;
+    let sha = crate::models::sha256_hex(&bytes);
+    let text = String::from_utf8(bytes)
+        .map_err(|e| RouterError::corrupt(path, "worked-example file", e.to_string()))?;
+    let pool: Vec<Shot> = parse_candidates(path, &text)?
+        .into_iter()
+        .filter(|s| may_fit(&s.id))
+        .collect();
+    if pool.is_empty() {
+        return Err(RouterError::corrupt(
+            path,
+            "worked-example file",
+            "no row that may be fitted on has a `solution` to show as an example",
+        ));
+    }
+    Ok((sha, pool))
+}
+
 /// The manifest at `path`, its benchmark file's SHA-256 and the pool it describes (the file's
 /// fit-role rows with a solution), read from `datasets`: refused when the file is not the one
 /// the manifest was fitted on, or holds another number of examples than it records.
 fn manifest_pool(path: &Path, datasets: &Path) -> Result<(PoolManifest, String, Vec<Shot>)> {
     let manifest = read_manifest(path)?;
     let dataset = datasets.join(&manifest.dataset);
-    let bytes = std::fs::read(&dataset).map_err(|e| RouterError::read(&dataset, e))?;
-    let sha = crate::models::sha256_hex(&bytes);
+    let (sha, pool) = pool_file(&dataset)?;
     if sha != manifest.dataset_sha256 {
         return Err(RouterError::corrupt(
             &dataset,
@@ -467,19 +473,6 @@ fn manifest_pool(path: &Path, datasets: &Path) -> Result<(PoolManifest, String, 
                 path.display(),
                 manifest.dataset_sha256
             ),
-        ));
-    }
-    let text = String::from_utf8(bytes)
-        .map_err(|e| RouterError::corrupt(&dataset, "worked-example file", e.to_string()))?;
-    let pool: Vec<Shot> = parse_candidates(&dataset, &text)?
-        .into_iter()
-        .filter(|s| may_fit(&s.id))
-        .collect();
-    if pool.is_empty() {
-        return Err(RouterError::corrupt(
-            &dataset,
-            "worked-example file",
-            "no row that may be fitted on has a `solution` to show as an example",
         ));
     }
     if pool.len() != manifest.examples {

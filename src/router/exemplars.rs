@@ -34,6 +34,9 @@ use super::embed::{cosine, Embedder};
 use super::error::{Result, RouterError};
 use crate::roles::may_fit;
 
+mod vectors;
+use vectors::{cached_vectors, embed_all, vector_cache};
+
 /// Most worked examples one question may be shown.
 pub const MAX_SHOTS: usize = 8;
 
@@ -166,9 +169,6 @@ impl std::fmt::Debug for Exemplars {
             .finish_non_exhaustive()
     }
 }
-
-/// Questions embedded per encoder call.
-const EMBED_BATCH: usize = 32;
 
 impl Exemplars {
     /// The pool of `candidates` that may be fitted on (the others are dropped,
@@ -404,38 +404,6 @@ fn parse_candidates(path: &Path, text: &str) -> Result<Vec<Shot>> {
     Ok(candidates)
 }
 
-/// Cached pool vectors: `count` rows of `dim` little-endian f32s, or `None` when the file is
-/// missing or of another shape (then the pool is embedded again).
-fn read_vectors(path: &Path, count: usize, dim: usize) -> Option<Vec<Vec<f32>>> {
-    let bytes = std::fs::read(path).ok()?;
-    if bytes.len() != count * dim * 4 || dim == 0 {
-        return None;
-    }
-    let floats: Vec<f32> = bytes
-        .chunks_exact(4)
-        .map(|c| f32::from_le_bytes(c.try_into().unwrap_or_default()))
-        .collect();
-    Some(floats.chunks(dim).map(<[f32]>::to_vec).collect())
-}
-
-/// Writes pool vectors for [`read_vectors`] (through a temporary file, so a reader never
-/// sees half a cache).
-fn write_vectors(path: &Path, vectors: &[Vec<f32>]) -> std::io::Result<()> {
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    let bytes: Vec<u8> = vectors
-        .iter()
-        .flatten()
-        .flat_map(|x| x.to_le_bytes())
-        .collect();
-    // A name of this process's own: two servers starting on one cold cache both embed, and
-    // each renames a whole file into place.
-    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-    std::fs::write(&tmp, bytes)?;
-    std::fs::rename(tmp, path)
-}
-
 /// The SHA-256 of the JSONL file at `path` and its rows with a solution that may be fitted on;
 /// refused when it has none.
 fn pool_file(path: &Path) -> Result<(String, Vec<Shot>)> {
@@ -490,68 +458,11 @@ fn manifest_pool(path: &Path, datasets: &Path) -> Result<(PoolManifest, String, 
     Ok((manifest, sha, pool))
 }
 
-/// Where the vectors of the pool file with SHA-256 `file_sha` embedded by the encoder whose
-/// weights have SHA-256 `embedder_sha` are cached.
-fn vector_cache(cache_dir: &Path, file_sha: &str, embedder_sha: &str) -> PathBuf {
-    cache_dir.join(format!(
-        "exemplars-{}-{}.f32",
-        file_sha.get(..16).unwrap_or(file_sha),
-        embedder_sha.get(..16).unwrap_or(embedder_sha)
-    ))
-}
-
-/// The vectors of `pool`'s questions: read from `cache`, else embedded (and cached).
-fn cached_vectors(cache: &Path, pool: &[Shot], embedder: &Embedder) -> Result<Vec<Vec<f32>>> {
-    if let Some(v) = read_vectors(cache, pool.len(), embedder.dim()) {
-        return Ok(v);
-    }
-    tracing::info!(
-        examples = pool.len(),
-        cache = %cache.display(),
-        "embedding the worked examples once (minutes on a small CPU for thousands; cached after)"
-    );
-    let v = embed_all(
-        embedder,
-        &pool.iter().map(|s| s.problem.as_str()).collect::<Vec<_>>(),
-    )?;
-    // A cache that cannot be written only costs the next start the same time.
-    if let Err(e) = write_vectors(cache, &v) {
-        tracing::warn!(path = %cache.display(), error = %e, "worked-example vectors not cached");
-    }
-    Ok(v)
-}
-
 /// The manifest at `path`.
 pub fn read_manifest(path: &Path) -> Result<PoolManifest> {
     let text = std::fs::read_to_string(path).map_err(|e| RouterError::read(path, e))?;
     serde_json::from_str(&text)
         .map_err(|e| RouterError::corrupt(path, "worked-example manifest", e.to_string()))
-}
-
-/// The vectors of `texts`, in order. Texts are batched by length (a batch pads to its
-/// longest text, and attention grows with the square of it), which halves the time of the
-/// shipped pool's first embedding against batches in file order.
-fn embed_all(embedder: &Embedder, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
-    let mut order: Vec<usize> = (0..texts.len()).collect();
-    order.sort_by_key(|&i| texts[i].len());
-    let mut out = vec![Vec::new(); texts.len()];
-    let started = std::time::Instant::now();
-    for (done, batch) in order.chunks(EMBED_BATCH).enumerate() {
-        let chunk: Vec<&str> = batch.iter().map(|&i| texts[i]).collect();
-        for (&i, e) in batch.iter().zip(embedder.embed(&chunk)?) {
-            out[i] = e.vector;
-        }
-        let embedded = ((done + 1) * EMBED_BATCH).min(texts.len());
-        if embedded.is_multiple_of(EMBED_BATCH * 32) {
-            tracing::info!(
-                embedded,
-                of = texts.len(),
-                elapsed_s = started.elapsed().as_secs(),
-                "embedding worked examples"
-            );
-        }
-    }
-    Ok(out)
 }
 
 #[cfg(test)]

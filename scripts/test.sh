@@ -5,9 +5,11 @@
 #   and tokenizers of two thinking-model families (pinned npm packages, under the target dir);
 # - llama-cpp-python's server (pinned, built from its sdist beside the Rust build), the real
 #   third-party backend the backend tests run every strategy through;
-# - every workspace test in one build with feature `cuda` (build.rs embeds the kernels' PTX; the
-#   launcher/PTX consistency tests, the kernels' GPU parity tests and the engine's `--device
-#   cuda` tests run, the last two skipping, saying so, without a GPU), with
+# - every workspace test in one build with feature `cuda`, built as the Docker image's binary is
+#   (release profile, target-cpu=x86-64: the image's build after it reuses its dependencies) with
+#   the workspace's crates checked as in a debug build (scripts/test-profile.toml); build.rs embeds
+#   the kernels' PTX (the launcher/PTX consistency tests, the kernels' GPU parity tests and the
+#   engine's `--device cuda` tests run, the last two skipping, saying so, without a GPU), with
 #   PONDER_REQUIRE_NVCC=1 so the kernels' PTX test (every cuda/*.cu -> sm_80 / sm_90 PTX ->
 #   ptxas) fails instead of skipping when nvcc is missing. One build for all: a separate
 #   `cargo test -p ponder-kernels --features cuda` resolved its dependencies' features apart
@@ -17,9 +19,9 @@
 # - the grader's labelled pairs cross-checked with a pinned math-verify release;
 # - the kernels' work-sharing protocol under the loom model checker;
 # - the HTTP API against clients written elsewhere: Python (openai, schemathesis), and a browser
-#   (headless Chromium + playwright-core; screenshots in target/artifacts/).
-# - the Docker image's build command (scripts/build-portable.sh: the release binary without
-#   target-cpu=native), at the lowest priority beside the steps after the test build.
+#   (headless Chromium + playwright-core; screenshots in target/artifacts/), against the binary
+#   the Docker image's build command makes (scripts/build-portable.sh: release, no
+#   target-cpu=native);
 # - real vLLM (scripts/vllm-check.sh) where scripts/setup-vllm.sh installed it; skipped, saying
 #   so, elsewhere (CI's clean clone).
 set -euo pipefail
@@ -47,19 +49,37 @@ LLAMACPP_PID=$!
 # exploration with fresh seeds is `PROPTEST_RNG_SEED=$RANDOM cargo test` (or scripts/fuzz.sh for
 # the coverage-guided fuzzers), and what it finds is committed as a regression test.
 export PROPTEST_RNG_SEED="${PROPTEST_RNG_SEED:-20261205}"
-PONDER_REQUIRE_NVCC=1 cargo test --workspace --features ponder/cuda --no-run
+# The tests are built as the Docker image's binary is (scripts/build-portable.sh: the release
+# profile, `target-cpu=x86-64`, target/portable), the workspace's own crates checked as a debug
+# build checks them (scripts/test-profile.toml: debug assertions, overflow checks, opt-level 1), so
+# the image's build after them compiles only the workspace and the crates whose features the tests
+# widen (tokio's test-util and what sits on tokio), not candle, gemm and the rest a second time.
+export PORTABLE_TARGET_DIR="${CARGO_TARGET_DIR:-target}/portable"
+python3 - <<'PY'
+import json, subprocess, tomllib
+members = {p["name"] for p in json.loads(subprocess.run(
+    ["cargo", "metadata", "--no-deps", "--format-version", "1"],
+    check=True, capture_output=True, text=True).stdout)["packages"]}
+with open("scripts/test-profile.toml", "rb") as f:
+    listed = set(tomllib.load(f)["profile"]["release"]["package"])
+if members != listed:
+    raise SystemExit(f"scripts/test-profile.toml lists {sorted(listed)}, the workspace has {sorted(members)}")
+PY
+test_cargo() {
+  PONDER_REQUIRE_NVCC=1 bash scripts/build-portable.sh test --config scripts/test-profile.toml \
+    --workspace --features ponder/cuda "$@"
+}
+test_cargo --no-run
 lap "cargo test build"
 wait "$LLAMACPP_PID" || { cat "$LLAMACPP_LOG"; exit 1; }
 cat "$LLAMACPP_LOG"
 lap "llama-cpp-python"
-# The Docker image's build (scripts/build-portable.sh: release, no target-cpu=native) in the
-# background at the lowest priority: it takes the CPU the tests, clients and browser leave idle.
-PORTABLE_LOG="${CARGO_TARGET_DIR:-target}/build-portable.log"
-nice -n 19 env CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target}/portable" \
-  bash scripts/build-portable.sh >"$PORTABLE_LOG" 2>&1 &
-PORTABLE_PID=$!
-PONDER_REQUIRE_NVCC=1 PONDER_REQUIRE_LLAMACPP=1 cargo test --workspace --features ponder/cuda
+PONDER_REQUIRE_LLAMACPP=1 test_cargo
 lap "cargo test"
+# The Docker image's build command itself (deploy/Dockerfile): the binary the clients and the
+# browser below talk to.
+PONDER_BIN="$(bash scripts/build-portable.sh | tail -n 1)"
+lap "portable release build (deploy/Dockerfile's)"
 # No unwrap/expect in library or binary code, no indexing on the request edge, no lock held across
 # an await: the workspace's clippy lints at `deny` (Cargo.toml; exceptions in RELIABILITY.md).
 # Every target, so the tests' own code stays clean too (they may unwrap: clippy.toml), with the
@@ -79,18 +99,17 @@ PY_MV="${CARGO_TARGET_DIR:-target}/py-math-verify"
 lap math-verify
 # The HTTP API against clients written elsewhere: the official `openai` Python client and
 # schemathesis (pinned PyPI releases, in a venv under the target dir) talk to a real `ponder serve`:
-# the `ponder` binary `cargo test` just built for the CLI tests (a separate `cargo build` would
-# resolve features differently and compile the workspace a second time).
+# the Docker image's binary, just built.
 PY_SERVE="${CARGO_TARGET_DIR:-target}/py-serve"
 [ -x "$PY_SERVE/bin/python" ] || python3 -m venv "$PY_SERVE"
 "$PY_SERVE/bin/pip" install -q --disable-pip-version-check openai==3.57.0 schemathesis==4.32.5
-"$PY_SERVE/bin/python" scripts/serve_clients.py --ponder "${CARGO_TARGET_DIR:-target}/debug/ponder"
+"$PY_SERVE/bin/python" scripts/serve_clients.py --ponder "$PONDER_BIN"
 lap "openai + schemathesis"
 # The browser pages (playground, trace viewer, eval report) in headless Chromium (Debian's
 # package) driven by pinned playwright-core, against the same binary with the real model, with
 # and without API keys; screenshots go to target/artifacts/ (CI keeps them).
 CHROMIUM="$(bash scripts/setup-browser.sh | tail -n 1)"
-node scripts/browser_test.mjs --ponder "${CARGO_TARGET_DIR:-target}/debug/ponder" --chromium "$CHROMIUM" \
+node scripts/browser_test.mjs --ponder "$PONDER_BIN" --chromium "$CHROMIUM" \
   --playwright "${CARGO_TARGET_DIR:-target}/browser" --artifacts "${CARGO_TARGET_DIR:-target}/artifacts"
 lap browser
 # The kernels' work-sharing protocol (their only hand-made concurrency with `unsafe`) under the
@@ -105,11 +124,8 @@ lap loom
 # of it, every request accepted, its token count ours (scripts/vllm-check.sh).
 if [ -x "${CARGO_TARGET_DIR:-target}/vllm-venv/bin/python" ] &&
   [ -f "${CARGO_TARGET_DIR:-target}/vllm-model/model.safetensors" ]; then
-  PONDER_BIN="${CARGO_TARGET_DIR:-target}/debug/ponder" bash scripts/vllm-check.sh
+  PONDER_BIN="$PONDER_BIN" bash scripts/vllm-check.sh
   lap "vLLM"
 else
   echo "== scripts/test.sh: vLLM not installed here (bash scripts/setup-vllm.sh): its check skipped" >&2
 fi
-wait "$PORTABLE_PID" || { cat "$PORTABLE_LOG"; exit 1; }
-tail -n 3 "$PORTABLE_LOG"
-lap "portable release build (deploy/Dockerfile's)"

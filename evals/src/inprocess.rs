@@ -1,7 +1,8 @@
 //! The in-process backend: the embedded runtime (the default model unless told otherwise)
 //! running each item through `ponder::reason`, exactly as the server would, with the verifier
 //! chosen on the command line (`--verifier`) and worked examples chosen from a pool as the
-//! server's router chooses them (`--shots`).
+//! server's router chooses them (`--shots`); items whose strategies begin with the same samples
+//! may share one draw ([`SharedDraws`], `--share-draws`).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -11,12 +12,13 @@ use ponder::prm::VerifierChoice;
 use ponder::reason::{reason, ReasonRequest};
 use ponder::router::Exemplars;
 use ponder_engine::{Runtime, RuntimeOptions};
-use ponder_strategies::{Registry, StrategyError};
+use ponder_strategies::{Outcome, Registry, StrategyError};
 use ponder_verifiers::Verifier;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{EvalError, Result};
 use crate::runner::{Attempt, Backend, Item, Solved};
+use crate::shared_draws::{self, DrawKey, SharedDraws};
 
 /// Searches on a runtime in this process.
 pub struct InProcessBackend {
@@ -25,6 +27,7 @@ pub struct InProcessBackend {
     verifier: Option<Arc<dyn Verifier>>,
     exemplars: Option<Exemplars>,
     shot_rule: ShotRule,
+    shared_draws: Option<Arc<SharedDraws>>,
 }
 
 /// How an item's worked examples are chosen from the pool.
@@ -64,6 +67,7 @@ impl InProcessBackend {
             verifier: None,
             exemplars: None,
             shot_rule: ShotRule::Nearest,
+            shared_draws: None,
         })
     }
 
@@ -86,6 +90,12 @@ impl InProcessBackend {
     /// How the examples are chosen (default: the nearest, as the server does).
     pub fn use_shot_rule(&mut self, rule: ShotRule) {
         self.shot_rule = rule;
+    }
+
+    /// Lets items whose strategies begin with the same samples take them from one draw
+    /// ([`SharedDraws`]); only without a verifier (a vote would not pay for its calls).
+    pub fn use_shared_draws(&mut self, draws: Arc<SharedDraws>) {
+        self.shared_draws = Some(draws);
     }
 
     /// The strategies this backend knows.
@@ -121,24 +131,59 @@ impl Backend for InProcessBackend {
             deadline_ms: None,
             seed: item.seed,
         };
-        match reason(
-            &self.registry,
-            self.runtime.generator(),
-            self.verifier.clone(),
-            &req,
-            CancellationToken::new(),
-        )
-        .await
-        {
-            Ok(outcome) => {
-                let value = serde_json::to_value(&outcome)
-                    .map_err(|e| EvalError::Backend(e.to_string()))?;
-                let solved: Solved =
-                    serde_json::from_value(value).map_err(|e| EvalError::Backend(e.to_string()))?;
-                Ok(Attempt::Solved(solved))
-            }
+        if let Some(drawn) = self.shared_draw(item, &req).await {
+            return Ok(Attempt::Solved(solved(&drawn)?));
+        }
+        match self.reason(&req).await {
+            Ok(outcome) => Ok(Attempt::Solved(solved(&outcome)?)),
             Err(e @ StrategyError::Generator(_)) => Err(EvalError::Backend(e.to_string())),
             Err(e) => Ok(Attempt::Failed(e.to_string())),
         }
     }
+}
+
+impl InProcessBackend {
+    async fn reason(&self, req: &ReasonRequest) -> std::result::Result<Outcome, StrategyError> {
+        reason(
+            &self.registry,
+            self.runtime.generator(),
+            self.verifier.clone(),
+            req,
+            CancellationToken::new(),
+        )
+        .await
+    }
+
+    /// `item`'s outcome from the draw it shares with other items, if shared draws are on and
+    /// it can share one (`None`: it runs on its own).
+    async fn shared_draw(&self, item: &Item, req: &ReasonRequest) -> Option<Outcome> {
+        let draws = self.shared_draws.as_ref()?;
+        if self.verifier.is_some() {
+            return None;
+        }
+        let sharer = shared_draws::sharer(&self.registry, &item.strategy, &item.params)?;
+        let key = DrawKey {
+            problem: item.problem.id.clone(),
+            budget: item.budget,
+            seed: item.seed,
+            shots: req.shots.iter().map(|s| s.id.clone()).collect(),
+            drawer_params: sharer.drawer_params.to_string(),
+        };
+        let drawer = sharer.drawer_request(req);
+        let drawn = draws
+            .get(key, async {
+                self.reason(&drawer)
+                    .await
+                    .ok()
+                    .and_then(shared_draws::shareable)
+            })
+            .await?;
+        Some(shared_draws::outcome_for(&sharer, &drawn))
+    }
+}
+
+/// The harness's view of an outcome (what `/v1/reason` would have answered).
+fn solved(outcome: &Outcome) -> Result<Solved> {
+    let value = serde_json::to_value(outcome).map_err(|e| EvalError::Backend(e.to_string()))?;
+    serde_json::from_value(value).map_err(|e| EvalError::Backend(e.to_string()))
 }

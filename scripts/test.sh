@@ -96,7 +96,7 @@ lap clippy
 # The kernels' work-sharing protocol (their only hand-made concurrency with `unsafe`) under the
 # loom model checker: a `--cfg loom` build in a target directory of its own, dependencies
 # unoptimised (the models are small; this keeps the extra build short). In the background, beside
-# the Python and browser clients below, which leave a core idle.
+# math-verify and the Python and browser clients below, which keep the two cores only partly busy.
 LOOM_LOG="${CARGO_TARGET_DIR:-target}/loom.log"
 RUSTFLAGS="--cfg loom -C target-cpu=native" CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target}/loom" \
   nice -n 10 cargo test -p ponder-kernels --lib --config 'profile.dev.package."*".opt-level=0' \

@@ -369,7 +369,7 @@ pub fn grade(item: &Item, attempt: Attempt, wall_ms: u64) -> ResultRow {
     }
 }
 
-/// The grid: every problem × strategy × budget × seed, in that nesting order, each item with
+/// The grid: every strategy × budget × seed × problem, in that nesting order, each item with
 /// its strategy's parameters, the verifier and the worked examples from `setup`.
 pub fn grid(
     problems: &[EvalProblem],

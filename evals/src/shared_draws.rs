@@ -25,8 +25,10 @@ use tokio::sync::OnceCell;
 
 /// The strategy whose run is shared: it records every candidate with its score.
 const DRAWER: &str = "best_of_n";
-/// Groups kept for items still to come (a grid's items of one problem run close together).
-const KEPT_DRAWS: usize = 256;
+/// Draws kept for items still to come. A grid runs strategy by strategy ([`crate::grid`]), so
+/// the items of one group are as many items apart as the run has problems: this is the largest
+/// number of problems per budget and seed whose draws are all shared.
+const KEPT_DRAWS: usize = 2048;
 
 /// What identifies a draw: the same problem, budget, seed and examples, and the drawer's
 /// parameters with every default filled in.

@@ -13,7 +13,7 @@ const EMBED_BATCH: usize = 32;
 
 /// Cached pool vectors: `count` rows of `dim` little-endian f32s, or `None` when the file is
 /// missing or of another shape (then the pool is embedded again).
-pub(super) fn read_vectors(path: &Path, count: usize, dim: usize) -> Option<Vec<Vec<f32>>> {
+fn read_vectors(path: &Path, count: usize, dim: usize) -> Option<Vec<Vec<f32>>> {
     let bytes = std::fs::read(path).ok()?;
     if bytes.len() != count * dim * 4 || dim == 0 {
         return None;
@@ -27,7 +27,7 @@ pub(super) fn read_vectors(path: &Path, count: usize, dim: usize) -> Option<Vec<
 
 /// Writes pool vectors for [`read_vectors`] (through a temporary file, so a reader never
 /// sees half a cache).
-pub(super) fn write_vectors(path: &Path, vectors: &[Vec<f32>]) -> std::io::Result<()> {
+fn write_vectors(path: &Path, vectors: &[Vec<f32>]) -> std::io::Result<()> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
     }

@@ -24,6 +24,8 @@
 #   PONDER_EVAL      the harness binary (default: ponder-eval on PATH)
 #   PONDER_DATASETS  the public benchmark files (default: ../shared/datasets beside the checkout)
 #   BUDGETS          default "1024 2048";  LIMIT  problems per set (default 500)
+#   STRATEGIES       the parallel configurations `grid` runs (default all eight; empty: none)
+#   REVISION         1 (default): `grid` runs revision's two ratios too; 0: not
 #   CONCURRENCY      items in flight (default 8; results do not depend on it)
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -33,7 +35,7 @@ work=${WORK:-$root/target/fit-calibration}
 datasets=${PONDER_DATASETS:-$root/../shared/datasets}
 pool=$root/data/exemplars/gsm8k.json
 shots=(--shots "${SHOTS:-2}" --shots-from "$pool")
-strategies=self_consistency,best_of_n,weighted_best_of_n,deepconf,answer_convergence,adaptive_parallel,beam_search,ab_mcts
+strategies=${STRATEGIES-self_consistency,best_of_n,weighted_best_of_n,deepconf,answer_convergence,adaptive_parallel,beam_search,ab_mcts}
 
 # Per budget, each configuration's parameters: N (or its width) doubles with the budget.
 params=$(cat <<'JSON'
@@ -84,11 +86,15 @@ case $what in grid | all)
     echo "fit-calibration: resuming from $(wc -l <"$saved") saved rows" >&2
   fi
   for budget in ${BUDGETS:-1024 2048}; do
-    each "$strategies" "$budget" grid --params "$params" "${shots[@]}" --without-candidates \
-      --share-draws
-    for ratio in "${revision_ratios[@]}"; do
-      each revision "$budget" grid --params "$ratio" "${shots[@]}" --without-candidates
-    done
+    if [[ -n $strategies ]]; then
+      each "$strategies" "$budget" grid --params "$params" "${shots[@]}" --without-candidates \
+        --share-draws
+    fi
+    if [[ ${REVISION:-1} == 1 ]]; then
+      for ratio in "${revision_ratios[@]}"; do
+        each revision "$budget" grid --params "$ratio" "${shots[@]}" --without-candidates
+      done
+    fi
   done
   ;;
 esac

@@ -123,15 +123,17 @@ enum RouterCommand {
     },
 }
 
-/// A harness dataset whose levels are difficulty labels (`router train` fits the difficulty
-/// head on its train split too; both commands report its held-out problems).
+/// A dataset whose levels are difficulty labels (`router train` fits the difficulty head on
+/// its fit problems too; both commands report its held-out problems).
 #[derive(Args)]
 struct LevelledArgs {
-    /// JSONL with `id`, `problem` and `level` (a harness dataset); `none` for the labelled
-    /// set alone. Its train-split problems join the difficulty head's training (at most
-    /// --per-level of each level); its held-out problems are evaluated on their own.
-    #[arg(long, default_value = router::data::DEFAULT_LEVELLED)]
-    levelled: String,
+    /// JSONL with `id`, `problem` and a `level` or a worked `solution` (levelled by its `<<…>>`
+    /// calculations); `none` for the labelled set alone [default: gsm8k_train.jsonl in
+    /// $PONDER_DATASETS, else ../shared/datasets]. Its fit problems join the difficulty head's
+    /// training (at most --per-level of each level); its validation (or, for a set of no public
+    /// roles, held-out) problems are evaluated on their own.
+    #[arg(long)]
+    levelled: Option<String>,
     /// Levels up to this one are easy.
     #[arg(long, default_value_t = router::data::DEFAULT_LEVEL_BINS.easy_max)]
     easy_max_level: u32,
@@ -144,10 +146,17 @@ struct LevelledArgs {
 }
 
 impl LevelledArgs {
-    fn load(&self) -> anyhow::Result<Option<router::data::Levelled>> {
-        if self.levelled == "none" {
-            return Ok(None);
-        }
+    /// The dataset's name as the router file records it (the default's file name, else the
+    /// path given) and its problems; `None` for `--levelled none`.
+    fn load(&self) -> anyhow::Result<Option<(String, router::data::Levelled)>> {
+        let (name, path) = match self.levelled.as_deref() {
+            Some("none") => return Ok(None),
+            Some(path) => (path.to_string(), PathBuf::from(path)),
+            None => (
+                router::data::DEFAULT_LEVELLED.to_string(),
+                router::data::default_levelled_path(),
+            ),
+        };
         anyhow::ensure!(
             self.easy_max_level < self.hard_min_level,
             "--easy-max-level ({}) must be below --hard-min-level ({})",
@@ -158,11 +167,9 @@ impl LevelledArgs {
             easy_max: self.easy_max_level,
             hard_min: self.hard_min_level,
         };
-        Ok(Some(router::data::load_levelled(
-            std::path::Path::new(&self.levelled),
-            bins,
-            self.per_level,
-        )?))
+        let set = router::data::load_levelled(&path, bins, self.per_level)
+            .with_context(|| format!("the levelled dataset (--levelled) at {}", path.display()))?;
+        Ok(Some((name, set)))
     }
 }
 
@@ -210,9 +217,7 @@ pub(crate) fn run(args: RouterArgs) -> anyhow::Result<()> {
             let (classifier, evaluation) = router::train::train_and_evaluate(
                 &encoder,
                 &examples,
-                levelled_set
-                    .as_ref()
-                    .map(|l| (levelled.levelled.as_str(), l)),
+                levelled_set.as_ref().map(|(name, l)| (name.as_str(), l)),
                 holdout,
                 seed,
                 &TrainOptions::default(),
@@ -258,13 +263,13 @@ pub(crate) fn run(args: RouterArgs) -> anyhow::Result<()> {
                 difficulty.accuracy(),
                 difficulty.markdown()
             );
-            if let Some(set) = levelled.load()? {
+            if let Some((name, set)) = levelled.load()? {
                 let (category, difficulty) =
                     router::train::evaluate(r.embedder(), &r.file().classifier, &set.held_out)?;
                 println!(
                     "{} held out ({} problems), difficulty accuracy: {:.3} (routed as math: \
                      {:.3})\n\n{}",
-                    levelled.levelled,
+                    name,
                     set.held_out.len(),
                     difficulty.accuracy(),
                     category.accuracy(),

@@ -206,35 +206,50 @@ fn shipped_router_classifies_the_held_out_split() {
         "difficulty accuracy {} is no better than chance",
         difficulty.accuracy()
     );
-    // And on the levelled dataset's held-out problems, which it never trained on.
+    // The levelled dataset's held-out problems, which it never trained on, are GSM8K train's
+    // validation problems (the difficulty head's results on them are checked by retraining,
+    // below: one embedding of 1,800 questions, not two).
     let levelled = recorded
         .levelled
         .expect("the shipped file records its levelled evaluation");
-    let set = default_levelled();
-    assert_eq!(levelled.heldout_examples, set.held_out.len());
-    let (_, on_levelled) =
-        router::train::evaluate(r.embedder(), &r.file().classifier, &set.held_out)
-            .expect("evaluate");
-    assert_eq!(on_levelled, levelled.difficulty);
+    assert_eq!(levelled.data, router::data::DEFAULT_LEVELLED);
+    if let Some(set) = default_levelled() {
+        assert_eq!(levelled.heldout_examples, set.held_out.len());
+    }
 }
 
-fn default_levelled() -> router::data::Levelled {
-    router::data::load_levelled(
-        &Path::new(env!("CARGO_MANIFEST_DIR")).join(router::data::DEFAULT_LEVELLED),
-        router::data::DEFAULT_LEVEL_BINS,
-        router::data::DEFAULT_PER_LEVEL,
+/// GSM8K train from the public benchmark directory, levelled as `ponder router train` levels
+/// it; `None` (with a note) on a machine without the benchmark files.
+fn default_levelled() -> Option<router::data::Levelled> {
+    let path = router::data::default_levelled_path();
+    if !path.is_file() {
+        eprintln!(
+            "skipped: {} not found (set PONDER_DATASETS to the public benchmark files)",
+            path.display()
+        );
+        return None;
+    }
+    Some(
+        router::data::load_levelled(
+            &path,
+            router::data::DEFAULT_LEVEL_BINS,
+            router::data::DEFAULT_PER_LEVEL,
+        )
+        .expect("levelled set"),
     )
-    .expect("levelled set")
 }
 
 /// `ponder router train` with its defaults rebuilds the shipped classifier from the committed
-/// data (to float noise across builds) and the same held-out evaluation.
+/// data and GSM8K train's fit problems (to float noise across builds) and the same held-out
+/// evaluation.
 #[test]
 fn shipped_router_is_what_router_train_makes_from_the_committed_data() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let examples =
         router::data::load_labelled(&root.join("data/router/labelled.jsonl")).expect("labelled");
-    let levelled = default_levelled();
+    let Some(levelled) = default_levelled() else {
+        return;
+    };
     let (classifier, evaluation) = router::train::train_and_evaluate(
         embedder(),
         &examples,

@@ -1,10 +1,11 @@
 //! The labelled query set (`data/router/labelled.jsonl`: one `{"query", "category",
 //! "difficulty"}` per line) and its deterministic, stratified train / held-out split; and
-//! difficulty-only examples read from a harness dataset's levels (`evals/data/gsm_gen.jsonl`),
-//! split by the project's fixed problem split so the held-out problems reports are made on
-//! never train the difficulty head.
+//! difficulty-only examples read from a levelled dataset: by default GSM8K train's public
+//! problems, levelled by the calculations their worked solutions make, trained on the fit role
+//! and evaluated on the validation role ([`crate::roles`]) — report problems are never read.
+//! A dataset of no public set (a `level` field per problem) splits by [`crate::split`].
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
@@ -53,17 +54,24 @@ pub fn load_labelled(path: &Path) -> Result<Vec<LabelledQuery>> {
     Ok(out)
 }
 
-/// The levelled dataset `ponder router train` uses by default: the project's grade-school
-/// generator, whose level is the number of computations a problem's worked solution makes.
-pub const DEFAULT_LEVELLED: &str = "evals/data/gsm_gen.jsonl";
+/// The levelled dataset `ponder router train` uses by default, a file of the public benchmark
+/// directory ([`default_levelled_path`]): GSM8K train, each problem's level the number of
+/// calculations (`<<…>>` annotations) its worked solution makes.
+pub const DEFAULT_LEVELLED: &str = "gsm8k_train.jsonl";
 
-/// `gsm_gen`'s levels 1–3 as easy / medium / hard.
+/// [`DEFAULT_LEVELLED`] in the public benchmark directory ([`crate::roles::datasets_dir`]).
+pub fn default_levelled_path() -> PathBuf {
+    crate::roles::datasets_dir().join(DEFAULT_LEVELLED)
+}
+
+/// GSM8K train's levels as easy (one or two calculations), medium (three or four) and hard
+/// (five or more): roughly a third, a half and a sixth of its fit problems.
 pub const DEFAULT_LEVEL_BINS: LevelBins = LevelBins {
-    easy_max: 1,
-    hard_min: 3,
+    easy_max: 2,
+    hard_min: 5,
 };
 
-/// Train-split problems of each level taken by default (the smallest level has 113).
+/// Fit problems of each level taken by default (the first in file order).
 pub const DEFAULT_PER_LEVEL: usize = 100;
 
 /// Which levels of a harness dataset are which difficulty (levels up to `easy_max` easy, from
@@ -77,25 +85,29 @@ pub struct LevelBins {
     pub hard_min: u32,
 }
 
-/// A harness dataset's problems as difficulty examples (category `math`), by the project's
-/// fixed split ([`crate::split`]).
+/// A dataset's problems as difficulty examples (category `math`): a public set's by role
+/// ([`crate::roles`]: fit problems train, validation problems are held out, report and reserve
+/// problems are left out), any other by the project's fixed split ([`crate::split`]).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Levelled {
-    /// Train-split problems, at most `per_level` of each level (the first in file order).
+    /// Problems that may be fitted on, at most `per_level` of each level (the first in file
+    /// order).
     pub train: Vec<LabelledQuery>,
-    /// Every held-out problem.
+    /// Every held-out (validation) problem.
     pub held_out: Vec<LabelledQuery>,
 }
 
-/// Reads the problems of a harness dataset (JSONL with `id`, `problem` and `level`; other
-/// fields ignored) as difficulty examples. A line without a level, or a bad line, is an error
-/// naming the file and line.
+/// Reads a dataset's problems (JSONL with `id`, `problem` and either a `level` or a worked
+/// `solution` whose `<<…>>` calculations are counted; other fields ignored) as difficulty
+/// examples. A solution with no annotated calculation gives no level and its problem is left
+/// out; a line with neither, or a bad line, is an error naming the file and line.
 pub fn load_levelled(path: &Path, bins: LevelBins, per_level: usize) -> Result<Levelled> {
     #[derive(Deserialize)]
     struct Problem {
         id: String,
         problem: String,
         level: Option<u32>,
+        solution: Option<String>,
     }
     let text = std::fs::read_to_string(path).map_err(|e| RouterError::read(path, e))?;
     let mut out = Levelled::default();
@@ -109,7 +121,18 @@ pub fn load_levelled(path: &Path, bins: LevelBins, per_level: usize) -> Result<L
             RouterError::corrupt(path, "levelled dataset", format!("line {}: {why}", i + 1))
         };
         let p: Problem = serde_json::from_str(line).map_err(|e| bad(e.to_string()))?;
-        let level = p.level.ok_or_else(|| bad("no `level`".into()))?;
+        let level = match (p.level, &p.solution) {
+            (Some(level), _) => level,
+            (None, Some(solution)) => match solution.matches("<<").count() {
+                0 => continue,
+                n => n as u32,
+            },
+            (None, None) => {
+                return Err(bad(
+                    "no `level` and no worked `solution` to count calculations in".into(),
+                ))
+            }
+        };
         if p.problem.trim().is_empty() {
             return Err(bad("empty `problem`".into()));
         }
@@ -119,14 +142,19 @@ pub fn load_levelled(path: &Path, bins: LevelBins, per_level: usize) -> Result<L
             difficulty: super::calibrate::difficulty_of_level(level, bins.easy_max, bins.hard_min)
                 .into(),
         };
-        match crate::split::split_of(&p.id) {
-            crate::split::Split::HeldOut => out.held_out.push(query),
-            crate::split::Split::Train => {
-                let n = taken.entry(level).or_default();
-                if *n < per_level {
-                    *n += 1;
-                    out.train.push(query);
-                }
+        let held_out = match crate::roles::role_of(&p.id) {
+            Some(crate::roles::Role::Fit) => false,
+            Some(crate::roles::Role::Validation) => true,
+            Some(crate::roles::Role::Report | crate::roles::Role::Reserve) => continue,
+            None => crate::split::split_of(&p.id) == crate::split::Split::HeldOut,
+        };
+        if held_out {
+            out.held_out.push(query);
+        } else {
+            let n = taken.entry(level).or_default();
+            if *n < per_level {
+                *n += 1;
+                out.train.push(query);
             }
         }
     }
@@ -134,7 +162,7 @@ pub fn load_levelled(path: &Path, bins: LevelBins, per_level: usize) -> Result<L
         return Err(RouterError::corrupt(
             path,
             "levelled dataset",
-            "no train-split problems",
+            "no problems that may be fitted on",
         ));
     }
     Ok(out)
@@ -259,7 +287,53 @@ mod tests {
         let msg = load_levelled(&path, bins, 10)
             .expect_err("no level")
             .to_string();
-        assert!(msg.contains("line 1") && msg.contains("level"), "{msg}");
+        assert!(
+            msg.contains("line 1") && msg.contains("level") && msg.contains("solution"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn public_problems_split_by_role_and_level_by_their_solutions_calculations() {
+        use crate::roles::{role_of, Role};
+        // Public ids of each role: GSM8K train has fit and validation problems, ASDiv report
+        // ones too.
+        let first = |set: &str, role: Role| {
+            (0..1000)
+                .map(|i| format!("{set}-{i:04}"))
+                .find(|id| role_of(id) == Some(role))
+                .expect("an id of the role")
+        };
+        let fit = first("gsm8k-train", Role::Fit);
+        let validation = first("gsm8k-train", Role::Validation);
+        let report = first("asdiv", Role::Report);
+        let line = |id: &str, solution: &str| {
+            format!(
+                "{}\n",
+                serde_json::json!({"id": id, "problem": format!("q {id}"), "solution": solution})
+            )
+        };
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("gsm8k_train.jsonl");
+        let text = [
+            line(&fit, "a <<1+1=2>>2 b <<2*3=6>>6 c <<6-1=5>>5"),
+            line(&validation, "<<1+1=2>>2"),
+            line(
+                &report,
+                "<<1+1=2>>2 <<2+2=4>>4 <<4+4=8>>8 <<8+8=16>>16 <<1+1=2>>2",
+            ),
+            line("gsm8k-train-9999x", "no calculation written out"),
+        ]
+        .concat();
+        std::fs::write(&path, text).expect("write");
+        let got = load_levelled(&path, DEFAULT_LEVEL_BINS, 10).expect("loads");
+        // Three calculations are medium; the validation problem is held out; the report
+        // problem is never read; a solution without calculations gives no level.
+        assert_eq!(got.train, vec![q(&format!("q {fit}"), "math", "medium")]);
+        assert_eq!(
+            got.held_out,
+            vec![q(&format!("q {validation}"), "math", "easy")]
+        );
     }
 
     #[test]

@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# Step 17's acceptance runs: `auto` as `ponder serve` runs it, against fixed configurations, at
+# 1,024 and 2,048 billed tokens — the fixed configuration chosen on validation problems, every
+# number reported on report problems (`ponder::roles`). In-process on the default model, seed 0;
+# fixed configurations see the two nearest worked examples (the setting validation chose), `auto`
+# as many as its calibration rows were measured with, from the server's pool; no verifier.
+#
+#   shortlist   the three most accurate fixed configurations of the fit grid at each budget
+#               (fit-calibration/grid-outcomes.jsonl, complete configurations only; ties: the
+#               cheaper) -> shortlist.json
+#   validation  `auto` and the shortlist on 100 GSM8K-train and 100 ASDiv validation problems
+#               (a fixed shuffle, seed 17)
+#   choose      per budget the shortlisted configuration most accurate on validation (ties: the
+#               cheaper) -> choice.json: the report's "best on validation" arm
+#   report      `auto`, the validation choice and self-consistency (n 4 at 1,024, n 8 at 2,048,
+#               at most 256 tokens a sample) on GSM8K test's report sample (300, shuffle 17),
+#               ASDiv's report role (300, shuffle 17) and MATH-500 levels 1-3; AMC 2023 and
+#               AIME 2024/2025 with the same arms, reported without a target
+#   compare     report.md: accuracy [95% Wilson] and mean billed tokens per set, budget and arm;
+#               paired bootstrap differences (auto - choice per set, auto - self-consistency
+#               pooled over GSM8K test + ASDiv); whether `auto` is on each budget's
+#               accuracy-vs-spend front
+#
+# The runs hold the problems' gold answers and stay under $WORK (default
+# target/public-report); what is kept here is shortlist.json, choice.json and report.md.
+# `auto`'s rows depend on the router file it ran with ($PONDER_ROUTER, default the shipped
+# one): after recalibrating, delete them (`ponder-eval` resumes everything else).
+#
+# Usage: bash evals/examples/public-report/run.sh [shortlist|validation|choose|report|compare]
+#        (default: all, in that order)
+#   PONDER_EVAL      the harness binary (default: ponder-eval on PATH)
+#   PONDER_DATASETS  the public benchmark files (default: ../shared/datasets beside the checkout)
+#   BUDGETS          default "1024 2048";  VAL, REPORT  problems per set (default 100 and 300)
+#   WHOLE            problems per set of MATH-500 L1-3, AMC and AIME (default: all of them)
+#   CONCURRENCY      items in flight (default 8; results do not depend on it)
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(cd "$here/../../.." && pwd)
+eval_bin=${PONDER_EVAL:-ponder-eval}
+datasets=${PONDER_DATASETS:-$root/../shared/datasets}
+work=${WORK:-$root/target/public-report}
+pool=$root/data/exemplars/gsm8k.json
+budgets=${BUDGETS:-1024 2048}
+analyse=(python3 "$here/analyse.py")
+
+# run DIR DATASET ROLE LIMIT [more ponder-eval run arguments]
+run() {
+  local dir=$1 set=$2 role=$3 limit=$4
+  shift 4
+  "$eval_bin" run --dataset "$datasets/$set.jsonl" --role "$role" --shuffle-seed 17 \
+    --limit "$limit" --seeds 0 --concurrency "${CONCURRENCY:-8}" --without-candidates \
+    --out "$work/$dir" "$@"
+}
+
+# arms DIR DATASET ROLE LIMIT CONFIGS [more ponder-eval run arguments]: `auto` at each budget,
+# then the fixed configurations of CONFIGS (`analyse.py configs` lines: budget, strategies and
+# their parameters, one run each, sharing draws)
+arms() {
+  local dir=$1 set=$2 role=$3 limit=$4 configs=$5
+  shift 5
+  for budget in $budgets; do
+    run "$dir" "$set" "$role" "$limit" --strategies auto --budgets "$budget" "$@"
+  done
+  while read -r budget strategies params; do
+    [[ -n $budget ]] || continue
+    run "$dir" "$set" "$role" "$limit" --strategies "$strategies" --budgets "$budget" \
+      --params "$params" --shots 2 --shots-from "$pool" --share-draws "$@"
+  done <<<"$configs"
+}
+
+what=${1:-all}
+case $what in shortlist | all)
+  "${analyse[@]}" shortlist "$here/../fit-calibration/grid-outcomes.jsonl" $budgets \
+    >"$here/shortlist.json"
+  cat "$here/shortlist.json"
+  ;;
+esac
+case $what in validation | all)
+  configs=$("${analyse[@]}" configs "$here/shortlist.json")
+  for set in gsm8k_train asdiv; do
+    arms "validation-$set" "$set" validation "${VAL:-100}" "$configs"
+  done
+  ;;
+esac
+case $what in choose | all)
+  "${analyse[@]}" choose "$here/shortlist.json" "$work/validation-gsm8k_train" \
+    "$work/validation-asdiv" >"$here/choice.json"
+  cat "$here/choice.json"
+  ;;
+esac
+case $what in report | all)
+  configs=$("${analyse[@]}" configs "$here/choice.json" $(printf 'sc:%s ' $budgets))
+  arms report-gsm8k_test gsm8k_test report "${REPORT:-300}" "$configs"
+  arms report-asdiv asdiv report "${REPORT:-300}" "$configs"
+  arms report-math500 math500 report "${WHOLE:-1000}" "$configs" --preset math --level 1,2,3
+  arms report-amc23 amc23 report "${WHOLE:-1000}" "$configs"
+  for set in aime24 aime25; do
+    arms "report-$set" "$set" report "${WHOLE:-1000}" "$configs" --preset aime
+  done
+  ;;
+esac
+case $what in compare | all)
+  "${analyse[@]}" compare "$here/choice.json" "$work" $budgets >"$here/report.md"
+  cat "$here/report.md"
+  ;;
+esac

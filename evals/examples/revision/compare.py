@@ -18,12 +18,6 @@ ARMS = {
 }
 
 
-
-
-
-
-
-
 def main():
     here = Path(sys.argv[1])
     data = {a: rows(here / a) for a in ARMS if (here / a / "results.jsonl").exists()}

@@ -3,10 +3,11 @@
 # may run, each scaling with the budget (its N grows from 1,024 to 2,048 tokens), on 500 GSM8K
 # train fit problems and 500 ASDiv fit problems (a fixed shuffle, seed 17), seed 0, in-process on
 # the default model, with the worked-example setting validation chose
-# (evals/examples/validation-shots/compare.md; SHOTS below), without a verifier; rows are slim
-# (answers, scores and spend: --without-candidates). Self-consistency, best-of-N and weighted
+# (evals/examples/validation-shots/compare.md; SHOTS below), without a verifier; rows at 1,024
+# tokens are slim (answers, scores and spend: --without-candidates). Self-consistency, best-of-N and weighted
 # best-of-N run with equal N and cap, so each problem's samples are drawn once for the three
-# (--share-draws: the rows separate runs write, for a third of their generation).
+# (--share-draws: the rows separate runs write, for a third of their generation). At 2,048 tokens
+# the rows keep their candidates (best-of-8's are what the learned verifier is refitted on).
 #
 # Then `probe` runs the two-sample probe `auto` draws (self-consistency of 2 at 256 tokens) on
 # the same problems: its agreement and confidence bin every fit problem after the fact
@@ -26,6 +27,8 @@
 #   BUDGETS          default "1024 2048";  LIMIT  problems per set (default 500)
 #   STRATEGIES       the parallel configurations `grid` runs (default all eight; empty: none)
 #   REVISION         1 (default): `grid` runs revision's two ratios too; 0: not
+#   KEEP_CANDIDATES  budgets whose rows keep their candidates' texts (default 2048; others are
+#                    slim: --without-candidates)
 #   CONCURRENCY      items in flight (default 8; results do not depend on it)
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -86,13 +89,15 @@ case $what in grid | all)
     echo "fit-calibration: resuming from $(wc -l <"$saved") saved rows" >&2
   fi
   for budget in ${BUDGETS:-1024 2048}; do
+    slim=(--without-candidates)
+    if [[ " ${KEEP_CANDIDATES-2048} " == *" $budget "* ]]; then slim=(); fi
     if [[ -n $strategies ]]; then
-      each "$strategies" "$budget" grid --params "$params" "${shots[@]}" --without-candidates \
+      each "$strategies" "$budget" grid --params "$params" "${shots[@]}" "${slim[@]}" \
         --share-draws
     fi
     if [[ ${REVISION:-1} == 1 ]]; then
       for ratio in "${revision_ratios[@]}"; do
-        each revision "$budget" grid --params "$ratio" "${shots[@]}" --without-candidates
+        each revision "$budget" grid --params "$ratio" "${shots[@]}" "${slim[@]}"
       done
     fi
   done

@@ -4,10 +4,11 @@
 # train fit problems and 500 ASDiv fit problems (a fixed shuffle, seed 17), seed 0, in-process on
 # the default model, with the worked-example setting validation chose
 # (evals/examples/validation-shots/compare.md; SHOTS below), without a verifier; rows at 1,024
-# tokens are slim (answers, scores and spend: --without-candidates). Self-consistency, best-of-N and weighted
-# best-of-N run with equal N and cap, so each problem's samples are drawn once for the three
-# (--share-draws: the rows separate runs write, for a third of their generation). At 2,048 tokens
-# the rows keep their candidates (best-of-8's are what the learned verifier is refitted on).
+# tokens are slim (answers, scores and spend: --without-candidates), rows at 2,048 keep their
+# candidates (best-of-8's are what the learned verifier is refitted on). Self-consistency,
+# best-of-N and weighted best-of-N run with equal N and cap, so each problem's samples are drawn
+# once for the three (--share-draws: the rows separate runs write, for a third of their
+# generation).
 #
 # Then `probe` runs the two-sample probe `auto` draws (self-consistency of 2 at 256 tokens) on
 # the same problems: its agreement and confidence bin every fit problem after the fact

@@ -511,8 +511,21 @@ fn auto_rejects_an_empty_problem() {
 /// A router over the shipped encoder and classifier with `rows` as its calibration table.
 pub(crate) fn router_with_table(rows: serde_json::Value) -> Arc<Router> {
     let shipped_path = Path::new(env!("CARGO_MANIFEST_DIR")).join(router::file::DEFAULT_ROUTER);
+    let table = router::CalibrationTable {
+        rows: serde_json::from_value(rows).expect("rows"),
+        ..RouterFile::load(&shipped_path)
+            .expect("shipped router")
+            .allocator
+            .table
+    };
+    router_with(table)
+}
+
+/// The shipped router file with `table` for its calibration.
+fn router_with(table: router::CalibrationTable) -> Arc<Router> {
+    let shipped_path = Path::new(env!("CARGO_MANIFEST_DIR")).join(router::file::DEFAULT_ROUTER);
     let mut file = RouterFile::load(&shipped_path).expect("shipped router");
-    file.allocator.table.rows = serde_json::from_value(rows).expect("rows");
+    file.allocator.table = table;
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("router.json");
     file.save(&path).expect("save");
@@ -629,6 +642,70 @@ fn endless() -> Arc<dyn Generator> {
             FakeChunk::step("thinking it over once more ", -0.2)
         }
     }))
+}
+
+/// A table binned by the probe, as `ponder-eval calibrate --bins-from` writes it: prior rows
+/// over all 400 calibration problems (self-consistency of 4), a hard bin of 397 (of 6) and an
+/// easy bin of 3 whose 2-sample row solved all three.
+fn probe_binned_table() -> &'static Arc<Router> {
+    static R: OnceLock<Arc<Router>> = OnceLock::new();
+    R.get_or_init(|| {
+        let row = |difficulty: &str, n: usize, problems: usize, accuracy: f64| {
+            serde_json::json!({
+                "difficulty": difficulty, "strategy": "self_consistency",
+                "params": {"n": n, "max_tokens": 40, "force_answer": false},
+                "verifier": "none", "n": n, "max_tokens": 40, "budget": 4096,
+                "accuracy": accuracy, "mean_spent": 40.0 * n as f64, "problems": problems,
+                "source": "test"
+            })
+        };
+        let ids = |k: usize| (0..k).map(|i| format!("p{i}")).collect::<Vec<_>>();
+        router_with(router::CalibrationTable {
+            rows: serde_json::from_value(serde_json::json!([
+                row(router::PRIOR_BIN, 4, 400, 0.05),
+                row("hard", 6, 397, 0.04),
+                row("easy", 2, 3, 1.0),
+            ]))
+            .expect("rows"),
+            problems: [
+                (router::PRIOR_BIN.to_string(), ids(400)),
+                ("hard".to_string(), ids(397)),
+                ("easy".to_string(), ids(3)),
+            ]
+            .into(),
+            binned_by: router::BinnedBy::Probe,
+            ..router::CalibrationTable::default()
+        })
+    })
+}
+
+#[test]
+fn a_probe_binned_table_starts_in_its_prior_rows_and_a_thin_bin_defers_to_them() {
+    // Agreeing, confident samples read `easy`, but the easy bin's three problems are too
+    // few to choose by: the prior row (N 4) goes on from the probe's two samples.
+    let out = run_with(
+        probe_binned_table(),
+        Arc::new(FakeGenerator::arithmetic()),
+        "What is 2+3?",
+        serde_json::json!({"load": 0.0}),
+    );
+    let decision = out.router.as_ref().expect("router object").to_json();
+    assert_eq!(decision["probe"]["agree"], true, "{decision}");
+    assert_eq!(decision["probe"]["bin"], router::PRIOR_BIN, "{decision}");
+    assert_eq!(decision["row"]["difficulty"], router::PRIOR_BIN);
+    assert_eq!(decision["row"]["n"], 4);
+    assert_eq!(out.candidates.len(), 4, "the probe's two and two more");
+    // Disagreeing samples read `hard`, a bin of 397 problems: its row (N 6) runs.
+    let out = run_with(
+        probe_binned_table(),
+        endless(),
+        "What is 2+3?",
+        serde_json::json!({"load": 0.0}),
+    );
+    let decision = out.router.as_ref().expect("router object").to_json();
+    assert_eq!(decision["probe"]["bin"], "hard", "{decision}");
+    assert_eq!(decision["row"]["n"], 6);
+    assert_eq!(out.candidates.len(), 6);
 }
 
 #[test]

@@ -54,9 +54,10 @@ pub fn probe_bins(probe_rows: &[ResultRow], threshold: f32) -> BTreeMap<String, 
         .collect()
 }
 
-/// [`calibrate_binned`] with each problem in the bin its probe row gives ([`probe_bins`]);
+/// [`calibrate_binned`] with each problem in the bin its probe row gives ([`probe_bins`]),
+/// and beside those bins the same rows over every binned problem ([`ponder::router::PRIOR_BIN`]);
 /// problems the probe run has no row for are left out. The table says it is binned by the
-/// probe, so `auto` starts a query in `medium` and lets its probe move it.
+/// probe, so `auto` starts a query in the prior rows and lets its probe move it.
 pub fn calibrate_by_probe(
     rows: &[ResultRow],
     source: &str,
@@ -70,6 +71,9 @@ pub fn calibrate_by_probe(
     let mut table = calibrate_binned(&binned, source, |r| {
         bins.get(&outcome_key(r)).cloned().unwrap_or_default()
     });
+    let prior = calibrate_binned(&binned, source, |_| ponder::router::PRIOR_BIN.to_string());
+    table.rows.extend(prior.rows);
+    table.problems.extend(prior.problems);
     table.binned_by = ponder::router::BinnedBy::Probe;
     table
 }
@@ -326,11 +330,19 @@ mod tests {
         let table = calibrate_by_probe(&grid, "test", &bins);
         assert_eq!(table.binned_by, ponder::router::BinnedBy::Probe);
         let difficulties: Vec<&str> = table.rows.iter().map(|r| r.difficulty.as_str()).collect();
-        assert_eq!(difficulties, ["easy", "hard", "medium"]);
+        assert_eq!(difficulties, ["easy", "hard", "medium", "any"]);
         assert_eq!(table.rows[1].outcomes.as_deref(), Some("0"));
         assert_eq!(
             table.problems.get("easy"),
             Some(&vec!["p-easy".to_string()])
+        );
+        // The prior rows are over every binned problem: 2 of 3 right, outcomes in id order.
+        let prior = &table.rows[3];
+        assert_eq!((prior.problems, prior.accuracy), (3, 2.0 / 3.0));
+        assert_eq!(prior.outcomes.as_deref(), Some("101"));
+        assert_eq!(
+            table.problems.get(ponder::router::PRIOR_BIN).map(Vec::len),
+            Some(3)
         );
     }
 

@@ -109,8 +109,8 @@ pub enum BinnedBy {
     Level,
     /// What `auto`'s two-sample probe saw on the problem ([`super::ProbeBin`]): a signal that
     /// transfers to problems of other sets, where a level predicted from the question's
-    /// embedding does not. A query starts in the `medium` bin (no evidence yet) and the probe
-    /// moves it.
+    /// embedding does not. A query starts in the prior rows ([`PRIOR_BIN`]: no evidence yet)
+    /// and the probe moves it ([`CalibrationTable::starting_bin`]).
     Probe,
 }
 
@@ -125,6 +125,13 @@ pub const MODEL_AGNOSTIC_CAP: usize = 256;
 
 /// Difficulty levels in order (for "nearest measured difficulty").
 pub const DIFFICULTIES: [&str; 3] = ["easy", "medium", "hard"];
+
+/// The bin under which a probe-binned table files its rows over every calibration problem
+/// (`ponder-eval calibrate --bins-from` writes them beside the probe's bins): what a
+/// configuration is expected to score on a query no probe has read yet, and on one whose
+/// probe bin holds too few calibration problems to choose by
+/// ([`CalibrationTable::choosing_bin`]).
+pub const PRIOR_BIN: &str = "any";
 
 fn level(difficulty: &str) -> usize {
     DIFFICULTIES
@@ -154,19 +161,61 @@ impl CalibrationTable {
 
     /// Rows for `difficulty`, or for the nearest difficulty that has rows.
     pub fn rows_for(&self, difficulty: &str) -> Vec<&CalibrationRow> {
-        let want = level(difficulty);
-        let nearest = self
+        let exact: Vec<&CalibrationRow> = self
             .rows
             .iter()
+            .filter(|r| r.difficulty == difficulty)
+            .collect();
+        if !exact.is_empty() {
+            return exact;
+        }
+        // The nearest of the easy / medium / hard bins (the prior rows are no level).
+        let levelled = || {
+            self.rows
+                .iter()
+                .filter(|r| DIFFICULTIES.contains(&r.difficulty.as_str()))
+        };
+        let want = level(difficulty);
+        let nearest = levelled()
             .map(|r| level(&r.difficulty))
             .min_by_key(|l| (want.abs_diff(*l), *l));
         match nearest {
-            Some(l) => self
-                .rows
-                .iter()
-                .filter(|r| level(&r.difficulty) == l)
-                .collect(),
+            Some(l) => levelled().filter(|r| level(&r.difficulty) == l).collect(),
             None => Vec::new(),
+        }
+    }
+
+    /// Whether the table is binned by the probe and has rows over every calibration problem
+    /// ([`PRIOR_BIN`]).
+    pub fn has_prior(&self) -> bool {
+        self.binned_by == BinnedBy::Probe && self.rows.iter().any(|r| r.difficulty == PRIOR_BIN)
+    }
+
+    /// The bin whose rows choose for a query in `bin`: `bin` itself, except in a table with
+    /// prior rows ([`Self::has_prior`]), where a bin of fewer than `min_problems` calibration
+    /// problems gives way to [`PRIOR_BIN`] — a bin a model's probe seldom gives (a small model's
+    /// two samples rarely agree) measures every configuration on a handful of problems, too
+    /// few to tell them apart.
+    pub fn choosing_bin<'a>(&self, bin: &'a str, min_problems: usize) -> &'a str {
+        if !self.has_prior() {
+            return bin;
+        }
+        let size = self.problems.get(bin).map_or(0, Vec::len);
+        if size < min_problems {
+            PRIOR_BIN
+        } else {
+            bin
+        }
+    }
+
+    /// The bin a query starts in before any probe: [`PRIOR_BIN`] in a table with prior rows;
+    /// `medium` in a probe-binned one without (written before they were); else `predicted`,
+    /// the router's difficulty.
+    pub fn starting_bin<'a>(&self, predicted: &'a str) -> &'a str {
+        match self.binned_by {
+            BinnedBy::Probe if self.has_prior() => PRIOR_BIN,
+            BinnedBy::Probe => "medium",
+            BinnedBy::Level => predicted,
         }
     }
 }
@@ -187,6 +236,10 @@ pub struct AllocatorConfig {
     pub direct_tokens: usize,
     /// When the table has nothing that fits the budget: per-branch cap of the fallback vote.
     pub fallback_tokens: usize,
+    /// Fewest calibration problems a probe bin needs to choose by; a smaller one gives way to
+    /// the prior rows ([`CalibrationTable::choosing_bin`]). 30: below that a row's 95% (Wilson)
+    /// interval spans more than 0.1 whatever it measured.
+    pub min_bin_problems: usize,
 }
 
 impl Default for AllocatorConfig {
@@ -198,6 +251,7 @@ impl Default for AllocatorConfig {
             direct_when_easy: s(&["knowledge"]),
             direct_tokens: 256,
             fallback_tokens: 256,
+            min_bin_problems: 30,
         }
     }
 }
@@ -536,6 +590,71 @@ mod tests {
             },
             config: AllocatorConfig::default(),
         }
+    }
+
+    #[test]
+    fn a_probe_binned_table_chooses_by_its_prior_rows_before_the_probe_and_for_thin_bins() {
+        let sized =
+            |difficulty: &str, strategy: &str, accuracy: f64, problems: usize| CalibrationRow {
+                problems,
+                ..row(difficulty, strategy, 4, 1024, accuracy, 800.0)
+            };
+        let ids = |prefix: &str, k: usize| (0..k).map(|i| format!("{prefix}{i}")).collect();
+        let mut table = CalibrationTable {
+            rows: vec![
+                sized(PRIOR_BIN, "self_consistency", 0.04, 100),
+                sized(PRIOR_BIN, "deepconf", 0.05, 100),
+                sized("hard", "self_consistency", 0.03, 97),
+                sized("easy", "best_of_n", 0.9, 3),
+            ],
+            problems: [
+                (PRIOR_BIN.to_string(), ids("p", 100)),
+                ("hard".to_string(), ids("p", 97)),
+                ("easy".to_string(), ids("e", 3)),
+            ]
+            .into(),
+            binned_by: BinnedBy::Probe,
+            ..CalibrationTable::default()
+        };
+        assert!(table.has_prior());
+        // Before a probe: the prior rows, whatever the router predicted.
+        assert_eq!(table.starting_bin("easy"), PRIOR_BIN);
+        let a = Allocator {
+            table: table.clone(),
+            config: AllocatorConfig::default(),
+        };
+        let x = a.allocate("math", PRIOR_BIN, 4096, 0.0);
+        assert_eq!(
+            x.strategy, "deepconf",
+            "the best over every calibration problem"
+        );
+        // Three easy problems are too few to choose by; 97 hard ones are not.
+        assert_eq!(table.choosing_bin("easy", 30), PRIOR_BIN);
+        assert_eq!(table.choosing_bin("hard", 30), "hard");
+        assert_eq!(table.choosing_bin("easy", 3), "easy");
+        // A level's nearest bin never falls to the prior rows.
+        let medium: Vec<&str> = table
+            .rows_for("medium")
+            .iter()
+            .map(|r| r.difficulty.as_str())
+            .collect();
+        assert_eq!(
+            medium,
+            ["easy"],
+            "easy and hard are equally near: the easier"
+        );
+        assert!(table
+            .rows_for(PRIOR_BIN)
+            .iter()
+            .all(|r| r.difficulty == PRIOR_BIN));
+        // Without prior rows (tables written before them) the probe's bins stand as they are.
+        table.rows.retain(|r| r.difficulty != PRIOR_BIN);
+        assert!(!table.has_prior());
+        assert_eq!(table.starting_bin("easy"), "medium");
+        assert_eq!(table.choosing_bin("easy", 30), "easy");
+        // A level-binned table starts where the router predicted.
+        table.binned_by = BinnedBy::Level;
+        assert_eq!(table.starting_bin("hard"), "hard");
     }
 
     #[test]

@@ -25,7 +25,10 @@
 //!
 //!    The bin: agree and confident → `easy`; disagree → `hard` (widen to the hard row's N; a
 //!    best-of-N row scores with the server's verifier); agree but not confident → the
-//!    predicted difficulty. In a bin
+//!    predicted difficulty (in a table binned by the probe, its `medium` bin). A table binned
+//!    by the probe starts a query in its prior rows, measured over every calibration problem
+//!    ([`super::PRIOR_BIN`]), and a probe bin of fewer than `min_bin_problems` calibration
+//!    problems chooses by them too ([`super::CalibrationTable::choosing_bin`]). In a bin
 //!    other than the predicted one, the allocator's own rule picks the row (cheapest within
 //!    tolerance of the best measured accuracy) among the rows that can take the probe's
 //!    samples as their first two: strategies with a sample plan that samples alike, N ≥ 2,
@@ -350,11 +353,16 @@ impl Auto {
             self.params.probe_confidence,
         );
         let (agree, confident) = (read.agree, read.confident);
-        let bin = match (read.bin, self.router.file().allocator.table.binned_by) {
+        let allocator = &self.router.file().allocator;
+        let bin = match (read.bin, allocator.table.binned_by) {
             // Agreeing but unsure says nothing more than the level the router predicted,
             // unless the table's bins are the probe's own.
             (ProbeBin::Medium, BinnedBy::Level) => decision.difficulty.clone(),
-            (bin, _) => bin.name().to_string(),
+            // A probe bin of too few calibration problems chooses by the prior rows.
+            (bin, _) => allocator
+                .table
+                .choosing_bin(bin.name(), allocator.config.min_bin_problems)
+                .to_string(),
         };
         let predicted_bin = decision
             .allocation
@@ -365,7 +373,6 @@ impl Auto {
         let probe_cap = plan.sample_cap(budget, prompt);
         let mut changed_row = false;
         if predicted_bin.as_deref() != Some(bin.as_str()) {
-            let allocator = &self.router.file().allocator;
             let runnable = allocator.table.runnable_with(ctx.verifier_name());
             let moved = allocator.allocate_row(&bin, decision.request_budget, load, |r| {
                 runnable(r) && self.takes_probe(r, plan, probe_cap, prompt)

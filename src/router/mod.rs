@@ -35,7 +35,7 @@ use serde::{Deserialize, Serialize};
 
 pub use crate::models::FittedModel;
 pub use allocator::{
-    Allocation, Allocator, AllocatorConfig, BinnedBy, CalibrationRow, CalibrationTable,
+    Allocation, Allocator, AllocatorConfig, BinnedBy, CalibrationRow, CalibrationTable, PRIOR_BIN,
 };
 pub use auto::{
     register_auto, registry_with_auto, Allocated, Auto, AutoParams, ProbeBin, ProbeRead,
@@ -256,11 +256,8 @@ impl Router {
         let allocation = match &self.foreign {
             Some(why) => self.file.allocator.model_agnostic(budget, why),
             None => {
-                // A probe-binned table has no bin for a query before its probe: `medium`.
-                let bin = match self.file.allocator.table.binned_by {
-                    BinnedBy::Probe => ProbeBin::Medium.name(),
-                    BinnedBy::Level => c.difficulty.label.as_str(),
-                };
+                // A probe-binned table has no evidence on a query before its probe.
+                let bin = self.file.allocator.table.starting_bin(&c.difficulty.label);
                 self.file
                     .allocator
                     .allocate_for(&c.category.label, bin, budget, load, verifier)

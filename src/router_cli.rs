@@ -140,9 +140,12 @@ struct LevelledArgs {
     /// Levels from this one are hard (between: medium).
     #[arg(long, default_value_t = router::data::DEFAULT_LEVEL_BINS.hard_min)]
     hard_min_level: u32,
-    /// Train-split problems taken from each level (the first in file order).
+    /// Fit (or train-split) problems taken from each level (the first in file order).
     #[arg(long, default_value_t = router::data::DEFAULT_PER_LEVEL)]
     per_level: usize,
+    /// Held-out problems evaluated on (the first in file order).
+    #[arg(long, default_value_t = router::data::DEFAULT_HELD_OUT)]
+    held_out: usize,
 }
 
 impl LevelledArgs {
@@ -167,7 +170,7 @@ impl LevelledArgs {
             easy_max: self.easy_max_level,
             hard_min: self.hard_min_level,
         };
-        let set = router::data::load_levelled(&path, bins, self.per_level)
+        let set = router::data::load_levelled(&path, bins, self.per_level, self.held_out)
             .with_context(|| format!("the levelled dataset (--levelled) at {}", path.display()))?;
         Ok(Some((name, set)))
     }

@@ -208,7 +208,7 @@ fn shipped_router_classifies_the_held_out_split() {
     );
     // The levelled dataset's held-out problems, which it never trained on, are GSM8K train's
     // validation problems (the difficulty head's results on them are checked by retraining,
-    // below: one embedding of 1,800 questions, not two).
+    // below: one embedding of the 400, not two).
     let levelled = recorded
         .levelled
         .expect("the shipped file records its levelled evaluation");
@@ -234,6 +234,7 @@ fn default_levelled() -> Option<router::data::Levelled> {
             &path,
             router::data::DEFAULT_LEVEL_BINS,
             router::data::DEFAULT_PER_LEVEL,
+            router::data::DEFAULT_HELD_OUT,
         )
         .expect("levelled set"),
     )

@@ -72,7 +72,12 @@ pub const DEFAULT_LEVEL_BINS: LevelBins = LevelBins {
 };
 
 /// Fit problems of each level taken by default (the first in file order).
-pub const DEFAULT_PER_LEVEL: usize = 100;
+pub const DEFAULT_PER_LEVEL: usize = 60;
+
+/// Held-out problems evaluated on by default (the first in file order): enough for the
+/// difficulty head's accuracy to within about ±0.05, few enough that `router train` and its
+/// test embed about a thousand questions in all.
+pub const DEFAULT_HELD_OUT: usize = 400;
 
 /// Which levels of a harness dataset are which difficulty (levels up to `easy_max` easy, from
 /// `hard_min` hard, between them medium: [`super::calibrate::difficulty_of_level`], the rule
@@ -93,15 +98,21 @@ pub struct Levelled {
     /// Problems that may be fitted on, at most `per_level` of each level (the first in file
     /// order).
     pub train: Vec<LabelledQuery>,
-    /// Every held-out (validation) problem.
+    /// Held-out (validation) problems, at most `held_out` of them (the first in file order).
     pub held_out: Vec<LabelledQuery>,
 }
 
 /// Reads a dataset's problems (JSONL with `id`, `problem` and either a `level` or a worked
 /// `solution` whose `<<…>>` calculations are counted; other fields ignored) as difficulty
-/// examples. A solution with no annotated calculation gives no level and its problem is left
-/// out; a line with neither, or a bad line, is an error naming the file and line.
-pub fn load_levelled(path: &Path, bins: LevelBins, per_level: usize) -> Result<Levelled> {
+/// examples: at most `per_level` fit problems of each level and `held_out` held-out ones. A
+/// solution with no annotated calculation gives no level and its problem is left out; a line
+/// with neither, or a bad line, is an error naming the file and line.
+pub fn load_levelled(
+    path: &Path,
+    bins: LevelBins,
+    per_level: usize,
+    held_out: usize,
+) -> Result<Levelled> {
     #[derive(Deserialize)]
     struct Problem {
         id: String,
@@ -142,14 +153,16 @@ pub fn load_levelled(path: &Path, bins: LevelBins, per_level: usize) -> Result<L
             difficulty: super::calibrate::difficulty_of_level(level, bins.easy_max, bins.hard_min)
                 .into(),
         };
-        let held_out = match crate::roles::role_of(&p.id) {
+        let is_held_out = match crate::roles::role_of(&p.id) {
             Some(crate::roles::Role::Fit) => false,
             Some(crate::roles::Role::Validation) => true,
             Some(crate::roles::Role::Report | crate::roles::Role::Reserve) => continue,
             None => crate::split::split_of(&p.id) == crate::split::Split::HeldOut,
         };
-        if held_out {
-            out.held_out.push(query);
+        if is_held_out {
+            if out.held_out.len() < held_out {
+                out.held_out.push(query);
+            }
         } else {
             let n = taken.entry(level).or_default();
             if *n < per_level {
@@ -263,7 +276,7 @@ mod tests {
             easy_max: 1,
             hard_min: 3,
         };
-        let all = load_levelled(&path, bins, 1000).expect("loads");
+        let all = load_levelled(&path, bins, 1000, 1000).expect("loads");
         let held = (0..60)
             .filter(|i| split_of(&format!("p{i}")) == Split::HeldOut)
             .count();
@@ -276,15 +289,21 @@ mod tests {
             let want = ["easy", "medium", "hard"][i % 3];
             assert_eq!((q.category.as_str(), q.difficulty.as_str()), ("math", want));
         }
-        let capped = load_levelled(&path, bins, 2).expect("loads");
+        let capped = load_levelled(&path, bins, 2, 1000).expect("loads");
         assert_eq!(capped.train.len(), 6, "two of each level");
         assert_eq!(
             capped.held_out, all.held_out,
-            "the cap leaves the held-out part whole"
+            "the per-level cap leaves the held-out part whole"
+        );
+        let few = load_levelled(&path, bins, 1000, 3).expect("loads");
+        assert_eq!(few.held_out, all.held_out[..3], "the first three held out");
+        assert_eq!(
+            few.train, all.train,
+            "the held-out cap leaves training whole"
         );
 
         std::fs::write(&path, "{\"id\":\"x\",\"problem\":\"q\"}\n").expect("write");
-        let msg = load_levelled(&path, bins, 10)
+        let msg = load_levelled(&path, bins, 10, 10)
             .expect_err("no level")
             .to_string();
         assert!(
@@ -326,7 +345,7 @@ mod tests {
         ]
         .concat();
         std::fs::write(&path, text).expect("write");
-        let got = load_levelled(&path, DEFAULT_LEVEL_BINS, 10).expect("loads");
+        let got = load_levelled(&path, DEFAULT_LEVEL_BINS, 10, 10).expect("loads");
         // Three calculations are medium; the validation problem is held out; the report
         // problem is never read; a solution without calculations gives no level.
         assert_eq!(got.train, vec![q(&format!("q {fit}"), "math", "medium")]);

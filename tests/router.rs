@@ -710,6 +710,62 @@ fn a_probe_binned_table_starts_in_its_prior_rows_and_a_thin_bin_defers_to_them()
 }
 
 #[test]
+fn auto_runs_the_revision_ratio_its_table_measured_best() {
+    // Sequential revision at two sequential/parallel ratios beside self-consistency, as the
+    // fit grid measures them: the most accurate row (one chain of four attempts) runs with
+    // exactly its parameters; revision draws no independent samples, so no probe runs.
+    let row = |strategy: &str, params: serde_json::Value, n: usize, accuracy: f64| {
+        serde_json::json!({
+            "difficulty": router::PRIOR_BIN, "strategy": strategy, "params": params,
+            "verifier": "none", "n": n, "max_tokens": 40, "budget": 4096,
+            "accuracy": accuracy, "mean_spent": 160.0, "problems": 400, "source": "test"
+        })
+    };
+    let sequential = serde_json::json!({"chains": 1, "attempts": 4, "max_tokens": 40});
+    let table = router_with(router::CalibrationTable {
+        rows: serde_json::from_value(serde_json::json!([
+            row(
+                "self_consistency",
+                serde_json::json!({"n": 4, "max_tokens": 40}),
+                4,
+                0.05
+            ),
+            row("revision", sequential.clone(), 1, 0.08),
+            row(
+                "revision",
+                serde_json::json!({"chains": 2, "attempts": 2, "max_tokens": 40}),
+                2,
+                0.06
+            ),
+        ]))
+        .expect("rows"),
+        problems: [(
+            router::PRIOR_BIN.to_string(),
+            (0..400).map(|i| format!("p{i}")).collect(),
+        )]
+        .into(),
+        binned_by: router::BinnedBy::Probe,
+        ..router::CalibrationTable::default()
+    });
+    let out = run_with(
+        &table,
+        Arc::new(FakeGenerator::arithmetic()),
+        "What is 2+3?",
+        serde_json::json!({"load": 0.0}),
+    );
+    let decision = out.router.as_ref().expect("router object").to_json();
+    assert_eq!(decision["strategy"], "revision", "{decision}");
+    assert_eq!(decision["params"], sequential);
+    assert_eq!(decision["row"]["difficulty"], router::PRIOR_BIN);
+    assert!(decision["probe"].is_null(), "{decision}");
+    assert_eq!(out.answer.as_deref(), Some("5"));
+    assert!(
+        (1..=4).contains(&out.candidates.len()),
+        "one chain, at most four attempts"
+    );
+}
+
+#[test]
 fn auto_stops_after_two_agreeing_confident_probe_samples() {
     let out = run_with(
         probe_table(),

@@ -354,8 +354,8 @@ fn print_evaluation(e: &router::train::Evaluation) {
     );
     if let Some(l) = &e.levelled {
         println!(
-            "{}: difficulty head trained on {} fit (or train-split) problems too; on its {} held-out \
-             problems, difficulty accuracy: {:.3} (routed as math: {:.3})\n\n{}",
+            "{}: difficulty head trained on {} fit (or train-split) problems too; on its {} \
+             held-out problems, difficulty accuracy: {:.3} (routed as math: {:.3})\n\n{}",
             l.data,
             l.train_examples,
             l.heldout_examples,

@@ -511,22 +511,14 @@ fn auto_rejects_an_empty_problem() {
 
 /// A router over the shipped encoder and classifier with `rows` as its calibration table.
 pub(crate) fn router_with_table(rows: serde_json::Value) -> Arc<Router> {
-    let shipped_path = Path::new(env!("CARGO_MANIFEST_DIR")).join(router::file::DEFAULT_ROUTER);
-    let table = router::CalibrationTable {
-        rows: serde_json::from_value(rows).expect("rows"),
-        ..RouterFile::load(&shipped_path)
-            .expect("shipped router")
-            .allocator
-            .table
-    };
-    router_with(table)
+    router_with(|table| table.rows = serde_json::from_value(rows).expect("rows"))
 }
 
-/// The shipped router file with `table` for its calibration.
-fn router_with(table: router::CalibrationTable) -> Arc<Router> {
+/// The shipped router file with its calibration table edited by `edit`.
+fn router_with(edit: impl FnOnce(&mut router::CalibrationTable)) -> Arc<Router> {
     let shipped_path = Path::new(env!("CARGO_MANIFEST_DIR")).join(router::file::DEFAULT_ROUTER);
     let mut file = RouterFile::load(&shipped_path).expect("shipped router");
-    file.allocator.table = table;
+    edit(&mut file.allocator.table);
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("router.json");
     file.save(&path).expect("save");
@@ -661,21 +653,23 @@ fn probe_binned_table() -> &'static Arc<Router> {
             })
         };
         let ids = |k: usize| (0..k).map(|i| format!("p{i}")).collect::<Vec<_>>();
-        router_with(router::CalibrationTable {
-            rows: serde_json::from_value(serde_json::json!([
-                row(router::PRIOR_BIN, 4, 400, 0.05),
-                row("hard", 6, 397, 0.04),
-                row("easy", 2, 3, 1.0),
-            ]))
-            .expect("rows"),
-            problems: [
-                (router::PRIOR_BIN.to_string(), ids(400)),
-                ("hard".to_string(), ids(397)),
-                ("easy".to_string(), ids(3)),
-            ]
-            .into(),
-            binned_by: router::BinnedBy::Probe,
-            ..router::CalibrationTable::default()
+        router_with(|t| {
+            *t = router::CalibrationTable {
+                rows: serde_json::from_value(serde_json::json!([
+                    row(router::PRIOR_BIN, 4, 400, 0.05),
+                    row("hard", 6, 397, 0.04),
+                    row("easy", 2, 3, 1.0),
+                ]))
+                .expect("rows"),
+                problems: [
+                    (router::PRIOR_BIN.to_string(), ids(400)),
+                    ("hard".to_string(), ids(397)),
+                    ("easy".to_string(), ids(3)),
+                ]
+                .into(),
+                binned_by: router::BinnedBy::Probe,
+                ..router::CalibrationTable::default()
+            }
         })
     })
 }
@@ -722,30 +716,32 @@ fn auto_runs_the_revision_ratio_its_table_measured_best() {
         })
     };
     let sequential = serde_json::json!({"chains": 1, "attempts": 4, "max_tokens": 40});
-    let table = router_with(router::CalibrationTable {
-        rows: serde_json::from_value(serde_json::json!([
-            row(
-                "self_consistency",
-                serde_json::json!({"n": 4, "max_tokens": 40}),
-                4,
-                0.05
-            ),
-            row("revision", sequential.clone(), 1, 0.08),
-            row(
-                "revision",
-                serde_json::json!({"chains": 2, "attempts": 2, "max_tokens": 40}),
-                2,
-                0.06
-            ),
-        ]))
-        .expect("rows"),
-        problems: [(
-            router::PRIOR_BIN.to_string(),
-            (0..400).map(|i| format!("p{i}")).collect(),
-        )]
-        .into(),
-        binned_by: router::BinnedBy::Probe,
-        ..router::CalibrationTable::default()
+    let table = router_with(|t| {
+        *t = router::CalibrationTable {
+            rows: serde_json::from_value(serde_json::json!([
+                row(
+                    "self_consistency",
+                    serde_json::json!({"n": 4, "max_tokens": 40}),
+                    4,
+                    0.05
+                ),
+                row("revision", sequential.clone(), 1, 0.08),
+                row(
+                    "revision",
+                    serde_json::json!({"chains": 2, "attempts": 2, "max_tokens": 40}),
+                    2,
+                    0.06
+                ),
+            ]))
+            .expect("rows"),
+            problems: [(
+                router::PRIOR_BIN.to_string(),
+                (0..400).map(|i| format!("p{i}")).collect(),
+            )]
+            .into(),
+            binned_by: router::BinnedBy::Probe,
+            ..router::CalibrationTable::default()
+        }
     });
     let out = run_with(
         &table,

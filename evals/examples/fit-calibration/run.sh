@@ -42,25 +42,32 @@ shots=(--shots "${SHOTS:-2}" --shots-from "$pool")
 strategies=${STRATEGIES-self_consistency,best_of_n,weighted_best_of_n,deepconf,answer_convergence,adaptive_parallel,beam_search,ab_mcts}
 
 # Per budget, each configuration's parameters: N (or its width) doubles with the budget.
-params=$(cat <<'JSON'
-{
-  "self_consistency": {"by_budget": {"1024": {"n": 4, "max_tokens": 256},
-                                     "2048": {"n": 8, "max_tokens": 256}}},
-  "best_of_n": {"by_budget": {"1024": {"n": 4, "max_tokens": 256},
-                              "2048": {"n": 8, "max_tokens": 256}}},
-  "weighted_best_of_n": {"by_budget": {"1024": {"n": 4, "max_tokens": 256},
-                                       "2048": {"n": 8, "max_tokens": 256}}},
-  "deepconf": {"by_budget": {"1024": {"n": 4, "warmup": 2, "max_tokens": 256},
-                             "2048": {"n": 8, "warmup": 3, "max_tokens": 256}}},
-  "answer_convergence": {"by_budget": {"1024": {"n": 1}, "2048": {"n": 2}}},
-  "adaptive_parallel": {"by_budget": {"1024": {"initial": 2, "grow": 4, "max_n": 4, "max_tokens": 256},
-                                      "2048": {"initial": 4, "grow": 8, "max_n": 8, "max_tokens": 256}}},
-  "beam_search": {"by_budget": {"1024": {"n": 4, "width": 2}, "2048": {"n": 8, "width": 2}}},
-  "ab_mcts": {"by_budget": {"1024": {"iterations": 2, "batch": 2, "max_tokens": 256},
-                            "2048": {"iterations": 4, "batch": 2, "max_tokens": 256}}}
-}
-JSON
+declare -A params_of=(
+  [self_consistency]='{"by_budget": {"1024": {"n": 4, "max_tokens": 256},
+                                     "2048": {"n": 8, "max_tokens": 256}}}'
+  [best_of_n]='{"by_budget": {"1024": {"n": 4, "max_tokens": 256},
+                              "2048": {"n": 8, "max_tokens": 256}}}'
+  [weighted_best_of_n]='{"by_budget": {"1024": {"n": 4, "max_tokens": 256},
+                                       "2048": {"n": 8, "max_tokens": 256}}}'
+  [deepconf]='{"by_budget": {"1024": {"n": 4, "warmup": 2, "max_tokens": 256},
+                             "2048": {"n": 8, "warmup": 3, "max_tokens": 256}}}'
+  [answer_convergence]='{"by_budget": {"1024": {"n": 1}, "2048": {"n": 2}}}'
+  [adaptive_parallel]='{"by_budget": {"1024": {"initial": 2, "grow": 4, "max_n": 4, "max_tokens": 256},
+                                      "2048": {"initial": 4, "grow": 8, "max_n": 8, "max_tokens": 256}}}'
+  [beam_search]='{"by_budget": {"1024": {"n": 4, "width": 2}, "2048": {"n": 8, "width": 2}}}'
+  [ab_mcts]='{"by_budget": {"1024": {"iterations": 2, "batch": 2, "max_tokens": 256},
+                            "2048": {"iterations": 4, "batch": 2, "max_tokens": 256}}}'
 )
+# --params for the configurations STRATEGIES names (the harness refuses parameters of others)
+params=
+for name in ${strategies//,/ }; do
+  if [[ -z ${params_of[$name]:-} ]]; then
+    echo "fit-calibration: STRATEGIES names $name, which the grid has no parameters for" >&2
+    exit 2
+  fi
+  params+="${params:+, }\"$name\": ${params_of[$name]}"
+done
+params="{$params}"
 
 # each STRATEGIES BUDGET DIR [more ponder-eval run arguments]: both fit sets
 each() {

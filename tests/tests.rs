@@ -42,6 +42,7 @@ mod qwen3_parity;
 mod reliability;
 mod router;
 mod server;
+mod server_defaults;
 mod server_echo;
 mod server_load;
 mod server_ops;

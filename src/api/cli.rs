@@ -108,6 +108,13 @@ pub struct ServeArgs {
     /// they are missing]. `none` turns `auto` off; a path given here must load.
     #[arg(long, env = "PONDER_ROUTER")]
     pub router: Option<PathBuf>,
+    /// What a search that names no strategy runs at each budget, as validation measured it
+    /// [default: the shipped data/router/defaults.json when present]. Applied only when it was
+    /// measured with the served model and every strategy it names runs here; else the built-in
+    /// default (self-consistency) runs, and the log says why. `none` turns it off; a path given
+    /// here must load.
+    #[arg(long, env = "PONDER_DEFAULTS")]
+    pub defaults: Option<PathBuf>,
     /// Worked examples (a JSONL file of problems with `id`, `problem`, `solution`) the router
     /// shows before a search's question that asks for `shots`: only the train split is
     /// ever shown [default: the shipped data/exemplars/gsm8k.json; skipped with a warning when
@@ -206,6 +213,89 @@ fn exemplars(
     let lazy =
         builder.exemplars_on_first_use(Arc::new(move || Exemplars::load_any(&path, embedder()?)));
     Ok((lazy, true))
+}
+
+/// The measured defaults a search that names no strategy runs (`--defaults`, which must load;
+/// else the shipped file when present), when they apply to this server: measured with the
+/// served model, every strategy they name registered here (`auto` only with a router) and
+/// built from its measured parameters. Worked examples they were measured with are dropped,
+/// with a warning, on a server without a pool to choose them from.
+fn measured_defaults(
+    args: &ServeArgs,
+    served: &crate::models::FittedModel,
+    has_router: bool,
+    has_pool: bool,
+) -> Result<Option<Arc<crate::router::MeasuredDefaults>>, ServeError> {
+    use crate::router::{default_defaults_path, MeasuredDefaults};
+    let (path, explicit) = match &args.defaults {
+        Some(path) if path.as_os_str() == "none" => return Ok(None),
+        Some(path) => (path.clone(), true),
+        None => (default_defaults_path(), false),
+    };
+    if !explicit && !path.exists() {
+        return Ok(None);
+    }
+    let mut defaults = match MeasuredDefaults::load(&path) {
+        Ok(d) => d,
+        Err(e) if !explicit => {
+            tracing::warn!(
+                error = %e,
+                "the built-in default strategy runs: the shipped defaults did not load"
+            );
+            return Ok(None);
+        }
+        Err(e) => return Err(e.into()),
+    };
+    if let Some(why) = defaults.foreign_to(served) {
+        tracing::warn!("the built-in default strategy runs: {why}");
+        return Ok(None);
+    }
+    let registry = ponder_strategies::Registry::with_builtins();
+    for entry in &defaults.by_budget {
+        let runs = if entry.strategy == "auto" {
+            has_router
+                .then_some(())
+                .ok_or_else(|| "`auto` is off on this server (no router)".to_string())
+        } else {
+            registry
+                .build(&entry.strategy, entry.params.clone())
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        };
+        if let Err(e) = runs {
+            let why = format!(
+                "{}: the default at budget {} ({}) does not run here: {e}",
+                path.display(),
+                entry.budget,
+                entry.strategy
+            );
+            if explicit {
+                return Err(why.into());
+            }
+            tracing::warn!("the built-in default strategy runs: {why}");
+            return Ok(None);
+        }
+    }
+    if !has_pool {
+        for entry in &mut defaults.by_budget {
+            if entry.shots.is_some_and(|k| k > 0) {
+                tracing::warn!(
+                    budget = entry.budget,
+                    "the default was measured with worked examples; this server has none to show"
+                );
+                entry.shots = Some(0);
+            }
+        }
+    }
+    for entry in &defaults.by_budget {
+        tracing::info!(
+            budget = entry.budget,
+            strategy = %entry.strategy,
+            accuracy = entry.accuracy,
+            "measured default (a search that names no strategy)"
+        );
+    }
+    Ok(Some(Arc::new(defaults)))
 }
 
 /// Worked examples `auto` is shown when neither the request nor `--shots` sets a count: as
@@ -328,6 +418,7 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
     let (with_exemplars, has_pool) = exemplars(builder, &args, router.as_ref())?;
     builder = with_exemplars.limits(Limits {
         auto_shots: auto_shots(router.as_ref(), has_pool),
+        measured_defaults: measured_defaults(&args, &served, router.is_some(), has_pool)?,
         ..limits
     });
     if let Some(router) = router {

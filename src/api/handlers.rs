@@ -11,7 +11,8 @@ use axum::Json;
 
 use super::error::AppError;
 use super::responses::{
-    Health, ListObject, ModelCard, ModelList, ModelObject, Status, StrategyCard, StrategyList,
+    DefaultAtBudget, Health, ListObject, ModelCard, ModelList, ModelObject, Status, StrategyCard,
+    StrategyList,
 };
 use super::AppState;
 
@@ -108,7 +109,21 @@ pub(crate) async fn strategies(State(state): State<Arc<AppState>>) -> Json<Strat
         .collect();
     Json(StrategyList {
         data,
-        default: state.limits.default_strategy.clone(),
+        default: state
+            .limits
+            .default_search(state.limits.default_budget())
+            .strategy,
+        default_by_budget: state.limits.measured_defaults.as_deref().map(|d| {
+            d.by_budget
+                .iter()
+                .map(|e| DefaultAtBudget {
+                    budget: e.budget,
+                    strategy: e.strategy.clone(),
+                    params: e.params.clone(),
+                    accuracy: e.accuracy,
+                })
+                .collect()
+        }),
         object: ListObject::List,
     })
 }

@@ -13,6 +13,8 @@
 
 mod chat_fields;
 pub mod cli;
+#[cfg(test)]
+mod defaults_tests;
 mod echo;
 mod effort;
 mod error;

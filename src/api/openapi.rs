@@ -326,7 +326,7 @@ pub(crate) fn apply_server_facts(
         property(doc, schema, "budget_tokens")?
             .insert("maximum".into(), json!(l.max_budget_tokens));
     }
-    reason_per_strategy(doc, &names, &l.default_strategy)?;
+    reason_per_strategy(doc, &names, &l.default_search(l.default_budget()).strategy)?;
     let models = served_models(facts.model_id, &names);
     for schema in OPENAI_REQUESTS {
         property(doc, schema, "model")?.insert("enum".into(), json!(models));

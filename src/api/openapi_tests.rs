@@ -254,7 +254,7 @@ fn limits_strategies_and_models_are_this_servers() {
         assert_eq!(variant["properties"]["budget_tokens"]["maximum"], 999);
         assert_eq!(variant["properties"]["params"]["anyOf"][0], reference);
         let required = variant["required"].as_array().expect("required");
-        let is_default = *name == limits.default_strategy;
+        let is_default = *name == limits.default_search(limits.default_budget()).strategy;
         assert_eq!(
             required.contains(&Value::from("strategy")),
             !is_default,

@@ -424,10 +424,29 @@ pub(crate) struct StrategyCard {
 pub(crate) struct StrategyList {
     /// The strategies, by name.
     pub(crate) data: Vec<StrategyCard>,
-    /// The strategy run when a request names none but sets a budget.
+    /// The strategy run at the server's default budget when a request names none.
     pub(crate) default: String,
+    /// What a request that names no strategy runs at each budget, as validation measured it
+    /// (from its budget up to the next entry's; below the first, the first). Absent where the
+    /// server applies no measured defaults: `default` at every budget.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) default_by_budget: Option<Vec<DefaultAtBudget>>,
     /// `list`.
     pub(crate) object: ListObject,
+}
+
+/// One budget's measured default (`GET /v1/strategies`).
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub(crate) struct DefaultAtBudget {
+    /// Its accuracy on the validation problems.
+    pub(crate) accuracy: f64,
+    /// The budget validation measured at.
+    pub(crate) budget: u64,
+    /// Its parameters as measured (null: the strategy's own).
+    #[schema(value_type = Object)]
+    pub(crate) params: Value,
+    /// The strategy a request that names none runs from this budget.
+    pub(crate) strategy: String,
 }
 
 /// What a probe reports.

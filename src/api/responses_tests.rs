@@ -300,11 +300,26 @@ fn lists_and_probes_are_written_as_before() {
             name: "x".into(),
         }],
         default: "x".into(),
+        default_by_budget: None,
         object: ListObject::List,
     };
     same(
         &strategies,
         &json!({"object": "list", "default": "x", "data": [{"name": "x", "model": "ponder/x", "description": "d", "defaults": {"n": 4, "temperature": 0.8}}]}),
+    );
+    let measured = StrategyList {
+        data: vec![],
+        default_by_budget: Some(vec![DefaultAtBudget {
+            budget: 1024,
+            strategy: "x".into(),
+            params: json!({"n": 4}),
+            accuracy: 0.25,
+        }]),
+        ..strategies
+    };
+    same(
+        &measured,
+        &json!({"object": "list", "default": "x", "data": [], "default_by_budget": [{"budget": 1024, "strategy": "x", "params": {"n": 4}, "accuracy": 0.25}]}),
     );
     same(&Status::of(Health::Ok), &json!({"status": "ok"}));
     same(

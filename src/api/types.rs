@@ -211,7 +211,8 @@ pub(crate) struct ReasonBody {
     /// The question (not blank).
     #[schema(min_length = 1, pattern = "\\S")]
     pub(crate) problem: String,
-    /// Strategy name [default: the server's default strategy].
+    /// Strategy name [default: the one the server runs at the request's budget, listed by
+    /// `GET /v1/strategies`].
     pub(crate) strategy: Option<String>,
     /// Strategy parameters.
     #[serde(default)]

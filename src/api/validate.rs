@@ -4,6 +4,7 @@
 //! field and the limit. [`Limits`] holds this server's limits.
 #![deny(clippy::indexing_slicing)]
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use ponder_strategies::{
@@ -22,6 +23,7 @@ use super::types::{
     ChatCompletionRequest, CommonParams, CompletionRequest, PromptField, ReasonBody, StopField,
 };
 use crate::reason::ReasonRequest;
+use crate::router::MeasuredDefaults;
 use ponder_engine::MAX_TOP_LOGPROBS;
 
 /// This server's limits.
@@ -51,8 +53,12 @@ pub struct Limits {
     pub default_max_tokens: usize,
     /// Budget when the request sets neither `budget_tokens` nor `reasoning_effort`.
     pub default_budget_tokens: u64,
-    /// Strategy run by `/v1/reason` without `strategy`, and by a chat request that sets a budget.
+    /// Strategy run by `/v1/reason` without `strategy`, and by a chat request that sets a budget,
+    /// where no measured defaults apply (the built-in default).
     pub default_strategy: String,
+    /// What a search that names no strategy runs at each budget, as validation measured it
+    /// (`ponder serve` loads `data/router/defaults.json`; `None`: `default_strategy` always).
+    pub measured_defaults: Option<Arc<MeasuredDefaults>>,
     /// SSE keep-alive interval.
     pub keep_alive: Duration,
     /// Worked examples a search (`/v1/reason`, or a chat or completion with a strategy) is
@@ -74,6 +80,43 @@ impl Limits {
     pub fn default_budget(&self) -> u64 {
         self.default_budget_tokens.min(self.max_budget_tokens)
     }
+
+    /// What a search of `budget` tokens that names no strategy runs: the measured default of
+    /// that budget (its strategy, its parameters as measured, and the worked examples it was
+    /// measured with unless `--shots` sets a count), else `default_strategy` with its own
+    /// parameters and the server's rule for its examples.
+    pub fn default_search(&self, budget: u64) -> DefaultSearch {
+        match self
+            .measured_defaults
+            .as_deref()
+            .and_then(|d| d.for_budget(budget))
+        {
+            Some(entry) => DefaultSearch {
+                strategy: entry.strategy.clone(),
+                params: entry.params.clone(),
+                shots: match (self.default_shots, entry.shots) {
+                    (None, Some(k)) => k,
+                    _ => self.shots_for(&entry.strategy),
+                },
+            },
+            None => DefaultSearch {
+                strategy: self.default_strategy.clone(),
+                params: Value::Null,
+                shots: self.shots_for(&self.default_strategy),
+            },
+        }
+    }
+}
+
+/// The search a request that names no strategy runs ([`Limits::default_search`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DefaultSearch {
+    /// A registered strategy name.
+    pub strategy: String,
+    /// Its parameters (`null`: its own defaults).
+    pub params: Value,
+    /// Worked examples shown when the request sets no `shots`.
+    pub shots: usize,
 }
 
 impl Default for Limits {
@@ -92,6 +135,7 @@ impl Default for Limits {
             default_max_tokens: 256,
             default_budget_tokens: 4096,
             default_strategy: "self_consistency".into(),
+            measured_defaults: None,
             keep_alive: Duration::from_secs(5),
             default_shots: None,
             auto_shots: 0,
@@ -252,6 +296,8 @@ fn common(
         None => None,
     };
     let thinking = thinking_budget(c, limits.max_budget_tokens)?;
+    // The measured default's parameters and examples, when the request names no strategy.
+    let mut defaulted = None;
     let name = match (&c.strategy, model_strategy) {
         (Some(s), _) => {
             if !registry.contains(s) {
@@ -269,7 +315,10 @@ fn common(
         // A thinking budget is budget forcing's maximum.
         (None, None) if thinking.is_some() => Some(THINKING_STRATEGY.to_string()),
         (None, None) if budget.is_some() || c.strategy_params.is_some() => {
-            Some(limits.default_strategy.clone())
+            let search = limits.default_search(budget.unwrap_or(limits.default_budget()));
+            let name = search.strategy.clone();
+            defaulted = Some(search);
+            Some(name)
         }
         (None, None) => None,
     };
@@ -300,7 +349,10 @@ fn common(
     }
     let shots = match c.shots {
         Some(k) => int_in("shots", k, 0, crate::router::MAX_SHOTS as u64)? as usize,
-        None => name.as_deref().map_or(0, |n| limits.shots_for(n)),
+        None => match &defaulted {
+            Some(search) => search.shots,
+            None => name.as_deref().map_or(0, |n| limits.shots_for(n)),
+        },
     };
     // Fields of a search alone: refused, not dropped, in plain decoding.
     for (field, set) in [
@@ -315,7 +367,11 @@ fn common(
             ));
         }
     }
-    let mut params = c.strategy_params.clone().unwrap_or(Value::Null);
+    let mut params = match (&c.strategy_params, defaulted) {
+        (Some(p), _) => p.clone(),
+        (None, Some(search)) => search.params,
+        (None, None) => Value::Null,
+    };
     if let Some((t, field)) = thinking_params {
         params = with_thinking_budget(params, t, field)?;
     }
@@ -607,10 +663,20 @@ pub(crate) fn reason(
         },
         limits,
     )?;
-    let strategy = body
-        .strategy
-        .clone()
-        .unwrap_or_else(|| limits.default_strategy.clone());
+    let budget = int_in(
+        "budget_tokens",
+        body.budget_tokens.unwrap_or(limits.default_budget() as i64),
+        1,
+        limits.max_budget_tokens,
+    )?;
+    // The measured default of the budget when the body names no strategy.
+    let (strategy, defaulted) = match &body.strategy {
+        Some(s) => (s.clone(), None),
+        None => {
+            let search = limits.default_search(budget);
+            (search.strategy.clone(), Some(search))
+        }
+    };
     if !registry.contains(&strategy) {
         return Err(ValidationError::invalid(
             "strategy",
@@ -620,26 +686,26 @@ pub(crate) fn reason(
             ),
         ));
     }
-    let budget = int_in(
-        "budget_tokens",
-        body.budget_tokens.unwrap_or(limits.default_budget() as i64),
-        1,
-        limits.max_budget_tokens,
-    )?;
     let deadline_ms = match body.deadline_ms {
         Some(d) => Some(int_in("deadline_ms", d, 1, 3_600_000)?),
         None => None,
     };
     let shots = match body.shots {
         Some(k) => int_in("shots", k, 0, crate::router::MAX_SHOTS as u64)? as usize,
-        None => limits.shots_for(&strategy),
+        None => match &defaulted {
+            Some(search) => search.shots,
+            None => limits.shots_for(&strategy),
+        },
     };
     let req = ReasonRequest {
         problem: body.problem.clone(),
         history: Vec::new(),
         shots: Vec::new(),
         strategy,
-        params: body.params.clone(),
+        params: match defaulted {
+            Some(search) if body.params.is_null() => search.params,
+            _ => body.params.clone(),
+        },
         budget_tokens: budget,
         deadline_ms,
         seed: match &body.seed {

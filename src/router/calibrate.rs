@@ -144,11 +144,18 @@ pub fn difficulty_of_level(level: u32, easy_max: u32, hard_min: u32) -> &'static
 
 /// Merges a `ponder-eval calibrate` table (the same schema as `table`) into `table`:
 /// replaces `table`'s rows and problem lists of every difficulty the file has, and takes the
-/// file's model when it records one. Returns the rows merged.
+/// file's model when it records one. A file binned otherwise than `table` (by the probe where
+/// `table` is by level, or back) replaces `table` whole: a bin of one kind says nothing about a
+/// bin of the other. Returns the rows merged.
 pub fn merge_harness(table: &mut CalibrationTable, harness: &Path) -> Result<usize> {
     let text = std::fs::read_to_string(harness).map_err(|e| RouterError::read(harness, e))?;
     let file: CalibrationTable = serde_json::from_str(&text)
         .map_err(|e| RouterError::corrupt(harness, "`ponder-eval calibrate` table", e))?;
+    if file.binned_by != table.binned_by {
+        let n = file.rows.len();
+        *table = file;
+        return Ok(n);
+    }
     let difficulties: std::collections::BTreeSet<&str> =
         file.rows.iter().map(|r| r.difficulty.as_str()).collect();
     table
@@ -216,6 +223,40 @@ mod tests {
         std::fs::write(&path, "{\"rows\": 3}").expect("write");
         let e = merge_harness(&mut table, &path).expect_err("corrupt");
         assert!(e.to_string().contains("cal.json"), "{e}");
+    }
+
+    #[test]
+    fn a_probe_binned_table_replaces_a_level_binned_one_whole() {
+        let row = |difficulty: &str| CalibrationRow {
+            difficulty: difficulty.into(),
+            strategy: "deepconf".into(),
+            params: serde_json::Value::Null,
+            verifier: "none".into(),
+            shots: 2,
+            n: 4,
+            max_tokens: 256,
+            budget: 1024,
+            accuracy: 0.1,
+            accuracy_ci: None,
+            mean_spent: 700.0,
+            problems: 100,
+            source: "grid".into(),
+            outcomes: None,
+        };
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("cal.json");
+        let probed = CalibrationTable {
+            rows: vec![row(crate::router::PRIOR_BIN), row("hard")],
+            binned_by: crate::router::BinnedBy::Probe,
+            ..CalibrationTable::default()
+        };
+        std::fs::write(&path, serde_json::to_string(&probed).expect("json")).expect("write");
+        let mut table = CalibrationTable {
+            rows: vec![row("easy"), row("medium"), row("hard")],
+            ..CalibrationTable::default()
+        };
+        assert_eq!(merge_harness(&mut table, &path).expect("merge"), 2);
+        assert_eq!(table, probed, "no level-binned row is left beside the probe's bins");
     }
 
     #[test]

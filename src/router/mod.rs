@@ -19,6 +19,7 @@ pub mod bench;
 pub mod calibrate;
 pub mod classifier;
 pub mod data;
+pub mod defaults;
 pub mod embed;
 mod error;
 pub mod exemplars;
@@ -42,6 +43,7 @@ pub use auto::{
     ProbeReport, DIRECT_SYSTEM_PROMPT, PROBE_SAMPLES,
 };
 pub use classifier::{Classifier, Confusion, Head, Prediction, TrainOptions};
+pub use defaults::{default_defaults_path, MeasuredDefault, MeasuredDefaults};
 pub use embed::{cosine, Embedder, Embedding};
 pub use error::{Result, RouterError};
 pub use exemplars::{default_exemplars_path, default_shots, Exemplars, Shot, MAX_SHOTS};

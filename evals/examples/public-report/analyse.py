@@ -9,6 +9,9 @@
                               configurations of a budget share their draws where they can)
   choose SHORTLIST RUN...     per budget the shortlisted configuration most accurate on the
                               validation runs' rows, pooled (ties: the cheaper)
+  defaults CHOICE RUN...      the server's measured defaults (data/router/defaults.json): per
+                              budget `auto` or the validation choice, whichever the validation
+                              runs' rows measured more accurate (ties: the cheaper)
   compare CHOICE WORK BUDGET...   report.md from the report runs under WORK
 
 A configuration is (strategy, parameters as run, budget); `auto`'s rows are one arm per budget.
@@ -161,6 +164,40 @@ def choose(short, runs):
     print()
 
 
+# Worked examples the fixed arms are shown (run.sh's --shots); `auto` takes the server's rule
+# (as many as its calibration rows were measured with).
+FIXED_SHOTS = 2
+
+
+def defaults(choice_path, runs):
+    """The measured defaults (src/router/defaults.rs's format) from the validation runs."""
+    rows = [r for run in runs for r in read_rows(run)]
+    if not rows:
+        sys.exit("defaults: no validation rows")
+    models = {json.dumps(r["run"]["model"], sort_keys=True) for r in rows}
+    if len(models) != 1:
+        sys.exit(f"defaults: the validation rows ran {len(models)} models")
+    groups = by_config(rows)
+    by_budget = []
+    for b, c in sorted(json.load(open(choice_path))["budgets"].items(), key=lambda x: int(x[0])):
+        arms = [a for a in ({"strategy": "auto", "budget": int(b), "params": None}, c)
+                if groups.get(ident(a))]
+        if not arms:
+            sys.exit(f"defaults: no validation rows at budget {b}")
+        best = ranked(groups, arms)[0]
+        n, k, spent = summary(list(groups[ident(best)].values()))
+        entry = {"budget": int(b), "strategy": best["strategy"], "params": best["params"]}
+        if best["strategy"] != "auto":
+            entry["shots"] = FIXED_SHOTS
+        entry.update({"accuracy": round(k / n, 4), "mean_spent": round(spent, 1)})
+        by_budget.append(entry)
+    json.dump({"format": 1, "model": json.loads(models.pop()),
+               "command": "bash evals/examples/public-report/run.sh defaults",
+               "problems": sorted({r["problem_id"] for r in rows}),
+               "by_budget": by_budget}, sys.stdout, indent=2)
+    print()
+
+
 def paired_line(label, a, b):
     ids = sorted(set(a) & set(b))
     if not ids:
@@ -236,10 +273,12 @@ def main():
         configs(args)
     elif cmd == "choose":
         choose(args[0], args[1:])
+    elif cmd == "defaults":
+        defaults(args[0], args[1:])
     elif cmd == "compare":
         compare(args[0], args[1], [int(b) for b in args[2:]])
     else:
-        sys.exit(f"unknown command {cmd}: shortlist, configs, choose or compare")
+        sys.exit(f"unknown command {cmd}: shortlist, configs, choose, defaults or compare")
 
 
 if __name__ == "__main__":

@@ -12,6 +12,9 @@
 #               (a fixed shuffle, seed 17)
 #   choose      per budget the shortlisted configuration most accurate on validation (ties: the
 #               cheaper) -> choice.json: the report's "best on validation" arm
+#   defaults    per budget `auto` or the choice, whichever validation measured more accurate
+#               (ties: the cheaper) -> data/router/defaults.json: what `ponder serve` runs for a
+#               search that names no strategy
 #   report      `auto`, the validation choice and self-consistency (n 4 at 1,024, n 8 at 2,048,
 #               at most 256 tokens a sample) on GSM8K test's report sample (300, shuffle 17),
 #               ASDiv's report role (300, shuffle 17) and MATH-500 levels 1-3; AMC 2023 and
@@ -26,8 +29,8 @@
 # `auto`'s rows depend on the router file it ran with ($PONDER_ROUTER, default the shipped
 # one): after recalibrating, delete them (`ponder-eval` resumes everything else).
 #
-# Usage: bash evals/examples/public-report/run.sh [shortlist|validation|choose|report|compare]
-#        (default: all, in that order)
+# Usage: bash evals/examples/public-report/run.sh
+#          [shortlist|validation|choose|defaults|report|compare] (default: all, in that order)
 #   PONDER_EVAL      the harness binary (default: ponder-eval on PATH)
 #   PONDER_DATASETS  the public benchmark files (default: ../shared/datasets beside the checkout)
 #   BUDGETS          default "1024 2048";  VAL, REPORT  problems per set (default 100 and 300)
@@ -86,6 +89,12 @@ case $what in choose | all)
   "${analyse[@]}" choose "$here/shortlist.json" "$work/validation-gsm8k_train" \
     "$work/validation-asdiv" >"$here/choice.json"
   cat "$here/choice.json"
+  ;;
+esac
+case $what in defaults | all)
+  "${analyse[@]}" defaults "$here/choice.json" "$work/validation-gsm8k_train" \
+    "$work/validation-asdiv" >"$root/data/router/defaults.json"
+  cat "$root/data/router/defaults.json"
   ;;
 esac
 case $what in report | all)

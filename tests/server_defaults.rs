@@ -153,3 +153,30 @@ fn a_defaults_file_naming_a_strategy_the_server_cannot_run_stops_the_start() {
         );
     }
 }
+
+#[test]
+fn the_shipped_defaults_were_chosen_on_validation_problems_with_the_default_model() {
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join(ponder::router::defaults::DEFAULT_DEFAULTS);
+    if !path.exists() {
+        eprintln!(
+            "no measured defaults ship yet ({}): the built-in default runs",
+            path.display()
+        );
+        return;
+    }
+    let shipped = MeasuredDefaults::load(&path).expect("the shipped defaults load");
+    assert_eq!(
+        shipped.foreign_to(&served_model()),
+        None,
+        "measured with the default model"
+    );
+    assert!(!shipped.problems.is_empty());
+    for id in &shipped.problems {
+        assert_eq!(
+            ponder::roles::role_of(id),
+            Some(ponder::roles::Role::Validation),
+            "{id}: a default is chosen on validation problems only"
+        );
+    }
+}

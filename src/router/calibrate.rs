@@ -256,7 +256,10 @@ mod tests {
             ..CalibrationTable::default()
         };
         assert_eq!(merge_harness(&mut table, &path).expect("merge"), 2);
-        assert_eq!(table, probed, "no level-binned row is left beside the probe's bins");
+        assert_eq!(
+            table, probed,
+            "no level-binned row is left beside the probe's bins"
+        );
     }
 
     #[test]

@@ -41,6 +41,7 @@ mod qwen2_parity;
 mod qwen3_parity;
 mod reliability;
 mod router;
+mod router_auto;
 mod server;
 mod server_defaults;
 mod server_echo;

@@ -22,6 +22,7 @@
 #   PONDER, PONDER_EVAL  the binaries (default: ponder and ponder-eval on PATH)
 #   PONDER_DATASETS      the public benchmark files (default: ../shared/datasets)
 #   FIT, VAL             problems per set (default 300 and 100); CONCURRENCY (default 8)
+#   GRID                 the fit grid's rows (default target/fit-calibration/grid/results.jsonl)
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../../.." && pwd)
@@ -32,10 +33,38 @@ work=${WORK:-$root/target/public-verifier}
 mkdir -p "$work"
 params='{"best_of_n": {"n": 8, "max_tokens": 256}}'
 
+# The fit grid's best-of-8 rows at 2,048 tokens (fit-calibration/run.sh keeps their
+# candidates) are this run's on the grid's problems: the same configuration, shuffle, seed and
+# examples. A fit run starts from them (the calibration's candidates, reused), and `ponder-eval
+# run` draws only the problems the grid has not.
+grid=${GRID:-$root/target/fit-calibration/grid/results.jsonl}
+from_grid() {
+  local set=$1 out=$2
+  [[ -s $grid && ! -s $out/results.jsonl ]] || return 0
+  mkdir -p "$out"
+  python3 - "$grid" "$set" "$out/results.jsonl" <<'PY'
+import json, sys
+grid, dataset, out = sys.argv[1:]
+prefix = {"gsm8k_train": "gsm8k-train-", "asdiv": "asdiv-"}[dataset]
+kept = 0
+with open(grid) as f, open(out, "w") as o:
+    for line in f:
+        r = json.loads(line)
+        if (r["strategy"] == "best_of_n" and r["budget"] == 2048 and r["seed"] == 0
+                and r["params"] == {"n": 8, "max_tokens": 256} and r.get("shots") == 2
+                and r["verifier"] == "none" and r["problem_id"].startswith(prefix)
+                and r.get("candidates") and not r.get("redacted")):
+            o.write(line)
+            kept += 1
+print(f"public-verifier: {kept} {dataset} fit rows from the fit grid", file=sys.stderr)
+PY
+}
+
 # sample ROLE LIMIT: best-of-8 with candidates on both sets' problems of ROLE
 sample() {
   local role=$1 limit=$2
   for set in gsm8k_train asdiv; do
+    if [[ $role == fit ]]; then from_grid "$set" "$work/$role-$set"; fi
     "$eval_bin" run --dataset "$datasets/$set.jsonl" --role "$role" --shuffle-seed 17 \
       --limit "$limit" --strategies best_of_n --budgets 2048 --seeds 0 --params "$params" \
       --shots 2 --shots-from "$root/data/exemplars/gsm8k.json" \

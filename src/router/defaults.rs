@@ -141,14 +141,7 @@ impl MeasuredDefaults {
         const WHAT: &str = "defaults file";
         self.check()
             .map_err(|e| RouterError::corrupt(path, WHAT, e))?;
-        let text = serde_json::to_string_pretty(self).map_err(|e| RouterError::Write {
-            path: path.into(),
-            reason: e.to_string(),
-        })?;
-        std::fs::write(path, text + "\n").map_err(|e| RouterError::Write {
-            path: path.into(),
-            reason: e.to_string(),
-        })
+        super::file::save_pretty(self, path)
     }
 }
 

@@ -67,13 +67,16 @@ impl RouterFile {
 
     /// Writes it as pretty JSON.
     pub fn save(&self, path: &Path) -> Result<()> {
-        let text = serde_json::to_string_pretty(self).map_err(|e| RouterError::Write {
-            path: path.into(),
-            reason: e.to_string(),
-        })?;
-        std::fs::write(path, text + "\n").map_err(|e| RouterError::Write {
-            path: path.into(),
-            reason: e.to_string(),
-        })
+        save_pretty(self, path)
     }
+}
+
+/// Writes `value` to `path` as pretty JSON and a final newline (the router's fitted files).
+pub(crate) fn save_pretty(value: &impl Serialize, path: &Path) -> Result<()> {
+    let write = |e: &dyn std::fmt::Display| RouterError::Write {
+        path: path.into(),
+        reason: e.to_string(),
+    };
+    let text = serde_json::to_string_pretty(value).map_err(|e| write(&e))?;
+    std::fs::write(path, text + "\n").map_err(|e| write(&e))
 }

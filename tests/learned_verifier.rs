@@ -70,3 +70,34 @@ fn shipped_verifier_is_what_verifier_train_makes_from_the_committed_data() {
     let auroc = |e: &learned_verifier::Evaluation| e.auroc.unwrap_or(f64::NAN);
     assert!((auroc(&ours) - auroc(&theirs)).abs() < 1e-3);
 }
+
+/// The learned outcome verifier was fitted on best-of-N's finished candidates: a server that
+/// runs it scores best-of-N with it, and refuses a beam search (whose prefixes it would score
+/// out of its distribution) with a 400 naming `strategy`, not a 500 or scores it never learned.
+#[test]
+fn a_server_with_the_learned_verifier_refuses_a_search_that_scores_partial_solutions() {
+    use serde_json::json;
+
+    let verifier = ponder::prm::VerifierChoice::Learned(None)
+        .search_verifier()
+        .expect("the shipped learned verifier loads")
+        .expect("a verifier");
+    let server = crate::server::TestServer::start(|b| b.search_verifier(verifier));
+    let client = reqwest::Client::new();
+    let ask = |strategy: &str, params: serde_json::Value| {
+        let body = json!({"problem": "What is 2 + 3?", "strategy": strategy, "params": params,
+                          "budget_tokens": 2000, "seed": 1});
+        server.block_on(crate::server::post(
+            &client,
+            &server.url("/v1/reason"),
+            body,
+        ))
+    };
+    let (status, out) = ask("best_of_n", json!({"n": 2, "max_tokens": 32}));
+    assert_eq!(status, 200, "{out}");
+    let (status, out) = ask("beam_search", json!({"n": 2, "width": 1}));
+    assert_eq!(status, 400, "{out}");
+    assert_eq!(out["error"]["param"], "strategy", "{out}");
+    let message = out["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("finished candidates only"), "{message}");
+}

@@ -275,6 +275,13 @@ impl AppError {
                 StrategyError::Generator(GeneratorError::Refused { status, .. }) => {
                     refused_parts(*status)
                 }
+                // The server's verifier cannot judge what the requested strategy scores.
+                StrategyError::Verifier(VerifierError::InvalidRequest { .. }) => (
+                    StatusCode::BAD_REQUEST,
+                    INVALID,
+                    Some("strategy".into()),
+                    None,
+                ),
                 StrategyError::Generator(_) | StrategyError::Verifier(_) => (
                     StatusCode::INTERNAL_SERVER_ERROR,
                     "server_error",

@@ -221,6 +221,13 @@ fn strategy_errors_map_by_variant() {
             StrategyError::Verifier(verifier),
             (500, "server_error", None, None),
         ),
+        (
+            StrategyError::Verifier(VerifierError::InvalidRequest {
+                verifier: "learned".into(),
+                reason: "it judges finished candidates only".into(),
+            }),
+            (400, "invalid_request_error", Some("strategy"), None),
+        ),
     ];
     for (e, want) in rows {
         let e = AppError::Strategy(e);

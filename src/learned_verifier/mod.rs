@@ -274,6 +274,11 @@ impl Verifier for LearnedVerifier {
         "learned"
     }
 
+    /// Fitted on best-of-N's finished candidates: a tree search's prefixes are refused.
+    fn scores_partial(&self) -> bool {
+        false
+    }
+
     async fn score(&self, solution: Solution<'_>) -> ponder_verifiers::Result<Scores> {
         let mut all = self.score_batch(std::slice::from_ref(&solution)).await?;
         all.pop().ok_or_else(|| backend_error("no score returned"))

@@ -270,7 +270,11 @@ impl Strategy for Mcts {
                 .zip(&rolled)
                 .map(|(child, r)| r.and_then(|r| outs.get(r)).unwrap_or(child).clone())
                 .collect();
-            let values = ctx.score_batch(&to_score, p.score_by).await?;
+            // Roll-outs are whole solutions; PRM values are read off partial ones.
+            let values = match p.leaf_value {
+                LeafValue::Rollout => ctx.score_whole(&to_score, p.score_by).await?,
+                LeafValue::Prm => ctx.score_batch(&to_score, p.score_by).await?,
+            };
             // Priors: softmax of mean token logprobs over the siblings sampled together.
             let logprobs: Vec<f64> = children
                 .iter()

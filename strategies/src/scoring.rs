@@ -3,12 +3,20 @@
 //! before the call and what it computed charged as verifier tokens after; each scored node gets
 //! its score in the tree.
 
-use ponder_verifiers::{Solution, TraceConfidence};
+use ponder_verifiers::{Solution, TraceConfidence, VerifierError};
 
 use crate::budget::Charge;
 use crate::context::{Branch, Context};
 use crate::error::{GeneratorError, Result, StrategyError};
 use crate::params::ScoreBy;
+
+/// What a scoring call holds: a tree search's solutions (partial ones among them), or
+/// solutions generated whole.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Solutions {
+    Partial,
+    Whole,
+}
 
 impl Context {
     /// Scores the solution ending at `branch`: [`Context::score_batch`] of one.
@@ -32,9 +40,22 @@ impl Context {
     /// reserved before the call and what it computed ([`ponder_verifiers::Scores::cost`]) is
     /// charged as verifier tokens after it, so scoring can never take the search past its
     /// budget. `usage.verifier_calls` counts solutions scored.
+    ///
+    /// These are a tree search's solutions, partial ones among them: a verifier that judges
+    /// finished candidates only ([`ponder_verifiers::Verifier::scores_partial`] false) is
+    /// refused ([`VerifierError::InvalidRequest`]) before it is called.
     pub async fn score_batch(&self, branches: &[Branch], by: ScoreBy) -> Result<Vec<f32>> {
         let steps = self.with_tree(|t| branches.iter().map(|b| t.steps(b.node)).collect());
-        self.score_steps(branches, steps, by).await
+        self.score_steps(branches, steps, by, Solutions::Partial)
+            .await
+    }
+
+    /// Like [`Context::score_batch`], for solutions the search will not extend (roll-outs to
+    /// the end, final candidates), so an outcome verifier may score them too.
+    pub async fn score_whole(&self, branches: &[Branch], by: ScoreBy) -> Result<Vec<f32>> {
+        let steps = self.with_tree(|t| branches.iter().map(|b| t.steps(b.node)).collect());
+        self.score_steps(branches, steps, by, Solutions::Whole)
+            .await
     }
 
     /// Like [`Context::score_batch`], for solutions generated whole (one tree node holding
@@ -53,7 +74,8 @@ impl Context {
                 .map(|b| ponder_verifiers::split_steps(&t.text(b.node), delimiter))
                 .collect()
         });
-        self.score_steps(branches, steps, by).await
+        self.score_steps(branches, steps, by, Solutions::Whole)
+            .await
     }
 
     async fn score_steps(
@@ -61,10 +83,21 @@ impl Context {
         branches: &[Branch],
         steps: Vec<Vec<String>>,
         by: ScoreBy,
+        kind: Solutions,
     ) -> Result<Vec<f32>> {
         self.check()?;
         let scores: Vec<f32> = match self.verifier() {
             Some(v) if by != ScoreBy::Confidence && !branches.is_empty() => {
+                if kind == Solutions::Partial && !v.scores_partial() {
+                    return Err(StrategyError::Verifier(VerifierError::InvalidRequest {
+                        verifier: v.name().to_string(),
+                        reason: "it judges finished candidates only, and this strategy scores \
+                                 partial solutions step by step: run a strategy that scores \
+                                 whole candidates (best_of_n, weighted_best_of_n, ab_mcts, \
+                                 revision) or start the server with another --verifier"
+                            .into(),
+                    }));
+                }
                 let solutions: Vec<Solution<'_>> = branches
                     .iter()
                     .zip(&steps)

@@ -148,6 +148,17 @@ pub trait Verifier: Send + Sync {
         0
     }
 
+    /// Whether it judges partial solutions — a tree search's prefixes, scored step by step
+    /// while the search goes on — as well as finished candidates. An outcome verifier fitted
+    /// on finished candidates alone says `false`, and a search that would score prefixes with
+    /// it is refused with [`VerifierError::InvalidRequest`](crate::VerifierError) rather than
+    /// given scores out of its distribution.
+    ///
+    /// Provided: `true` (a PRM scores steps).
+    fn scores_partial(&self) -> bool {
+        true
+    }
+
     /// Scores many solutions; the result has one entry per solution, in order.
     ///
     /// Provided: calls [`score`](Verifier::score) on each solution in turn.

@@ -57,12 +57,16 @@ struct ReasonArgs {
     /// The problem.
     #[arg(long)]
     problem: String,
-    /// Strategy name (`GET /v1/strategies` on a server lists them with their parameters).
-    #[arg(long, default_value = "self_consistency")]
-    strategy: String,
-    /// Strategy parameters as a JSON object, e.g. '{"n": 4}'.
-    #[arg(long, default_value = "{}")]
-    params: String,
+    /// Strategy name (`GET /v1/strategies` on a server lists them with their parameters)
+    /// [default: what `ponder serve` runs for a request that names none — the measured default
+    /// of --budget (data/router/defaults.json, when measured with this model), else
+    /// self_consistency].
+    #[arg(long)]
+    strategy: Option<String>,
+    /// Strategy parameters as a JSON object, e.g. '{"n": 4}' [default: the strategy's own, or
+    /// the measured default's as measured].
+    #[arg(long)]
+    params: Option<String>,
     /// Token budget: generated + computed prefill + verifier tokens.
     #[arg(long, default_value_t = 4096, allow_negative_numbers = true)]
     budget: u64,
@@ -574,16 +578,67 @@ fn run_strategy_bench(args: BenchArgs, model: PathBuf) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `ponder reason`'s strategy when none is named, where no measured default applies (the
+/// server's built-in default too).
+const BUILT_IN_STRATEGY: &str = "self_consistency";
+
+/// `ponder reason` without --strategy: the shipped measured default of `budget`, applied as
+/// `ponder serve` applies it — only when it was measured with the model at `model` and every
+/// entry runs here; else none (the built-in default runs), and stderr says why.
+fn measured_default(
+    model: &std::path::Path,
+    budget: u64,
+) -> anyhow::Result<Option<ponder::router::MeasuredDefault>> {
+    let path = ponder::router::default_defaults_path();
+    if !path.exists() {
+        return Ok(None);
+    }
+    let defaults = match ponder::router::MeasuredDefaults::load(&path) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("the built-in default strategy runs: {e}");
+            return Ok(None);
+        }
+    };
+    let served = ponder::models::FittedModel::of_file(model)
+        .with_context(|| format!("reading the model {}", model.display()))?;
+    let has_auto = ponder::router::default_router_path().exists();
+    let why = defaults.foreign_to(&served).or_else(|| {
+        defaults
+            .check_runs(&ponder_strategies::Registry::with_builtins(), has_auto)
+            .err()
+    });
+    if let Some(why) = why {
+        eprintln!("the built-in default strategy runs: {why}");
+        return Ok(None);
+    }
+    Ok(defaults.for_budget(budget).cloned())
+}
+
 fn run_reason(args: ReasonArgs) -> anyhow::Result<()> {
-    let params: serde_json::Value = serde_json::from_str(&args.params)
-        .with_context(|| format!("--params is not a JSON object: {}", args.params))?;
+    let model = args
+        .model
+        .clone()
+        .unwrap_or_else(ponder::models::default_llm_path);
+    // Without --strategy: the measured default of the budget, as the server runs it.
+    let measured = match &args.strategy {
+        Some(_) => None,
+        None => measured_default(&model, args.budget)?,
+    };
+    let strategy = match (&args.strategy, &measured) {
+        (Some(s), _) => s.clone(),
+        (None, Some(entry)) => entry.strategy.clone(),
+        (None, None) => BUILT_IN_STRATEGY.to_string(),
+    };
+    let params: serde_json::Value = match (&args.params, &measured) {
+        (Some(p), _) => serde_json::from_str(p)
+            .with_context(|| format!("--params is not a JSON object: {p}"))?,
+        (None, Some(entry)) => entry.params.clone(),
+        (None, None) => serde_json::Value::Object(serde_json::Map::new()),
+    };
     // `auto` needs the router (encoder + router file), loaded only when asked for.
-    let router = if args.strategy == "auto" {
+    let router = if strategy == "auto" {
         let path = ponder::router::default_router_path();
-        let model = args
-            .model
-            .clone()
-            .unwrap_or_else(ponder::models::default_llm_path);
         let served = ponder::models::FittedModel::of_file(&model)
             .with_context(|| format!("reading the model {}", model.display()))?;
         let router = ponder::router::Router::load(&path, &ponder::models::default_embedder_dir())?
@@ -596,15 +651,18 @@ fn run_reason(args: ReasonArgs) -> anyhow::Result<()> {
         Some(router) => ponder::router::registry_with_auto(Arc::clone(router)),
         None => ponder_strategies::Registry::with_builtins(),
     };
-    let k = ponder::router::default_shots(
-        &args.strategy,
-        args.shots.map(usize::from),
-        router.as_ref().map_or(0, |r| r.auto_shots()),
-    );
+    let k = match (args.shots, &measured) {
+        // The examples the measured default was measured with, as the server shows them.
+        (None, Some(ponder::router::MeasuredDefault { shots: Some(k), .. })) => *k,
+        _ => ponder::router::default_shots(
+            &strategy,
+            args.shots.map(usize::from),
+            router.as_ref().map_or(0, |r| r.auto_shots()),
+        ),
+    };
     let shots = match k {
         0 if args.exemplars.is_some() => anyhow::bail!(
-            "--exemplars: `{}` is shown no worked examples; set --shots (1..={})",
-            args.strategy,
+            "--exemplars: `{strategy}` is shown no worked examples; set --shots (1..={})",
             ponder::router::MAX_SHOTS
         ),
         0 => Vec::new(),
@@ -629,7 +687,7 @@ fn run_reason(args: ReasonArgs) -> anyhow::Result<()> {
         problem: args.problem,
         history: Vec::new(),
         shots,
-        strategy: args.strategy,
+        strategy,
         params,
         budget_tokens: args.budget,
         deadline_ms: args.deadline_ms,
@@ -638,7 +696,7 @@ fn run_reason(args: ReasonArgs) -> anyhow::Result<()> {
     // A bad strategy, parameter or budget is refused before the model loads.
     let valid = request.validate(&registry, ponder::reason::MAX_BUDGET_TOKENS)?;
     let opts = ponder_engine::RuntimeOptions {
-        model: args.model.unwrap_or_else(ponder::models::default_llm_path),
+        model,
         kv_memory: args.kv_memory.as_u64(),
         device: Some(args.device),
         tokenizer: args.tokenizer,

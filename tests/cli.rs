@@ -127,3 +127,38 @@ fn reason_shows_a_worked_example_and_names_it() {
         "{stderr}"
     );
 }
+
+/// Without `--strategy`, `ponder reason` runs what `ponder serve` runs for a request that names
+/// none: the shipped measured default of its budget, with the parameters it was measured with
+/// (else the built-in self-consistency).
+#[test]
+fn reason_without_a_strategy_runs_the_measured_default_of_its_budget() {
+    let out = ponder(&[
+        "reason",
+        "--problem",
+        "What is 2 + 3?",
+        "--budget",
+        "1500",
+        "--shots",
+        "0",
+        "--json",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let outcome: serde_json::Value =
+        serde_json::from_slice(&out.stdout).expect("the outcome as JSON");
+    let shipped = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join(ponder::router::defaults::DEFAULT_DEFAULTS);
+    let (strategy, n) = if shipped.exists() {
+        let file = ponder::router::MeasuredDefaults::load(&shipped).expect("the shipped defaults");
+        let entry = file.for_budget(1500).expect("an entry").clone();
+        (entry.strategy, entry.params["n"].as_u64())
+    } else {
+        ("self_consistency".to_string(), None)
+    };
+    assert_eq!(outcome["strategy"], strategy.as_str(), "{outcome}");
+    if let Some(n) = n {
+        let candidates = outcome["candidates"].as_array().map_or(0, Vec::len);
+        assert_eq!(candidates as u64, n, "the measured N: {outcome}");
+    }
+}

@@ -250,31 +250,13 @@ fn measured_defaults(
         tracing::warn!("the built-in default strategy runs: {why}");
         return Ok(None);
     }
-    let registry = ponder_strategies::Registry::with_builtins();
-    for entry in &defaults.by_budget {
-        let runs = if entry.strategy == "auto" {
-            has_router
-                .then_some(())
-                .ok_or_else(|| "`auto` is off on this server (no router)".to_string())
-        } else {
-            registry
-                .build(&entry.strategy, entry.params.clone())
-                .map(|_| ())
-                .map_err(|e| e.to_string())
-        };
-        if let Err(e) = runs {
-            let why = format!(
-                "{}: the default at budget {} ({}) does not run here: {e}",
-                path.display(),
-                entry.budget,
-                entry.strategy
-            );
-            if explicit {
-                return Err(why.into());
-            }
-            tracing::warn!("the built-in default strategy runs: {why}");
-            return Ok(None);
+    if let Err(e) = defaults.check_runs(&ponder_strategies::Registry::with_builtins(), has_router) {
+        let why = format!("{}: {e}", path.display());
+        if explicit {
+            return Err(why.into());
         }
+        tracing::warn!("the built-in default strategy runs: {why}");
+        return Ok(None);
     }
     if !has_pool {
         for entry in &mut defaults.by_budget {

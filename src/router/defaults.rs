@@ -126,6 +126,35 @@ impl MeasuredDefaults {
             .or_else(|| self.by_budget.first())
     }
 
+    /// Whether every entry runs where `registry`'s strategies are registered (`auto` only
+    /// where `has_auto`, a router being loaded): built from its measured parameters. The error
+    /// names the entry.
+    pub fn check_runs(
+        &self,
+        registry: &ponder_strategies::Registry,
+        has_auto: bool,
+    ) -> std::result::Result<(), String> {
+        for entry in &self.by_budget {
+            let runs = if entry.strategy == "auto" {
+                has_auto
+                    .then_some(())
+                    .ok_or_else(|| "`auto` is off here (no router)".to_string())
+            } else {
+                registry
+                    .build(&entry.strategy, entry.params.clone())
+                    .map(|_| ())
+                    .map_err(|e| e.to_string())
+            };
+            runs.map_err(|e| {
+                format!(
+                    "the default at budget {} ({}) does not run here: {e}",
+                    entry.budget, entry.strategy
+                )
+            })?;
+        }
+        Ok(())
+    }
+
     /// Why the file does not apply to a server of `served`, if it does not.
     pub fn foreign_to(&self, served: &FittedModel) -> Option<String> {
         (!self.model.applies_to(served)).then(|| {

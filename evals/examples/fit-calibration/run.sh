@@ -121,6 +121,9 @@ case $what in probe | all)
   ;;
 esac
 case $what in calibrate | all)
-  "$eval_bin" calibrate "$work/grid" --bins-from "$work/probe" --out "$here/calibration.json"
+  # Run from the checkout with paths relative to it, so the table's `source` names no machine.
+  rel() { if [[ $1 == "$root"/* ]]; then echo "${1#"$root"/}"; else echo "$1"; fi; }
+  (cd "$root" && "$eval_bin" calibrate "$(rel "$work/grid")" --bins-from "$(rel "$work/probe")" \
+    --out "$here/calibration.json")
   ;;
 esac

@@ -10,6 +10,12 @@
 # once for the three (--share-draws: the rows separate runs write, for a third of their
 # generation).
 #
+# Pruned with the 1,024 table: at 2,048 the grid runs the six parallel configurations only.
+# At 1,024 revision's two ratios were the least accurate rows (0.020 and 0.010 of 200) and the
+# tree searches (beam search, AB-MCTS) no more accurate than best-of-4 (0.030 each) at three to
+# six times its CPU time; at 2,048 they would take ~50 of the stage's ~60 CPU-hours. They stay
+# rows at 1,024 (PRUNE=none runs them at 2,048 too).
+#
 # Then `probe` runs the two-sample probe `auto` draws (self-consistency of 2 at 256 tokens) on
 # the same problems: its agreement and confidence bin every fit problem after the fact
 # (`ponder-eval calibrate --bins-from`), and `calibrate` writes the table with each row's
@@ -28,6 +34,8 @@
 #   BUDGETS          default "1024 2048";  LIMIT  problems per set (default 500)
 #   STRATEGIES       the parallel configurations `grid` runs (default all eight; empty: none)
 #   REVISION         1 (default): `grid` runs revision's two ratios too; 0: not
+#   PRUNE            budget:configuration pairs `grid` skips (default: the tree searches and
+#                    revision at 2,048, above; "none": skip nothing)
 #   KEEP_CANDIDATES  budgets whose rows keep their candidates' texts (default 2048; others are
 #                    slim: --without-candidates)
 #   CONCURRENCY      items in flight (default 8; results do not depend on it)
@@ -58,16 +66,19 @@ declare -A params_of=(
   [ab_mcts]='{"by_budget": {"1024": {"iterations": 2, "batch": 2, "max_tokens": 256},
                             "2048": {"iterations": 4, "batch": 2, "max_tokens": 256}}}'
 )
-# --params for the configurations STRATEGIES names (the harness refuses parameters of others)
-params=
 for name in ${strategies//,/ }; do
   if [[ -z ${params_of[$name]:-} ]]; then
     echo "fit-calibration: STRATEGIES names $name, which the grid has no parameters for" >&2
     exit 2
   fi
-  params+="${params:+, }\"$name\": ${params_of[$name]}"
 done
-params="{$params}"
+# params_for NAMES: --params for exactly the comma-separated configurations NAMES (the harness
+# refuses parameters of others)
+params_for() {
+  local name params=
+  for name in ${1//,/ }; do params+="${params:+, }\"$name\": ${params_of[$name]}"; done
+  echo "{$params}"
+}
 
 # each STRATEGIES BUDGET DIR [more ponder-eval run arguments]: both fit sets
 each() {
@@ -88,6 +99,10 @@ revision_ratios=(
   '{"revision": {"by_budget": {"1024": {"chains": 1, "attempts": 4, "max_tokens": 256},
                                "2048": {"chains": 2, "attempts": 4, "max_tokens": 256}}}}'
 )
+# pruned BUDGET NAME: whether PRUNE drops configuration NAME at BUDGET
+prune=${PRUNE:-2048:beam_search 2048:ab_mcts 2048:revision}
+pruned() { [[ " ${prune//,/ } " == *" $1:$2 "* ]]; }
+
 saved=$here/grid-outcomes.jsonl
 what=${1:-all}
 case $what in grid | all)
@@ -99,11 +114,15 @@ case $what in grid | all)
   for budget in ${BUDGETS:-1024 2048}; do
     slim=(--without-candidates)
     if [[ " ${KEEP_CANDIDATES-2048} " == *" $budget "* ]]; then slim=(); fi
-    if [[ -n $strategies ]]; then
-      each "$strategies" "$budget" grid --params "$params" "${shots[@]}" "${slim[@]}" \
+    kept=
+    for name in ${strategies//,/ }; do
+      pruned "$budget" "$name" || kept+="${kept:+,}$name"
+    done
+    if [[ -n $kept ]]; then
+      each "$kept" "$budget" grid --params "$(params_for "$kept")" "${shots[@]}" "${slim[@]}" \
         --share-draws
     fi
-    if [[ ${REVISION:-1} == 1 ]]; then
+    if [[ ${REVISION:-1} == 1 ]] && ! pruned "$budget" revision; then
       for ratio in "${revision_ratios[@]}"; do
         each revision "$budget" grid --params "$ratio" "${shots[@]}" "${slim[@]}"
       done

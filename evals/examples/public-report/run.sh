@@ -57,7 +57,7 @@ run() {
 
 # arms DIR DATASET ROLE LIMIT CONFIGS [more ponder-eval run arguments]: `auto` at each budget,
 # then the fixed configurations of CONFIGS (`analyse.py configs` lines: budget, strategies and
-# their parameters, one run each, sharing draws)
+# their parameters, one run each, sharing draws) whose budget is one of BUDGETS
 arms() {
   local dir=$1 set=$2 role=$3 limit=$4 configs=$5
   shift 5
@@ -65,7 +65,7 @@ arms() {
     run "$dir" "$set" "$role" "$limit" --strategies auto --budgets "$budget" "$@"
   done
   while read -r budget strategies params; do
-    [[ -n $budget ]] || continue
+    [[ -n $budget && " $budgets " == *" $budget "* ]] || continue
     run "$dir" "$set" "$role" "$limit" --strategies "$strategies" --budgets "$budget" \
       --params "$params" --shots 2 --shots-from "$pool" --share-draws "$@"
   done <<<"$configs"

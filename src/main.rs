@@ -543,6 +543,8 @@ fn run_strategy_bench(args: BenchArgs, model: PathBuf) -> anyhow::Result<()> {
         return Ok(());
     }
     if matches!(args.workload, Workload::Search) {
+        let served = ponder::models::FittedModel::of_file(&opts.model)
+            .with_context(|| format!("reading the model {}", opts.model.display()))?;
         let opts = ponder::bench::SearchBenchOptions {
             problem: args.problem.clone(),
             n: args.n,
@@ -553,7 +555,7 @@ fn run_strategy_bench(args: BenchArgs, model: PathBuf) -> anyhow::Result<()> {
             repeat: args.repeat,
             strategies: args.strategies.clone(),
         };
-        let report = ponder::bench::search_bench(&runtime, &opts)?;
+        let report = ponder::bench::search_bench(&runtime, &served, &opts)?;
         println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(());
     }
@@ -704,6 +706,8 @@ fn run_reason(args: ReasonArgs) -> anyhow::Result<()> {
     };
     let runtime = ponder_engine::Runtime::start(&opts)
         .with_context(|| format!("loading {}", opts.model.display()))?;
+    let served = ponder::models::FittedModel::of_file(&opts.model)
+        .with_context(|| format!("reading the model {}", opts.model.display()))?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
@@ -712,7 +716,7 @@ fn run_reason(args: ReasonArgs) -> anyhow::Result<()> {
         let generator = runtime.generator();
         let verifier = args
             .verifier
-            .build(generator.clone())
+            .build(generator.clone(), &served)
             .await
             .map_err(anyhow::Error::msg)?;
         let cancel = tokio_util::sync::CancellationToken::new();

@@ -6,6 +6,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use anyhow::Context as _;
 use clap::{Args, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use ponder::learned_verifier::hidden::{self, HeadOptions, HiddenFeatures, HiddenHead};
@@ -24,10 +25,11 @@ enum Head {
     Hidden,
 }
 
-/// Where the hidden-state head reads its generator.
+/// The generator the candidates came from, which the hidden-state head also reads.
 #[derive(Args)]
 struct HiddenArgs {
-    /// `--head hidden`: the generator whose hidden states are read [default: the installed
+    /// The generator whose candidates these are, recorded in the fitted file (it applies to
+    /// that model only); `--head hidden` reads its hidden states [default: the installed
     /// SmolLM2].
     #[arg(long)]
     llm: Option<PathBuf>,
@@ -194,9 +196,13 @@ pub(crate) fn run(args: VerifierArgs) -> anyhow::Result<()> {
             epochs,
             weight_decay,
             embedder,
+            hidden,
             ..
         } => {
             let out = out.unwrap_or_else(|| PathBuf::from(learned_verifier::DEFAULT_MODEL));
+            let llm = hidden.llm_path();
+            let generator = ponder::models::FittedModel::of_file(&llm)
+                .with_context(|| format!("reading the generator {}", llm.display()))?;
             let epochs = epochs.unwrap_or(FitOptions::default().epochs);
             let featurizer = Featurizer::new(features, embedder_for(features, embedder)?);
             let train_groups = read_groups(&data)?;
@@ -206,13 +212,14 @@ pub(crate) fn run(args: VerifierArgs) -> anyhow::Result<()> {
                 weight_decay,
                 ..FitOptions::default()
             };
-            let model = learned_verifier::train(
+            let mut model = learned_verifier::train(
                 &featurizer,
                 &train_groups,
                 &data.display().to_string(),
                 Some((&heldout_groups, &heldout.display().to_string())),
                 options,
             )?;
+            model.generator = Some(generator);
             model.save(&out)?;
             if let Some(e) = &model.heldout {
                 eprint!("{}", evaluate::markdown(e));
@@ -275,12 +282,15 @@ pub(crate) fn run(args: VerifierArgs) -> anyhow::Result<()> {
 }
 
 impl HiddenArgs {
-    fn open(&self) -> anyhow::Result<HiddenFeatures> {
-        let llm = self
-            .llm
+    /// `--llm`, else the installed SmolLM2.
+    fn llm_path(&self) -> PathBuf {
+        self.llm
             .clone()
-            .unwrap_or_else(ponder::models::default_llm_path);
-        Ok(HiddenFeatures::open(&llm, &self.cache_dir)?)
+            .unwrap_or_else(ponder::models::default_llm_path)
+    }
+
+    fn open(&self) -> anyhow::Result<HiddenFeatures> {
+        Ok(HiddenFeatures::open(&self.llm_path(), &self.cache_dir)?)
     }
 }
 

@@ -1,30 +1,61 @@
-//! The shipped learned outcome verifier (`data/verifier/outcome.json`) is what `ponder verifier
-//! train` makes from the committed candidate sets (`data/verifier/train.jsonl`, fitted on;
-//! `data/verifier/heldout.jsonl`, evaluated on), and the held-out evaluation it carries is what
-//! that set gives: the file is reproducible by one command, and a change to the features or the
-//! fit that would change it fails here until the file is retrained.
+//! The shipped learned outcome verifier (`data/verifier/outcome.json`) is fitted on fit
+//! problems only, with the default model's candidates (`evals/examples/public-verifier/run.sh`
+//! rebuilds it; the candidate sets hold the public problems' text and stay out of the
+//! repository), and applies to that model only. The fit itself is reproducible: on the
+//! committed `gsm_gen` fixture sets `ponder verifier train` makes the fixture model again, so a
+//! change to the features or the fit that would change a fitted file fails here.
 
 use std::path::Path;
 
 use ponder::learned_verifier::{
     self, read_groups, FeatureSet, Featurizer, FitOptions, OutcomeModel,
 };
+use ponder::roles::{role_of, Role};
+
+const FIXTURE_MODEL: &str = "tests/fixtures/verifier/gsm_gen-outcome.json";
+const FIXTURE_TRAIN: &str = "tests/fixtures/verifier/gsm_gen-train.jsonl";
+const FIXTURE_HELDOUT: &str = "tests/fixtures/verifier/gsm_gen-heldout.jsonl";
 
 #[test]
-fn shipped_verifier_is_what_verifier_train_makes_from_the_committed_data() {
+fn shipped_verifier_is_fitted_on_fit_problems_with_the_default_model() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let shipped =
         OutcomeModel::load(&root.join(learned_verifier::DEFAULT_MODEL)).expect("shipped model");
+    let ids = &shipped.training.problem_ids;
+    assert_eq!(
+        ids.len(),
+        shipped.training.problems,
+        "every fitted problem is recorded"
+    );
+    assert!(!ids.is_empty());
+    for id in ids {
+        assert_eq!(role_of(id), Some(Role::Fit), "{id} is not a fit problem");
+    }
+    assert_eq!(shipped.training.data, learned_verifier::DEFAULT_TRAIN);
+    let heldout = shipped.heldout.as_ref().expect("its validation evaluation");
+    assert_eq!(heldout.data, learned_verifier::DEFAULT_HELDOUT);
+    let generator = shipped
+        .generator
+        .as_ref()
+        .expect("the generator it was fitted with");
+    let default = ponder::models::FittedModel::of_file(&ponder::models::default_llm_path())
+        .expect("the default model");
+    assert!(
+        generator.applies_to(&default),
+        "fitted with {generator}, the default model is {default}"
+    );
+}
+
+#[test]
+fn the_fit_on_the_committed_fixture_makes_the_fixture_model_again() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let shipped = OutcomeModel::load(&root.join(FIXTURE_MODEL)).expect("fixture model");
     assert_eq!(
         shipped.feature_set,
         FeatureSet::Scalar,
         "`ponder verifier train`'s default features"
     );
-    // `ponder verifier train`'s defaults.
-    let (train_path, heldout_path) = (
-        learned_verifier::DEFAULT_TRAIN,
-        learned_verifier::DEFAULT_HELDOUT,
-    );
+    let (train_path, heldout_path) = (FIXTURE_TRAIN, FIXTURE_HELDOUT);
     let train = read_groups(&root.join(train_path)).expect("train set");
     let heldout = read_groups(&root.join(heldout_path)).expect("held-out set");
     let ours = learned_verifier::train(
@@ -48,7 +79,8 @@ fn shipped_verifier_is_what_verifier_train_makes_from_the_committed_data() {
         .fold(0.0f32, f32::max);
     assert!(
         most < 1e-3,
-        "the model differs by {most}: retrain with `ponder verifier train`"
+        "the model differs by {most}: retrain it with `ponder verifier train --data \
+         {FIXTURE_TRAIN} --heldout {FIXTURE_HELDOUT} --out {FIXTURE_MODEL}`"
     );
     // The same held-out counts (rates and CIs follow from them and the seeded bootstrap).
     let (ours, theirs) = (
@@ -69,6 +101,13 @@ fn shipped_verifier_is_what_verifier_train_makes_from_the_committed_data() {
     assert_eq!(counts(&ours), counts(&theirs));
     let auroc = |e: &learned_verifier::Evaluation| e.auroc.unwrap_or(f64::NAN);
     assert!((auroc(&ours) - auroc(&theirs)).abs() < 1e-3);
+    assert!(
+        train.iter().all(|g| g.split == ponder::split::Split::Train)
+            && heldout
+                .iter()
+                .all(|g| g.split == ponder::split::Split::HeldOut),
+        "the fixture sets are on their sides of the split"
+    );
 }
 
 /// The learned outcome verifier was fitted on best-of-N's finished candidates: a server that
@@ -78,8 +117,10 @@ fn shipped_verifier_is_what_verifier_train_makes_from_the_committed_data() {
 fn a_server_with_the_learned_verifier_refuses_a_search_that_scores_partial_solutions() {
     use serde_json::json;
 
+    let served = ponder::models::FittedModel::of_file(&ponder::models::default_llm_path())
+        .expect("the default model");
     let verifier = ponder::prm::VerifierChoice::Learned(None)
-        .search_verifier()
+        .search_verifier(&served)
         .expect("the shipped learned verifier loads")
         .expect("a verifier");
     let server = crate::server::TestServer::start(|b| b.search_verifier(verifier));

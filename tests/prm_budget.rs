@@ -226,8 +226,10 @@ fn per_search_prm_state_lives_and_dies_with_the_search() {
     use ponder_strategies::{Generator, Registry};
 
     let rt = rt();
+    let served = ponder::models::FittedModel::of_file(&ponder::models::default_llm_path())
+        .expect("the default model");
     let source = VerifierChoice::LlmPrm
-        .search_verifier()
+        .search_verifier(&served)
         .expect("llm-prm")
         .expect("a verifier");
     let registry = Registry::with_builtins();

@@ -23,6 +23,8 @@ use crate::shared_draws::{self, DrawKey, SharedDraws};
 /// Searches on a runtime in this process.
 pub struct InProcessBackend {
     runtime: Runtime,
+    /// The weights file the runtime loaded (a learned verifier must have been fitted on it).
+    model: PathBuf,
     registry: Registry,
     verifier: Option<Arc<dyn Verifier>>,
     exemplars: Option<Exemplars>,
@@ -63,6 +65,7 @@ impl InProcessBackend {
             .map_err(|e| EvalError::Backend(format!("loading {}: {e}", opts.model.display())))?;
         Ok(Self {
             runtime,
+            model: opts.model,
             registry: Registry::with_builtins(),
             verifier: None,
             exemplars: None,
@@ -74,8 +77,11 @@ impl InProcessBackend {
     /// Scores candidates with `choice` (built on this runtime's generator, as `ponder serve
     /// --verifier` does).
     pub async fn use_verifier(&mut self, choice: &VerifierChoice) -> Result<()> {
+        let served = ponder::models::FittedModel::of_file(&self.model).map_err(|e| {
+            EvalError::Backend(format!("reading the model {}: {e}", self.model.display()))
+        })?;
         self.verifier = choice
-            .build(self.runtime.generator())
+            .build(self.runtime.generator(), &served)
             .await
             .map_err(EvalError::Backend)?;
         Ok(())

@@ -409,7 +409,7 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    if let Some(verifier) = args.verifier.search_verifier()? {
+    if let Some(verifier) = args.verifier.search_verifier(&served)? {
         tracing::info!(verifier = %args.verifier, "strategies' candidates are scored by a verifier");
         builder = builder.search_verifier(verifier);
     }

@@ -17,6 +17,7 @@ use serde::Serialize;
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
+use crate::models::FittedModel;
 use crate::prm::VerifierChoice;
 use crate::reason::{reason, ReasonRequest};
 use ponder_engine::Runtime;
@@ -130,6 +131,7 @@ fn block_on<F: std::future::Future>(f: F) -> anyhow::Result<F::Output> {
 
 fn run_one(
     runtime: &Runtime,
+    served: &FittedModel,
     registry: &Registry,
     verifier: &VerifierChoice,
     req: &ReasonRequest,
@@ -138,7 +140,10 @@ fn run_one(
     let start = Instant::now();
     let result = block_on(async {
         let judge: std::sync::Arc<dyn Generator> = generator.clone();
-        let v = verifier.build(judge).await.map_err(anyhow::Error::msg)?;
+        let v = verifier
+            .build(judge, served)
+            .await
+            .map_err(anyhow::Error::msg)?;
         anyhow::Ok(reason(registry, generator, v, req, CancellationToken::new()).await)
     })??;
     let wall_s = start.elapsed().as_secs_f64();
@@ -175,7 +180,11 @@ fn run_one(
 
 /// Runs every built-in strategy (but `auto`, which delegates to one of them) without a verifier
 /// and with the LLM-as-PRM, best-of-N first each time.
-pub fn search_bench(runtime: &Runtime, o: &SearchBenchOptions) -> anyhow::Result<SearchReport> {
+pub fn search_bench(
+    runtime: &Runtime,
+    served: &FittedModel,
+    o: &SearchBenchOptions,
+) -> anyhow::Result<SearchReport> {
     let registry = Registry::with_builtins();
     for name in &o.strategies {
         if !registry.contains(name) || name == "auto" {
@@ -207,13 +216,13 @@ pub fn search_bench(runtime: &Runtime, o: &SearchBenchOptions) -> anyhow::Result
     // pool's pages, the weights' cache lines, the verifier's first load), which would slow the
     // baseline and flatter every ratio after it.
     for verifier in &verifiers {
-        run_one(runtime, &registry, verifier, &request("best_of_n"))?;
+        run_one(runtime, served, &registry, verifier, &request("best_of_n"))?;
     }
     for round in 0..o.repeat.max(1) {
         for (v, verifier) in verifiers.iter().enumerate() {
             let mut this = Vec::with_capacity(names.len());
             for name in &names {
-                let row = run_one(runtime, &registry, verifier, &request(name))?;
+                let row = run_one(runtime, served, &registry, verifier, &request(name))?;
                 tracing::info!(round, strategy = %name, verifier = %verifier, tokens_per_s = row.tokens_per_s, "search bench");
                 this.push(row);
             }

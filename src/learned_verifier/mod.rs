@@ -1,12 +1,14 @@
-//! The learned outcome verifier: a small model, trained on Ponder's own labelled harness runs,
-//! that scores a finished candidate by the probability that its answer is right.
+//! The learned outcome verifier: a small model, trained on labelled candidates of the harness's
+//! runs on public fit problems, that scores a finished candidate by the probability that its
+//! answer is right.
 //!
 //! A 135M model is a poor judge of its own steps, but the *set* of candidates a search produced, and what each one shows on its face,
 //! carry signal: agreement with the other candidates, whether the arithmetic it writes holds,
 //! whether its answer is the quantity it computed last or a number copied from the question,
 //! how it ended, and the model's token confidence along it ([`features`]). A logistic model
 //! over those features ([`model`]) is fitted with candle by `ponder verifier train` on the
-//! train split of the harness's candidate sets ([`data`]) and ships with its held-out
+//! train split of the harness's candidate sets ([`data`]), records the generator they came
+//! from (it applies to that model only) and the problems it was fitted on, and ships with its held-out
 //! evaluation ([`evaluate`](mod@evaluate): AUROC, selection vs majority vote vs oracle, with CIs);
 //! `ponder verifier eval` re-measures it. As a [`Verifier`] (`--verifier learned[:PATH]`) it
 //! scores each batch of candidates together, so agreement is measured within the batch: a
@@ -36,14 +38,17 @@ pub use evaluate::{evaluate, Evaluation};
 pub use features::{CandidateView, FeatureSet, Featurizer};
 pub use model::{FitOptions, OutcomeModel};
 
+use crate::models::FittedModel;
 use crate::router::Embedder;
 
 /// Where the shipped model lives, relative to the checkout.
 pub const DEFAULT_MODEL: &str = "data/verifier/outcome.json";
-/// The committed train-split candidate set the shipped model is fitted on.
-pub const DEFAULT_TRAIN: &str = "data/verifier/train.jsonl";
-/// The committed held-out candidate set the shipped model is evaluated on.
-pub const DEFAULT_HELDOUT: &str = "data/verifier/heldout.jsonl";
+/// The fit problems' candidate set the shipped model is fitted on, as
+/// `evals/examples/public-verifier/run.sh candidates` writes it (it holds the public problems'
+/// text, so it stays out of the repository).
+pub const DEFAULT_TRAIN: &str = "target/public-verifier/fit.jsonl";
+/// The validation problems' candidate set it is evaluated (and chosen) on, likewise.
+pub const DEFAULT_HELDOUT: &str = "target/public-verifier/validation.jsonl";
 
 /// `$PONDER_LEARNED_VERIFIER`, else `./data/verifier/outcome.json` if present, else the
 /// checkout's.
@@ -98,6 +103,9 @@ pub fn train(
         train_name,
         train_groups.len(),
     )?;
+    let mut ids: Vec<String> = train_groups.iter().map(|g| g.problem_id.clone()).collect();
+    ids.sort_unstable();
+    model.training.problem_ids = ids;
     if let Some((groups, name)) = heldout {
         model.heldout = Some(evaluate_model(&model, featurizer, groups, name)?);
     }
@@ -198,10 +206,27 @@ pub struct LearnedVerifier {
 }
 
 impl LearnedVerifier {
-    /// Loads a model file; a model that reads embeddings loads the sentence encoder from
-    /// `embedder_dir`.
-    pub fn load(path: &Path, embedder_dir: &Path) -> Result<Self> {
+    /// Loads a model file to score `served`'s candidates, refusing one fitted on another
+    /// generator's ([`LearnedVerifierError::ForeignModel`]); a file that records no generator
+    /// is applied with a warning. A model that reads embeddings loads the sentence encoder
+    /// from `embedder_dir`.
+    pub fn load(path: &Path, embedder_dir: &Path, served: &FittedModel) -> Result<Self> {
         let model = OutcomeModel::load(path)?;
+        match &model.generator {
+            Some(fitted) if !fitted.applies_to(served) => {
+                return Err(LearnedVerifierError::ForeignModel {
+                    path: path.to_path_buf(),
+                    fitted: fitted.to_string(),
+                    served: served.to_string(),
+                })
+            }
+            Some(_) => {}
+            None => tracing::warn!(
+                path = %path.display(),
+                served = %served,
+                "the learned verifier records no generator: applied to this one unchecked"
+            ),
+        }
         let embedder = match model.feature_set {
             FeatureSet::Scalar => None,
             _ => Some(Arc::new(Embedder::load(embedder_dir)?)),
@@ -337,7 +362,9 @@ mod tests {
                 positives: 0,
                 options: FitOptions::default(),
                 final_loss: 0.0,
+                problem_ids: Vec::new(),
             },
+            generator: None,
             heldout: None,
         }
     }

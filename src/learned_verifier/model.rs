@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use super::error::{LearnedVerifierError, Result};
 use super::evaluate::Evaluation;
 use super::features::FeatureSet;
+use crate::models::FittedModel;
 
 /// The model file's format version.
 pub const FORMAT_VERSION: u32 = 1;
@@ -56,6 +57,10 @@ pub struct TrainingInfo {
     pub options: FitOptions,
     /// Mean logistic loss on the training candidates after the fit.
     pub final_loss: f64,
+    /// The ids of the problems fitted on, sorted (a test checks a shipped file's are all in
+    /// the fit role).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub problem_ids: Vec<String>,
 }
 
 /// A fitted outcome model.
@@ -75,6 +80,11 @@ pub struct OutcomeModel {
     pub weights: Vec<f32>,
     /// The bias.
     pub bias: f32,
+    /// The generator whose candidates it was fitted on (its features — agreement, confidence,
+    /// length — are that model's): it applies to that model only. Absent in a file written
+    /// before it was recorded, which is applied with a warning.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generator: Option<FittedModel>,
     /// What it was fitted on.
     pub training: TrainingInfo,
     /// Its evaluation on held-out problems, when it was given some.
@@ -220,7 +230,9 @@ impl OutcomeModel {
                 positives,
                 options,
                 final_loss,
+                problem_ids: Vec::new(),
             },
+            generator: None,
             heldout: None,
         })
     }

@@ -19,6 +19,7 @@ use ponder_strategies::Generator;
 use ponder_verifiers::Verifier;
 
 use super::{LlmPrm, LlmPrmConfig, ModelPrm, PrmOptions};
+use crate::models::FittedModel;
 
 /// A verifier named on the command line.
 ///
@@ -92,22 +93,25 @@ impl fmt::Display for VerifierChoice {
 }
 
 impl VerifierChoice {
-    /// Builds the verifier of one search; `generator` is the one the LLM-as-PRM judges with.
-    /// A checkpoint PRM loads its model and starts its own executor here (an error names the
+    /// Builds the verifier of one search; `generator` is the one the LLM-as-PRM judges with,
+    /// `served` the model it runs (a learned verifier fitted on another's is refused). A
+    /// checkpoint PRM loads its model and starts its own executor here (an error names the
     /// path).
     pub async fn build(
         &self,
         generator: Arc<dyn Generator>,
+        served: &FittedModel,
     ) -> Result<Option<Arc<dyn Verifier>>, String> {
-        match self.search_verifier()? {
+        match self.search_verifier(served)? {
             Some(v) => v.for_search(generator).await.map(Some),
             None => Ok(None),
         }
     }
 
-    /// What a server holds to give each search its verifier (see [`SearchVerifier`]). A
-    /// checkpoint PRM is started here.
-    pub fn search_verifier(&self) -> Result<Option<SearchVerifier>, String> {
+    /// What a server holds to give each search its verifier (see [`SearchVerifier`]), for
+    /// candidates of `served` (the learned verifier applies to the generator it was fitted
+    /// on only). A checkpoint PRM is started here.
+    pub fn search_verifier(&self, served: &FittedModel) -> Result<Option<SearchVerifier>, String> {
         let checkpoint = |opts: PrmOptions| {
             let path = opts.model.display().to_string();
             ModelPrm::start(&opts)
@@ -127,6 +131,7 @@ impl VerifierChoice {
                 crate::learned_verifier::LearnedVerifier::load(
                     &path,
                     &crate::models::default_embedder_dir(),
+                    served,
                 )
                 .map(|v| Some(SearchVerifier::Shared(Arc::new(v))))
                 .map_err(|e| format!("--verifier {self}: {e}"))
@@ -211,9 +216,53 @@ mod tests {
             }));
         let choice = VerifierChoice::QwenPrm("/nonexistent/prm".into());
         let e = rt
-            .block_on(choice.build(generator))
+            .block_on(choice.build(
+                generator,
+                &FittedModel {
+                    name: "m".into(),
+                    sha256: None,
+                },
+            ))
             .map(|_| ())
             .expect_err("missing");
         assert!(e.contains("/nonexistent/prm"), "{e}");
+    }
+
+    /// A learned verifier fitted on one model's candidates is refused for another's (its
+    /// agreement, confidence and length features are that model's), naming both; one that
+    /// records none is applied.
+    #[test]
+    fn a_learned_verifier_of_another_model_is_refused_naming_both() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/verifier/gsm_gen-outcome.json");
+        let mut model = crate::learned_verifier::OutcomeModel::load(&fixture).expect("fixture");
+        let model_of = |name: &str, sha: char| FittedModel {
+            name: name.into(),
+            sha256: Some(sha.to_string().repeat(64)),
+        };
+        let served = model_of("served.gguf", 'b');
+        let path = dir.path().join("outcome.json");
+        let choice = VerifierChoice::Learned(Some(path.clone()));
+
+        model.generator = Some(model_of("fitted.gguf", 'a'));
+        model.save(&path).expect("save");
+        let e = choice
+            .search_verifier(&served)
+            .map(|_| ())
+            .expect_err("foreign");
+        assert!(
+            e.contains("--verifier learned:")
+                && e.contains("fitted.gguf")
+                && e.contains("served.gguf"),
+            "{e}"
+        );
+
+        model.generator = Some(served.clone());
+        model.save(&path).expect("save");
+        assert!(matches!(choice.search_verifier(&served), Ok(Some(_))));
+        model.generator = None;
+        model.save(&path).expect("save");
+        assert!(matches!(choice.search_verifier(&served), Ok(Some(_))));
     }
 }

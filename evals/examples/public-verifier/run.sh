@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # Step 17's verifier on public data: labelled candidates from best-of-8 (at most 256 tokens a
 # sample, 2,048-token budget, the two nearest worked examples, seed 0, in-process on the
-# default model) on fit problems (GSM8K train and ASDiv, 300 each, a fixed shuffle, seed 17)
+# default model) on fit problems (GSM8K train and ASDiv, 100 each — the fit grid's 2,048
+# stage, whose candidates are reused, so the fit draws nothing new; a fixed shuffle, seed 17)
 # to train on, and on validation problems (100 each) to choose on; then the learned verifier
 # trained on the fit candidates and evaluated on the validation ones (AUROC, selection vs
 # majority vs oracle, the share of the majority-to-oracle gap closed), and leave one dataset
 # out (fit on GSM8K's candidates, judge on ASDiv's, and the reverse).
 #
-# The runs and candidate files hold the problems' text, so they stay out of the repository
-# (under $WORK, default target/public-verifier); the fitted model and the evaluation tables
-# are what is kept here (model.json, eval.md).
+# `train` writes the served learned verifier (`--verifier learned`), data/verifier/outcome.json,
+# with the generator's SHA-256 and the fit problems' ids; the tables go to eval.md here. The
+# runs and candidate files hold the problems' text, so they stay out of the repository (under
+# $WORK, default target/public-verifier).
 #
 # `hidden` (after `train`) fits the hidden-state head instead — a logistic regression on the
 # generator's own final-normed hidden state at the end of each solution (Cobbe et al. 2021's
@@ -21,7 +23,7 @@
 # Usage: bash evals/examples/public-verifier/run.sh [candidates|train|hidden] (default: all)
 #   PONDER, PONDER_EVAL  the binaries (default: ponder and ponder-eval on PATH)
 #   PONDER_DATASETS      the public benchmark files (default: ../shared/datasets)
-#   FIT, VAL             problems per set (default 300 and 100); CONCURRENCY (default 8)
+#   FIT, VAL             problems per set (default 100 and 100); CONCURRENCY (default 8)
 #   GRID                 the fit grid's rows (default target/fit-calibration/grid/results.jsonl)
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -31,6 +33,11 @@ eval_bin=${PONDER_EVAL:-ponder-eval}
 datasets=${PONDER_DATASETS:-$root/../shared/datasets}
 work=${WORK:-$root/target/public-verifier}
 mkdir -p "$work"
+# Run from the checkout with paths relative to it: the fitted files record the candidate sets'
+# paths (the shipped verifier's are `ponder verifier train`'s defaults), naming no machine.
+cd "$root"
+work=${work#"$root"/}
+model=data/verifier/outcome.json
 params='{"best_of_n": {"n": 8, "max_tokens": 256}}'
 
 # The fit grid's best-of-8 rows at 2,048 tokens (fit-calibration/run.sh keeps their
@@ -77,7 +84,7 @@ sample() {
 
 what=${1:-all}
 case $what in candidates | all)
-  sample fit "${FIT:-300}"
+  sample fit "${FIT:-100}"
   sample validation "${VAL:-100}"
   ;;
 esac
@@ -85,16 +92,16 @@ case $what in train | all)
   {
     echo "## Fit on both sets' fit candidates, judged on both sets' validation candidates"
     "$ponder" verifier train --data "$work/fit.jsonl" --heldout "$work/validation.jsonl" \
-      --out "$here/model.json" 2>&1 >/dev/null
+      --out "$model" 2>&1 >/dev/null
     for set in gsm8k_train asdiv; do
       echo
       echo "### judged on $set validation only"
-      "$ponder" verifier eval --model "$here/model.json" --data "$work/validation-$set.jsonl" \
+      "$ponder" verifier eval --model "$model" --data "$work/validation-$set.jsonl" \
         2>&1 >/dev/null
     done
     echo
-    echo "## The shipped verifier (fitted on gsm_gen candidates) judged on the same validation candidates"
-    "$ponder" verifier eval --model "$root/data/verifier/outcome.json" \
+    echo "## The verifier shipped before (fitted on gsm_gen candidates; now a test fixture) judged on the same validation candidates"
+    "$ponder" verifier eval --model tests/fixtures/verifier/gsm_gen-outcome.json \
       --data "$work/validation.jsonl" 2>&1 >/dev/null
     echo
     echo "## Leave one dataset out"
@@ -124,9 +131,9 @@ case $what in hidden | all)
   mkdir -p "$evals"
   quiet() { "$@" 2>/dev/null; }
   # The feature verifier's evaluations, as JSON, for the table.
-  quiet "$ponder" verifier eval --model "$here/model.json" --data "$work/validation.jsonl" >"$evals/features-all.json"
+  quiet "$ponder" verifier eval --model "$model" --data "$work/validation.jsonl" >"$evals/features-all.json"
   for set in gsm8k_train asdiv; do
-    quiet "$ponder" verifier eval --model "$here/model.json" --data "$work/validation-$set.jsonl" \
+    quiet "$ponder" verifier eval --model "$model" --data "$work/validation-$set.jsonl" \
       >"$evals/features-$set.json"
   done
   quiet "$ponder" verifier train --data "$work/fit-gsm8k_train.jsonl" \
@@ -179,17 +186,7 @@ case $what in hidden | all)
     done
     row "hidden MLP-16, both sets" <"$evals/hidden-mlp16-all.json"
     echo
-    echo "Measured: on both sets' validation candidates either verifier's weighted vote gets as"
-    echo "many problems right as majority vote (6/160; gap closed 0 for both): neither closes any"
-    echo "of the majority-to-oracle gap. The feature verifier ranks right above wrong better on"
-    echo "the combined set (AUROC 0.652 vs 0.580; the hidden head is ahead on gsm8k_train alone,"
-    echo "0.611 vs 0.519, behind on asdiv, 0.553 vs 0.754) and its top-1 is higher (7 vs 4 of"
-    echo "160). Per dataset they tie on the weighted vote (0.08 on gsm8k_train, −0.09 on asdiv);"
-    echo "leaving a dataset out, the feature verifier closes more fitted on gsm8k_train (0.18 vs"
-    echo "0.09 on asdiv) and they tie the other way (0.08). The MLP head, set against the"
-    echo "logistic one on validation, closes less (−0.04), so the logistic head is the one kept"
-    echo "(hidden.json). The feature verifier closes at least as much of the gap in every row and"
-    echo "needs no pass of the generator over each candidate: it stays."
+    echo "What the rows say, and which verifier ships: evals/examples/public-data-results.md."
   } >"$section"
   # Replace the hidden section of eval.md (everything from its heading on).
   sed -i '/^# The hidden-state head/,$d' "$here/eval.md"

@@ -83,6 +83,13 @@ enum Command {
         /// Keep only this part of the fixed train / held-out split.
         #[arg(long, value_enum)]
         split: Option<ponder_evals::split::Split>,
+        /// Keep only rows of this strategy (strategies that shared their draws recorded the
+        /// same candidates: export one of them).
+        #[arg(long)]
+        strategy: Option<String>,
+        /// Keep only rows of this budget.
+        #[arg(long)]
+        budget: Option<u64>,
         /// Where to write the JSONL.
         #[arg(long)]
         out: PathBuf,
@@ -268,9 +275,15 @@ fn main() -> anyhow::Result<()> {
             dataset,
             preset,
             split,
+            strategy,
+            budget,
             out,
         } => {
-            let rows = ponder_evals::read_rows(&dir)?;
+            let mut rows = ponder_evals::read_rows(&dir)?;
+            rows.retain(|r| {
+                strategy.as_ref().is_none_or(|s| &r.strategy == s)
+                    && budget.is_none_or(|b| r.budget == b)
+            });
             let opts = ponder_evals::DatasetOptions {
                 fields: preset.fields(),
                 ..ponder_evals::DatasetOptions::default()

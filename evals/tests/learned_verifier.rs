@@ -69,6 +69,21 @@ fn scores_recorded_at_run_time_equal_the_offline_scores_of_the_exported_candidat
     ]));
     let groups = read_groups(&exported).expect("groups");
     assert_eq!(groups.len(), 2);
+    // `--strategy` / `--budget` keep one configuration's rows (shared draws record the same
+    // candidates under each strategy that took them).
+    let export = |filter: [&str; 2]| {
+        let out = tmp.path().join("filtered.jsonl");
+        let run = run.display().to_string();
+        let dataset = repo("evals/data/gsm_gen.jsonl").display().to_string();
+        let out_arg = out.display().to_string();
+        let mut args = vec!["candidates", &run, "--dataset", &dataset, "--out", &out_arg];
+        args.extend(filter);
+        ok(Command::new(BIN).args(args));
+        read_groups(&out).expect("groups").len()
+    };
+    assert_eq!(export(["--strategy", "weighted_best_of_n"]), 2);
+    assert_eq!(export(["--strategy", "self_consistency"]), 0);
+    assert_eq!(export(["--budget", "2048"]), 0);
     let model = OutcomeModel::load(&model_path).expect("model");
     assert_eq!(
         model.feature_set,

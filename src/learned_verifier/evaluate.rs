@@ -76,6 +76,16 @@ pub struct Evaluation {
     pub weighted_share_of_oracle: f64,
 }
 
+impl Evaluation {
+    /// The share of the gap between the majority vote and the oracle that the weighted vote
+    /// closes, `(weighted − majority) / (oracle − majority)` (negative when it picks fewer
+    /// right than the majority); `None` when the oracle is no better than the majority.
+    pub fn gap_closed(&self) -> Option<f64> {
+        let gap = self.oracle.rate - self.majority.rate;
+        (gap > 0.0).then(|| (self.weighted.rate - self.majority.rate) / gap)
+    }
+}
+
 /// Evaluates `scores` (one per candidate of each group, in order) on `groups`.
 pub fn evaluate(groups: &[CandidateGroup], scores: &[Vec<f32>], data: &str) -> Evaluation {
     let mut scored = Vec::new();
@@ -154,11 +164,12 @@ pub fn markdown(e: &Evaluation) -> String {
     s += &row("top-1 by score", &e.top1);
     s += &row("oracle (pass@N)", &e.oracle);
     s += &format!(
-        "\nweighted − majority: {} points [{}, {}]; weighted / oracle: {:.2}\n",
+        "\nweighted − majority: {} points [{}, {}]; weighted / oracle: {:.2}; gap closed: {}\n",
         pct(e.weighted_minus_majority.mean),
         pct(e.weighted_minus_majority.ci95.0),
         pct(e.weighted_minus_majority.ci95.1),
-        e.weighted_share_of_oracle
+        e.weighted_share_of_oracle,
+        e.gap_closed().map_or("n/a".into(), |g| format!("{g:.2}"))
     );
     s
 }
@@ -209,5 +220,10 @@ mod tests {
         // Right candidates: 0.9, 0.5, 0.5; wrong: 0.1 ×3, 0.2, 0.8 → 13 of 15 pairs.
         assert!((e.auroc.unwrap_or(0.0) - 13.0 / 15.0).abs() < 1e-12);
         assert!(markdown(&e).contains("| verifier-weighted vote | 2/3 |"));
+        // Majority 1/3, oracle 2/3, weighted 2/3: the whole gap.
+        assert!((e.gap_closed().unwrap_or(0.0) - 1.0).abs() < 1e-12);
+        assert!(markdown(&e).contains("gap closed: 1.00"));
+        let all_right = evaluate(&groups[1..2], &scores[1..2], "t");
+        assert_eq!(all_right.gap_closed(), None, "no gap to close");
     }
 }

@@ -23,19 +23,30 @@
 #               paired bootstrap differences (auto - choice per set, auto - self-consistency
 #               pooled over GSM8K test + ASDiv); whether `auto` is on each budget's
 #               accuracy-vs-spend front
+#   verifier    verifier.md: the shipped learned verifier (data/verifier/outcome.json) on the
+#               report's self-consistency draws at 2,048 (8 candidates a problem, kept by the
+#               report runs) of GSM8K test and ASDiv: AUROC, its weighted vote against the
+#               majority and the oracle, the share of the gap closed; and leave one dataset
+#               out (public-verifier/run.sh's fits on one set's fit candidates, judged on the
+#               other set's report candidates)
 #
 # The runs hold the problems' gold answers and stay under $WORK (default
-# target/public-report); what is kept here is shortlist.json, choice.json and report.md.
+# target/public-report); what is kept here is shortlist.json, choice.json, report.md and
+# verifier.md.
 # `auto`'s rows depend on the router file it ran with ($PONDER_ROUTER, default the shipped
 # one): after recalibrating, delete them (`ponder-eval` resumes everything else).
 #
 # Usage: bash evals/examples/public-report/run.sh
-#          [shortlist|validation|choose|defaults|report|compare] (default: all, in that order)
+#          [shortlist|validation|choose|defaults|report|compare|verifier] (default: all, in that
+#          order)
 #   PONDER_EVAL      the harness binary (default: ponder-eval on PATH)
 #   PONDER_DATASETS  the public benchmark files (default: ../shared/datasets beside the checkout)
 #   BUDGETS          default "1024 2048";  VAL, REPORT  problems per set (default 100 and 300)
 #   WHOLE            problems per set of MATH-500 L1-3, AMC and AIME (default: all of them)
 #   CONCURRENCY      items in flight (default 8; results do not depend on it)
+#   KEEP_CANDIDATES  budgets whose fixed arms keep their candidates' texts (default 2048, which
+#                    `verifier` reads; others are slim: --without-candidates)
+#   PONDER           the ponder binary `verifier` runs (default: ponder on PATH)
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../../.." && pwd)
@@ -51,8 +62,7 @@ run() {
   local dir=$1 set=$2 role=$3 limit=$4
   shift 4
   "$eval_bin" run --dataset "$datasets/$set.jsonl" --role "$role" --shuffle-seed 17 \
-    --limit "$limit" --seeds 0 --concurrency "${CONCURRENCY:-8}" --without-candidates \
-    --out "$work/$dir" "$@"
+    --limit "$limit" --seeds 0 --concurrency "${CONCURRENCY:-8}" --out "$work/$dir" "$@"
 }
 
 # arms DIR DATASET ROLE LIMIT CONFIGS [more ponder-eval run arguments]: `auto` at each budget,
@@ -62,12 +72,16 @@ arms() {
   local dir=$1 set=$2 role=$3 limit=$4 configs=$5
   shift 5
   for budget in $budgets; do
-    run "$dir" "$set" "$role" "$limit" --strategies auto --budgets "$budget" "$@"
+    run "$dir" "$set" "$role" "$limit" --strategies auto --budgets "$budget" \
+      --without-candidates "$@"
   done
+  local slim
   while read -r budget strategies params; do
     [[ -n $budget && " $budgets " == *" $budget "* ]] || continue
+    slim=(--without-candidates)
+    if [[ " ${KEEP_CANDIDATES-2048} " == *" $budget "* ]]; then slim=(); fi
     run "$dir" "$set" "$role" "$limit" --strategies "$strategies" --budgets "$budget" \
-      --params "$params" --shots 2 --shots-from "$pool" --share-draws "$@"
+      --params "$params" --shots 2 --shots-from "$pool" --share-draws "${slim[@]}" "$@"
   done <<<"$configs"
 }
 
@@ -111,5 +125,34 @@ esac
 case $what in compare | all)
   "${analyse[@]}" compare "$here/choice.json" "$work" $budgets >"$here/report.md"
   cat "$here/report.md"
+  ;;
+esac
+case $what in verifier | all)
+  fits=${VERIFIER_WORK:-$root/target/public-verifier}
+  {
+    echo "# The shipped learned verifier on report problems"
+    echo
+    echo "Candidates: self-consistency's 8 samples (at most 256 tokens each, 2,048-token budget,"
+    echo "seed 0, two nearest worked examples) of the report runs; the verifier: the shipped"
+    echo "data/verifier/outcome.json (fitted on fit problems, chosen on validation ones). Gap"
+    echo "closed = (weighted − majority) / (oracle − majority). Written by public-report/run.sh"
+    echo "verifier."
+    for set in gsm8k_test asdiv; do
+      "$eval_bin" candidates "$work/report-$set" --dataset "$datasets/$set.jsonl" \
+        --strategy self_consistency --budget 2048 --out "$work/verifier-$set.jsonl" 2>/dev/null
+      echo
+      echo "## $set report, the shipped verifier"
+      "${PONDER:-ponder}" verifier eval --model "$root/data/verifier/outcome.json" \
+        --data "$work/verifier-$set.jsonl" 2>&1 >/dev/null
+    done
+    for pair in "gsm8k_train asdiv" "asdiv gsm8k_test"; do
+      set -- $pair
+      echo
+      echo "## Leave one dataset out: fitted on $1's fit candidates, judged on $2's report candidates"
+      "${PONDER:-ponder}" verifier eval --model "$fits/lodo-$1.json" \
+        --data "$work/verifier-$2.jsonl" 2>&1 >/dev/null
+    done
+  } >"$here/verifier.md"
+  cat "$here/verifier.md"
   ;;
 esac

@@ -8,9 +8,9 @@
 //! how it ended, and the model's token confidence along it ([`features`]). A logistic model
 //! over those features ([`model`]) is fitted with candle by `ponder verifier train` on the
 //! train split of the harness's candidate sets ([`data`]), records the generator they came
-//! from (it applies to that model only) and the problems it was fitted on, and ships with its held-out
-//! evaluation ([`evaluate`](mod@evaluate): AUROC, selection vs majority vote vs oracle, with CIs);
-//! `ponder verifier eval` re-measures it. As a [`Verifier`] (`--verifier learned[:PATH]`) it
+//! from (it applies to that model only) and the problems it was fitted on, and ships with its
+//! held-out evaluation ([`evaluate`](mod@evaluate): AUROC, selection vs majority vote vs
+//! oracle, with CIs); `ponder verifier eval` re-measures it. As a [`Verifier`] (`--verifier learned[:PATH]`) it
 //! scores each batch of candidates together, so agreement is measured within the batch: a
 //! strategy that scores all N candidates in one submission (`best_of_n`,
 //! `weighted_best_of_n`) gives it what it was trained on.

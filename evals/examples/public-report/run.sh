@@ -37,8 +37,8 @@
 # one): after recalibrating, delete them (`ponder-eval` resumes everything else).
 #
 # Usage: bash evals/examples/public-report/run.sh
-#          [shortlist|validation|choose|defaults|report|compare|verifier] (default: all, in that
-#          order)
+#          [shortlist|validation|choose|defaults|report|compare|verifier]... (default: all; the
+#          steps named run in that order)
 #   PONDER_EVAL      the harness binary (default: ponder-eval on PATH)
 #   PONDER_DATASETS  the public benchmark files (default: ../shared/datasets beside the checkout)
 #   BUDGETS          default "1024 2048";  VAL, REPORT  problems per set (default 100 and 300)
@@ -85,33 +85,36 @@ arms() {
   done <<<"$configs"
 }
 
-what=${1:-all}
-case $what in shortlist | all)
+# Steps run in this file's order, whichever order they are named in.
+steps=" ${*:-all} "
+for step in $steps; do
+  case $step in shortlist | validation | choose | defaults | report | compare | verifier | all) ;;
+  *) echo "public-report: unknown step $step" >&2; exit 2 ;;
+  esac
+done
+wants() { [[ $steps == *" $1 "* || $steps == *" all "* ]]; }
+if wants shortlist; then
   "${analyse[@]}" shortlist "$here/../fit-calibration/grid-outcomes.jsonl" $budgets \
     >"$here/shortlist.json"
   cat "$here/shortlist.json"
-  ;;
-esac
-case $what in validation | all)
+fi
+if wants validation; then
   configs=$("${analyse[@]}" configs "$here/shortlist.json")
   for set in gsm8k_train asdiv; do
     arms "validation-$set" "$set" validation "${VAL:-100}" "$configs"
   done
-  ;;
-esac
-case $what in choose | all)
+fi
+if wants choose; then
   "${analyse[@]}" choose "$here/shortlist.json" "$work/validation-gsm8k_train" \
     "$work/validation-asdiv" >"$here/choice.json"
   cat "$here/choice.json"
-  ;;
-esac
-case $what in defaults | all)
+fi
+if wants defaults; then
   "${analyse[@]}" defaults "$here/choice.json" "$work/validation-gsm8k_train" \
     "$work/validation-asdiv" >"$root/data/router/defaults.json"
   cat "$root/data/router/defaults.json"
-  ;;
-esac
-case $what in report | all)
+fi
+if wants report; then
   configs=$("${analyse[@]}" configs "$here/choice.json" $(printf 'sc:%s ' $budgets))
   arms report-gsm8k_test gsm8k_test report "${REPORT:-300}" "$configs"
   arms report-asdiv asdiv report "${REPORT:-300}" "$configs"
@@ -120,14 +123,12 @@ case $what in report | all)
   for set in aime24 aime25; do
     arms "report-$set" "$set" report "${WHOLE:-1000}" "$configs" --preset aime
   done
-  ;;
-esac
-case $what in compare | all)
+fi
+if wants compare; then
   "${analyse[@]}" compare "$here/choice.json" "$work" $budgets >"$here/report.md"
   cat "$here/report.md"
-  ;;
-esac
-case $what in verifier | all)
+fi
+if wants verifier; then
   fits=${VERIFIER_WORK:-$root/target/public-verifier}
   {
     echo "# The shipped learned verifier on report problems"
@@ -154,5 +155,4 @@ case $what in verifier | all)
     done
   } >"$here/verifier.md"
   cat "$here/verifier.md"
-  ;;
-esac
+fi

@@ -7,8 +7,12 @@
                               as `budget strategies {strategy: params}` lines for run.sh: one
                               line a `ponder-eval run`, each strategy once in a line (so the
                               configurations of a budget share their draws where they can)
-  choose SHORTLIST RUN...     per budget the shortlisted configuration most accurate on the
-                              validation runs' rows, pooled (ties: the cheaper)
+  choose SHORTLIST RUN...     per budget the configuration most accurate on the validation
+                              runs' rows, pooled (ties: the cheaper), among those shortlisted at
+                              that budget or a lower one: a fixed configuration's spend does
+                              not grow with the request's budget, so every one measured at a
+                              lower budget fits too (the compute-optimal choice is over all
+                              that fit, Snell et al. 2024)
   defaults CHOICE RUN...      the server's measured defaults (data/router/defaults.json): per
                               budget `auto` or the validation choice, whichever the validation
                               runs' rows measured more accurate (ties: the cheaper)
@@ -58,6 +62,11 @@ def name(c):
         return "auto"
     params = ", ".join(f"{k} {v}" for k, v in sorted((c.get("params") or {}).items()))
     return f"{c['strategy']} ({params})"
+
+
+def name_at(c):
+    """`name` with the budget the configuration was measured at."""
+    return f"{name(c)} @ {c['budget']}"
 
 
 def ident(c):
@@ -142,24 +151,28 @@ def choose(short, runs):
     rows = [r for run in runs for r in read_rows(run)]
     groups = by_config(rows)
     out = {}
-    for b, cs in json.load(open(short))["budgets"].items():
-        have = [c for c in cs if groups.get(ident(c))]
+    listed = json.load(open(short))["budgets"]
+    for b in sorted(listed, key=int):
+        # Shortlisted at this budget or a lower one: each fits this budget as measured.
+        have = [c for lower in listed if int(lower) <= int(b) for c in listed[lower]
+                if groups.get(ident(c))]
         if not have:
             sys.exit(f"choose: no validation rows at budget {b}")
         best = ranked(groups, have)[0]
         table = []
         for c in ranked(groups, have):
             n, k, spent = summary(list(groups[ident(c)].values()))
-            table.append({"configuration": name(c), "problems": n, "correct": k,
+            table.append({"configuration": name_at(c), "problems": n, "correct": k,
                           "mean_billed_tokens": round(spent, 1)})
         auto = groups.get(ident({"strategy": "auto", "budget": int(b)}), {})
         n, k, spent = summary(list(auto.values()))
-        table.append({"configuration": "auto", "problems": n, "correct": k,
+        table.append({"configuration": f"auto @ {b}", "problems": n, "correct": k,
                       "mean_billed_tokens": round(spent, 1)})
         out[b] = {"strategy": best["strategy"], "budget": best["budget"],
                   "params": best["params"], "validation": table}
-    json.dump({"rule": "per budget the shortlisted configuration most accurate on the validation "
-                       "problems of GSM8K train and ASDiv, pooled (ties: the cheaper)",
+    json.dump({"rule": "per budget the configuration most accurate on the validation problems "
+                       "of GSM8K train and ASDiv, pooled (ties: the cheaper), among those "
+                       "shortlisted at that budget or a lower one",
                "budgets": out}, sys.stdout, indent=2)
     print()
 
@@ -221,7 +234,7 @@ def compare(choice_path, work, budgets):
     for b in budgets:
         c = choice[str(b)]
         arms[b] = [("auto", ident({"strategy": "auto", "budget": b})),
-                   (f"best on validation: {name(c)}", ident(c)),
+                   (f"best on validation: {name_at(c)}", ident(c)),
                    (f"self_consistency (n {b // 256}, max_tokens 256)", ident(sc_config(b)))]
     sets = {s: by_config(read_rows(work / f"report-{s}")) for s, _ in TARGET_SETS + OTHER_SETS}
     print("# `auto` on public report problems\n")

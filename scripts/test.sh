@@ -77,6 +77,9 @@ lap "cargo test build"
 wait "$LLAMACPP_PID" || { cat "$LLAMACPP_LOG"; exit 1; }
 cat "$LLAMACPP_LOG"
 lap "llama-cpp-python"
+# The evaluation scripts' choice rules (which arm is "best on validation", which default ships)
+# on synthetic rows: the standard library's unittest, a second.
+python3 -m unittest discover -s evals/examples/public-report -p 'test_*.py'
 PONDER_REQUIRE_LLAMACPP=1 test_cargo test --workspace --features ponder/cuda
 lap "cargo test"
 # The Docker image's build command itself (deploy/Dockerfile): the binary the clients and the

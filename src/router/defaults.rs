@@ -1,6 +1,7 @@
 //! The measured defaults (`data/router/defaults.json`): what a search that names no strategy
-//! runs at each budget — the arm validation problems measured most accurate there, `auto` or a
-//! fixed configuration (Step 17's `evals/examples/public-report/run.sh choose`).
+//! runs at each budget — the arm validation problems measured most accurate among those that
+//! fit it, `auto` or a fixed configuration (one measured at a lower budget fits a larger one as
+//! measured; Step 17's `evals/examples/public-report/run.sh choose defaults`).
 //!
 //! Owns the file's format, its checks and the lookup of a budget's entry. It measures nothing
 //! (the harness does) and builds no strategy (the server checks every entry against its

@@ -81,8 +81,13 @@ impl Evaluation {
     /// closes, `(weighted − majority) / (oracle − majority)` (negative when it picks fewer
     /// right than the majority); `None` when the oracle is no better than the majority.
     pub fn gap_closed(&self) -> Option<f64> {
+        self.gap_closed_by(self.weighted.rate)
+    }
+
+    /// The share of that gap a selection rule of accuracy `rate` closes (top-1, say).
+    pub fn gap_closed_by(&self, rate: f64) -> Option<f64> {
         let gap = self.oracle.rate - self.majority.rate;
-        (gap > 0.0).then(|| (self.weighted.rate - self.majority.rate) / gap)
+        (gap > 0.0).then(|| (rate - self.majority.rate) / gap)
     }
 }
 

@@ -79,10 +79,3 @@ pub async fn evaluate_head(
         .collect();
     Ok(evaluate(groups, &scores, name))
 }
-
-/// The share of the gap from majority vote to the oracle that a rule's accuracy closes:
-/// `(rule − majority) / (oracle − majority)`; `None` when there is no gap.
-pub fn gap_closed(rule: f64, e: &Evaluation) -> Option<f64> {
-    let gap = e.oracle.rate - e.majority.rate;
-    (gap > 0.0).then(|| (rule - e.majority.rate) / gap)
-}

@@ -19,6 +19,10 @@
 #               at most 256 tokens a sample) on GSM8K test's report sample (300, shuffle 17),
 #               ASDiv's report role (300, shuffle 17) and MATH-500 levels 1-3; AMC 2023 and
 #               AIME 2024/2025 with the same arms, reported without a target
+#   save        every validation and report run's rows, redacted (`ponder-eval redact`: ids,
+#               outcomes and spend; no gold answer, answer or text), to outcomes/ here, which is
+#               committed: `validation` and `report` on a machine without those runs start from
+#               them (RESTORE=0: not), so a long report carries over machines and sessions
 #   compare     report.md: accuracy [95% Wilson] and mean billed tokens per set, budget and arm;
 #               paired bootstrap differences (auto - choice per set, auto - self-consistency
 #               pooled over GSM8K test + ASDiv); whether `auto` is on each budget's
@@ -27,22 +31,26 @@
 #               report's self-consistency draws at 2,048 (8 candidates a problem, kept by the
 #               report runs) of GSM8K test and ASDiv: AUROC, its weighted vote against the
 #               majority and the oracle, the share of the gap closed; and leave one dataset
-#               out (public-verifier/run.sh's fits on one set's fit candidates, judged on the
-#               other set's report candidates)
+#               out (fitted on one set's fit candidates — public-verifier/run.sh candidates
+#               draws them — judged on the other set's report candidates). Restored rows have
+#               no candidates: run `report` with RESTORE=0 for them (SETS, ARMS below)
 #
 # The runs hold the problems' gold answers and stay under $WORK (default
-# target/public-report); what is kept here is shortlist.json, choice.json, report.md and
-# verifier.md.
+# target/public-report); what is kept here is shortlist.json, choice.json, outcomes/ (redacted),
+# report.md and verifier.md.
 # `auto`'s rows depend on the router file it ran with ($PONDER_ROUTER, default the shipped
 # one): after recalibrating, delete them (`ponder-eval` resumes everything else).
 #
 # Usage: bash evals/examples/public-report/run.sh
-#          [shortlist|validation|choose|defaults|report|compare|verifier]... (default: all; the
-#          steps named run in that order)
+#          [shortlist|validation|choose|defaults|report|save|compare|verifier]... (default: all;
+#          the steps named run in that order)
 #   PONDER_EVAL      the harness binary (default: ponder-eval on PATH)
 #   PONDER_DATASETS  the public benchmark files (default: ../shared/datasets beside the checkout)
 #   BUDGETS          default "1024 2048";  VAL, REPORT  problems per set (default 100 and 300)
 #   WHOLE            problems per set of MATH-500 L1-3, AMC and AIME (default: all of them)
+#   SETS             the report's sets, in this order (default: gsm8k_test asdiv math500 amc23
+#                    aime24 aime25);  ARMS  which arms run: auto, fixed or both (default)
+#   RESTORE          1 (default): a run with no rows here starts from outcomes/; 0: from nothing
 #   CONCURRENCY      items in flight (default 8; results do not depend on it)
 #   KEEP_CANDIDATES  budgets whose fixed arms keep their candidates' texts (default 2048, which
 #                    `verifier` reads; others are slim: --without-candidates)
@@ -57,10 +65,16 @@ pool=$root/data/exemplars/gsm8k.json
 budgets=${BUDGETS:-1024 2048}
 analyse=(python3 "$here/analyse.py")
 
+saved=$here/outcomes
 # run DIR DATASET ROLE LIMIT [more ponder-eval run arguments]
 run() {
   local dir=$1 set=$2 role=$3 limit=$4
   shift 4
+  if [[ ${RESTORE:-1} == 1 && ! -s $work/$dir/results.jsonl && -s $saved/$dir.jsonl ]]; then
+    mkdir -p "$work/$dir"
+    cp "$saved/$dir.jsonl" "$work/$dir/results.jsonl"
+    echo "public-report: $dir resumes from $(wc -l <"$saved/$dir.jsonl") saved rows" >&2
+  fi
   "$eval_bin" run --dataset "$datasets/$set.jsonl" --role "$role" --shuffle-seed 17 \
     --limit "$limit" --seeds 0 --concurrency "${CONCURRENCY:-8}" --out "$work/$dir" "$@"
 }
@@ -71,10 +85,13 @@ run() {
 arms() {
   local dir=$1 set=$2 role=$3 limit=$4 configs=$5
   shift 5
-  for budget in $budgets; do
-    run "$dir" "$set" "$role" "$limit" --strategies auto --budgets "$budget" \
-      --without-candidates "$@"
-  done
+  if [[ ${ARMS:-auto fixed} == *auto* ]]; then
+    for budget in $budgets; do
+      run "$dir" "$set" "$role" "$limit" --strategies auto --budgets "$budget" \
+        --without-candidates "$@"
+    done
+  fi
+  [[ ${ARMS:-auto fixed} == *fixed* ]] || return 0
   local slim
   while read -r budget strategies params; do
     [[ -n $budget && " $budgets " == *" $budget "* ]] || continue
@@ -88,7 +105,7 @@ arms() {
 # Steps run in this file's order, whichever order they are named in.
 steps=" ${*:-all} "
 for step in $steps; do
-  case $step in shortlist | validation | choose | defaults | report | compare | verifier | all) ;;
+  case $step in shortlist | validation | choose | defaults | report | save | compare | verifier | all) ;;
   *) echo "public-report: unknown step $step" >&2; exit 2 ;;
   esac
 done
@@ -116,12 +133,22 @@ if wants defaults; then
 fi
 if wants report; then
   configs=$("${analyse[@]}" configs "$here/choice.json" $(printf 'sc:%s ' $budgets))
-  arms report-gsm8k_test gsm8k_test report "${REPORT:-300}" "$configs"
-  arms report-asdiv asdiv report "${REPORT:-300}" "$configs"
-  arms report-math500 math500 report "${WHOLE:-1000}" "$configs" --preset math --level 1,2,3
-  arms report-amc23 amc23 report "${WHOLE:-1000}" "$configs"
-  for set in aime24 aime25; do
-    arms "report-$set" "$set" report "${WHOLE:-1000}" "$configs" --preset aime
+  for set in ${SETS:-gsm8k_test asdiv math500 amc23 aime24 aime25}; do
+    case $set in
+      gsm8k_test | asdiv) arms "report-$set" "$set" report "${REPORT:-300}" "$configs" ;;
+      math500) arms report-math500 math500 report "${WHOLE:-1000}" "$configs" --preset math \
+        --level 1,2,3 ;;
+      amc23) arms report-amc23 amc23 report "${WHOLE:-1000}" "$configs" ;;
+      aime24 | aime25) arms "report-$set" "$set" report "${WHOLE:-1000}" "$configs" --preset aime ;;
+      *) echo "public-report: unknown report set $set" >&2; exit 2 ;;
+    esac
+  done
+fi
+if wants save; then
+  mkdir -p "$saved"
+  for dir in "$work"/validation-* "$work"/report-*; do
+    [[ -s $dir/results.jsonl ]] || continue
+    "$eval_bin" redact "$dir" --out "$saved/$(basename "$dir").jsonl"
   done
 fi
 if wants compare; then
@@ -139,8 +166,14 @@ if wants verifier; then
     echo "closed = (weighted − majority) / (oracle − majority). Written by public-report/run.sh"
     echo "verifier."
     for set in gsm8k_test asdiv; do
-      "$eval_bin" candidates "$work/report-$set" --dataset "$datasets/$set.jsonl" \
-        --strategy self_consistency --budget 2048 --out "$work/verifier-$set.jsonl" 2>/dev/null
+      said=$("$eval_bin" candidates "$work/report-$set" --dataset "$datasets/$set.jsonl" \
+        --strategy self_consistency --budget 2048 --out "$work/verifier-$set.jsonl" 2>&1)
+      if [[ $said != *"(0 rows without candidates"* ]]; then
+        echo "public-report: $said — rows restored from outcomes/ have no candidates; draw them" \
+          "with RESTORE=0 ARMS=fixed BUDGETS=2048 SETS=\"gsm8k_test asdiv\" WORK=<a new" \
+          "directory> run.sh report verifier" >&2
+        exit 1
+      fi
       echo
       echo "## $set report, the shipped verifier"
       "${PONDER:-ponder}" verifier eval --model "$root/data/verifier/outcome.json" \
@@ -148,11 +181,19 @@ if wants verifier; then
     done
     for pair in "gsm8k_train asdiv" "asdiv gsm8k_test"; do
       set -- $pair
+      # public-verifier/run.sh train fits these too; the evaluation stored in the file is the
+      # one thing that differs (here: on the other set's fit candidates).
+      if [[ ! -s $fits/lodo-$1.json ]]; then
+        other=$([[ $1 == asdiv ]] && echo gsm8k_train || echo asdiv)
+        "${PONDER:-ponder}" verifier train --data "$fits/fit-$1.jsonl" \
+          --heldout "$fits/fit-$other.jsonl" --out "$fits/lodo-$1.json" >/dev/null 2>&1
+      fi
       echo
       echo "## Leave one dataset out: fitted on $1's fit candidates, judged on $2's report candidates"
       "${PONDER:-ponder}" verifier eval --model "$fits/lodo-$1.json" \
         --data "$work/verifier-$2.jsonl" 2>&1 >/dev/null
     done
-  } >"$here/verifier.md"
+  } >"$work/verifier.md"
+  mv "$work/verifier.md" "$here/verifier.md"
   cat "$here/verifier.md"
 fi

@@ -24,6 +24,8 @@
 #   PONDER, PONDER_EVAL  the binaries (default: ponder and ponder-eval on PATH)
 #   PONDER_DATASETS      the public benchmark files (default: ../shared/datasets)
 #   FIT, VAL             problems per set (default 100 and 100); CONCURRENCY (default 8)
+#   ROLES                whose candidates `candidates` draws (default "fit validation"; the
+#                        report's leave-one-dataset-out fits need only "fit")
 #   GRID                 the fit grid's rows (default target/fit-calibration/grid/results.jsonl)
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -84,8 +86,13 @@ sample() {
 
 what=${1:-all}
 case $what in candidates | all)
-  sample fit "${FIT:-100}"
-  sample validation "${VAL:-100}"
+  for role in ${ROLES:-fit validation}; do
+    case $role in
+      fit) sample fit "${FIT:-100}" ;;
+      validation) sample validation "${VAL:-100}" ;;
+      *) echo "public-verifier: unknown role $role" >&2; exit 2 ;;
+    esac
+  done
   ;;
 esac
 case $what in train | all)

@@ -178,6 +178,44 @@ fn shipped_router_file_round_trips_and_carries_its_evaluation() {
     assert_eq!(RouterFile::load(&copy).expect("reload"), file);
 }
 
+/// The shipped calibration table (the allocator `auto` runs) was measured on fit problems only,
+/// with the default model: `evals/examples/fit-calibration/run.sh` rebuilds it from the public
+/// fit sets, and a validation or report problem among its ids would make every number reported
+/// on those sets a number on fitted problems.
+#[test]
+fn shipped_calibration_is_measured_on_fit_problems_with_the_default_model() {
+    let r = shipped();
+    let table = &r.file().allocator.table;
+    let ids: Vec<&String> = table.problems.values().flatten().collect();
+    assert!(!ids.is_empty(), "the table records its problems");
+    for id in &ids {
+        assert_eq!(
+            ponder::roles::role_of(id),
+            Some(ponder::roles::Role::Fit),
+            "{id} is not a fit problem"
+        );
+    }
+    for row in &table.rows {
+        let bin = table.problems.get(&row.difficulty).map_or(0, Vec::len);
+        assert!(
+            row.problems <= bin,
+            "a {} row over {} problems, its bin lists {bin}",
+            row.difficulty,
+            row.problems
+        );
+    }
+    let model = table
+        .model
+        .as_ref()
+        .expect("the model it was measured with");
+    let default = ponder::models::FittedModel::of_file(&ponder::models::default_llm_path())
+        .expect("the default model");
+    assert!(
+        model.applies_to(&default),
+        "measured with {model}, the default model is {default}"
+    );
+}
+
 #[test]
 fn shipped_router_classifies_the_held_out_split() {
     let r = shipped();

@@ -176,6 +176,7 @@ if wants verifier; then
       fi
       echo
       echo "## $set report, the shipped verifier"
+      echo
       "${PONDER:-ponder}" verifier eval --model "$root/data/verifier/outcome.json" \
         --data "$work/verifier-$set.jsonl" 2>&1 >/dev/null
     done
@@ -190,6 +191,7 @@ if wants verifier; then
       fi
       echo
       echo "## Leave one dataset out: fitted on $1's fit candidates, judged on $2's report candidates"
+      echo
       "${PONDER:-ponder}" verifier eval --model "$fits/lodo-$1.json" \
         --data "$work/verifier-$2.jsonl" 2>&1 >/dev/null
     done

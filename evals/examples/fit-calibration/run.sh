@@ -43,6 +43,8 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../../.." && pwd)
 eval_bin=${PONDER_EVAL:-ponder-eval}
+# shellcheck source=../../../scripts/lib/saved-rows.sh
+source "$root/scripts/lib/saved-rows.sh"
 work=${WORK:-$root/target/fit-calibration}
 datasets=${PONDER_DATASETS:-$root/../shared/datasets}
 pool=$root/data/exemplars/gsm8k.json
@@ -106,11 +108,7 @@ pruned() { [[ " ${prune//,/ } " == *" $1:$2 "* ]]; }
 saved=$here/grid-outcomes.jsonl
 what=${1:-all}
 case $what in grid | all)
-  if [[ ! -s $work/grid/results.jsonl && -s $saved ]]; then
-    mkdir -p "$work/grid"
-    cp "$saved" "$work/grid/results.jsonl"
-    echo "fit-calibration: resuming from $(wc -l <"$saved") saved rows" >&2
-  fi
+  restore_rows "$saved" "$work/grid"
   for budget in ${BUDGETS:-1024 2048}; do
     slim=(--without-candidates)
     if [[ " ${KEEP_CANDIDATES-2048} " == *" $budget "* ]]; then slim=(); fi
@@ -131,7 +129,7 @@ case $what in grid | all)
   ;;
 esac
 case $what in save | all)
-  "$eval_bin" redact "$work/grid" --out "$saved"
+  save_rows "$work/grid" "$saved"
   ;;
 esac
 case $what in probe | all)

@@ -59,6 +59,8 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../../.." && pwd)
 eval_bin=${PONDER_EVAL:-ponder-eval}
+# shellcheck source=../../../scripts/lib/saved-rows.sh
+source "$root/scripts/lib/saved-rows.sh"
 datasets=${PONDER_DATASETS:-$root/../shared/datasets}
 work=${WORK:-$root/target/public-report}
 pool=$root/data/exemplars/gsm8k.json
@@ -70,11 +72,7 @@ saved=$here/outcomes
 run() {
   local dir=$1 set=$2 role=$3 limit=$4
   shift 4
-  if [[ ${RESTORE:-1} == 1 && ! -s $work/$dir/results.jsonl && -s $saved/$dir.jsonl ]]; then
-    mkdir -p "$work/$dir"
-    cp "$saved/$dir.jsonl" "$work/$dir/results.jsonl"
-    echo "public-report: $dir resumes from $(wc -l <"$saved/$dir.jsonl") saved rows" >&2
-  fi
+  if [[ ${RESTORE:-1} == 1 ]]; then restore_rows "$saved/$dir.jsonl" "$work/$dir"; fi
   "$eval_bin" run --dataset "$datasets/$set.jsonl" --role "$role" --shuffle-seed 17 \
     --limit "$limit" --seeds 0 --concurrency "${CONCURRENCY:-8}" --out "$work/$dir" "$@"
 }
@@ -145,10 +143,9 @@ if wants report; then
   done
 fi
 if wants save; then
-  mkdir -p "$saved"
   for dir in "$work"/validation-* "$work"/report-*; do
     [[ -s $dir/results.jsonl ]] || continue
-    "$eval_bin" redact "$dir" --out "$saved/$(basename "$dir").jsonl"
+    save_rows "$dir" "$saved/$(basename "$dir").jsonl"
   done
 fi
 if wants compare; then

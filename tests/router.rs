@@ -186,24 +186,17 @@ fn shipped_router_file_round_trips_and_carries_its_evaluation() {
 fn shipped_calibration_is_measured_on_fit_problems_with_the_default_model() {
     let r = shipped();
     let table = &r.file().allocator.table;
-    let ids: Vec<&String> = table.problems.values().flatten().collect();
-    assert!(!ids.is_empty(), "the table records its problems");
-    for id in &ids {
-        assert_eq!(
-            ponder::roles::role_of(id),
-            Some(ponder::roles::Role::Fit),
-            "{id} is not a fit problem"
-        );
-    }
-    for row in &table.rows {
-        let bin = table.problems.get(&row.difficulty).map_or(0, Vec::len);
-        assert!(
-            row.problems <= bin,
-            "a {} row over {} problems, its bin lists {bin}",
-            row.difficulty,
-            row.problems
-        );
-    }
+    assert!(!table.problems.is_empty(), "the table records its problems");
+    assert_eq!(
+        table.problems_outside(ponder::roles::Role::Fit),
+        Vec::<(&str, &str)>::new(),
+        "(bin, id) of problems that are not fit problems"
+    );
+    assert_eq!(
+        table.rows_unlike_their_bin(),
+        Vec::<&ponder::router::CalibrationRow>::new(),
+        "rows over other problems than their bin's"
+    );
     let model = table
         .model
         .as_ref()

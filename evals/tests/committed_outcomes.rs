@@ -97,27 +97,14 @@ fn the_committed_calibration_table_is_fitted_on_fit_problems_binned_by_the_probe
     assert_eq!(table.binned_by, ponder::router::BinnedBy::Probe);
     assert!(table.model.is_some(), "the table records its model");
     assert!(!table.rows.is_empty() && !table.problems.is_empty());
-    for (difficulty, ids) in &table.problems {
-        for id in ids {
-            assert_eq!(
-                ponder::roles::role_of(id),
-                Some(ponder::roles::Role::Fit),
-                "{difficulty}: {id} is not a fit problem"
-            );
-        }
-    }
-    for row in &table.rows {
-        let bin = table.problems.get(&row.difficulty).map_or(0, Vec::len);
-        assert!(
-            row.problems <= bin,
-            "{} {} @ {}: {} problems, its bin has {bin}",
-            row.difficulty,
-            row.strategy,
-            row.budget,
-            row.problems
-        );
-        if let Some(outcomes) = &row.outcomes {
-            assert_eq!(outcomes.len(), bin, "outcomes are over the bin's problems");
-        }
-    }
+    assert_eq!(
+        table.problems_outside(Role::Fit),
+        Vec::<(&str, &str)>::new(),
+        "(bin, id) of problems that are not fit problems"
+    );
+    assert_eq!(
+        table.rows_unlike_their_bin(),
+        Vec::<&ponder::router::CalibrationRow>::new(),
+        "rows over other problems than their bin's"
+    );
 }

@@ -141,6 +141,29 @@ fn level(difficulty: &str) -> usize {
 }
 
 impl CalibrationTable {
+    /// The calibration problems whose role ([`crate::roles::role_of`]) is not `role`, with
+    /// their bins: a table fitted as Step 17 asks (on fit problems only) has none outside
+    /// [`crate::roles::Role::Fit`]. Ids of no public set count as outside every role.
+    pub fn problems_outside(&self, role: crate::roles::Role) -> Vec<(&str, &str)> {
+        self.problems
+            .iter()
+            .flat_map(|(bin, ids)| ids.iter().map(move |id| (bin.as_str(), id.as_str())))
+            .filter(|(_, id)| crate::roles::role_of(id) != Some(role))
+            .collect()
+    }
+
+    /// Rows that do not fit their bin's problem list: more problems than the bin lists, or
+    /// per-problem outcomes over another number of problems than the bin's.
+    pub fn rows_unlike_their_bin(&self) -> Vec<&CalibrationRow> {
+        self.rows
+            .iter()
+            .filter(|row| {
+                let bin = self.problems.get(&row.difficulty).map_or(0, Vec::len);
+                row.problems > bin || row.outcomes.as_ref().is_some_and(|o| o.len() != bin)
+            })
+            .collect()
+    }
+
     /// The worked-example count every row was measured with (`ponder-eval run --shots`);
     /// `None` when the rows differ or there are none.
     pub fn measured_shots(&self) -> Option<usize> {

@@ -400,3 +400,62 @@ proptest! {
         prop_assert!(x.budget_tokens <= budget);
     }
 }
+
+#[test]
+fn a_table_names_its_problems_outside_a_role_and_its_rows_unlike_their_bin() {
+    use crate::roles::Role;
+    let fit = (0..200)
+        .map(|i| format!("gsm8k-train-{i:04}"))
+        .find(|id| crate::roles::role_of(id) == Some(Role::Fit))
+        .expect("a fit problem among the first 200");
+    let mut table = CalibrationTable {
+        rows: vec![CalibrationRow {
+            problems: 2,
+            outcomes: Some("10".into()),
+            ..row("easy", "best_of_n", 4, 1024, 0.5, 300.0)
+        }],
+        problems: [("easy".to_string(), vec![fit.clone(), fit.clone()])].into(),
+        ..CalibrationTable::default()
+    };
+    assert!(table.problems_outside(Role::Fit).is_empty());
+    assert!(table.rows_unlike_their_bin().is_empty());
+
+    table.problems.insert(
+        "hard".into(),
+        vec!["test/algebra/1265.json".into(), "mine-1".into()],
+    );
+    assert_eq!(
+        table.problems_outside(Role::Fit),
+        vec![("hard", "test/algebra/1265.json"), ("hard", "mine-1")],
+        "a report problem and an id of no public set"
+    );
+    assert_eq!(
+        table.problems_outside(Role::Report),
+        vec![
+            ("easy", fit.as_str()),
+            ("easy", fit.as_str()),
+            ("hard", "mine-1")
+        ]
+    );
+
+    table.rows[0].problems = 3;
+    assert_eq!(
+        table.rows_unlike_their_bin().len(),
+        1,
+        "more problems than the bin"
+    );
+    table.rows[0].problems = 2;
+    table.rows[0].outcomes = Some("1".into());
+    assert_eq!(
+        table.rows_unlike_their_bin().len(),
+        1,
+        "outcomes over another count"
+    );
+    table.rows[0].difficulty = "medium".into();
+    table.rows[0].outcomes = None;
+    assert_eq!(
+        table.rows_unlike_their_bin().len(),
+        1,
+        "a bin with no problem list"
+    );
+}

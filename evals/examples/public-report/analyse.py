@@ -227,6 +227,19 @@ def front(points):
                        for q in points)}
 
 
+def front_points(arms):
+    """(points, problems) for `front`: each arm's (label, accuracy, mean spend) over the problems
+    every arm answered, so an arm still running is not compared on other problems than the
+    rest; `arms` is [(label, {problem key: row})], problems the count they share."""
+    common = set.intersection(*(set(rows) for _, rows in arms)) if arms else set()
+    points = []
+    for label, rows in arms:
+        if common:
+            n, k, spent = summary([rows[i] for i in common])
+            points.append((label, k / n, spent))
+    return points, len(common)
+
+
 def compare(choice_path, work, budgets):
     choice = json.load(open(choice_path))["budgets"]
     work = Path(work)
@@ -266,14 +279,16 @@ def compare(choice_path, work, budgets):
         a = {i: r for g in pooled.values() for i, r in g.get(auto_key, {}).items()}
         c = {i: r for g in pooled.values() for i, r in g.get(sc_key, {}).items()}
         print(paired_line("GSM8K test + ASDiv: auto − self_consistency", a, c))
-        points = []
-        for label, key in arms[b]:
-            rs = [r for s, _ in TARGET_SETS for r in sets[s].get(key, {}).values()]
-            if rs:
-                n, k, spent = summary(rs)
-                points.append((label, k / n, spent))
+        points, common = front_points(
+            [(label, {(s, i): r for s, _ in TARGET_SETS
+                      for i, r in sets[s].get(key, {}).items()}) for label, key in arms[b]])
         on = front(points)
-        print("\nAccuracy-vs-spend front over the sets with a target, pooled: " +
+        if not common:
+            print("\nAccuracy-vs-spend front: no problem of the sets with a target has been "
+                  "answered by every arm yet\n")
+            continue
+        print(f"\nAccuracy-vs-spend front over the {common} problems of the sets with a target "
+              "that every arm answered, pooled: " +
               ", ".join(f"{p[0]} ({p[1]:.3f} @ {p[2]:.0f}){' on the front' if p[0] in on else ''}"
                         for p in points) + "\n")
 

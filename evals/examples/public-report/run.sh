@@ -26,7 +26,7 @@
 #   compare     report.md: accuracy [95% Wilson] and mean billed tokens per set, budget and arm;
 #               paired bootstrap differences (auto - choice per set, auto - self-consistency
 #               pooled over GSM8K test + ASDiv); whether `auto` is on each budget's
-#               accuracy-vs-spend front
+#               accuracy-vs-spend front (over the problems every arm answered)
 #   verifier    verifier.md: the shipped learned verifier (data/verifier/outcome.json) on the
 #               report's self-consistency draws at 2,048 (8 candidates a problem, kept by the
 #               report runs) of GSM8K test and ASDiv: AUROC, its weighted vote against the

@@ -1,6 +1,7 @@
 """The choice rules of analyse.py on synthetic validation rows (standard library only):
 `choose` takes the most accurate configuration among every one that fits the budget, ties to
-the cheaper, and `defaults` takes `auto` only where it measured more accurate than that choice.
+the cheaper, and `defaults` takes `auto` only where it measured more accurate than that choice;
+`compare`'s accuracy-vs-spend front weighs every arm on the problems all of them answered.
 
 Run: python3 -m unittest discover -s evals/examples/public-report -p 'test_*.py'
 """
@@ -89,3 +90,20 @@ class ChoiceRules(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class Front(unittest.TestCase):
+    def test_arms_are_compared_on_the_problems_all_of_them_answered(self):
+        full = {f"p{i}": r for i, r in enumerate(rows(BON4, 2, 800.0, problems=10))}
+        # A running arm: 4 problems answered so far, 2 right: better than BON4 on those 4?
+        running = {f"p{i}": r for i, r in enumerate(rows(DC4, 2, 700.0, problems=4))}
+        points, common = analyse.front_points([("bon", full), ("dc", running)])
+        self.assertEqual(common, 4)
+        self.assertEqual(points, [("bon", 0.5, 800.0), ("dc", 0.5, 700.0)],
+                         "over p0-p3 only: BON4's 2 right are among them")
+        self.assertEqual(analyse.front(points), {"dc"}, "as accurate and cheaper")
+
+    def test_no_shared_problem_gives_no_points(self):
+        a = {"p0": rows(BON4, 1, 800.0, problems=1)[0]}
+        b = {"q0": rows(DC4, 1, 700.0, problems=1)[0]}
+        self.assertEqual(analyse.front_points([("a", a), ("b", b)]), ([], 0))

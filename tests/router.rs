@@ -188,14 +188,9 @@ fn shipped_calibration_is_measured_on_fit_problems_with_the_default_model() {
     let table = &r.file().allocator.table;
     assert!(!table.problems.is_empty(), "the table records its problems");
     assert_eq!(
-        table.problems_outside(ponder::roles::Role::Fit),
-        Vec::<(&str, &str)>::new(),
-        "(bin, id) of problems that are not fit problems"
-    );
-    assert_eq!(
-        table.rows_unlike_their_bin(),
-        Vec::<&ponder::router::CalibrationRow>::new(),
-        "rows over other problems than their bin's"
+        table.faults(),
+        vec![],
+        "fitted on fit problems, rows over their bins"
     );
     let model = table
         .model

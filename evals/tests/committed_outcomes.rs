@@ -98,13 +98,8 @@ fn the_committed_calibration_table_is_fitted_on_fit_problems_binned_by_the_probe
     assert!(table.model.is_some(), "the table records its model");
     assert!(!table.rows.is_empty() && !table.problems.is_empty());
     assert_eq!(
-        table.problems_outside(Role::Fit),
-        Vec::<(&str, &str)>::new(),
-        "(bin, id) of problems that are not fit problems"
-    );
-    assert_eq!(
-        table.rows_unlike_their_bin(),
-        Vec::<&ponder::router::CalibrationRow>::new(),
-        "rows over other problems than their bin's"
+        table.faults(),
+        vec![],
+        "fitted on fit problems, rows over their bins"
     );
 }

@@ -82,6 +82,41 @@ fn no_verifier() -> String {
     "none".into()
 }
 
+/// A way a calibration table is not what the allocator may serve ([`CalibrationTable::faults`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TableFault {
+    /// A public problem of a role nothing is fitted on ([`crate::roles`]).
+    #[error("bin {bin}: {id} is a {role} problem, and tables are fitted on fit problems only")]
+    NotFit {
+        /// The difficulty bin that lists it.
+        bin: String,
+        /// The problem id.
+        id: String,
+        /// Its role.
+        role: crate::roles::Role,
+    },
+    /// A problem of no public set (a user's own calibration problems are such).
+    #[error("bin {bin}: {id} is of no public set")]
+    NotPublic {
+        /// The difficulty bin that lists it.
+        bin: String,
+        /// The problem id.
+        id: String,
+    },
+    /// A row measured over other problems than its bin lists.
+    #[error("row {row}: {problems} problems, outcomes of {outcomes:?}, and its bin lists {bin}")]
+    RowUnlikeItsBin {
+        /// The row (difficulty, strategy, budget).
+        row: String,
+        /// The problems it says it measured.
+        problems: usize,
+        /// How many per-problem outcomes it holds, if any.
+        outcomes: Option<usize>,
+        /// How many problems its bin lists.
+        bin: usize,
+    },
+}
+
 /// Accuracy vs spend per difficulty and strategy configuration.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct CalibrationTable {
@@ -141,27 +176,38 @@ fn level(difficulty: &str) -> usize {
 }
 
 impl CalibrationTable {
-    /// The calibration problems whose role ([`crate::roles::role_of`]) is not `role`, with
-    /// their bins: a table fitted as Step 17 asks (on fit problems only) has none outside
-    /// [`crate::roles::Role::Fit`]. Ids of no public set count as outside every role.
-    pub fn problems_outside(&self, role: crate::roles::Role) -> Vec<(&str, &str)> {
-        self.problems
-            .iter()
-            .flat_map(|(bin, ids)| ids.iter().map(move |id| (bin.as_str(), id.as_str())))
-            .filter(|(_, id)| crate::roles::role_of(id) != Some(role))
-            .collect()
-    }
-
-    /// Rows that do not fit their bin's problem list: more problems than the bin lists, or
-    /// per-problem outcomes over another number of problems than the bin's.
-    pub fn rows_unlike_their_bin(&self) -> Vec<&CalibrationRow> {
-        self.rows
-            .iter()
-            .filter(|row| {
-                let bin = self.problems.get(&row.difficulty).map_or(0, Vec::len);
-                row.problems > bin || row.outcomes.as_ref().is_some_and(|o| o.len() != bin)
-            })
-            .collect()
+    /// What keeps the table from being a measurement on fit problems that the allocator can
+    /// read as recorded: each listed problem that is a public problem of another role, or of no
+    /// public set, and each row unlike its bin's problem list. Empty for a table Step 17's
+    /// commands make (`ponder-eval calibrate --bins-from` on the fit grid).
+    pub fn faults(&self) -> Vec<TableFault> {
+        let mut out = Vec::new();
+        for (bin, ids) in &self.problems {
+            for id in ids {
+                let (bin, id) = (bin.clone(), id.clone());
+                match crate::roles::role_of(&id) {
+                    Some(crate::roles::Role::Fit) => {}
+                    Some(role) => out.push(TableFault::NotFit { bin, id, role }),
+                    None => out.push(TableFault::NotPublic { bin, id }),
+                }
+            }
+        }
+        // Tables written before problem lists were recorded have none; their rows' counts
+        // cannot be checked, and they carry no outcomes.
+        let listed = !self.problems.is_empty();
+        for row in &self.rows {
+            let bin = self.problems.get(&row.difficulty).map_or(0, Vec::len);
+            let outcomes = row.outcomes.as_ref().map(String::len);
+            if (listed && row.problems > bin) || outcomes.is_some_and(|o| o != bin) {
+                out.push(TableFault::RowUnlikeItsBin {
+                    row: format!("{} {} @ {}", row.difficulty, row.strategy, row.budget),
+                    problems: row.problems,
+                    outcomes,
+                    bin,
+                });
+            }
+        }
+        out
     }
 
     /// The worked-example count every row was measured with (`ponder-eval run --shots`);

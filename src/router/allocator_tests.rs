@@ -402,7 +402,7 @@ proptest! {
 }
 
 #[test]
-fn a_table_names_its_problems_outside_a_role_and_its_rows_unlike_their_bin() {
+fn a_table_lists_its_problems_of_other_roles_and_its_rows_unlike_their_bin() {
     use crate::roles::Role;
     let fit = (0..200)
         .map(|i| format!("gsm8k-train-{i:04}"))
@@ -417,45 +417,60 @@ fn a_table_names_its_problems_outside_a_role_and_its_rows_unlike_their_bin() {
         problems: [("easy".to_string(), vec![fit.clone(), fit.clone()])].into(),
         ..CalibrationTable::default()
     };
-    assert!(table.problems_outside(Role::Fit).is_empty());
-    assert!(table.rows_unlike_their_bin().is_empty());
+    assert_eq!(table.faults(), vec![]);
 
     table.problems.insert(
         "hard".into(),
         vec!["test/algebra/1265.json".into(), "mine-1".into()],
     );
     assert_eq!(
-        table.problems_outside(Role::Fit),
-        vec![("hard", "test/algebra/1265.json"), ("hard", "mine-1")],
-        "a report problem and an id of no public set"
-    );
-    assert_eq!(
-        table.problems_outside(Role::Report),
+        table.faults(),
         vec![
-            ("easy", fit.as_str()),
-            ("easy", fit.as_str()),
-            ("hard", "mine-1")
+            TableFault::NotFit {
+                bin: "hard".into(),
+                id: "test/algebra/1265.json".into(),
+                role: Role::Report
+            },
+            TableFault::NotPublic {
+                bin: "hard".into(),
+                id: "mine-1".into()
+            }
         ]
     );
+    table.problems.remove("hard");
 
+    let unlike = |problems, outcomes: Option<usize>, bin| {
+        vec![TableFault::RowUnlikeItsBin {
+            row: "easy best_of_n @ 1024".into(),
+            problems,
+            outcomes,
+            bin,
+        }]
+    };
     table.rows[0].problems = 3;
     assert_eq!(
-        table.rows_unlike_their_bin().len(),
-        1,
+        table.faults(),
+        unlike(3, Some(2), 2),
         "more problems than the bin"
     );
     table.rows[0].problems = 2;
     table.rows[0].outcomes = Some("1".into());
     assert_eq!(
-        table.rows_unlike_their_bin().len(),
-        1,
+        table.faults(),
+        unlike(2, Some(1), 2),
         "outcomes over another count"
     );
-    table.rows[0].difficulty = "medium".into();
+    table.problems.clear();
     table.rows[0].outcomes = None;
     assert_eq!(
-        table.rows_unlike_their_bin().len(),
-        1,
-        "a bin with no problem list"
+        table.faults(),
+        vec![],
+        "a table from before problem lists were recorded: nothing to check a count against"
+    );
+    table.rows[0].outcomes = Some("1".into());
+    assert_eq!(
+        table.faults(),
+        unlike(2, Some(1), 0),
+        "outcomes need a list"
     );
 }

@@ -11,7 +11,7 @@ use std::path::Path;
 use ponder_strategies::Registry;
 use serde::Deserialize;
 
-use super::allocator::{CalibrationRow, CalibrationTable};
+use super::allocator::{CalibrationRow, CalibrationTable, TableFault};
 use super::error::{Result, RouterError};
 
 /// One cell of `ponder bench strategies` JSON output (the fields calibration needs).
@@ -146,11 +146,21 @@ pub fn difficulty_of_level(level: u32, easy_max: u32, hard_min: u32) -> &'static
 /// replaces `table`'s rows and problem lists of every difficulty the file has, and takes the
 /// file's model when it records one. A file binned otherwise than `table` (by the probe where
 /// `table` is by level, or back) replaces `table` whole: a bin of one kind says nothing about a
-/// bin of the other. Returns the rows merged.
+/// bin of the other. A file listing a public problem of another role than fit, or a row
+/// measured over other problems than its bin lists, is refused ([`CalibrationTable::faults`]).
+/// Returns the rows merged.
 pub fn merge_harness(table: &mut CalibrationTable, harness: &Path) -> Result<usize> {
     let text = std::fs::read_to_string(harness).map_err(|e| RouterError::read(harness, e))?;
     let file: CalibrationTable = serde_json::from_str(&text)
         .map_err(|e| RouterError::corrupt(harness, "`ponder-eval calibrate` table", e))?;
+    // A user's own problems are theirs to fit on; a public problem of another role is not.
+    let fault = file
+        .faults()
+        .into_iter()
+        .find(|f| !matches!(f, TableFault::NotPublic { .. }));
+    if let Some(fault) = fault {
+        return Err(RouterError::corrupt(harness, "calibration table", fault));
+    }
     if file.binned_by != table.binned_by {
         let n = file.rows.len();
         *table = file;
@@ -223,6 +233,37 @@ mod tests {
         std::fs::write(&path, "{\"rows\": 3}").expect("write");
         let e = merge_harness(&mut table, &path).expect_err("corrupt");
         assert!(e.to_string().contains("cal.json"), "{e}");
+    }
+
+    #[test]
+    fn a_harness_table_listing_a_public_problem_not_of_the_fit_role_is_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("cal.json");
+        let listing = |ids: &[&str]| CalibrationTable {
+            problems: [(
+                "any".to_string(),
+                ids.iter().map(|i| i.to_string()).collect(),
+            )]
+            .into(),
+            binned_by: crate::router::BinnedBy::Probe,
+            ..CalibrationTable::default()
+        };
+        let mut table = CalibrationTable::default();
+        // A user's own problems, of no public set, are theirs to calibrate on.
+        let own = listing(&["my-problem-1"]);
+        std::fs::write(&path, serde_json::to_string(&own).expect("json")).expect("write");
+        merge_harness(&mut table, &path).expect("own problems merge");
+        // MATH-500's algebra/1265 is a report problem.
+        let report = listing(&["my-problem-1", "test/algebra/1265.json"]);
+        std::fs::write(&path, serde_json::to_string(&report).expect("json")).expect("write");
+        let e = merge_harness(&mut table, &path).expect_err("a report problem");
+        let said = e.to_string();
+        assert!(
+            said.contains("cal.json")
+                && said.contains("test/algebra/1265.json is a report problem"),
+            "{said}"
+        );
+        assert_eq!(table, own, "the table is left as it was");
     }
 
     #[test]

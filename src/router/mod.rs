@@ -36,7 +36,8 @@ use serde::{Deserialize, Serialize};
 
 pub use crate::models::FittedModel;
 pub use allocator::{
-    Allocation, Allocator, AllocatorConfig, BinnedBy, CalibrationRow, CalibrationTable, PRIOR_BIN,
+    Allocation, Allocator, AllocatorConfig, BinnedBy, CalibrationRow, CalibrationTable, TableFault,
+    PRIOR_BIN,
 };
 pub use auto::{
     register_auto, registry_with_auto, Allocated, Auto, AutoParams, ProbeBin, ProbeRead,

@@ -104,7 +104,7 @@ pub enum TableFault {
         id: String,
     },
     /// A row measured over other problems than its bin lists.
-    #[error("row {row}: {problems} problems, outcomes of {outcomes:?}, and its bin lists {bin}")]
+    #[error("row {row}: {problems} problems{}, and its bin lists {bin}", outcomes_said(.outcomes))]
     RowUnlikeItsBin {
         /// The row (difficulty, strategy, budget).
         row: String,
@@ -115,6 +115,10 @@ pub enum TableFault {
         /// How many problems its bin lists.
         bin: usize,
     },
+}
+
+fn outcomes_said(outcomes: &Option<usize>) -> String {
+    outcomes.map_or_else(String::new, |o| format!(" and {o} outcomes"))
 }
 
 /// Accuracy vs spend per difficulty and strategy configuration.

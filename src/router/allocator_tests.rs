@@ -453,6 +453,10 @@ fn a_table_lists_its_problems_of_other_roles_and_its_rows_unlike_their_bin() {
         unlike(3, Some(2), 2),
         "more problems than the bin"
     );
+    assert_eq!(
+        table.faults()[0].to_string(),
+        "row easy best_of_n @ 1024: 3 problems and 2 outcomes, and its bin lists 2"
+    );
     table.rows[0].problems = 2;
     table.rows[0].outcomes = Some("1".into());
     assert_eq!(

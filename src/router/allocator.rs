@@ -189,11 +189,11 @@ impl CalibrationTable {
         for (bin, ids) in &self.problems {
             for id in ids {
                 let (bin, id) = (bin.clone(), id.clone());
-                match crate::roles::role_of(&id) {
-                    Some(crate::roles::Role::Fit) => {}
-                    Some(role) => out.push(TableFault::NotFit { bin, id, role }),
-                    None => out.push(TableFault::NotPublic { bin, id }),
-                }
+                out.push(match crate::roles::role_of(&id) {
+                    Some(crate::roles::Role::Fit) => continue,
+                    Some(role) => TableFault::NotFit { bin, id, role },
+                    None => TableFault::NotPublic { bin, id },
+                });
             }
         }
         // Tables written before problem lists were recorded have none; their rows' counts

@@ -232,11 +232,12 @@ def front_points(arms):
     every arm answered, so an arm still running is not compared on other problems than the
     rest; `arms` is [(label, {problem key: row})], problems the count they share."""
     common = set.intersection(*(set(rows) for _, rows in arms)) if arms else set()
+    if not common:
+        return [], 0
     points = []
     for label, rows in arms:
-        if common:
-            n, k, spent = summary([rows[i] for i in common])
-            points.append((label, k / n, spent))
+        n, k, spent = summary([rows[i] for i in common])
+        points.append((label, k / n, spent))
     return points, len(common)
 
 

@@ -88,10 +88,6 @@ class ChoiceRules(unittest.TestCase):
         self.assertNotIn("shots", by_budget[1], "auto takes the server's rule")
 
 
-if __name__ == "__main__":
-    unittest.main()
-
-
 class Front(unittest.TestCase):
     def test_arms_are_compared_on_the_problems_all_of_them_answered(self):
         full = {f"p{i}": r for i, r in enumerate(rows(BON4, 2, 800.0, problems=10))}
@@ -107,3 +103,7 @@ class Front(unittest.TestCase):
         a = {"p0": rows(BON4, 1, 800.0, problems=1)[0]}
         b = {"q0": rows(DC4, 1, 700.0, problems=1)[0]}
         self.assertEqual(analyse.front_points([("a", a), ("b", b)]), ([], 0))
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -61,7 +61,7 @@ pub fn bench_router(
     }
     times.sort_by(f64::total_cmp);
     let route_mean_ms = times.iter().sum::<f64>() / times.len().max(1) as f64;
-    let embeddings = super::train::embed_all(router.embedder(), queries)?;
+    let embeddings = router.embedder().embed_many(queries)?;
     let file = router.file();
     let start = Instant::now();
     for _ in 0..repeat {

@@ -35,7 +35,7 @@ use super::error::{Result, RouterError};
 use crate::roles::may_fit;
 
 mod vectors;
-use vectors::{cached_vectors, embed_all, vector_cache};
+use vectors::{cached_vectors, vector_cache};
 
 /// Most worked examples one question may be shown.
 pub const MAX_SHOTS: usize = 8;
@@ -179,10 +179,8 @@ impl Exemplars {
         if pool.is_empty() {
             return Ok(None);
         }
-        let vectors = embed_all(
-            &embedder,
-            &pool.iter().map(|s| s.problem.as_str()).collect::<Vec<_>>(),
-        )?;
+        let vectors =
+            embedder.embed_many(&pool.iter().map(|s| s.problem.as_str()).collect::<Vec<_>>())?;
         Ok(Some(Self {
             pool,
             vectors,
@@ -281,7 +279,7 @@ impl Exemplars {
 
     /// Each question's similarity to its nearest example (its own question excluded).
     pub fn nearest_similarities(&self, questions: &[&str]) -> Result<Vec<f32>> {
-        let vectors = embed_all(&self.embedder, questions)?;
+        let vectors = self.embedder.embed_many(questions)?;
         Ok(questions
             .iter()
             .zip(&vectors)
@@ -330,7 +328,9 @@ impl Exemplars {
         if k == 0 {
             return Ok(Vec::new());
         }
-        let query = embed_all(&self.embedder, &[question])?
+        let query = self
+            .embedder
+            .embed_many(&[question])?
             .pop()
             .ok_or(RouterError::EmptyQuery)?;
         Ok(self.nearest_to(question, &query, k))

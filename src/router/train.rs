@@ -1,8 +1,8 @@
-//! Training and evaluating the classifier on a labelled query set: embed every query (in
-//! batches), split deterministically into train and held-out, fit both heads on the train
-//! part, and report accuracy with confusion matrices on the held-out part. Difficulty-only
-//! examples from a levelled dataset ([`super::data::Levelled`]) join the difficulty head's
-//! training (train split only) and get their own held-out confusion.
+//! Training and evaluating the classifier on a labelled query set: embed every query
+//! ([`Embedder::embed_many`]), split deterministically into train and held-out, fit both heads
+//! on the train part, and report accuracy with confusion matrices on the held-out part.
+//! Difficulty-only examples from a levelled dataset ([`super::data::Levelled`]) join the
+//! difficulty head's training (train split only) and get their own held-out confusion.
 
 use serde::{Deserialize, Serialize};
 
@@ -13,9 +13,6 @@ use super::error::Result;
 
 /// Category labels in report order (others follow in order of appearance).
 pub const CATEGORIES: [&str; 6] = ["math", "code", "reasoning", "knowledge", "writing", "chat"];
-
-/// Queries per embedding batch.
-const BATCH: usize = 32;
 
 /// Held-out results.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -71,15 +68,6 @@ fn labels(preferred: &[&str], seen: impl Iterator<Item = String>) -> Vec<String>
     out
 }
 
-/// Embeds every query, `BATCH` at a time.
-pub fn embed_all(embedder: &Embedder, queries: &[&str]) -> Result<Vec<Vec<f32>>> {
-    let mut out = Vec::with_capacity(queries.len());
-    for chunk in queries.chunks(BATCH) {
-        out.extend(embedder.embed(chunk)?.into_iter().map(|e| e.vector));
-    }
-    Ok(out)
-}
-
 /// Fits the category head on `examples` and the difficulty head on `examples` followed by
 /// `difficulty_only` (queries whose category label is not evidence: a levelled dataset's
 /// problems are all `math`, and would only tilt the category head towards it).
@@ -91,7 +79,7 @@ pub fn fit(
 ) -> Result<Classifier> {
     let both: Vec<&LabelledQuery> = examples.iter().chain(difficulty_only).collect();
     let queries: Vec<&str> = both.iter().map(|e| e.query.as_str()).collect();
-    let xs = embed_all(embedder, &queries)?;
+    let xs = embedder.embed_many(&queries)?;
     let cats = labels(&CATEGORIES, examples.iter().map(|e| e.category.clone()));
     let diffs = labels(
         &super::allocator::DIFFICULTIES,
@@ -113,7 +101,7 @@ pub fn evaluate(
     examples: &[LabelledQuery],
 ) -> Result<(Confusion, Confusion)> {
     let queries: Vec<&str> = examples.iter().map(|e| e.query.as_str()).collect();
-    let xs = embed_all(embedder, &queries)?;
+    let xs = embedder.embed_many(&queries)?;
     let mut cat = Confusion::new(classifier.category.labels.clone());
     let mut diff = Confusion::new(classifier.difficulty.labels.clone());
     for (x, e) in xs.iter().zip(examples) {

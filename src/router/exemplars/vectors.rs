@@ -1,15 +1,12 @@
-//! The vectors of a worked-example pool's questions: embedded in batches by length, and cached
-//! on disk keyed by the pool file's and the encoder weights' SHA-256, so each file is embedded
-//! once per machine. It must not choose examples (the parent module does).
+//! The vectors of a worked-example pool's questions: embedded ([`Embedder::embed_many`]) and
+//! cached on disk keyed by the pool file's and the encoder weights' SHA-256, so each file is
+//! embedded once per machine. It must not choose examples (the parent module does).
 
 use std::path::{Path, PathBuf};
 
 use super::Shot;
 use crate::router::embed::Embedder;
 use crate::router::error::Result;
-
-/// Questions embedded per encoder call.
-const EMBED_BATCH: usize = 32;
 
 /// Cached pool vectors: `count` rows of `dim` little-endian f32s, or `None` when the file is
 /// missing or of another shape (then the pool is embedded again).
@@ -67,39 +64,10 @@ pub(super) fn cached_vectors(
         cache = %cache.display(),
         "embedding the worked examples once (minutes on a small CPU for thousands; cached after)"
     );
-    let v = embed_all(
-        embedder,
-        &pool.iter().map(|s| s.problem.as_str()).collect::<Vec<_>>(),
-    )?;
+    let v = embedder.embed_many(&pool.iter().map(|s| s.problem.as_str()).collect::<Vec<_>>())?;
     // A cache that cannot be written only costs the next start the same time.
     if let Err(e) = write_vectors(cache, &v) {
         tracing::warn!(path = %cache.display(), error = %e, "worked-example vectors not cached");
     }
     Ok(v)
-}
-
-/// The vectors of `texts`, in order. Texts are batched by length (a batch pads to its
-/// longest text, and attention grows with the square of it), which halves the time of the
-/// shipped pool's first embedding against batches in file order.
-pub(super) fn embed_all(embedder: &Embedder, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
-    let mut order: Vec<usize> = (0..texts.len()).collect();
-    order.sort_by_key(|&i| texts[i].len());
-    let mut out = vec![Vec::new(); texts.len()];
-    let started = std::time::Instant::now();
-    for (done, batch) in order.chunks(EMBED_BATCH).enumerate() {
-        let chunk: Vec<&str> = batch.iter().map(|&i| texts[i]).collect();
-        for (&i, e) in batch.iter().zip(embedder.embed(&chunk)?) {
-            out[i] = e.vector;
-        }
-        let embedded = ((done + 1) * EMBED_BATCH).min(texts.len());
-        if embedded.is_multiple_of(EMBED_BATCH * 32) {
-            tracing::info!(
-                embedded,
-                of = texts.len(),
-                elapsed_s = started.elapsed().as_secs(),
-                "embedding worked examples"
-            );
-        }
-    }
-    Ok(out)
 }

@@ -1,5 +1,5 @@
 //! The harness end to end with the real default model (SmolLM2-135M, installed by
-//! `scripts/setup-models.sh`): the CI smoke eval — 2 strategies × 2 budgets on 6 problems of
+//! `scripts/setup-models.sh`): the CI smoke eval — 2 strategies × 2 budgets on 4 problems of
 //! the project's set → a Markdown table and a readable PNG plot — and, on the same grid, resume
 //! after a kill, determinism across runs (the second drawing each problem's samples once for
 //! both strategies, `--share-draws`), and the Pareto table of that run; and `--shots`
@@ -18,8 +18,8 @@ use serde_json::Value;
 
 const BIN: &str = env!("CARGO_BIN_EXE_ponder-eval");
 const STRATEGIES: &str = "self_consistency,best_of_n";
-const BUDGETS: &str = "256,768";
-const PROBLEMS: usize = 6;
+const BUDGETS: &str = "256,512";
+const PROBLEMS: usize = 4;
 
 fn dataset() -> String {
     format!("{}/data/ponder-150.jsonl", env!("CARGO_MANIFEST_DIR"))
@@ -263,7 +263,7 @@ fn shots_show_train_solutions_and_are_recorded() {
                 "--strategies",
                 "best_of_n",
                 "--budgets",
-                "1024",
+                "512",
                 "--seeds",
                 "0",
                 "--params",

@@ -16,12 +16,14 @@
 #
 # The build is cut to what the servers need: no llama.cpp tests or examples, no web UI, no
 # OpenMP (ggml's own thread pool), no HTTPS, and no AMX (llama.cpp's AMX kernels fault in this
-# project's Firecracker VMs: see scripts/peer_llamacpp.py). It is a unity build (CMake joins
-# each library's sources into a few translation units, so the JSON and template headers most
-# of them include are compiled a few times instead of once a file): ~20% less compile time
-# (BENCHMARKS.md), the same compiler flags, so the same server. Some sources are compiled on
-# their own: mtmd's two helpers (they refuse mtmd's internal headers), common's json.cpp (it
-# specialises templates its neighbours use) and jinja/ (each file names itself in a macro).
+# project's Firecracker VMs: see scripts/peer_llamacpp.py). Above ggml it is a unity build
+# (CMake joins each library's sources into a few translation units, so the JSON and template
+# headers most of them include are compiled a few times instead of once a file): ~20% less
+# compile time (BENCHMARKS.md). ggml, where the server spends its time, is compiled file by
+# file as upstream builds it, so the benchmarks' llama.cpp baseline runs the same kernels. Some
+# sources are compiled on their own: mtmd's two helpers (they refuse mtmd's internal headers),
+# common's json.cpp (it specialises templates its neighbours use) and jinja/ (each file names
+# itself in a macro).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 VERSION=0.3.36
@@ -60,6 +62,8 @@ if ! server_ready; then
   rm -rf "$SRC" "$SERVER_DIR/build" "$SERVER_DIR/bin" "$SERVER_DIR/VERSION"
   mkdir -p "$SRC"
   tar -xzf "$SDIST" -C "$SRC" --strip-components=3 "llama_cpp_python-$VERSION/vendor/llama.cpp"
+  echo 'set_target_properties(ggml-base ggml-cpu ggml PROPERTIES UNITY_BUILD OFF)' \
+    >>"$SRC/ggml/src/CMakeLists.txt"
   echo 'set_source_files_properties(mtmd-helper.cpp mtmd-helper-gen.cpp PROPERTIES SKIP_UNITY_BUILD_INCLUSION ON)' \
     >>"$SRC/tools/mtmd/CMakeLists.txt"
   echo 'set_source_files_properties(json.cpp jinja/caps.cpp jinja/lexer.cpp jinja/parser.cpp

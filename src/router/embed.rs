@@ -171,10 +171,10 @@ impl Embedder {
             .collect())
     }
 
-    /// The vectors of `texts`, in order, 32 texts a forward pass. Texts are
-    /// batched by length (a batch pads to its longest text, and attention grows with the square
-    /// of it), which halves the time of the shipped example pool's embedding against batches in
-    /// the given order; every caller embedding more than one text goes through here.
+    /// The vectors of `texts`, in order, 32 texts a forward pass. Texts are batched by length
+    /// (a batch pads to its longest text, and attention grows with the square of it), which
+    /// halves the time of the shipped example pool's embedding against batches in the given
+    /// order; every caller embedding more than one text goes through here.
     pub fn embed_many(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
         let mut order: Vec<usize> = (0..texts.len()).collect();
         order.sort_by_key(|&i| texts[i].len());
